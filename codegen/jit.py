@@ -1,0 +1,208 @@
+"""The one process-wide LLVM JIT: host target machine, O3 pipeline, MCJIT engine.
+
+LLVM IR text goes in, native function addresses come out (`compile_module`); `optimized_ir`
+and `assembly` show what the pipeline and the backend made of a module, for inspection.
+Invariants: every module is optimised for the host CPU (name and features) at O3 with the
+new pass builder, and all LLVM state is touched under one lock, so callers may compile from
+any thread. Nothing here knows about the llgrad IR; lowering lives in the other codegen files.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from functools import cached_property
+
+import llvmlite.binding as llvm
+
+__all__ = [
+    "JitError", "Jit", "get_jit", "compile_module", "optimized_ir", "assembly",
+    "host_cpu_name", "host_cpu_features", "has_host_features", "load_library",
+]
+
+
+class JitError(RuntimeError):
+    """LLVM refused a module (parse or verification failure) or a symbol is missing."""
+
+
+# See Note [One JIT per process].
+_lock = threading.RLock()
+_jit: Jit | None = None
+_loaded_libraries: dict[str, bool] = {}
+
+
+@dataclass(frozen=True)
+class _Target:
+    """The host target: name, features, and the TargetMachine built from them."""
+
+    triple: str
+    cpu: str
+    features: str
+    machine: llvm.TargetMachine
+
+    @cached_property
+    def data_layout(self) -> str:
+        return str(self.machine.target_data)
+
+
+def _host_target() -> _Target:
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    triple = llvm.get_process_triple()
+    cpu = llvm.get_host_cpu_name()
+    features = llvm.get_host_cpu_features().flatten()
+    target = llvm.Target.from_triple(triple)
+    machine = target.create_target_machine(
+        cpu=cpu, features=features, opt=3, reloc="default", codemodel="jitdefault", jit=True
+    )
+    return _Target(triple, cpu, features, machine)
+
+
+class Jit:
+    """Owns the target machine, the O3 pass pipeline and the MCJIT engine.
+
+    Use the process-wide instance from `get_jit()`; modules added to the engine stay alive
+    (and their code mapped) for the life of the process.
+    """
+
+    def __init__(self, opt_level: int = 3) -> None:
+        self.target = _host_target()
+        self.opt_level = opt_level
+        self._pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+        self._pto.loop_vectorization = opt_level >= 2
+        self._pto.slp_vectorization = opt_level >= 2
+        self._pto.loop_unrolling = opt_level >= 2
+        self._pto.loop_interleaving = opt_level >= 2
+        empty = llvm.parse_assembly("")
+        empty.triple = self.target.triple
+        self._engine = llvm.create_mcjit_compiler(empty, self.target.machine)
+        self._modules: list[llvm.ModuleRef] = []
+        self.compile_seconds = 0.0  # total time spent in compile_module, for the profiler
+
+    # -- stages, each usable on its own for inspection ----------------------------------
+    def parse(self, llvm_ir: str) -> llvm.ModuleRef:
+        """Parse and verify LLVM IR text, retargeted to the host."""
+        try:
+            mod = llvm.parse_assembly(llvm_ir)
+            mod.triple = self.target.triple
+            mod.data_layout = self.target.data_layout
+            mod.verify()
+        except RuntimeError as exc:
+            raise JitError(f"LLVM rejected the generated module: {exc}") from exc
+        return mod
+
+    def optimize(self, mod: llvm.ModuleRef) -> llvm.ModuleRef:
+        """Run the O3 (or `opt_level`) module pipeline on `mod` in place."""
+        # See Note [Pass managers are single use].
+        with _lock:
+            pass_builder = llvm.create_pass_builder(self.target.machine, self._pto)
+            pass_builder.getModulePassManager().run(mod, pass_builder)
+        return mod
+
+    def add(self, mod: llvm.ModuleRef, names: list[str]) -> dict[str, int]:
+        """Hand an optimised module to MCJIT, finalize it, and look up `names`."""
+        with _lock:
+            self._engine.add_module(mod)
+            self._engine.finalize_object()
+            self._modules.append(mod)
+            addresses = {name: self._engine.get_function_address(name) for name in names}
+        missing = [name for name, addr in addresses.items() if not addr]
+        if missing:
+            raise JitError(f"symbols not found after compiling the module: {missing}")
+        return addresses
+
+    def compile_module(self, llvm_ir: str, names: list[str]) -> dict[str, int]:
+        """Parse, optimise and JIT `llvm_ir`; return the address of each function in `names`."""
+        start = time.perf_counter()
+        with _lock:
+            addresses = self.add(self.optimize(self.parse(llvm_ir)), names)
+            self.compile_seconds += time.perf_counter() - start
+        return addresses
+
+    def optimized_ir(self, llvm_ir: str) -> str:
+        """The module as the pipeline leaves it (a fresh parse; nothing is added to the JIT)."""
+        return str(self.optimize(self.parse(llvm_ir)))
+
+    def assembly(self, llvm_ir: str) -> str:
+        """Host assembly for the optimised module (a fresh parse; nothing is JIT-compiled)."""
+        mod = self.optimize(self.parse(llvm_ir))
+        with _lock:
+            return self.target.machine.emit_assembly(mod)
+
+
+# Note [Pass managers are single use]
+# A ModulePassManager from `PassBuilder.getModulePassManager()` can run only once: LLVM moves
+# the passes out when it runs, and a second `run` aborts the process with a failed assertion
+# in unique_ptr (llvmlite 0.50 / LLVM 20). A fresh PassBuilder and pass manager per module
+# costs well under a millisecond, so we build both per call.
+
+
+# Note [One JIT per process]
+# LLVM's global state (the target registry, loaded libraries, symbol table) is process-wide,
+# and MCJIT resolves each module's external symbols against the modules already added, so one
+# engine holds every compiled kernel. llvmlite objects are not thread safe: one re-entrant lock
+# serialises parse/optimise/add. Compiled code itself is immutable and may run on any thread
+# without the lock. We use MCJIT (what numba uses) rather than OrcJIT: it is the engine
+# llvmlite documents first, and it supports `set_object_cache`, which the on-disk kernel cache
+# (cache.py) will use.
+
+
+def get_jit() -> Jit:
+    """The process-wide JIT, created on first use (thread safe)."""
+    global _jit
+    if _jit is None:
+        with _lock:
+            if _jit is None:
+                _jit = Jit()
+    return _jit
+
+
+def compile_module(llvm_ir: str, names: list[str]) -> dict[str, int]:
+    """Compile LLVM IR text with the process-wide JIT; return {name: function address}.
+
+    Example:
+        >>> src = 'define i64 @twice(i64 %x) {\\n  %y = add i64 %x, %x\\n  ret i64 %y\\n}'
+        >>> import ctypes
+        >>> addr = compile_module(src, ["twice"])["twice"]
+        >>> ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(addr)(21)
+        42
+    """
+    return get_jit().compile_module(llvm_ir, names)
+
+
+def optimized_ir(llvm_ir: str) -> str:
+    """The optimised LLVM IR text of a module, for inspection."""
+    return get_jit().optimized_ir(llvm_ir)
+
+
+def assembly(llvm_ir: str) -> str:
+    """The host assembly text of a module, for inspection."""
+    return get_jit().assembly(llvm_ir)
+
+
+def host_cpu_name() -> str:
+    """LLVM's name for the host CPU (e.g. "skylake-avx512"), as used for code generation."""
+    return get_jit().target.cpu
+
+
+def host_cpu_features() -> str:
+    """The host CPU features string ("+avx2,+fma,-avx512f,..."), as used for code generation."""
+    return get_jit().target.features
+
+
+def has_host_features(*names: str) -> bool:
+    """True when the host CPU has every feature in `names` (e.g. "avx2", "fma")."""
+    enabled = {f[1:] for f in host_cpu_features().split(",") if f.startswith("+")}
+    return all(name in enabled for name in names)
+
+
+def load_library(name: str) -> bool:
+    """Make a shared library's symbols visible to JIT code; False if it cannot be loaded."""
+    with _lock:
+        if name not in _loaded_libraries:
+            try:
+                llvm.load_library_permanently(name)
+                _loaded_libraries[name] = True
+            except RuntimeError:
+                _loaded_libraries[name] = False
+        return _loaded_libraries[name]
