@@ -1,0 +1,204 @@
+"""The calling convention of compiled kernels, and the cheap way to call them from Python.
+
+Every kernel is `void name(ptr %buffers)`: `buffers` points to an array of data pointers, one
+per argument, result and workspace, in the order the lowering chose (scalars travel as 0-d
+arrays). One ctypes prototype therefore calls any signature. `define_kernel` builds that
+entry around an internal body whose parameters are `noalias` buffer pointers; `Kernel` calls
+a compiled entry on numpy arrays. See Note [Calling without ndarray.ctypes].
+"""
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+import numpy as np
+from llvmlite import ir
+
+from . import jit
+from .loops import I64, PTR
+
+__all__ = [
+    "ENTRY_TYPE", "define_kernel", "Kernel", "callable_pointer", "pointer_array",
+    "fast_path_available",
+]
+
+ENTRY_TYPE = ir.FunctionType(ir.VoidType(), [PTR])
+_ENTRY_CFUNC = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+_TRAMPOLINE_CFUNC = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.py_object)
+
+
+@contextmanager
+def define_kernel(module: ir.Module, name: str, n_buffers: int, noalias: bool = True,
+                  ) -> Iterator[tuple[ir.IRBuilder, list[ir.Value]]]:
+    """Define kernel `name` in `module`; yield a builder and the buffer pointers for the body.
+
+    The body goes into an internal function `<name>.body(ptr noalias %b0, ...)` (inlined by
+    O3 into the entry, which keeps the no-alias facts as scoped metadata); on exit the body's
+    `ret void` and the `void name(ptr)` entry that unpacks the pointer array are emitted.
+    Pass `noalias=False` when two buffers may overlap (in-place updates).
+
+    Example:
+        >>> with define_kernel(module, "scale", 2) as (b, (x, y)):
+        ...     with for_range(b, 0, 100) as i:
+        ...         store(b, b.fmul(load(b, x, i, F64), ir.Constant(F64, 2.0)), y, i)
+    """
+    body_ty = ir.FunctionType(ir.VoidType(), [PTR] * n_buffers)
+    body = ir.Function(module, body_ty, name=f"{name}.body")
+    body.linkage = "internal"
+    for i, arg in enumerate(body.args):
+        arg.name = f"b{i}"
+        if noalias:
+            arg.add_attribute("noalias")
+    builder = ir.IRBuilder(body.append_basic_block("entry"))
+    yield builder, list(body.args)
+    builder.ret_void()
+
+    entry = ir.Function(module, ENTRY_TYPE, name=name)
+    entry.args[0].name = "buffers"
+    eb = ir.IRBuilder(entry.append_basic_block("entry"))
+    ptrs = [eb.load(eb.gep(entry.args[0], [ir.Constant(I64, i)], inbounds=True,
+                           source_etype=PTR), typ=PTR, name=f"b{i}")
+            for i in range(n_buffers)]
+    eb.call(body, ptrs)
+    eb.ret_void()
+
+
+def callable_pointer(builder: ir.IRBuilder, pointer: ir.Value, fnty: ir.FunctionType,
+                     ) -> ir.Value:
+    """View an opaque `ptr` (or an i64 address) as something `builder.call` accepts.
+
+    llvmlite's `call` reads the signature from the callee's pointee type, which opaque
+    pointers lack; a cast to the (typed) function pointer type supplies it. LLVM sees `ptr`.
+    """
+    typed = ir.PointerType(fnty)
+    if isinstance(pointer.type, ir.IntType):
+        return builder.inttoptr(pointer, typed)
+    # builder.bitcast would return `pointer` unchanged: llvmlite's pointer types compare equal
+    # regardless of pointee, so we build the (no-op) cast instruction ourselves.
+    cast = ir.instructions.CastInstr(builder.block, "bitcast", pointer, typed)
+    builder._insert(cast)  # noqa: SLF001 - the public path drops the cast, see above
+    return cast
+
+
+def pointer_array(arrays: Sequence[np.ndarray]) -> ctypes.Array:
+    """A `void*[n]` holding each array's data pointer (the portable, slower path)."""
+    return (ctypes.c_void_p * len(arrays))(*[a.ctypes.data for a in arrays])
+
+
+# Note [Calling without ndarray.ctypes]
+# `a.ctypes.data` costs ~1.4 us per array here (it builds a helper object each time), so
+# filling a pointer array from Python for five buffers costs ~8 us. Instead one small native
+# trampoline, `llgrad_call_arrays(fn, tuple)`, reads the data pointers itself: it takes the
+# tuple of arrays as a PyObject*, reads its length and items at the offsets of CPython's
+# PyTupleObject, reads each PyArrayObject's `data` field (the first field after the object
+# header, stable since numpy 1.7 and in numpy 2), fills an alloca'd pointer array and calls
+# `fn`. The offsets come from `object.__basicsize__`/`tuple.__basicsize__` and are checked
+# against ctypes once; if the check fails (an unusual interpreter build) we fall back to
+# `pointer_array`. The tuple keeps the arrays alive during the call; ctypes releases the GIL.
+# Every element must be an `np.ndarray` (or subclass): `Kernel.__call__` checks, `call_unchecked`
+# does not.
+
+_trampoline: ctypes._CFuncPtr | None = None
+_fast_path: bool | None = None
+
+
+def _offsets() -> tuple[int, int, int]:
+    """(tuple length offset, tuple items offset, ndarray data offset) for this interpreter."""
+    header = object.__basicsize__
+    return header, tuple.__basicsize__, header
+
+
+def _offsets_hold() -> bool:
+    size_off, items_off, data_off = _offsets()
+    probe = (np.arange(3.0), np.zeros((2, 2), np.float32))
+    tid = id(probe)
+    return (ctypes.c_ssize_t.from_address(tid + size_off).value == len(probe)
+            and all(ctypes.c_void_p.from_address(tid + items_off + 8 * i).value == id(a)
+                    and ctypes.c_void_p.from_address(id(a) + data_off).value == a.ctypes.data
+                    for i, a in enumerate(probe)))
+
+
+def _trampoline_ir() -> str:
+    size_off, items_off, data_off = _offsets()
+    module = ir.Module(name="llgrad_abi")
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR]), "llgrad_call_arrays")
+    target, tup = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+    i8 = ir.IntType(8)
+
+    def field(base: ir.Value, offset: ir.Value | int, ty: ir.Type) -> ir.Value:
+        off = ir.Constant(I64, offset) if isinstance(offset, int) else offset
+        return b.load(b.gep(base, [off], inbounds=True, source_etype=i8), typ=ty)
+
+    n = field(tup, size_off, I64)
+    buffers = b.alloca(PTR, size=n, name="buffers")
+    from .loops import for_range  # local: loops is the only other codegen import here
+
+    with for_range(b, 0, n) as i:
+        item_off = b.add(ir.Constant(I64, items_off), b.mul(i, ir.Constant(I64, 8)))
+        array = field(tup, item_off, PTR)
+        data = field(array, data_off, PTR)
+        b.store(data, b.gep(buffers, [i], inbounds=True, source_etype=PTR))
+    b.call(callable_pointer(b, target, ENTRY_TYPE), [buffers])
+    b.ret_void()
+    return str(module)
+
+
+def fast_path_available() -> bool:
+    """True when kernels are called through the native trampoline (see the Note above)."""
+    global _fast_path, _trampoline
+    if _fast_path is None:
+        _fast_path = _offsets_hold()
+        if _fast_path:
+            addr = jit.compile_module(_trampoline_ir(), ["llgrad_call_arrays"])
+            _trampoline = _TRAMPOLINE_CFUNC(addr["llgrad_call_arrays"])
+    return _fast_path
+
+
+class Kernel:
+    """A compiled `void(void**)` entry, callable on numpy arrays.
+
+    `kernel(*arrays)` passes each array's data pointer, in order; arrays must be contiguous
+    with the dtype and shape the kernel was compiled for (the caller's signature check
+    guarantees it; nothing is checked here but the type). Thread safe: nothing is shared
+    between calls.
+    """
+
+    __slots__ = ("address", "n_buffers", "name", "_entry", "_call")
+
+    def __init__(self, address: int, n_buffers: int, name: str = "kernel") -> None:
+        self.address = address
+        self.n_buffers = n_buffers
+        self.name = name
+        self._entry = _ENTRY_CFUNC(address)
+        if fast_path_available():
+            self._call = _bind(_trampoline, address)
+        else:
+            entry = self._entry
+            self._call = lambda arrays: entry(pointer_array(arrays))
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        if len(arrays) != self.n_buffers:
+            raise TypeError(f"{self.name} takes {self.n_buffers} buffers, got {len(arrays)}")
+        for a in arrays:
+            if not isinstance(a, np.ndarray):
+                raise TypeError(f"{self.name}: buffers must be numpy arrays, got {type(a)}")
+        self._call(arrays)
+
+    def call_unchecked(self, arrays: tuple[np.ndarray, ...]) -> None:
+        """Call with a tuple of exactly `n_buffers` ndarrays; no checks (the hot path)."""
+        self._call(arrays)
+
+    def call_pointers(self, pointers: ctypes.Array) -> None:
+        """Call the raw entry with a prepared `void*[n]` (see `pointer_array`)."""
+        self._entry(pointers)
+
+    def __repr__(self) -> str:
+        return f"<Kernel {self.name} at {self.address:#x}, {self.n_buffers} buffers>"
+
+
+def _bind(trampoline: ctypes._CFuncPtr, address: int):  # noqa: ANN202
+    def call(arrays: tuple[np.ndarray, ...]) -> None:
+        trampoline(address, arrays)
+    return call
