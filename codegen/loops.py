@@ -104,8 +104,8 @@ def elementwise(builder: ir.IRBuilder, n: IndexLike, width: int, body: Body,
     if width < 1:
         raise ValueError("elementwise: width must be >= 1")
     if isinstance(n, int):
-        main_end: IndexLike = n - n % width
-        if width > 1 and main_end > 0:
+        main_end: IndexLike = n - n % width if width > 1 else 0
+        if main_end > 0:
             with for_range(builder, 0, main_end, step=width, name=f"{name}.vec") as i:
                 body(builder, i, width)
         if main_end < n:

@@ -1,0 +1,173 @@
+"""Matrix products in generated code: BLAS gemm through scipy, or a plain loop nest.
+
+`blas_address("dgemm")` finds the BLAS that scipy ships (via the function pointers that
+`scipy.linalg.cython_blas` exports); `emit_gemm` emits a call to it for row-major
+C = op(A) @ op(B); `emit_loop_matmul` is the dependency-free loop nest, used for small
+products and whenever scipy is absent; `emit_matmul` picks between them.
+Invariant: all three compute the same row-major product over contiguous buffers.
+See Note [Row-major gemm].
+"""
+from __future__ import annotations
+
+import ctypes
+from functools import cache
+
+import llvmlite.binding as llvm
+from llvmlite import ir
+
+from .loops import I64, PTR, IndexLike, const, for_range, load, store
+
+__all__ = [
+    "blas_address", "blas_available", "emit_gemm", "emit_loop_matmul", "emit_matmul",
+    "BLAS_MIN_FLOPS",
+]
+
+I8 = ir.IntType(8)
+I32 = ir.IntType(32)
+# m*n*k below which the loop nest beats a BLAS call (call overhead, packing); measured
+# roughly on this machine, see the codegen report.
+BLAS_MIN_FLOPS = 32 ** 3
+
+_GEMM = {"f64": ("dgemm", ir.DoubleType()), "f32": ("sgemm", ir.FloatType())}
+
+
+@cache
+def blas_address(name: str) -> int | None:
+    """Address of BLAS routine `name` ("dgemm", "sgemm", ...) from scipy, or None.
+
+    The routine has the Fortran convention: every argument by pointer, column-major arrays,
+    LP64 (32-bit) integers, no hidden string lengths. scipy is imported here, lazily; without
+    it this returns None and callers fall back to loop nests.
+    """
+    try:
+        from scipy.linalg import cython_blas
+    except ImportError:
+        return None
+    capsule = cython_blas.__pyx_capi__.get(name)
+    if capsule is None:
+        return None
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype = ctypes.c_void_p
+    get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
+    return get_pointer(capsule, get_name(capsule))
+
+
+def blas_available(dtype: str = "f64") -> bool:
+    """True when a gemm for `dtype` ("f32"/"f64") can be called from generated code."""
+    return blas_address(_GEMM[dtype][0]) is not None
+
+
+def _gemm_type(elem: ir.Type) -> ir.FunctionType:
+    # (transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), all pointers
+    return ir.FunctionType(ir.VoidType(), [PTR] * 13)
+
+
+def _gemm_callee(builder: ir.IRBuilder, dtype: str, inline_address: bool) -> ir.Value:
+    name, elem = _GEMM[dtype]
+    address = blas_address(name)
+    if address is None:
+        raise RuntimeError(f"{name} is unavailable (scipy is not installed); use "
+                           "emit_loop_matmul, or install scipy")
+    fnty = _gemm_type(elem)
+    if inline_address:
+        from .abi import callable_pointer
+
+        return callable_pointer(builder, ir.Constant(I64, address), fnty)
+    symbol = f"llgrad_blas_{name}"
+    llvm.add_symbol(symbol, address)
+    existing = builder.module.globals.get(symbol)
+    return existing if existing is not None else ir.Function(builder.module, fnty, symbol)
+
+
+def _slot(builder: ir.IRBuilder, ty: ir.Type, value: ir.Value, name: str) -> ir.Value:
+    """An entry-block stack slot holding `value` (stored at the current position)."""
+    with builder.goto_entry_block():
+        slot = builder.alloca(ty, name=name)
+    builder.store(value, slot)
+    return slot
+
+
+def _i32(builder: ir.IRBuilder, value: IndexLike) -> ir.Value:
+    return ir.Constant(I32, value) if isinstance(value, int) else builder.trunc(value, I32)
+
+
+# Note [Row-major gemm]
+# BLAS is column-major; a row-major array X[r, c] read column-major is X^T with leading
+# dimension c. So row-major C = op(A) @ op(B) is column-major C^T = op(B)^T @ op(A)^T: call
+# gemm with the operands swapped, M = n, N = m, and each op's transpose flag kept (the
+# stored array is read transposed, and we want the transpose of that, i.e. op itself read
+# transposed). Leading dimensions are the stored row lengths.
+
+
+def emit_gemm(builder: ir.IRBuilder, dtype: str, a: ir.Value, b: ir.Value, c: ir.Value,
+              m: IndexLike, n: IndexLike, k: IndexLike, *, trans_a: bool = False,
+              trans_b: bool = False, accumulate: bool = False,
+              inline_address: bool = False) -> None:
+    """Emit row-major `c[m, n] (+)= op(a)[m, k] @ op(b)[k, n]` as one BLAS gemm call.
+
+    `op(x)` is `x.T` when `trans_x` (then `a` is stored [k, m], `b` stored [n, k]). With
+    `accumulate`, the product is added to `c` (beta = 1). By default the routine is called
+    through a named external symbol registered with `llvm.add_symbol`, so the object code
+    holds no process-specific address (and can be cached on disk); `inline_address=True`
+    bakes the address in as an `inttoptr` constant instead.
+    """
+    elem = _GEMM[dtype][1]
+    fn = _gemm_callee(builder, dtype, inline_address)
+    flag = {False: ord("N"), True: ord("T")}
+    lda = k if not trans_a else m
+    ldb = n if not trans_b else k
+    args = [
+        _slot(builder, I8, ir.Constant(I8, flag[trans_b]), "transb"),
+        _slot(builder, I8, ir.Constant(I8, flag[trans_a]), "transa"),
+        _slot(builder, I32, _i32(builder, n), "gemm.m"),
+        _slot(builder, I32, _i32(builder, m), "gemm.n"),
+        _slot(builder, I32, _i32(builder, k), "gemm.k"),
+        _slot(builder, elem, ir.Constant(elem, 1.0), "alpha"),
+        b, _slot(builder, I32, _i32(builder, ldb), "ldb"),
+        a, _slot(builder, I32, _i32(builder, lda), "lda"),
+        _slot(builder, elem, ir.Constant(elem, 1.0 if accumulate else 0.0), "beta"),
+        c, _slot(builder, I32, _i32(builder, n), "ldc"),
+    ]
+    builder.call(fn, args)
+
+
+def emit_loop_matmul(builder: ir.IRBuilder, dtype: str, a: ir.Value, b: ir.Value,
+                     c: ir.Value, m: IndexLike, n: IndexLike, k: IndexLike, *,
+                     trans_a: bool = False, trans_b: bool = False,
+                     accumulate: bool = False) -> None:
+    """Emit the same product as `emit_gemm` as an i-p-j loop nest (no BLAS needed).
+
+    The innermost loop runs along rows of `c` (and of `b` unless `trans_b`), contiguous, so
+    LLVM's loop vectoriser handles it; buffers should be `noalias` (abi.define_kernel).
+    """
+    elem = _GEMM[dtype][1]
+    m_v, n_v, k_v = const(m), const(n), const(k)
+    with for_range(builder, 0, m, name="mm.i") as i:
+        row_c = builder.mul(i, n_v)
+        if not accumulate:
+            with for_range(builder, 0, n, name="mm.z") as j:
+                store(builder, ir.Constant(elem, 0.0), c, builder.add(row_c, j))
+        with for_range(builder, 0, k, name="mm.p") as p:
+            a_idx = builder.add(builder.mul(p, m_v), i) if trans_a else \
+                builder.add(builder.mul(i, k_v), p)
+            a_ip = load(builder, a, a_idx, elem)
+            with for_range(builder, 0, n, name="mm.j") as j:
+                b_idx = builder.add(builder.mul(j, k_v), p) if trans_b else \
+                    builder.add(builder.mul(p, n_v), j)
+                c_idx = builder.add(row_c, j)
+                prod = builder.fmul(a_ip, load(builder, b, b_idx, elem))
+                store(builder, builder.fadd(load(builder, c, c_idx, elem), prod), c, c_idx)
+
+
+def emit_matmul(builder: ir.IRBuilder, dtype: str, a: ir.Value, b: ir.Value, c: ir.Value,
+                m: int, n: int, k: int, *, trans_a: bool = False, trans_b: bool = False,
+                accumulate: bool = False) -> str:
+    """Emit `c (+)= op(a) @ op(b)` with BLAS when it is available and the product is large
+    (m*n*k >= BLAS_MIN_FLOPS), else with the loop nest. Returns "blas" or "loops"."""
+    use_blas = m * n * k >= BLAS_MIN_FLOPS and blas_available(dtype)
+    emit = emit_gemm if use_blas else emit_loop_matmul
+    emit(builder, dtype, a, b, c, m, n, k, trans_a=trans_a, trans_b=trans_b,
+         accumulate=accumulate)
+    return "blas" if use_blas else "loops"
