@@ -9,6 +9,7 @@ a compiled entry on numpy arrays. See Note [Calling without ndarray.ctypes].
 from __future__ import annotations
 
 import ctypes
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 
@@ -16,7 +17,7 @@ import numpy as np
 from llvmlite import ir
 
 from . import jit
-from .loops import I64, PTR
+from .loops import I64, PTR, for_range
 
 __all__ = [
     "ENTRY_TYPE", "define_kernel", "Kernel", "callable_pointer", "pointer_array",
@@ -99,6 +100,7 @@ def pointer_array(arrays: Sequence[np.ndarray]) -> ctypes.Array:
 # Every element must be an `np.ndarray` (or subclass): `Kernel.__call__` checks, `call_unchecked`
 # does not.
 
+_setup_lock = threading.Lock()
 _trampoline: ctypes._CFuncPtr | None = None
 _fast_path: bool | None = None
 
@@ -133,8 +135,6 @@ def _trampoline_ir() -> str:
 
     n = field(tup, size_off, I64)
     buffers = b.alloca(PTR, size=n, name="buffers")
-    from .loops import for_range  # local: loops is the only other codegen import here
-
     with for_range(b, 0, n) as i:
         item_off = b.add(ir.Constant(I64, items_off), b.mul(i, ir.Constant(I64, 8)))
         array = field(tup, item_off, PTR)
@@ -149,10 +149,14 @@ def fast_path_available() -> bool:
     """True when kernels are called through the native trampoline (see the Note above)."""
     global _fast_path, _trampoline
     if _fast_path is None:
-        _fast_path = _offsets_hold()
-        if _fast_path:
-            addr = jit.compile_module(_trampoline_ir(), ["llgrad_call_arrays"])
-            _trampoline = _TRAMPOLINE_CFUNC(addr["llgrad_call_arrays"])
+        with _setup_lock:
+            if _fast_path is None:
+                if _offsets_hold():
+                    addr = jit.compile_module(_trampoline_ir(), ["llgrad_call_arrays"])
+                    _trampoline = _TRAMPOLINE_CFUNC(addr["llgrad_call_arrays"])
+                    _fast_path = True
+                else:
+                    _fast_path = False
     return _fast_path
 
 

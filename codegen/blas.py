@@ -26,7 +26,7 @@ I8 = ir.IntType(8)
 I32 = ir.IntType(32)
 # m*n*k below which the loop nest beats a BLAS call (call overhead, packing); measured
 # roughly on this machine, see the codegen report.
-BLAS_MIN_FLOPS = 32 ** 3
+BLAS_MIN_FLOPS = 40 ** 3
 
 _GEMM = {"f64": ("dgemm", ir.DoubleType()), "f32": ("sgemm", ir.FloatType())}
 
@@ -59,26 +59,24 @@ def blas_available(dtype: str = "f64") -> bool:
     return blas_address(_GEMM[dtype][0]) is not None
 
 
-def _gemm_type(elem: ir.Type) -> ir.FunctionType:
-    # (transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), all pointers
-    return ir.FunctionType(ir.VoidType(), [PTR] * 13)
+# (transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc), all by pointer
+_GEMM_TYPE = ir.FunctionType(ir.VoidType(), [PTR] * 13)
 
 
 def _gemm_callee(builder: ir.IRBuilder, dtype: str, inline_address: bool) -> ir.Value:
-    name, elem = _GEMM[dtype]
+    name = _GEMM[dtype][0]
     address = blas_address(name)
     if address is None:
         raise RuntimeError(f"{name} is unavailable (scipy is not installed); use "
                            "emit_loop_matmul, or install scipy")
-    fnty = _gemm_type(elem)
     if inline_address:
-        from .abi import callable_pointer
+        from .abi import callable_pointer  # abi imports loops only; no cycle, but keep blas light
 
-        return callable_pointer(builder, ir.Constant(I64, address), fnty)
+        return callable_pointer(builder, ir.Constant(I64, address), _GEMM_TYPE)
     symbol = f"llgrad_blas_{name}"
     llvm.add_symbol(symbol, address)
     existing = builder.module.globals.get(symbol)
-    return existing if existing is not None else ir.Function(builder.module, fnty, symbol)
+    return existing if existing is not None else ir.Function(builder.module, _GEMM_TYPE, symbol)
 
 
 def _slot(builder: ir.IRBuilder, ty: ir.Type, value: ir.Value, name: str) -> ir.Value:

@@ -34,8 +34,10 @@ F64 = ir.DoubleType()
 _NATIVE = {
     "sqrt": "llvm.sqrt", "fabs": "llvm.fabs", "floor": "llvm.floor", "ceil": "llvm.ceil",
     "trunc": "llvm.trunc", "rint": "llvm.rint", "round": "llvm.round",
-    "copysign": "llvm.copysign", "fmin": "llvm.minnum", "fmax": "llvm.maxnum",
-    "fma": "llvm.fma",
+    "copysign": "llvm.copysign", "fma": "llvm.fma",
+    "fmin": "llvm.minnum", "fmax": "llvm.maxnum",  # NaN-ignoring, as np.fmin/np.fmax
+    "minimum": "llvm.minimum", "maximum": "llvm.maximum",  # NaN-propagating, as np.minimum
+
 }
 # Ops with an LLVM intrinsic that is fine for scalars but scalarised for vectors.
 _SCALAR_INTRINSIC = {
@@ -48,13 +50,14 @@ _MVEC = {
     "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erf", "erfc",
     "cbrt", "pow", "atan2", "hypot",
 }
-BINARY = frozenset({"pow", "atan2", "hypot", "copysign", "fmin", "fmax"})
+BINARY = frozenset({"pow", "atan2", "hypot", "copysign", "fmin", "fmax", "minimum", "maximum"})
 TERNARY = frozenset({"fma"})
 UNARY = frozenset((_NATIVE.keys() | _SCALAR_INTRINSIC.keys() | _MVEC) - BINARY - TERNARY)
 _ALL = UNARY | BINARY | TERNARY
 
 _MVEC_LIBRARY = "libmvec.so.1"
-_PURE = ("nounwind", "readnone")  # LLVM reads `readnone` as memory(none); see the report
+# llvmlite 0.50 knows no `memory(none)`; LLVM 20 upgrades `readnone` to it when parsing.
+_PURE = ("nounwind", "readnone")
 
 
 def float_type(dtype: str | ir.Type) -> ir.Type:
@@ -133,7 +136,7 @@ def _arity(name: str) -> int:
 
 
 def _libm_name(name: str, scalar: ir.Type) -> str:
-    return {"fmin": "fmin", "fmax": "fmax"}.get(name, name) + ("f" if scalar == F32 else "")
+    return name + ("f" if scalar == F32 else "")
 
 
 def _scalar_call(builder: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:

@@ -26,9 +26,3 @@ def build_kernel(n_buffers: int, emit: Callable[..., None], noalias: bool = True
 def kernel() -> Callable[..., abi.Kernel]:
     return build_kernel
 
-
-@pytest.fixture
-def rng():
-    import numpy as np
-
-    return np.random.default_rng(0)

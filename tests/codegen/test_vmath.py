@@ -23,12 +23,13 @@ UNARY = {
 }
 BINARY = {"pow": (np.power, (0.1, 5)), "atan2": (np.arctan2, (-3, 3)),
           "hypot": (np.hypot, (-3, 3)), "fmin": (np.fmin, (-3, 3)),
-          "fmax": (np.fmax, (-3, 3)), "copysign": (np.copysign, (-3, 3))}
+          "fmax": (np.fmax, (-3, 3)), "copysign": (np.copysign, (-3, 3)),
+          "minimum": (np.minimum, (-3, 3)), "maximum": (np.maximum, (-3, 3))}
 RTOL = {"f64": 1e-14, "f32": 1e-6}
 NP = {"f64": np.float64, "f32": np.float32}
 
 
-def _emit_map(name, dtype, width, nargs):
+def _emit_map(name, dtype, width, nargs, n=N):
     elem = vmath.float_type(dtype)
 
     def emit(b, *ptrs):
@@ -38,7 +39,7 @@ def _emit_map(name, dtype, width, nargs):
             args = [loops.load(b, p, i, elem, w) for p in ins]
             loops.store(b, vmath.math_call(b, name, *args), out, i)
 
-        loops.elementwise(b, N, width, body)
+        loops.elementwise(b, n, width, body)
     return emit
 
 
@@ -127,3 +128,14 @@ def test_errors():
         vmath.math_call(b, "pow", f.args[0], f.args[1])
     with pytest.raises(ValueError, match="float32 and float64 only"):
         vmath.float_type("i64")
+
+
+@pytest.mark.parametrize("width", [1, 4])
+@pytest.mark.parametrize("name,ref", [("fmin", np.fmin), ("fmax", np.fmax),
+                                      ("minimum", np.minimum), ("maximum", np.maximum)])
+def test_nan_semantics_of_min_max(kernel, width, name, ref):
+    x = np.array([1.0, np.nan, 3.0, np.nan, -1.0, 2.0, np.nan, 0.5] * 2)
+    y = np.array([np.nan, 2.0, 1.0, np.nan, 0.0, np.nan, 5.0, 0.25] * 2)
+    out = np.empty_like(x)
+    kernel(3, _emit_map(name, "f64", width, 2, n=len(x)))(x, y, out)
+    np.testing.assert_array_equal(out, ref(x, y))
