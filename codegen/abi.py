@@ -39,10 +39,13 @@ def define_kernel(module: ir.Module, name: str, n_buffers: int, noalias: bool = 
     `ret void` and the `void name(ptr)` entry that unpacks the pointer array are emitted.
     Pass `noalias=False` when two buffers may overlap (in-place updates).
 
-    Example:
-        >>> with define_kernel(module, "scale", 2) as (b, (x, y)):
-        ...     with for_range(b, 0, 100) as i:
-        ...         store(b, b.fmul(load(b, x, i, F64), ir.Constant(F64, 2.0)), y, i)
+    Example (y = 2 * x over 100 doubles)::
+
+        with define_kernel(module, "scale", 2) as (b, (x, y)):
+            with for_range(b, 0, 100) as i:
+                store(b, b.fmul(load(b, x, i, F64), ir.Constant(F64, 2.0)), y, i)
+        kernel = Kernel(compile_module(str(module), ["scale"])["scale"], 2)
+        kernel(x_array, y_array)
     """
     body_ty = ir.FunctionType(ir.VoidType(), [PTR] * n_buffers)
     body = ir.Function(module, body_ty, name=f"{name}.body")

@@ -37,9 +37,10 @@ def for_range(builder: ir.IRBuilder, start: IndexLike, stop: IndexLike, step: in
     `step` is a Python int; a negative step counts down while `i > stop`. The body may add
     its own blocks; the back edge is taken from wherever the builder is when the body ends.
 
-    Example:
-        >>> with for_range(builder, 0, n) as i:
-        ...     store(builder, load(builder, x, i, F64), y, i)
+    Example (y[i] = x[i] for i < n)::
+
+        with for_range(builder, 0, n) as i:
+            store(builder, load(builder, x, i, ir.DoubleType()), y, i)
     """
     if step == 0:
         raise ValueError("for_range: step must be nonzero")
