@@ -1,0 +1,39 @@
+"""llgrad: exact, fast gradients of ordinary Python numeric code.
+
+Two faces: an eager runtime with PyTorch's autograd semantics (`llgrad.tensor`, `.backward()`,
+`llgrad.autograd`, `llgrad.nn`, `llgrad.optim`) and a compiler (`llgrad.differentiate`).
+This module only re-exports.
+"""
+from __future__ import annotations
+
+import sys as _sys
+
+from llgrad.runtime import autograd, ops as _ops
+from llgrad.runtime.autograd import (  # noqa: F401
+    enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled,
+)
+from llgrad.runtime.aval import DType, bool_ as bool, float16, float32, float64, int32, int64  # noqa: F401,A001
+from llgrad.runtime.creation import (  # noqa: F401
+    arange, as_tensor, empty, eye, from_numpy, full, full_like, linspace, manual_seed, ones,
+    ones_like, rand, rand_like, randint, randn, randn_like, tensor, zeros, zeros_like,
+)
+from llgrad.runtime import errors  # noqa: F401
+from llgrad.runtime.tensor import Tensor  # noqa: F401
+from llgrad.runtime.functions import *  # noqa: F401,F403
+from llgrad.runtime.functions import __all__ as _fn_all
+
+double, float, long = float64, float32, int64  # noqa: A001
+
+
+def _alias(name: str, module) -> None:
+    """Expose a runtime package under the public name (llgrad.autograd -> runtime/autograd),
+    registering its submodules too so no module is ever imported twice."""
+    prefix = module.__name__
+    for key, mod in list(_sys.modules.items()):
+        if key == prefix or key.startswith(prefix + "."):
+            _sys.modules[name + key[len(prefix):]] = mod
+
+
+_alias("llgrad.autograd", autograd)
+
+__version__ = "0.1.0"

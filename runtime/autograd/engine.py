@@ -1,0 +1,250 @@
+"""The backward engine: dependency-counted execution of the graph, in reverse creation order.
+
+Each node runs once, after every consumer of its outputs has sent its gradient; gradients
+for one output are summed. Hooks, retain_grad, anomaly checks and the profiler hook in here.
+"""
+from __future__ import annotations
+
+import heapq
+import sys
+
+import numpy as np
+
+from llgrad.runtime.autograd.graph import AccumulateGrad, Node, PrimNode
+from llgrad.runtime.autograd.state import PROFILER, STATE
+from llgrad.runtime.errors import AutogradError
+
+
+def _root_edge(t):
+    if t._grad_fn is not None:
+        return t._grad_fn, t._output_nr
+    if t._requires_grad:
+        return t._accumulator(), 0
+    return None
+
+
+def _collect(roots):
+    """Dependency counts: how many edges point at each node reachable from the roots."""
+    deps = {}
+    seen = set()
+    stack = [n for n in roots]
+    for n in roots:
+        seen.add(n)
+    while stack:
+        n = stack.pop()
+        for nxt, _ in n.next_functions:
+            if nxt is None:
+                continue
+            deps[nxt] = deps.get(nxt, 0) + 1
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return deps, seen
+
+
+def _needed(nodes, targets):
+    """Nodes from which some target node is reachable (the ones worth running)."""
+    memo = {}
+    for start in nodes:
+        if start in memo:
+            continue
+        stack = [(start, iter(start.next_functions))]
+        memo[start] = start in targets
+        while stack:
+            n, it = stack[-1]
+            for nxt, _ in it:
+                if nxt is None:
+                    continue
+                if nxt not in memo:
+                    memo[nxt] = nxt in targets
+                    stack.append((nxt, iter(nxt.next_functions)))
+                    break
+            else:
+                stack.pop()
+                if any(memo.get(nx, False) for nx, _ in n.next_functions if nx is not None):
+                    memo[n] = True
+    return {n for n, v in memo.items() if v}
+
+
+def _accumulate(buf, i, g):
+    cur = buf[i]
+    buf[i] = g if cur is None else cur + g
+
+
+def _call_hooks(hooks, g):
+    for fn in list(hooks.values()):
+        r = fn(g)
+        if r is not None:
+            g = r
+    return g
+
+
+def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
+                 accumulate=True, allow_unused=False):
+    """Run the graph backward from `tensors`. With `inputs`, return their gradients (grad
+    mode, `accumulate=False`) or accumulate only into their `.grad` (backward(inputs=...))."""
+    roots, root_grads = [], []
+    for i, (t, g) in enumerate(zip(tensors, grad_tensors)):
+        edge = _root_edge(t)
+        if edge is None:
+            raise AutogradError(f"element {i} of tensors does not require grad and does not "
+                                f"have a grad_fn",
+                                fix="call .requires_grad_() on the leaf tensors you want "
+                                "gradients for, and compute outside no_grad()")
+        roots.append(edge)
+        root_grads.append(g)
+
+    targets = None
+    if inputs is not None:
+        targets = {}
+        for k, t in enumerate(inputs):
+            edge = _root_edge(t) if (t._grad_fn is not None or t._requires_grad) else None
+            if edge is None:
+                raise AutogradError(f"One of the differentiated Tensors (input {k}) does not "
+                                    f"require grad",
+                                    fix="set requires_grad=True on it before the forward")
+            targets.setdefault(edge, []).append(k)
+    root_nodes = list(dict.fromkeys(n for n, _ in roots))
+    deps, nodes = _collect(root_nodes)
+    needed = None if targets is None else _needed(nodes, {n for n, _ in targets})
+    buffers = {}
+    for (n, nr), g in zip(roots, root_grads):
+        buf = buffers.get(n)
+        if buf is None:
+            buf = buffers[n] = [None] * _n_outputs(n)
+        _accumulate(buf, nr, g)
+    captured = [None] * (len(inputs) if inputs is not None else 0)
+    ready = [(-n._seq, id(n), n) for n in root_nodes if deps.get(n, 0) == 0]
+    heapq.heapify(ready)
+    prof = PROFILER[0]
+    prev_mode = STATE.grad_enabled
+    STATE.grad_enabled = create_graph
+    try:
+        while ready:
+            _, _, node = heapq.heappop(ready)
+            grads = buffers.pop(node, None) or [None] * _n_outputs(node)
+            grads = _pre(node, grads)
+            if targets is not None:
+                for nr in range(len(grads)):
+                    for k in targets.get((node, nr), ()):
+                        captured[k] = grads[nr]
+                if node not in needed or (not accumulate and isinstance(node, AccumulateGrad)):
+                    outs = [None] * len(node.next_functions)
+                    _release_edges(node, outs, deps, buffers, ready)
+                    continue
+            if all(g is None for g in grads):
+                outs = [None] * len(node.next_functions)
+            else:
+                outs = _execute(node, grads, prof)
+            if not retain_graph:
+                node.release()
+            _release_edges(node, outs, deps, buffers, ready)
+    finally:
+        STATE.grad_enabled = prev_mode
+    if inputs is None:
+        return None
+    for k, g in enumerate(captured):
+        if g is None and not allow_unused and not accumulate:
+            raise AutogradError(f"One of the differentiated Tensors (input {k}) appears to not "
+                                f"have been used in the graph.",
+                                fix="set allow_unused=True if this is the desired behavior")
+    if accumulate:  # backward(inputs=...) on non-leaf inputs: accumulate into their .grad
+        for t, g in zip(inputs, captured):
+            if g is not None and t._grad_fn is not None:
+                t._grad = g if t._grad is None else t._grad + g
+        return None
+    return tuple(captured)
+
+
+def _n_outputs(node):
+    if isinstance(node, PrimNode):
+        return len(node.out_meta)
+    return getattr(node, "n_outputs", 1)
+
+
+def _pre(node, grads):
+    th = node._tensor_hooks if not isinstance(node, AccumulateGrad) else None
+    if th:
+        for nr, hooks in th.items():
+            if hooks and grads[nr] is not None:
+                grads[nr] = _call_hooks(hooks, grads[nr])
+    elif isinstance(node, AccumulateGrad) and node.variable._hooks and grads[0] is not None:
+        grads[0] = _call_hooks(node.variable._hooks, grads[0])
+    if node._retain:
+        for nr, ref in node._retain.items():
+            t = ref()
+            if t is not None and grads[nr] is not None:
+                g = grads[nr]
+                t._grad = (g.detach() if not STATE.grad_enabled else g) if t._grad is None \
+                    else t._grad + g
+    if node._pre_hooks:
+        for fn in list(node._pre_hooks.values()):
+            r = fn(tuple(grads))
+            if r is not None:
+                grads = list(r)
+    return grads
+
+
+def _execute(node: Node, grads, prof):
+    if prof is not None:
+        prof.begin(node.name())
+    try:
+        _materialize(node, grads)
+        outs = node.apply(grads)
+    except Exception as e:
+        if STATE.anomaly and node._trace:
+            _report_forward_trace(node, e)
+        raise
+    finally:
+        if prof is not None:
+            prof.end()
+    if node._post_hooks:
+        for fn in list(node._post_hooks.values()):
+            r = fn(tuple(outs), tuple(grads))
+            if r is not None:
+                outs = list(r)
+    if STATE.anomaly and STATE.anomaly_check_nan:
+        for i, g in enumerate(outs):
+            if g is not None and np.isnan(g._data).any():
+                err = AutogradError(f"Function '{node.name()}' returned nan values in its "
+                                    f"{i}th output.")
+                if node._trace:
+                    _report_forward_trace(node, err)
+                raise err
+    return outs
+
+
+def _materialize(node, grads):
+    """Missing gradients of a multi-output node become zeros (materialize_grads)."""
+    if len(grads) > 1 and any(g is None for g in grads):
+        from llgrad.runtime.tensor import Tensor
+        metas = node.out_meta if isinstance(node, PrimNode) else getattr(node, "out_meta", None)
+        if metas is None or getattr(node, "materialize", True) is False:
+            return
+        for i, g in enumerate(grads):
+            if g is None:
+                grads[i] = Tensor._wrap(np.zeros(*metas[i]))
+
+
+def _report_forward_trace(node, err):
+    text = "".join(node._trace)
+    msg = (f"Error detected in {node.name()}. Traceback of forward call that caused the "
+           f"error:\n{text}")
+    print(msg, file=sys.stderr)
+    if hasattr(err, "add_note"):
+        err.add_note(msg)
+
+
+def _release_edges(node, outs, deps, buffers, ready):
+    for (nxt, nr), g in zip(node.next_functions, outs):
+        if nxt is None:
+            continue
+        if g is not None:
+            buf = buffers.get(nxt)
+            if buf is None:
+                buf = buffers[nxt] = [None] * _n_outputs(nxt)
+            _accumulate(buf, nr, g)
+        d = deps[nxt] - 1
+        deps[nxt] = d
+        if d == 0:
+            heapq.heappush(ready, (-nxt._seq, id(nxt), nxt))

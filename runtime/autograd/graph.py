@@ -1,0 +1,279 @@
+"""The autograd graph: Node (PyTorch's grad_fn objects), PrimNode for primitives,
+AccumulateGrad for leaves, saved values with version checks, removable hook handles."""
+from __future__ import annotations
+
+import itertools
+import traceback
+
+import numpy as np
+
+from llgrad.runtime.autograd.state import STATE
+from llgrad.runtime.errors import AutogradError, SourceLoc, user_frame
+
+_SEQ = itertools.count()
+
+
+class RemovableHandle:
+    """Returned by register_hook; `remove()` unregisters the hook."""
+
+    _ids = itertools.count()
+
+    def __init__(self, hooks: dict):
+        self.id = next(self._ids)
+        self._hooks = hooks
+
+    def remove(self) -> None:
+        self._hooks.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def _add_hook(hooks: dict, fn) -> RemovableHandle:
+    h = RemovableHandle(hooks)
+    hooks[h.id] = fn
+    return h
+
+
+class Node:
+    """A backward function in the graph (a tensor's grad_fn); callable on output gradients."""
+
+    __slots__ = ("next_functions", "_seq", "_where", "_trace", "_pre_hooks", "_post_hooks",
+                 "_tensor_hooks", "_retain", "metadata", "__weakref__")
+
+    def __init__(self, next_functions=()):
+        self.next_functions = next_functions
+        self._seq = next(_SEQ)
+        f = user_frame(2)
+        self._where = (f.f_code.co_filename, f.f_lineno, f.f_code.co_name) if f else None
+        self._trace = traceback.format_stack(limit=32)[:-2] if STATE.anomaly else None
+        self._pre_hooks = self._post_hooks = self._tensor_hooks = self._retain = None
+        self.metadata = {}
+
+    def name(self) -> str:
+        return type(self).__name__
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {hex(id(self))}>"
+
+    @property
+    def loc(self) -> SourceLoc | None:
+        """Where in the user's source the forward op that made this node ran."""
+        return SourceLoc(*self._where[:2], 0, self._where[2]) if self._where else None
+
+    def __call__(self, *grads):
+        out = self.apply(list(grads))
+        return out[0] if len(out) == 1 else tuple(out)
+
+    def apply(self, grads: list) -> list:
+        raise NotImplementedError
+
+    def release(self) -> None:
+        """Free saved values (after a backward without retain_graph)."""
+
+    def register_hook(self, fn) -> RemovableHandle:
+        """`fn(grad_inputs, grad_outputs)` runs after this node; may return new grad_inputs."""
+        if self._post_hooks is None:
+            self._post_hooks = {}
+        return _add_hook(self._post_hooks, fn)
+
+    def register_prehook(self, fn) -> RemovableHandle:
+        """`fn(grad_outputs)` runs before this node; may return new grad_outputs."""
+        if self._pre_hooks is None:
+            self._pre_hooks = {}
+        return _add_hook(self._pre_hooks, fn)
+
+    def _register_tensor_hook(self, output_nr: int, fn) -> RemovableHandle:
+        if self._tensor_hooks is None:
+            self._tensor_hooks = {}
+        return _add_hook(self._tensor_hooks.setdefault(output_nr, {}), fn)
+
+    def tensor_hooks(self, output_nr: int):
+        th = self._tensor_hooks
+        return th.get(output_nr) if th else None
+
+
+class ShapeOnly:
+    """Stands in for an input the VJP rules need only the shape and dtype of."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = shape, dtype
+
+
+class _Freed:
+    pass
+
+
+FREED = _Freed()
+
+
+def freed_error(node: Node) -> AutogradError:
+    loc = node.loc
+    src = f"\n    {loc.source_line}" if loc is not None and loc.source_line else ""
+    where = f"{node.name()}, created at {loc}{src}" if loc else node.name()
+    return AutogradError(
+        "Trying to backward through the graph a second time (or directly access saved tensors "
+        "after they have already been freed). Saved intermediate values of the graph are freed "
+        "when you call .backward() or autograd.grad().\n"
+        f"  The freed node is {where}",
+        fix="if the tensors that line uses should not need gradients, cut the graph there "
+        "with .detach() (or compute them without requires_grad / under no_grad) so each "
+        "backward has a graph of its own. Specify retain_graph=True on the first backward only "
+        "if you really need to backward through the same graph twice: it keeps the graph "
+        "alive and costs memory.")
+
+
+def version_error(node: Node, what: str, saved: int, now: int) -> AutogradError:
+    return AutogradError(
+        f"one of the variables needed for gradient computation has been modified by an inplace "
+        f"operation: {what} is at version {now}; expected version {saved} instead. "
+        f"It was saved by {node.name()}" + (f", created at {node.loc}" if node.loc else ""),
+        fix="use an out-of-place operation (y = x * 2 instead of x.mul_(2)), or .clone() the "
+        "tensor before modifying it in place. Enable anomaly detection "
+        "(llgrad.autograd.set_detect_anomaly(True)) to find the forward op")
+
+
+def _describe(t) -> str:
+    from llgrad.runtime.aval import aval_str
+    return "a tensor of shape " + aval_str(t._data.shape, t._data.dtype)
+
+
+class SavedTensor:
+    """A tensor saved for backward, with the version it had, and (for outputs) its node."""
+
+    __slots__ = ("tensor", "data", "vc", "version", "is_output")
+
+    def __init__(self, tensor, is_output=False):
+        self.vc = tensor._vc
+        self.version = tensor._vc[0]
+        self.is_output = is_output
+        if is_output:  # no reference to the output tensor itself: avoids a cycle
+            self.tensor, self.data = None, tensor._data
+        else:
+            self.tensor, self.data = tensor, None
+
+    def unpack(self, node: Node):
+        from llgrad.runtime.tensor import Tensor
+        if self.vc[0] != self.version:
+            what = "the output" if self.is_output else _describe(self.tensor)
+            raise version_error(node, what, self.version, self.vc[0])
+        if not self.is_output:
+            return self.tensor
+        return Tensor._wrap(self.data, node if STATE.grad_enabled else None, 0, self.vc)
+
+
+def _sum_to(g, shape):
+    from llgrad.runtime import ops
+    gs = g.shape
+    if len(gs) < len(shape) or not all(a == b or b == 1 for a, b in zip(gs[len(gs) - len(shape):],
+                                                                          shape)):
+        return g
+    return ops.sum_to(g, shape)
+
+
+class PrimNode(Node):
+    """The backward of one primitive application (`MulBackward0`, ...)."""
+
+    __slots__ = ("prim", "params", "inputs", "needs", "out_meta", "saved_out", "edges")
+
+    def __init__(self, prim, params, args, needs, next_functions, out_meta, edges):
+        super().__init__(next_functions)
+        self.edges = edges  # positions of the tensor arguments (constants get no edge)
+        self.prim, self.params, self.needs, self.out_meta = prim, params, needs, out_meta
+        saves = prim.saves
+        if saves is None and prim.reads is not None:
+            want = set()
+            for i, need in enumerate(needs):
+                if need:
+                    r = prim.reads[i]
+                    want.update(range(-1, len(args)) if r is None else r)
+        elif saves is None:
+            want = set(range(-1, len(args)))
+        else:
+            want = set(saves(len(args)) if callable(saves) else saves)
+        from llgrad.runtime.tensor import Tensor
+        inputs = []
+        for i, a in enumerate(args):
+            if not isinstance(a, Tensor):
+                inputs.append(a)
+            elif i in want:
+                inputs.append(SavedTensor(a))
+            else:
+                inputs.append(ShapeOnly(a._data.shape, a._data.dtype))
+        self.inputs = inputs
+        self.saved_out = -1 in want  # True until the engine hands over the output tensor
+
+    def save_output(self, out_tensor) -> None:
+        self.saved_out = SavedTensor(out_tensor, is_output=True)
+
+    def name(self) -> str:
+        return self.prim.node_name
+
+    def release(self) -> None:
+        self.inputs = [FREED if isinstance(x, SavedTensor) else x for x in self.inputs]
+        if self.saved_out is not False:
+            self.saved_out = FREED
+
+    def apply(self, grads: list) -> list:
+        prim = self.prim
+        if self.saved_out is FREED or any(x is FREED for x in self.inputs):
+            raise freed_error(self)
+        args = [x.unpack(self) if isinstance(x, SavedTensor) else x for x in self.inputs]
+        out = self.saved_out.unpack(self) if self.saved_out is not False else None
+        g = grads[0] if not prim.multiple_results else tuple(grads)
+        result = []
+        for i, need in enumerate(self.needs):
+            if not need:
+                result.append(None)
+                continue
+            gi = prim.vjp_rule(i)(g, out, *args, **self.params)
+            if gi is not None:
+                shape, dtype = _meta(args[i])
+                if gi._data.shape != shape:
+                    gi = _sum_to(gi, shape)
+                if gi._data.dtype != dtype and dtype.kind == "f":
+                    from llgrad.runtime import ops
+                    gi = ops.astype(gi, dtype)
+            result.append(gi)
+        return [result[i] for i in self.edges]
+
+
+def _meta(x):
+    if isinstance(x, ShapeOnly):
+        return x.shape, x.dtype
+    d = x._data if hasattr(x, "_data") else np.asarray(x)
+    return d.shape, d.dtype
+
+
+class AccumulateGrad(Node):
+    """Accumulates the incoming gradient into a leaf's `.grad`; `.variable` is the leaf."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable):
+        super().__init__(())
+        self.variable = variable
+        self._where = None
+
+    def apply(self, grads: list) -> list:
+        g = grads[0]
+        if g is None:
+            return []
+        v = self.variable
+        if g._data.shape != v._data.shape:
+            g = _sum_to(g, v._data.shape)
+        if v._grad is None:
+            if STATE.grad_enabled:  # create_graph: keep the graph of the gradient
+                v._grad = g
+            else:
+                from llgrad.runtime.tensor import Tensor
+                v._grad = Tensor._wrap(np.array(g._data, dtype=v._data.dtype, copy=True))
+        else:
+            v._grad = v._grad + g if STATE.grad_enabled else v._grad.__class__._wrap(
+                (v._grad._data + g._data).astype(v._data.dtype, copy=False))
+        return []

@@ -1,0 +1,116 @@
+"""Top-level tensor functions (`llgrad.exp`, `llgrad.cat`, `llgrad.all`, ...), PyTorch spellings."""
+from __future__ import annotations
+
+import numpy as np
+
+from llgrad.runtime import ops
+from llgrad.runtime.tensor import Tensor
+
+__all__ = [
+    "exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sqrt", "abs", "sign",
+    "sigmoid", "relu", "neg", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "where",
+    "clamp", "clip", "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "logsumexp",
+    "var", "std", "softmax", "log_softmax", "matmul", "mm", "dot", "outer", "reshape",
+    "transpose", "permute", "squeeze", "unsqueeze", "flatten", "cat", "concatenate", "stack",
+    "split", "broadcast_to", "all", "any", "allclose", "equal", "isnan", "isfinite", "max", "min",
+    "eq", "ne", "lt", "le", "gt", "ge", "square", "numel", "is_tensor", "t", "detach",
+]
+
+exp, log, log1p, expm1, sin, cos, tan, tanh = (
+    ops.exp, ops.log, ops.log1p, ops.expm1, ops.sin, ops.cos, ops.tan, ops.tanh)
+sqrt, abs, sign, sigmoid, relu, neg = ops.sqrt, ops.abs, ops.sign, ops.sigmoid, ops.relu, ops.neg
+add, sub, mul, div, pow = ops.add, ops.sub, ops.mul, ops.div, ops.pow
+maximum, minimum, where = ops.maximum, ops.minimum, ops.where
+eq, ne, lt, le, gt, ge = ops.eq, ops.ne, ops.lt, ops.le, ops.gt, ops.ge
+prod, amax, amin, argmax, argmin = ops.prod, ops.amax, ops.amin, ops.argmax, ops.argmin
+logsumexp, var, std, softmax, log_softmax = (
+    ops.logsumexp, ops.var, ops.std, ops.softmax, ops.log_softmax)
+matmul, mm, dot, outer = ops.matmul, ops.matmul, ops.dot, ops.outer
+reshape, squeeze, unsqueeze, flatten = ops.reshape, ops.squeeze, ops.unsqueeze, ops.flatten
+split, broadcast_to, stack = ops.split, ops.broadcast_to, ops.stack
+
+
+def sum(input, dim=None, keepdim=False, dtype=None):
+    return ops.sum(input, dim, keepdim, dtype)
+
+
+def mean(input, dim=None, keepdim=False):
+    return ops.mean(input, dim, keepdim)
+
+
+def clamp(input, min=None, max=None):
+    return ops.clip(input, min, max)
+
+
+clip = clamp
+
+
+def transpose(input, dim0, dim1):
+    return ops.swapaxes(input, dim0, dim1)
+
+
+def permute(input, dims):
+    return ops.transpose(input, dims)
+
+
+def t(input):
+    return input.t()
+
+
+def cat(tensors, dim=0):
+    return ops.concatenate(list(tensors), dim)
+
+
+concatenate = cat
+
+
+def square(input):
+    return ops.mul(input, input)
+
+
+def max(input, dim=None, keepdim=False):
+    return input.max(dim, keepdim) if isinstance(input, Tensor) else ops.amax(input, dim, keepdim)
+
+
+def min(input, dim=None, keepdim=False):
+    return input.min(dim, keepdim) if isinstance(input, Tensor) else ops.amin(input, dim, keepdim)
+
+
+def _data(x):
+    return x._data if isinstance(x, Tensor) else np.asarray(x)
+
+
+def all(input, dim=None) -> Tensor:
+    return Tensor._wrap(np.asarray(np.all(_data(input), axis=dim)))
+
+
+def any(input, dim=None) -> Tensor:
+    return Tensor._wrap(np.asarray(np.any(_data(input), axis=dim)))
+
+
+def isnan(input) -> Tensor:
+    return Tensor._wrap(np.isnan(_data(input)))
+
+
+def isfinite(input) -> Tensor:
+    return Tensor._wrap(np.isfinite(_data(input)))
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:
+    return bool(np.allclose(_data(a), _data(b), rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def equal(a, b) -> bool:
+    return _data(a).shape == _data(b).shape and bool(np.all(_data(a) == _data(b)))
+
+
+def numel(input) -> int:
+    return int(_data(input).size)
+
+
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def detach(input):
+    return input.detach()

@@ -1,0 +1,138 @@
+"""numpy functions on llgrad values: the dispatch table behind `__array_ufunc__` and
+`__array_function__`, generated from the primitives' `numpy` field plus numpy-signature
+wrappers for composite functions. Anything not listed is an error, never a silent fallback."""
+from __future__ import annotations
+
+import numpy as np
+
+from llgrad.runtime import ops
+from llgrad.runtime.aval import normalize_axes
+from llgrad.runtime.ops._util import dtype_of, shape_of
+from llgrad.runtime.prim import REGISTRY
+
+
+def _axis(x, axis):
+    return None if axis is None else normalize_axes(axis, len(shape_of(x)))
+
+
+def _reducer(fn):
+    def impl(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
+        _no_out(out)
+        r = fn(a, _axis(a, axis), keepdims)
+        return r if dtype is None else ops.astype(r, dtype)
+    return impl
+
+
+def _no_out(out):
+    if out is not None:
+        raise TypeError("out= is not supported on llgrad values (write `y = f(x)` instead)")
+
+
+def _like(fill):
+    def impl(a, dtype=None, shape=None, **kw):
+        dt = dtype_of(a) if dtype is None else np.dtype(dtype)
+        return np.full(shape_of(a) if shape is None else shape, fill, dt)
+    return impl
+
+
+def _transpose(a, axes=None):
+    return ops.transpose(a, axes)
+
+
+def _reshape(a, *args, **kw):
+    shape = kw.get("newshape", kw.get("shape", args[0] if args else None))
+    return ops.reshape(a, (shape,) if isinstance(shape, int) else shape)
+
+
+def _clip(a, a_min=None, a_max=None, **kw):
+    lo = kw.get("min", a_min)
+    hi = kw.get("max", a_max)
+    return ops.clip(a, lo, hi)
+
+
+def _sum(a, axis, keepdims):
+    return ops.sum(a, axis, keepdims)
+
+
+def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+    return ops.var(a, _axis(a, axis), keepdim=keepdims, correction=ddof)
+
+
+def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+    return ops.std(a, _axis(a, axis), keepdim=keepdims, correction=ddof)
+
+
+def _concat(arrays, axis=0, out=None, **kw):
+    _no_out(out)
+    return ops.concatenate(list(arrays), axis)
+
+
+def _stack(arrays, axis=0, out=None, **kw):
+    _no_out(out)
+    return ops.stack(list(arrays), axis)
+
+
+def _squeeze(a, axis=None):
+    return ops.squeeze(a, axis)
+
+
+def _expand_dims(a, axis):
+    return ops.unsqueeze(a, axis)
+
+
+def _argreduce(fn):
+    def impl(a, axis=None, out=None, keepdims=False):
+        return fn(a, axis, keepdims)
+    return impl
+
+
+def _tensordot_free(a, b):
+    return ops.dot(a, b)
+
+
+def _square(x, **kw):
+    return ops.mul(x, x)
+
+
+def _ufunc_call(fn):
+    def impl(*args, out=None, where=True, **kw):
+        _no_out(out)
+        if where is not True or kw.get("dtype") is not None:
+            raise TypeError("where=/dtype= ufunc arguments are not supported on llgrad values")
+        return fn(*args)
+    return impl
+
+
+FUNCTIONS = {
+    np.sum: _reducer(_sum),
+    np.mean: _reducer(lambda a, ax, k: ops.mean(a, ax, k)),
+    np.prod: _reducer(lambda a, ax, k: ops.prod(a, ax, k)),
+    np.max: _reducer(lambda a, ax, k: ops.amax(a, ax, k)),
+    np.amax: _reducer(lambda a, ax, k: ops.amax(a, ax, k)),
+    np.min: _reducer(lambda a, ax, k: ops.amin(a, ax, k)),
+    np.amin: _reducer(lambda a, ax, k: ops.amin(a, ax, k)),
+    np.var: _var, np.std: _std,
+    np.argmax: _argreduce(ops.argmax), np.argmin: _argreduce(ops.argmin),
+    np.dot: _tensordot_free, np.matmul: _ufunc_call(ops.matmul), np.outer: ops.outer,
+    np.where: ops.where, np.clip: _clip,
+    np.concatenate: _concat, np.stack: _stack,
+    np.reshape: _reshape, np.transpose: _transpose, np.swapaxes: ops.swapaxes,
+    np.squeeze: _squeeze, np.expand_dims: _expand_dims, np.ravel: ops.ravel,
+    np.broadcast_to: ops.broadcast_to,
+    np.zeros_like: _like(0), np.ones_like: _like(1),
+    np.square: _ufunc_call(_square),
+    np.shape: shape_of, np.ndim: lambda a: len(shape_of(a)),
+    np.size: lambda a: int(np.prod(shape_of(a), dtype=np.int64)),
+}
+
+for _p in REGISTRY.values():
+    for _f in _p.numpy:
+        if _f is not None and _f not in FUNCTIONS:
+            FUNCTIONS[_f] = _ufunc_call(getattr(ops, _p.name))
+FUNCTIONS[np.divide] = FUNCTIONS[np.true_divide] = _ufunc_call(ops.div)
+FUNCTIONS[np.power] = _ufunc_call(ops.pow)
+
+
+def numpy_name(func) -> str:
+    mod = getattr(func, "__module__", None) or "numpy"
+    return f"{'np' if mod.startswith('numpy') else mod}.{getattr(func, '__name__', func)}"

@@ -1,0 +1,20 @@
+"""The ops API: every array operation, on eager Tensors, IR values and traced values alike.
+
+VJP rules are written only with these functions, so one rule serves eager mode, higher-order
+gradients and the compiler's AD. Each primitive is declared once in its family module.
+"""
+from llgrad.runtime.ops.elementwise import (  # noqa: F401
+    abs, add, astype, clip, copy, cos, div, eq, exp, expm1, ge, gt, le, log, log1p, logical_and,
+    logical_not, logical_or, lt, maximum, minimum, mul, ne, neg, pow, relu, sigmoid, sign, sin,
+    sqrt, stop_gradient, sub, tan, tanh, where,
+)
+from llgrad.runtime.ops.index import getitem, setitem, slice_axis  # noqa: F401
+from llgrad.runtime.ops.linalg import dot, matmul, outer  # noqa: F401
+from llgrad.runtime.ops.reduce import (  # noqa: F401
+    amax, amin, argmax, argmin, log_softmax, logsumexp, mean, prod, reduce_prod, reduce_sum,
+    softmax, std, sum, var,
+)
+from llgrad.runtime.ops.shape import (  # noqa: F401
+    broadcast_to, concatenate, expand, flatten, movedim, ravel, repeat, reshape, split, squeeze,
+    stack, sum_to, swapaxes, transpose, unsqueeze,
+)

@@ -1,0 +1,243 @@
+"""Elementwise primitives: arithmetic, math functions, comparisons, select, casts.
+
+Each is declared in one block: numpy impl, VJP rules (one per input, written with ops), and
+`scalar`, a rule `scalar(s, *xs)` over an abstract scalar emitter `s` that codegen implements.
+Operands broadcast (numpy rules); see Note [Broadcasting at primitives] in prim.py.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from llgrad.runtime.aval import BOOL, DEFAULT_FLOAT, Aval, broadcast_shapes, to_np
+from llgrad.runtime.ops._util import dtype_of, operands
+from llgrad.runtime.prim import Primitive, bind, register
+
+
+def _shape_rule(name, out_dtype=None):
+    def rule(*avals, **params):
+        shape = broadcast_shapes(*(a.shape for a in avals), op=name)
+        return Aval(shape, out_dtype or avals[-1].dtype)
+    return rule
+
+
+def elementwise(name, impl, vjp=None, scalar=None, *, nondiff=False, saves=None, numpy=(),
+                out_dtype=None, node_name=None) -> Primitive:
+    """Declare an elementwise primitive (the common case is one call)."""
+    return register(Primitive(
+        name, "elementwise", impl, _shape_rule(name, out_dtype), vjp, nondiff=nondiff,
+        saves=saves, scalar=scalar, numpy=numpy, node_name=node_name))
+
+
+# ---- arithmetic -------------------------------------------------------------------------------
+add_p = elementwise("add", np.add, (lambda g, out, x, y: g, lambda g, out, x, y: g),
+                    lambda s, x, y: s.add(x, y), saves=(), numpy=np.add)
+sub_p = elementwise("sub", np.subtract, (lambda g, out, x, y: g, lambda g, out, x, y: neg(g)),
+                    lambda s, x, y: s.sub(x, y), saves=(), numpy=np.subtract)
+mul_p = elementwise("mul", np.multiply,
+                    (lambda g, out, x, y: mul(g, y), lambda g, out, x, y: mul(g, x)),
+                    lambda s, x, y: s.mul(x, y), saves=(0, 1), numpy=np.multiply)
+div_p = elementwise("div", np.true_divide,
+                    (lambda g, out, x, y: div(g, y),
+                     lambda g, out, x, y: neg(div(mul(g, out), y))),
+                    lambda s, x, y: s.div(x, y), saves=(1, -1),
+                    numpy=(np.true_divide, np.divide))
+neg_p = elementwise("neg", np.negative, (lambda g, out, x: neg(g),),
+                    lambda s, x: s.neg(x), saves=(), numpy=np.negative)
+
+
+def _pow_vjp_x(g, out, x, y):
+    # d/dx x**y = y * x**(y-1), defined as 0 where y == 0 (as PyTorch does).
+    return where(eq(y, 0), 0.0, mul(g, mul(y, pow(x, sub(y, 1)))))
+
+
+def _pow_vjp_y(g, out, x, y):
+    # d/dy x**y = x**y * log(x), defined as 0 where x == 0 and y >= 0.
+    return where(logical_and(eq(x, 0), ge(y, 0)), 0.0, mul(g, mul(out, log(x))))
+
+
+pow_p = elementwise("pow", np.power, (_pow_vjp_x, _pow_vjp_y), lambda s, x, y: s.pow(x, y),
+                    saves=(0, 1, -1), numpy=np.power)
+
+# ---- math functions ---------------------------------------------------------------------------
+exp_p = elementwise("exp", np.exp, (lambda g, out, x: mul(g, out),),
+                    lambda s, x: s.exp(x), saves=(-1,), numpy=np.exp)
+log_p = elementwise("log", np.log, (lambda g, out, x: div(g, x),),
+                    lambda s, x: s.log(x), saves=(0,), numpy=np.log)
+log1p_p = elementwise("log1p", np.log1p, (lambda g, out, x: div(g, add(x, 1)),),
+                      lambda s, x: s.log1p(x), saves=(0,), numpy=np.log1p)
+expm1_p = elementwise("expm1", np.expm1, (lambda g, out, x: mul(g, add(out, 1)),),
+                      lambda s, x: s.expm1(x), saves=(-1,), numpy=np.expm1)
+sin_p = elementwise("sin", np.sin, (lambda g, out, x: mul(g, cos(x)),),
+                    lambda s, x: s.sin(x), saves=(0,), numpy=np.sin)
+cos_p = elementwise("cos", np.cos, (lambda g, out, x: neg(mul(g, sin(x))),),
+                    lambda s, x: s.cos(x), saves=(0,), numpy=np.cos)
+tan_p = elementwise("tan", np.tan, (lambda g, out, x: mul(g, add(mul(out, out), 1)),),
+                    lambda s, x: s.tan(x), saves=(-1,), numpy=np.tan)
+tanh_p = elementwise("tanh", np.tanh, (lambda g, out, x: mul(g, sub(1, mul(out, out))),),
+                     lambda s, x: s.tanh(x), saves=(-1,), numpy=np.tanh)
+sqrt_p = elementwise("sqrt", np.sqrt, (lambda g, out, x: div(g, mul(out, 2)),),
+                     lambda s, x: s.sqrt(x), saves=(-1,), numpy=np.sqrt)
+abs_p = elementwise("abs", np.abs, (lambda g, out, x: mul(g, sign(x)),),
+                    lambda s, x: s.abs(x), saves=(0,), numpy=(np.absolute, np.abs, np.fabs))
+sign_p = elementwise("sign", np.sign, (lambda g, out, x: mul(g, 0),),
+                     lambda s, x: s.sign(x), saves=(), numpy=np.sign)
+
+
+def _sigmoid_impl(x):
+    # Stable for both signs: exp of a non-positive number only.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+
+sigmoid_p = elementwise("sigmoid", _sigmoid_impl,
+                        (lambda g, out, x: mul(g, mul(out, sub(1, out))),),
+                        lambda s, x: s.div(1.0, s.add(1.0, s.exp(s.neg(x)))), saves=(-1,))
+relu_p = elementwise("relu", lambda x: np.maximum(x, 0).astype(x.dtype, copy=False),
+                     (lambda g, out, x: where(gt(out, 0), g, 0.0),),
+                     lambda s, x: s.max(x, s.zero(x)), saves=(-1,))
+
+
+def _max_vjp(first):
+    def rule(g, out, x, y):
+        a, b = (x, y) if first else (y, x)
+        # Ties split the gradient evenly, as PyTorch does.
+        return where(gt(a, b), g, where(eq(a, b), mul(g, 0.5), 0.0))
+    return rule
+
+
+def _min_vjp(first):
+    def rule(g, out, x, y):
+        a, b = (x, y) if first else (y, x)
+        return where(lt(a, b), g, where(eq(a, b), mul(g, 0.5), 0.0))
+    return rule
+
+
+maximum_p = elementwise("maximum", np.maximum, (_max_vjp(True), _max_vjp(False)),
+                        lambda s, x, y: s.max(x, y), saves=(0, 1), numpy=np.maximum)
+minimum_p = elementwise("minimum", np.minimum, (_min_vjp(True), _min_vjp(False)),
+                        lambda s, x, y: s.min(x, y), saves=(0, 1), numpy=np.minimum)
+
+
+def _clip_impl(x, lo, hi):
+    return np.clip(x, lo, hi).astype(x.dtype, copy=False)
+
+
+def _clip_vjp(g, out, x, lo, hi):
+    inside = logical_and(ge(x, lo), le(x, hi))
+    return where(inside, g, 0.0)
+
+
+clip_p = elementwise("clip", _clip_impl, (_clip_vjp, None, None),
+                     lambda s, x, lo, hi: s.min(s.max(x, lo), hi), saves=(0, 1, 2),
+                     node_name="ClampBackward1")
+
+# ---- select, casts, copies ---------------------------------------------------------------------
+where_p = register(Primitive(
+    "where", "elementwise", np.where,
+    lambda c, x, y: Aval(broadcast_shapes(c.shape, x.shape, y.shape, op="where"), x.dtype),
+    (None, lambda g, out, c, x, y: where(c, g, 0.0), lambda g, out, c, x, y: where(c, 0.0, g)),
+    saves=(0,), scalar=lambda s, c, x, y: s.select(c, x, y), numpy=np.where,
+    node_name="WhereBackward0"))
+
+astype_p = register(Primitive(
+    "astype", "elementwise", lambda x, dtype: x.astype(dtype),
+    lambda x, dtype: Aval(x.shape, np.dtype(dtype)),
+    (lambda g, out, x, dtype: astype(g, dtype_of(x)),), saves=(0,),
+    scalar=lambda s, x, dtype: s.cast(x, dtype), node_name="ToCopyBackward0"))
+
+copy_p = elementwise("copy", np.copy, (lambda g, out, x: g,), lambda s, x: x, saves=(),
+                     node_name="CloneBackward0")
+
+stop_gradient_p = elementwise("stop_gradient", lambda x: x, None, lambda s, x: x,
+                              nondiff=True)
+
+# ---- comparisons and logic (no gradient) -------------------------------------------------------
+_CMP = {}
+for _name, _np, _sym in [("lt", np.less, "<"), ("le", np.less_equal, "<="),
+                         ("gt", np.greater, ">"), ("ge", np.greater_equal, ">="),
+                         ("eq", np.equal, "=="), ("ne", np.not_equal, "!=")]:
+    _CMP[_name] = elementwise(_name, _np, None, (lambda sym: lambda s, x, y: s.cmp(sym, x, y))(_sym),
+                              nondiff=True, numpy=_np, out_dtype=BOOL)
+lt_p, le_p, gt_p, ge_p, eq_p, ne_p = (_CMP[k] for k in ("lt", "le", "gt", "ge", "eq", "ne"))
+logical_and_p = elementwise("logical_and", np.logical_and, None, lambda s, x, y: s.and_(x, y),
+                            nondiff=True, numpy=np.logical_and, out_dtype=BOOL)
+logical_or_p = elementwise("logical_or", np.logical_or, None, lambda s, x, y: s.or_(x, y),
+                           nondiff=True, numpy=np.logical_or, out_dtype=BOOL)
+logical_not_p = elementwise("logical_not", np.logical_not, None, lambda s, x: s.not_(x),
+                            nondiff=True, numpy=np.logical_not, out_dtype=BOOL)
+
+
+# ---- the ops API over values and constants ----------------------------------------------------
+def _binary(p):
+    def op(x, y):
+        (x, y), _ = operands(x, y)
+        return bind(p, x, y)
+    op.__name__ = p.name
+    return op
+
+
+def _float_binary(p):
+    def op(x, y):
+        (x, y), dt = operands(x, y)
+        if dt.kind != "f":
+            x, y = astype(x, DEFAULT_FLOAT), astype(y, DEFAULT_FLOAT)
+        return bind(p, x, y)
+    op.__name__ = p.name
+    return op
+
+
+def _unary(p, floating=True):
+    def op(x):
+        (x,), dt = operands(x)
+        if floating and dt.kind != "f":
+            x = astype(x, DEFAULT_FLOAT)
+        return bind(p, x)
+    op.__name__ = p.name
+    return op
+
+
+add, sub, mul, pow = (_binary(p) for p in (add_p, sub_p, mul_p, pow_p))
+maximum, minimum = _binary(maximum_p), _binary(minimum_p)
+div = _float_binary(div_p)
+lt, le, gt, ge, eq, ne = (_binary(p) for p in (lt_p, le_p, gt_p, ge_p, eq_p, ne_p))
+logical_and, logical_or = _binary(logical_and_p), _binary(logical_or_p)
+logical_not = _unary(logical_not_p, floating=False)
+neg, abs, sign = (_unary(p, floating=False) for p in (neg_p, abs_p, sign_p))
+relu = _unary(relu_p, floating=False)
+exp, log, log1p, expm1, sin, cos, tan, tanh, sqrt, sigmoid = (
+    _unary(p) for p in (exp_p, log_p, log1p_p, expm1_p, sin_p, cos_p, tan_p, tanh_p, sqrt_p,
+                        sigmoid_p))
+
+
+def where(cond, x, y):
+    """Select `x` where `cond` else `y` (scalars take the other branch's dtype)."""
+    (x, y), _ = operands(x, y)
+    (cond,), _ = operands(cond)
+    if dtype_of(cond) != BOOL:
+        cond = astype(cond, BOOL)
+    return bind(where_p, cond, x, y)
+
+
+def clip(x, min=None, max=None):
+    """Clamp into [min, max]; the gradient is 1 inside (bounds included), 0 outside."""
+    (x,), dt = operands(x)
+    lo = np.asarray(-np.inf if min is None else min, dtype=dt)
+    hi = np.asarray(np.inf if max is None else max, dtype=dt)
+    return bind(clip_p, x, lo, hi)
+
+
+def astype(x, dtype):
+    dt = to_np(dtype)
+    if dtype_of(x) == dt:
+        return x
+    if not hasattr(type(x), "_lg_level"):
+        return np.asarray(x).astype(dt)
+    return bind(astype_p, x, dtype=dt)
+
+
+def copy(x):
+    return bind(copy_p, x)
+
+
+def stop_gradient(x):
+    return bind(stop_gradient_p, x)

@@ -1,0 +1,188 @@
+"""Indexing primitives: getitem (basic and advanced keys), scatter_add (its transpose) and
+index_put (functional setitem).
+
+A key is normalised to a hashable tuple of entries: ('i', n) integer, ('s', start, stop, step)
+slice, ('n',) newaxis, ('e',) ellipsis, ('a', k) the k-th index-array operand. Boolean masks
+become integer arrays (np.nonzero) when concrete; on abstract values they are an error.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from llgrad.runtime.aval import Aval, ShapeError
+from llgrad.runtime.errors import ConcretizationError
+from llgrad.runtime.ops._util import as_operand, dtype_of, operands, shape_of
+from llgrad.runtime.prim import Primitive, bind, is_value, register
+
+
+def numpy_key(key, idx):
+    out = []
+    for e in key:
+        tag = e[0]
+        out.append(e[1] if tag == "i" else slice(*e[1:]) if tag == "s" else None if tag == "n"
+                   else Ellipsis if tag == "e" else idx[e[1]])
+    return tuple(out)
+
+
+def has_arrays(key) -> bool:
+    return any(e[0] == "a" for e in key)
+
+
+def _getitem_impl(x, *idx, key):
+    return x[numpy_key(key, idx)]
+
+
+def _getitem_shape(x, *idx, key):
+    probe = np.broadcast_to(np.empty((), x.dtype), x.shape)
+    dummy = [np.zeros(i.shape, np.int64) for i in idx]
+    try:
+        return Aval(probe[numpy_key(key, dummy)].shape, x.dtype)
+    except IndexError as e:
+        raise ShapeError(f"index {describe_key(key)} does not fit shape {list(x.shape)}: {e}") \
+            from None
+
+
+def _scatter_add_impl(g, *idx, key, shape):
+    z = np.zeros(shape, g.dtype)
+    k = numpy_key(key, idx)
+    if idx:
+        np.add.at(z, k, g)
+    else:
+        z[k] = g
+    return z
+
+
+def _index_put_impl(x, v, *idx, key):
+    out = x.copy()
+    out[numpy_key(key, idx)] = v
+    return out
+
+
+def _getitem_vjp(g, out, x, *idx, key):
+    return bind(scatter_add_p, g, *idx, key=key, shape=shape_of(x))
+
+
+getitem_p = register(Primitive(
+    "getitem", "index", _getitem_impl, _getitem_shape,
+    lambda i, *a, **p: _getitem_vjp(*a, **p) if i == 0 else None, saves=(0,),
+    node_name="IndexBackward0"))
+
+scatter_add_p = register(Primitive(
+    "scatter_add", "index", _scatter_add_impl,
+    lambda g, *idx, key, shape: Aval(tuple(shape), g.dtype),
+    lambda i, g, out, x, *idx, key, shape: bind(getitem_p, g, *idx, key=key) if i == 0 else None,
+    saves=(), node_name="IndexAddBackward0"))
+
+
+def _index_put_vjp(i, g, out, x, v, *idx, key):
+    if i == 0:
+        return bind(index_put_p, g, np.zeros(shape_of(v), dtype_of(g)), *idx, key=key)
+    if i == 1:
+        return bind(getitem_p, g, *idx, key=key)
+    return None
+
+
+index_put_p = register(Primitive(
+    "index_put", "index", _index_put_impl, lambda x, v, *idx, key: Aval(x.shape, x.dtype),
+    _index_put_vjp, saves=(1,), node_name="IndexPutBackward0"))
+
+
+# ---- the ops API ------------------------------------------------------------------------------
+def describe_key(key) -> str:
+    parts = []
+    for e in key:
+        tag = e[0]
+        if tag == "i":
+            parts.append(str(e[1]))
+        elif tag == "s":
+            parts.append(":".join("" if v is None else str(v) for v in e[1:3]) +
+                         ("" if e[3] is None else f":{e[3]}"))
+        else:
+            parts.append({"n": "None", "e": "...", "a": f"<array{e[1]}>"}[tag])
+    return "[" + ", ".join(parts) + "]"
+
+
+def _concrete(v):
+    fn = getattr(type(v), "_lg_concrete", None)
+    return None if fn is None else fn(v)
+
+
+def normalize_key(key):
+    """A user's index -> (hashable key, list of index-array operands)."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    out, idx = [], []
+    for k in key:
+        if k is None:
+            out.append(("n",))
+        elif k is Ellipsis:
+            out.append(("e",))
+        elif isinstance(k, slice):
+            out.append(("s", _int_or_none(k.start), _int_or_none(k.stop), _int_or_none(k.step)))
+        elif isinstance(k, (bool, np.bool_)):
+            out.append(("a", len(idx)))
+            idx.append(np.asarray(k))
+        elif isinstance(k, (int, np.integer)):
+            out.append(("i", int(k)))
+        else:
+            arr = k if is_value(k) else np.asarray(k)
+            if dtype_of(arr) == np.bool_:
+                conc = arr if not is_value(arr) else _concrete(arr)
+                if conc is None:
+                    raise ConcretizationError(
+                        "indexing with a boolean mask gives a shape that depends on the data",
+                        fix="use np.where(mask, x, 0) instead of x[mask]")
+                for nz in np.nonzero(conc):
+                    out.append(("a", len(idx)))
+                    idx.append(nz)
+            else:
+                if dtype_of(arr).kind not in "iu":
+                    raise TypeError(f"index arrays must be integers or booleans, got {dtype_of(arr)}")
+                if len(shape_of(arr)) == 0 and not is_value(arr):
+                    out.append(("i", int(arr)))
+                    continue
+                out.append(("a", len(idx)))
+                idx.append(arr)
+    return tuple(out), idx
+
+
+def _int_or_none(v):
+    if v is None:
+        return None
+    if is_value(v):
+        c = _concrete(v)
+        if c is None:
+            raise ConcretizationError("slice bounds must be concrete integers",
+                                      fix="use Python ints (or x.shape) for slice bounds")
+        v = c
+    return int(v)
+
+
+def getitem(x, key):
+    x = as_operand(x)
+    k, idx = normalize_key(key)
+    if not is_value(x) and not any(is_value(i) for i in idx):
+        return x[numpy_key(k, idx)]
+    if k == (("e",),):
+        return x
+    return bind(getitem_p, x, *idx, key=k)
+
+
+def setitem(x, key, v):
+    """Functional `x[key] = v`: a new value equal to x except at key."""
+    from llgrad.runtime.ops.shape import broadcast_to
+    k, idx = normalize_key(key)
+    target = _getitem_shape(Aval(shape_of(x), dtype_of(x)), *idx, key=k).shape
+    (v,), _ = operands(as_operand(v, x))
+    if dtype_of(v) != dtype_of(x):
+        from llgrad.runtime.ops.elementwise import astype
+        v = astype(v, dtype_of(x))
+    v = broadcast_to(v, target)
+    return bind(index_put_p, x, v, *idx, key=k)
+
+
+def slice_axis(x, axis, start, stop):
+    nd = len(shape_of(x))
+    key = tuple(("s", start, stop, None) if i == axis % nd else ("s", None, None, None)
+                for i in range(nd))
+    return bind(getitem_p, x, key=key)

@@ -1,0 +1,474 @@
+"""The eager Tensor: a numpy array plus autograd metadata, with PyTorch's methods.
+
+Operations go through `llgrad.runtime.ops` and `bind`; `Tensor._lg_process` is the eager
+interpretation: run the numpy impl, and record a PrimNode when a gradient is needed.
+"""
+from __future__ import annotations
+
+import weakref
+from collections import namedtuple
+
+import numpy as np
+
+from llgrad.runtime import ops
+from llgrad.runtime.arraylike import ArrayOperators
+from llgrad.runtime.autograd.graph import AccumulateGrad, PrimNode
+from llgrad.runtime.autograd.state import PROFILER, STATE
+from llgrad.runtime.aval import to_dtype, to_np
+from llgrad.runtime.errors import AutogradError
+from llgrad.runtime.prim import set_default_interpretation
+
+_NONE_EDGE = (None, 0)
+MaxMin = namedtuple("MaxMin", ["values", "indices"])
+
+
+class Tensor(ArrayOperators):
+    """An n-dimensional array that records the operations applied to it for autograd."""
+
+    _lg_level = 0
+    __slots__ = ("_data", "_requires_grad", "_grad", "_grad_fn", "_output_nr", "_vc", "_hooks",
+                 "_acc", "__dict__", "__weakref__")
+
+    def __init__(self, data, requires_grad: bool = False):
+        t = _from_data(data, None)
+        self._data = t
+        self._requires_grad = False
+        self._grad = self._grad_fn = self._acc = None
+        self._output_nr, self._vc, self._hooks = 0, [0], None
+        if requires_grad:
+            self.requires_grad_(True)
+
+    @classmethod
+    def _wrap(cls, data, grad_fn=None, output_nr=0, vc=None, requires_grad=None):
+        t = object.__new__(cls)
+        t._data = data
+        t._grad_fn = grad_fn
+        t._requires_grad = grad_fn is not None if requires_grad is None else requires_grad
+        t._grad = t._acc = t._hooks = None
+        t._output_nr = output_nr
+        t._vc = [0] if vc is None else vc
+        return t
+
+    # -- the eager interpretation ---------------------------------------------------------
+    @staticmethod
+    def _lg_process(prim, args, params):
+        arrays, req = [], False
+        for a in args:
+            if isinstance(a, Tensor):
+                arrays.append(a._data)
+                req = req or a._requires_grad
+            else:
+                arrays.append(a)
+        prof = PROFILER[0]
+        if prof is not None:
+            prof.begin("lg::" + prim.name, arrays)
+        out = prim.impl(*arrays, **params)
+        if prof is not None:
+            prof.end()
+        record = req and STATE.grad_enabled and not prim.nondiff
+        if prim.multiple_results:
+            outs = [o if type(o) is np.ndarray else np.asarray(o) for o in out]
+        else:
+            outs = [out if type(out) is np.ndarray else np.asarray(out)]
+        vc = None
+        if prim.family in ("shape", "index") and isinstance(args[0], Tensor) and \
+                np.may_share_memory(outs[0], arrays[0]):
+            vc = args[0]._vc  # a view: in-place changes are seen through both
+        if not record:
+            res = [Tensor._wrap(o, vc=vc) for o in outs]
+        else:
+            needs = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
+            edges = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
+            node = PrimNode(prim, params, args, needs, tuple(_edge(args[i]) for i in edges),
+                            [(o.shape, o.dtype) for o in outs], edges)
+            res = [Tensor._wrap(o, node, i, vc) for i, o in enumerate(outs)]
+            if node.saved_out is True:
+                node.save_output(res[0])
+        return tuple(res) if prim.multiple_results else res[0]
+
+    @staticmethod
+    def _lg_concrete(t):
+        return t._data
+
+    def _accumulator(self) -> AccumulateGrad:
+        acc = self._acc() if self._acc is not None else None
+        if acc is None:
+            acc = AccumulateGrad(self)
+            self._acc = weakref.ref(acc)
+        return acc
+
+    # -- metadata -------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple:
+        return self._data.shape
+
+    @property
+    def _np_dtype(self):
+        return self._data.dtype
+
+    @property
+    def dtype(self):
+        return to_dtype(self._data.dtype)
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    @property
+    def device(self) -> str:
+        return "cpu"
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._grad_fn is None
+
+    @property
+    def grad_fn(self):
+        return self._grad_fn
+
+    @property
+    def output_nr(self) -> int:
+        return self._output_nr
+
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        self.requires_grad_(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        if self._grad_fn is not None:
+            if requires_grad:
+                return self
+            raise AutogradError(
+                "you can only change requires_grad flags of leaf variables.",
+                fix="use .detach() to get a tensor that does not require grad")
+        if requires_grad and self._data.dtype.kind != "f":
+            raise AutogradError(f"only Tensors of floating point dtype can require gradients, "
+                                f"got {self.dtype}", fix="convert with .float() or .double()")
+        self._requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def grad(self):
+        return self._grad
+
+    @grad.setter
+    def grad(self, value) -> None:
+        self._grad = value
+
+    @property
+    def data(self) -> "Tensor":
+        return Tensor._wrap(self._data, vc=self._vc)
+
+    @data.setter
+    def data(self, value) -> None:
+        self._data = value._data if isinstance(value, Tensor) else np.asarray(value)
+
+    @property
+    def _version(self) -> int:
+        return self._vc[0]
+
+    @property
+    def retains_grad(self) -> bool:
+        n = self._grad_fn
+        return bool(n is not None and n._retain and self._output_nr in n._retain)
+
+    def retain_grad(self) -> None:
+        """Keep `.grad` for this non-leaf tensor after backward."""
+        n = self._grad_fn
+        if n is None:
+            return
+        if n._retain is None:
+            n._retain = {}
+        n._retain[self._output_nr] = weakref.ref(self)
+
+    def register_hook(self, hook):
+        """`hook(grad)` runs when this tensor's gradient is computed; it may return a new one."""
+        if not self._requires_grad:
+            raise AutogradError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._grad_fn is not None:
+            return self._grad_fn._register_tensor_hook(self._output_nr, hook)
+        from llgrad.runtime.autograd.graph import _add_hook
+        if self._hooks is None:
+            self._hooks = {}
+        return _add_hook(self._hooks, hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Compute the gradient of this tensor w.r.t. graph leaves (accumulated into `.grad`)."""
+        from llgrad.runtime.autograd import backward
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    # -- conversions ----------------------------------------------------------------------
+    def size(self, dim=None):
+        return self._data.shape if dim is None else self._data.shape[dim]
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    def numel(self) -> int:
+        return int(self._data.size)
+
+    def __len__(self) -> int:
+        if not self._data.ndim:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def item(self):
+        if self._data.size != 1:
+            raise ValueError(f"a Tensor with {self._data.size} elements cannot be converted to "
+                             f"Scalar")
+        return self._data.reshape(()).item()
+
+    def __float__(self):
+        return float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self._data.dtype.kind not in "iub":
+            raise TypeError("only integer tensors of a single element can be converted to an "
+                            "index")
+        return int(self.item())
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with more than one value is "
+                               f"ambiguous (shape {list(self._data.shape)})")
+        return bool(self._data.reshape(()))
+
+    def __iter__(self):
+        if not self._data.ndim:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._data.shape[0]))
+
+    def numpy(self) -> np.ndarray:
+        if self._requires_grad:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
+                               "tensor.detach().numpy() instead.")
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        return self._data if dtype is None else self._data.astype(dtype)
+
+    def tolist(self):
+        return self._data.tolist()
+
+    def detach(self) -> "Tensor":
+        return Tensor._wrap(self._data, vc=self._vc)
+
+    def detach_(self) -> "Tensor":
+        self._grad_fn = None
+        self._requires_grad = False
+        return self
+
+    def clone(self) -> "Tensor":
+        return ops.copy(self)
+
+    def contiguous(self) -> "Tensor":
+        return self
+
+    def cpu(self) -> "Tensor":
+        return self
+
+    def to(self, *args, **kwargs) -> "Tensor":
+        dt = kwargs.get("dtype")
+        for a in args:
+            if not isinstance(a, str):
+                dt = a
+        return self if dt is None else ops.astype(self, to_np(dt))
+
+    def type(self, dtype=None):
+        return str(self.dtype) if dtype is None else self.to(dtype)
+
+    def double(self): return ops.astype(self, np.float64)
+    def float(self): return ops.astype(self, np.float32)
+    def long(self): return ops.astype(self, np.int64)
+    def int(self): return ops.astype(self, np.int32)
+    def bool(self): return ops.astype(self, np.bool_)
+    def is_floating_point(self) -> bool: return self._data.dtype.kind == "f"
+
+    def __repr__(self) -> str:
+        from llgrad.runtime.printing import tensor_repr
+        return tensor_repr(self)
+
+    __str__ = __repr__
+
+    def __setitem__(self, key, value) -> None:
+        self._inplace(ops.setitem(self, key, value), "setitem")
+
+    def __reduce_ex__(self, proto):
+        return (_rebuild, (self._data, self._requires_grad))
+
+    # -- in place -------------------------------------------------------------------------
+    def _inplace(self, result, op: str) -> "Tensor":
+        if self._grad_fn is None and self._requires_grad and STATE.grad_enabled:
+            raise AutogradError(
+                f"a leaf Variable that requires grad is being used in an in-place operation "
+                f"({op}).", fix="wrap the update in `with llgrad.no_grad():`, or use an "
+                "out-of-place operation")
+        r = result._data if isinstance(result, Tensor) else np.asarray(result)
+        if not np.can_cast(r.dtype, self._data.dtype, "same_kind"):
+            raise RuntimeError(f"result type {r.dtype} can't be cast to the desired output "
+                               f"type {self._data.dtype} in {op}")
+        if not self._data.flags.writeable:
+            self._data = self._data.copy()
+        self._data[...] = r
+        self._vc[0] += 1
+        if isinstance(result, Tensor) and result._grad_fn is not None:
+            self._grad_fn, self._output_nr = result._grad_fn, result._output_nr
+            self._requires_grad = True
+            # The node's saved output is `result`'s buffer, which in-place ops never touch.
+        return self
+
+    def add_(self, other, alpha=1): return self._inplace(self.add(other, alpha=alpha), "add_")
+    def sub_(self, other, alpha=1): return self._inplace(self.sub(other, alpha=alpha), "sub_")
+    def mul_(self, other): return self._inplace(ops.mul(self, other), "mul_")
+    def div_(self, other): return self._inplace(ops.div(self, other), "div_")
+    def pow_(self, other): return self._inplace(ops.pow(self, other), "pow_")
+    def neg_(self): return self._inplace(ops.neg(self), "neg_")
+    def exp_(self): return self._inplace(ops.exp(self), "exp_")
+    def clamp_(self, min=None, max=None): return self._inplace(ops.clip(self, min, max), "clamp_")
+    def relu_(self): return self._inplace(ops.relu(self), "relu_")
+    def sigmoid_(self): return self._inplace(ops.sigmoid(self), "sigmoid_")
+    def tanh_(self): return self._inplace(ops.tanh(self), "tanh_")
+
+    def zero_(self):
+        return self._inplace(np.zeros_like(self._data), "zero_")
+
+    def fill_(self, value):
+        return self._inplace(np.full_like(self._data, value), "fill_")
+
+    def copy_(self, src):
+        src = src if isinstance(src, Tensor) else Tensor(src)
+        return self._inplace(ops.broadcast_to(ops.astype(src, self._data.dtype), self.shape)
+                             if src._requires_grad else np.broadcast_to(src._data, self.shape),
+                             "copy_")
+
+    def uniform_(self, a=0.0, b=1.0):
+        from llgrad.runtime.creation import _rng
+        return self._inplace(_rng().uniform(a, b, self.shape), "uniform_")
+
+    def normal_(self, mean=0.0, std=1.0):
+        from llgrad.runtime.creation import _rng
+        return self._inplace(_rng().normal(mean, std, self.shape), "normal_")
+
+    # -- math (PyTorch spellings) ----------------------------------------------------------
+    def add(self, other, alpha=1):
+        return ops.add(self, other if alpha == 1 else ops.mul(other, alpha))
+
+    def sub(self, other, alpha=1):
+        return ops.sub(self, other if alpha == 1 else ops.mul(other, alpha))
+
+    mul, div, pow, matmul = ops.mul, ops.div, ops.pow, ops.matmul
+    multiply, divide, subtract = ops.mul, ops.div, ops.sub
+    true_divide = ops.div
+    exp, log, log1p, expm1, sin, cos, tan, tanh = (
+        ops.exp, ops.log, ops.log1p, ops.expm1, ops.sin, ops.cos, ops.tan, ops.tanh)
+    sqrt, abs, sign, neg, relu, sigmoid = ops.sqrt, ops.abs, ops.sign, ops.neg, ops.relu, ops.sigmoid
+    maximum, minimum = ops.maximum, ops.minimum
+    eq, ne, lt, le, gt, ge = ops.eq, ops.ne, ops.lt, ops.le, ops.gt, ops.ge
+    logical_and, logical_or, logical_not = ops.logical_and, ops.logical_or, ops.logical_not
+    logsumexp, softmax, log_softmax = ops.logsumexp, ops.softmax, ops.log_softmax
+    reshape, view = ops.reshape, ops.reshape
+    squeeze, unsqueeze, flatten, expand, repeat, split = (
+        ops.squeeze, ops.unsqueeze, ops.flatten, ops.expand, ops.repeat, ops.split)
+    argmax, argmin, amax, amin, prod = ops.argmax, ops.argmin, ops.amax, ops.amin, ops.prod
+    dot, outer, mm = ops.dot, ops.outer, ops.matmul
+
+    def square(self): return ops.mul(self, self)
+    def rsqrt(self): return ops.div(1.0, ops.sqrt(self))
+    def reciprocal(self): return ops.div(1.0, self)
+    def sum(self, dim=None, keepdim=False, dtype=None): return ops.sum(self, dim, keepdim, dtype)
+    def mean(self, dim=None, keepdim=False): return ops.mean(self, dim, keepdim)
+    def var(self, dim=None, unbiased=True, keepdim=False, correction=None):
+        return ops.var(self, dim, unbiased, keepdim, correction)
+    def std(self, dim=None, unbiased=True, keepdim=False, correction=None):
+        return ops.std(self, dim, unbiased, keepdim, correction)
+    def clamp(self, min=None, max=None): return ops.clip(self, min, max)
+    clip = clamp
+    def view_as(self, other): return ops.reshape(self, other.shape)
+    def reshape_as(self, other): return ops.reshape(self, other.shape)
+    def expand_as(self, other): return ops.broadcast_to(self, other.shape)
+    def broadcast_to(self, shape): return ops.broadcast_to(self, shape)
+    def permute(self, *dims):
+        return ops.transpose(self, dims[0] if len(dims) == 1 and not isinstance(dims[0], int)
+                             else dims)
+    def transpose(self, dim0, dim1): return ops.swapaxes(self, dim0, dim1)
+    swapaxes = transpose
+    def t(self):
+        if self.ndim > 2:
+            raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
+                               f"{self.ndim}D")
+        return ops.transpose(self)
+    @property
+    def T(self): return ops.transpose(self)
+    @property
+    def mT(self): return ops.swapaxes(self, -1, -2)
+    def masked_fill(self, mask, value): return ops.where(mask, value, self)
+    def where(self, condition, other): return ops.where(condition, self, other)
+    def chunk(self, chunks, dim=0):
+        n = self.shape[dim]
+        return ops.split(self, -(-n // chunks), dim)
+    def all(self): return Tensor._wrap(np.asarray(self._data.all()))
+    def any(self): return Tensor._wrap(np.asarray(self._data.any()))
+    def type_as(self, other): return ops.astype(self, other._np_dtype)
+    def new_zeros(self, *size): return Tensor._wrap(np.zeros(_size(size), self._data.dtype))
+    def new_ones(self, *size): return Tensor._wrap(np.ones(_size(size), self._data.dtype))
+    def new_tensor(self, data): return Tensor._wrap(np.array(data, dtype=self._data.dtype))
+
+    def max(self, dim=None, keepdim=False):
+        if dim is None:
+            return ops.amax(self)
+        if isinstance(dim, Tensor):
+            return ops.maximum(self, dim)
+        return MaxMin(ops.amax(self, dim, keepdim), ops.argmax(self, dim, keepdim))
+
+    def min(self, dim=None, keepdim=False):
+        if dim is None:
+            return ops.amin(self)
+        if isinstance(dim, Tensor):
+            return ops.minimum(self, dim)
+        return MaxMin(ops.amin(self, dim, keepdim), ops.argmin(self, dim, keepdim))
+
+
+def _size(size):
+    return tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+
+
+def _edge(a: Tensor):
+    if a._grad_fn is not None:
+        return (a._grad_fn, a._output_nr)
+    if a._requires_grad:
+        return (a._accumulator(), 0)
+    return _NONE_EDGE
+
+
+def _from_data(data, dtype):
+    if isinstance(data, Tensor):
+        arr = data._data
+    elif isinstance(data, np.ndarray):
+        arr = data
+    else:
+        arr = np.asarray(data)
+        if dtype is None and arr.dtype == np.float64 and not _has_np_float64(data):
+            arr = arr.astype(np.float32)
+        if arr.dtype.kind == "i" and arr.dtype != np.int64:
+            arr = arr.astype(np.int64)
+    if dtype is not None:
+        arr = arr.astype(to_np(dtype))
+    return arr
+
+
+def _has_np_float64(data):
+    return isinstance(data, np.float64)
+
+
+def _rebuild(data, requires_grad):
+    return Tensor(data, requires_grad=requires_grad)
+
+
+set_default_interpretation(Tensor)
