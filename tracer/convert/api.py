@@ -1,0 +1,162 @@
+"""convert(fn): the conversion pipeline, its cache, and ConvertedFunction.
+
+Pipeline (each pass states its output invariants in its module docstring): parse with real
+locations -> static checks and run-time fences (fence) -> break/continue/return to flags
+(jumps) -> calls, range loops, element updates (calls) -> and/or/not/ternary/chained
+comparisons (logical) -> liveness/definedness annotations (liveness) -> if/for/while to
+operator calls (control_flow) -> compile with the original globals and closure (compile).
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import dataclasses
+import sysconfig
+import types
+import weakref
+from typing import Any, Callable
+
+import gast
+
+from . import calls, compile as compile_, fence, jumps, liveness, logical
+from .activity import declared_names, local_names
+from .control_flow import convert_control_flow
+from .errors import SourceMap, UnsupportedSyntaxError
+from .naming import Namer
+from .parsing import parse_function
+
+MARK = "__lg_converted__"
+
+
+@dataclasses.dataclass
+class ConvertedFunction:
+    """A converted function: call it like the original; ``source`` is the converted code."""
+
+    original: Callable
+    fn: Callable
+    source: str
+    filename: str
+    firstlineno: int
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"<ConvertedFunction {self.original.__qualname__} from {self.filename}>"
+
+
+_CACHE: "weakref.WeakKeyDictionary[Callable, ConvertedFunction]" = weakref.WeakKeyDictionary()
+_FAILED: "weakref.WeakKeyDictionary[Callable, bool]" = weakref.WeakKeyDictionary()
+
+
+def convert(fn: Callable) -> ConvertedFunction:
+    """Convert ``fn``'s control flow to operator calls (cached per function object).
+
+    Args:
+        fn: a Python function (or bound method) defined in a source file.
+    Returns:
+        A ConvertedFunction, equal to ``fn`` on plain values and staged on traced ones.
+    Raises:
+        UnsupportedSyntaxError: the function uses a construct that cannot be converted
+            (generators, async, source unavailable), with the user's file:line.
+
+    Example:
+        >>> def f(x):
+        ...     return x if x > 0 else -x
+        >>> convert(f)(-2)  # doctest: +SKIP
+        2
+    """
+    if isinstance(fn, types.MethodType):
+        inner = convert(fn.__func__)
+        return dataclasses.replace(inner, original=fn, fn=types.MethodType(inner.fn, fn.__self__))
+    if isinstance(fn, ConvertedFunction):
+        return fn
+    cached = _CACHE.get(fn)
+    if cached is None:
+        cached = _CACHE[fn] = _convert(fn)
+    return cached
+
+
+def try_convert(fn: types.FunctionType) -> Callable | None:
+    """The converted callable for a user function, or None to call ``fn`` as it is.
+
+    Library code, lambdas, already converted code and functions whose source cannot be
+    converted (e.g. helper generators) are called unconverted: that is exactly Python.
+    """
+    if getattr(fn, MARK, False) or _FAILED.get(fn) or not _is_user_function(fn):
+        return None
+    try:
+        return convert(fn).fn
+    except UnsupportedSyntaxError:
+        _FAILED[fn] = True
+        return None
+
+
+_LIBRARY_DIRS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "platlib")})
+
+
+def _is_user_function(fn: types.FunctionType) -> bool:
+    if fn.__name__ == "<lambda>" or calls.is_library_object(fn):
+        return False
+    filename = fn.__code__.co_filename
+    return not filename.startswith("<") and not filename.startswith(_LIBRARY_DIRS)
+
+
+def _resolver(fn: Callable) -> Callable[[str], Any]:
+    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
+    builtins_ns = fn.__globals__.get("__builtins__", builtins)
+    if isinstance(builtins_ns, types.ModuleType):
+        builtins_ns = builtins_ns.__dict__
+
+    def resolve(name: str) -> Any:
+        if name in cells:
+            try:
+                return cells[name].cell_contents
+            except ValueError:
+                return calls.MISSING
+        if name in fn.__globals__:
+            return fn.__globals__[name]
+        return builtins_ns.get(name, calls.MISSING)
+
+    return resolve
+
+
+def _is_llgrad_context(resolve: Callable[[str], Any], locals_: set[str]):
+    def check(expr: gast.expr) -> bool:
+        while isinstance(expr, (gast.Call, gast.Attribute)):
+            expr = expr.func if isinstance(expr, gast.Call) else expr.value
+        if not isinstance(expr, gast.Name) or expr.id in locals_:
+            return False
+        value = resolve(expr.id)
+        name = value.__name__ if isinstance(value, types.ModuleType) else getattr(
+            value, "__module__", "") or ""
+        return name == "llgrad" or name.startswith("llgrad.")
+
+    return check
+
+
+def _convert(fn: Callable) -> ConvertedFunction:
+    parsed = parse_function(fn)
+    node = parsed.node
+    fence.check_static(node, parsed.loc)
+    namer = Namer.for_function(node)
+    globals_, nonlocals = declared_names(node)
+    locals_ = local_names(node)
+    resolve = _resolver(fn)
+    fence.insert_fences(node, locals_, globals_, nonlocals, _is_llgrad_context(resolve, locals_))
+    jumps.convert_jumps(node, namer)
+    calls.convert_calls(node, locals_, locals_, resolve, namer)
+    logical.convert_logical(node)
+    liveness.annotate(node)
+    convert_control_flow(node, namer, globals_, nonlocals)
+
+    py_node = gast.gast_to_ast(node)
+    source = ast.unparse(py_node)
+    from .. import operators
+    injected = {"__lg": operators, "__lg_src": SourceMap(parsed.filename, parsed.qualname)}
+    new_fn = compile_.instantiate(py_node, fn, injected, parsed.filename)
+    setattr(new_fn, MARK, True)
+    return ConvertedFunction(fn, new_fn, source, parsed.filename, parsed.firstlineno)
+
+

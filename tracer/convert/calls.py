@@ -1,0 +1,151 @@
+"""Call trees and element updates.
+
+Output invariants:
+- a call whose callee may be the user's own function becomes
+  ``__lg.converted_call(f, (args...), {kwargs} or None)``; calls that resolve, at conversion
+  time, to numpy/math/builtins/llgrad objects or classes stay as written (readable output;
+  converted_call makes the same decision again at run time for the others);
+- ``for x in range(...)`` (the builtin) iterates ``__lg.range_(...)``, which a staged loop
+  can read bounds from;
+- ``y[i] = v`` and ``y[i] op= v`` on a local name ``y`` become ``y = __lg.setitem(y, i, v)``
+  and ``y = __lg.setitem(y, i, __lg.iop(y[i], v))``, so a traced ``y`` is rebound (and becomes
+  loop-carried state) while a numpy ``y`` is still updated in place.
+Nested def/class bodies are not rewritten (they are converted when called).
+"""
+
+from __future__ import annotations
+
+import builtins
+import types
+from typing import Any, Callable
+
+import gast
+
+from . import anno, templates
+
+LIBRARY_ROOTS = frozenset({
+    "numpy", "math", "cmath", "operator", "functools", "itertools", "builtins", "random",
+    "scipy", "llgrad", "collections", "typing", "warnings", "time", "os", "sys", "re"})
+
+_IOPS = {
+    gast.Add: "iadd", gast.Sub: "isub", gast.Mult: "imul", gast.Div: "itruediv",
+    gast.FloorDiv: "ifloordiv", gast.Mod: "imod", gast.Pow: "ipow", gast.MatMult: "imatmul",
+    gast.BitAnd: "iand", gast.BitOr: "ior", gast.BitXor: "ixor", gast.LShift: "ilshift",
+    gast.RShift: "irshift"}
+
+MISSING = _MISSING = object()
+
+
+def is_library_object(value: Any) -> bool:
+    """True for modules, builtins, classes and functions of libraries llgrad never converts."""
+    if isinstance(value, types.ModuleType):
+        return value.__name__.split(".")[0] in LIBRARY_ROOTS
+    if isinstance(value, (type, types.BuiltinFunctionType, types.BuiltinMethodType)):
+        return True
+    module = getattr(value, "__module__", None) or ""
+    return module.split(".")[0] in LIBRARY_ROOTS or type(value).__name__ == "ufunc"
+
+
+class _Calls(gast.NodeTransformer):
+    def __init__(self, locals_: set[str], resolve: Callable[[str], Any], writable: set[str],
+                 namer):
+        self.locals, self.resolve, self.writable, self.namer = locals_, resolve, writable, namer
+
+    def _skip(self, node):
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _skip
+
+    def _static_value(self, func) -> Any:
+        """The callee's value if it can be known now without side effects, else _MISSING."""
+        chain = []
+        while isinstance(func, gast.Attribute):
+            chain.append(func.attr)
+            func = func.value
+        if not isinstance(func, gast.Name) or func.id in self.locals:
+            return _MISSING
+        value = self.resolve(func.id)
+        for attr in reversed(chain):
+            if not isinstance(value, types.ModuleType):
+                return _MISSING
+            value = getattr(value, attr, _MISSING)
+        return value
+
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        value = self._static_value(node.func)
+        if value is not _MISSING and is_library_object(value):
+            return node
+        args = gast.Tuple(elts=node.args, ctx=gast.Load())
+        if node.keywords:
+            kwargs = gast.Dict(keys=[templates.const(k.arg) if k.arg else None
+                                     for k in node.keywords],
+                               values=[k.value for k in node.keywords])
+        else:
+            kwargs = templates.const(None)
+        new = templates.replace_expr("__lg.converted_call(f, args, kwargs)", f=node.func,
+                                     args=args, kwargs=kwargs)
+        anno.fill_loc(new, node)
+        return new
+
+    def visit_For(self, node):
+        self.generic_visit(node)
+        it = node.iter
+        if (isinstance(it, gast.Call) and isinstance(it.func, gast.Name) and not it.keywords
+                and it.func.id not in self.locals and self.resolve(it.func.id) is builtins.range):
+            it.func = templates.replace_expr("__lg.range_")
+            anno.fill_loc(it.func, it)
+        return node
+
+    def _target(self, target) -> str | None:
+        if (isinstance(target, gast.Subscript) and isinstance(target.value, gast.Name)
+                and target.value.id in self.writable):
+            return target.value.id
+        return None
+
+    def visit_Assign(self, node):
+        self.generic_visit(node)
+        if len(node.targets) != 1 or not self._target(node.targets[0]):
+            return node
+        t = node.targets[0]
+        new = templates.replace("y = __lg.setitem(y, i, v)", y=t.value.id, i=_index(t.slice),
+                                v=node.value)
+        anno.fill_loc(new, node)
+        return new
+
+    def visit_AugAssign(self, node):
+        self.generic_visit(node)
+        if not self._target(node.target):
+            return node
+        t, pre = node.target, []
+        index = t.slice
+        if any(isinstance(n, (gast.Call, gast.Yield, gast.Await)) for n in gast.walk(index)):
+            tmp = self.namer.new("index")
+            pre = templates.replace("tmp = index", tmp=tmp, index=_index(index))
+            index = templates.name(tmp)
+        new = templates.replace(f"y = __lg.setitem(y, i, __lg.{_IOPS[type(node.op)]}(y[j], v))",
+                                y=t.value.id, i=_index(index), j=index, v=node.value)
+        anno.fill_loc(pre + new, node)
+        return pre + new
+
+
+def _index(index):
+    """An index expression usable as a call argument (slices become ``slice(...)``)."""
+    if isinstance(index, gast.Slice):
+        parts = [p if p is not None else templates.const(None)
+                 for p in (index.lower, index.upper, index.step)]
+        return templates.replace_expr("slice(a, b, c)", a=parts[0], b=parts[1], c=parts[2])
+    if isinstance(index, gast.Tuple):
+        return gast.Tuple(elts=[_index(e) for e in index.elts], ctx=gast.Load())
+    return index
+
+
+def convert_calls(fn: gast.FunctionDef, locals_: set[str], writable: set[str],
+                  resolve: Callable[[str], Any], namer) -> None:
+    """Rewrite calls, range loops and element updates in ``fn``'s body (in place)."""
+    t = _Calls(locals_, resolve, writable, namer)
+    fn.body = [r for s in fn.body for r in _as_list(t.visit(s))]
+
+
+def _as_list(x):
+    return x if isinstance(x, list) else [x]

@@ -1,0 +1,156 @@
+"""if/for/while -> calls of the run-time operators, with state passed through closures.
+
+Requires: jump conversion done (no break/continue in loops, no loop else) and liveness
+annotations (liveness.annotate). Output invariants, per statement (AutoGraph's layout):
+- ``x = __lg.Undefined('x')`` first, for each name the statement binds that is certainly
+  unbound on entry (so every ``nonlocal x`` below has a binding);
+- ``__lg_get_state()`` returns the state tuple and ``__lg_set_state(vars)`` rebinds it; the
+  state is the names the statement binds that are live afterwards (if), or live at the loop
+  head (loops: loop-carried or read after the loop);
+- body functions declare ``nonlocal`` for *every* name the statement binds, so running them
+  as Python has exactly the original effect;
+- then one call ``__lg.if_stmt/for_stmt/while_stmt(...)`` carrying ``__lg_src.loc(line, col)``.
+"""
+
+from __future__ import annotations
+
+import gast
+
+from . import anno, logical, templates
+from .activity import activity
+from .naming import Namer
+
+
+class _ControlFlow(gast.NodeTransformer):
+    def __init__(self, namer: Namer, globals_: set[str], nonlocals: set[str]):
+        self.namer, self.globals, self.nonlocals = namer, globals_, nonlocals
+
+    def _skip(self, node):
+        return node
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _skip
+
+    # -- shared pieces -------------------------------------------------------------------
+    def _modified(self, nodes) -> set[str]:
+        return activity(nodes).writes - self.globals
+
+    def _declare(self, fn_stmts: list, modified: set[str]) -> None:
+        """Prepend nonlocal/global declarations to the body of the (single) def in fn_stmts."""
+        fn = fn_stmts[0]
+        decls = []
+        nonlocal_ = sorted(modified)
+        if nonlocal_:
+            decls.append(gast.Nonlocal(names=nonlocal_))
+        glob = sorted(activity(fn.body).writes & self.globals)
+        if glob:
+            decls.append(gast.Global(names=glob))
+        fn.body = decls + fn.body
+
+    def _state(self, node, state: list[str], modified: set[str]) -> tuple[list, list]:
+        """(prelude statements, [get_state_name, set_state_name])."""
+        maybe = anno.get(node, anno.Key.DEFINED_IN, set())
+        sure = anno.get(node, anno.Key.DEFINITELY_IN, set())
+        prelude = []
+        for n in sorted(modified - maybe - self.nonlocals):
+            prelude += templates.replace("x = __lg.Undefined(name)", x=n, name=templates.const(n))
+        get_name, set_name = self.namer.new("get_state"), self.namer.new("set_state")
+        elts = []
+        for n in state:
+            if n in maybe and n not in sure:
+                elts.append(templates.replace_expr("__lg.ldu(lambda: x, name)", x=n,
+                                                   name=templates.const(n)))
+            else:
+                elts.append(templates.name(n))
+        prelude += templates.replace("def get_state():\n    return state", get_state=get_name,
+                                     state=gast.Tuple(elts=elts, ctx=gast.Load()))
+        if state:
+            prelude += templates.replace(
+                "def set_state(vars_):\n    nonlocal names\n    targets = vars_",
+                set_state=set_name, vars_=self.namer.new("vars"), names=list(state),
+                targets=templates.names_tuple(state, "store"))
+        else:
+            prelude += templates.replace("def set_state(vars_):\n    pass", set_state=set_name,
+                                         vars_=self.namer.new("vars"))
+        return prelude, [get_name, set_name]
+
+    def _finish(self, node, stmts: list) -> list:
+        anno.fill_loc(stmts, node)
+        return stmts
+
+    # -- statements ----------------------------------------------------------------------
+    def visit_If(self, node):
+        modified = self._modified(node.body + node.orelse)
+        self.generic_visit(node)
+        state = sorted(modified & anno.get(node, anno.Key.LIVE_OUT, set()))
+        state = [n for n in state if n not in self.nonlocals]
+        prelude, (get_state, set_state) = self._state(node, state, modified)
+        body_name = self.namer.new("if_body")
+        body = templates.replace("def body_name():\n    body", body_name=body_name,
+                                 body=node.body)
+        self._declare(body, modified)
+        orelse, else_name = [], templates.const(None)
+        if node.orelse:
+            else_name = self.namer.new("else_body")
+            orelse = templates.replace("def else_name():\n    body", else_name=else_name,
+                                       body=node.orelse)
+            self._declare(orelse, modified)
+        call = templates.replace(
+            "__lg.if_stmt(test, if_body, else_body, get_state, set_state, names, loc)",
+            test=node.test, if_body=body_name, else_body=else_name, get_state=get_state,
+            set_state=set_state, names=templates.str_tuple(state), loc=templates.loc_expr(node))
+        return self._finish(node, prelude + body + orelse + call)
+
+    def visit_For(self, node):
+        modified = self._modified([node.target] + node.body)
+        self.generic_visit(node)
+        state = sorted(modified & anno.get(node, anno.Key.HEAD_LIVE, set()))
+        state = [n for n in state if n not in self.nonlocals]
+        prelude, (get_state, set_state) = self._state(node, state, modified)
+        body_name, itr = self.namer.new("loop_body"), self.namer.new("itr")
+        body = templates.replace("def body_name(itr):\n    target = itr\n    body",
+                                 body_name=body_name, itr=itr, target=node.target,
+                                 body=node.body)
+        self._declare(body, modified)
+        tests = anno.get(node, anno.Key.EXTRA_TEST, [])
+        extra, extra_name = [], templates.const(None)
+        if tests:
+            extra_name = self.namer.new("extra_test")
+            test = tests[0] if len(tests) == 1 else logical.and_call(tests, node)
+            extra = templates.replace("def extra_name():\n    return test",
+                                      extra_name=extra_name, test=test)
+        call = templates.replace(
+            "__lg.for_stmt(iter_, extra_test, loop_body, get_state, set_state, names, loc)",
+            iter_=node.iter, extra_test=extra_name, loop_body=body_name, get_state=get_state,
+            set_state=set_state, names=templates.str_tuple(state), loc=templates.loc_expr(node))
+        return self._finish(node, prelude + body + extra + call)
+
+    def visit_While(self, node):
+        modified = self._modified([node.test] + node.body)
+        self.generic_visit(node)
+        state = sorted(modified & anno.get(node, anno.Key.HEAD_LIVE, set()))
+        state = [n for n in state if n not in self.nonlocals]
+        prelude, (get_state, set_state) = self._state(node, state, modified)
+        test_name, body_name = self.namer.new("loop_test"), self.namer.new("loop_body")
+        test = templates.replace("def test_name():\n    return test", test_name=test_name,
+                                 test=node.test)
+        test_writes = self._modified(node.test)
+        if test_writes:  # `while (x := f()):` binds x in the function, not in the test
+            test[0].body.insert(0, gast.Nonlocal(names=sorted(test_writes)))
+        body = templates.replace("def body_name():\n    body", body_name=body_name,
+                                 body=node.body)
+        self._declare(body, modified)
+        call = templates.replace(
+            "__lg.while_stmt(loop_test, loop_body, get_state, set_state, names, loc)",
+            loop_test=test_name, loop_body=body_name, get_state=get_state, set_state=set_state,
+            names=templates.str_tuple(state), loc=templates.loc_expr(node))
+        return self._finish(node, prelude + test + body + call)
+
+
+def convert_control_flow(fn: gast.FunctionDef, namer: Namer, globals_: set[str],
+                         nonlocals: set[str]) -> None:
+    t = _ControlFlow(namer, globals_, nonlocals)
+    out = []
+    for s in fn.body:
+        r = t.visit(s)
+        out.extend(r if isinstance(r, list) else [r])
+    fn.body = out

@@ -1,0 +1,334 @@
+"""Run-time operators called by converted code: run as Python, or hand over to a stager.
+
+Every operator first asks whether a deciding value (condition, iterable, loop test) is a
+*traced* value. If not, it runs exactly what the original statement would (same results, same
+side effects, same exceptions, same evaluation order). If it is, it calls the stager
+registered for that value's class. Converted code never tests for traced values itself.
+
+Staging protocol (implemented by the tracing layer; see tests/tracer/fake_tracer.py)
+---------------------------------------------------------------------------------
+``register_stager(cls, stager)`` declares instances of ``cls`` (and subclasses) traced;
+``stager`` implements:
+
+    stage_if(cond, body_fn, orelse_fn, get_state, set_state, symbol_names, loc) -> None
+    stage_for(iterable, extra_test, body_fn, get_state, set_state, symbol_names, loc) -> None
+    stage_while(test_fn, body_fn, get_state, set_state, symbol_names, loc) -> None
+    stage_if_exp(cond, true_fn, false_fn, loc) -> value
+    stage_not(value, loc) -> value
+    stage_setitem(target, index, value) -> new target value
+
+State: ``symbol_names`` is a tuple of the variable names the statement may change and that
+are used afterwards (for loops: loop-carried or read after the loop). ``get_state()`` returns
+their current values as a tuple in that order; ``set_state(values)`` rebinds them. Body
+functions take no argument (``body_fn(item)`` for ``for``), and change state by assignment.
+A stager typically: saves ``s0 = get_state()``, traces ``body_fn()``, reads ``get_state()``,
+restores ``set_state(s0)``, traces ``orelse_fn()``, reads ``get_state()``, builds the region
+op, and finally ``set_state(results)``. Returning normally means results were delivered.
+
+Rules for values in the state:
+- ``Undefined(name)`` marks a variable unbound on entry or in one branch. For user names,
+  deliver ``Undefined(name, reason)`` (reason e.g. "assigned only in the true branch of the
+  `if` at f.py:3") so any later use raises a clear error.
+- Names starting with ``__lg_`` are generated: ``__lg_do_return``/``__lg_break*``/
+  ``__lg_continue*`` are Python bools that may differ per branch (promote to traced bools);
+  ``__lg_retval`` may be ``None`` (not yet returned) in one branch: it is only read where
+  ``__lg_do_return`` is true, so a placeholder of the other branch's type is correct.
+- ``loc`` is a ``SourceLoc`` (file, line, column, function) of the user's statement.
+- for: ``iterable`` is a traced array (iterate over axis 0) or a ``TracedRange`` (start, stop,
+  step; any may be traced ints). ``extra_test`` is ``None`` or a no-argument function checked
+  before each iteration (from break/return); the loop stops when it is false.
+- while: ``test_fn`` has been called once already to decide to stage; call it as needed.
+- A Python loop whose break/return flag becomes traced runs its remaining iterations under
+  ``stage_if`` (one per item); a Python ``while`` whose test becomes traced is staged from
+  the current state on (earlier iterations stay unrolled).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import operator
+import types
+from operator import (iadd, iand, ifloordiv, ilshift, imatmul, imod, imul, ior,  # noqa: F401
+                      ipow, irshift, isub, itruediv, ixor)
+from typing import Any, Callable, Protocol, Sequence
+
+from .convert.errors import SourceLoc, UnsupportedSyntaxError  # noqa: F401
+
+
+class Stager(Protocol):
+    def stage_if(self, cond, body_fn, orelse_fn, get_state, set_state, symbol_names,
+                 loc) -> None: ...
+    def stage_for(self, iterable, extra_test, body_fn, get_state, set_state, symbol_names,
+                  loc) -> None: ...
+    def stage_while(self, test_fn, body_fn, get_state, set_state, symbol_names,
+                    loc) -> None: ...
+    def stage_if_exp(self, cond, true_fn, false_fn, loc) -> Any: ...
+    def stage_not(self, value, loc) -> Any: ...
+    def stage_setitem(self, target, index, value) -> Any: ...
+
+
+_STAGERS: dict[type, Stager] = {}
+
+
+def register_stager(cls: type, stager: Stager) -> None:
+    """Declare instances of ``cls`` traced, staged by ``stager``."""
+    _STAGERS[cls] = stager
+
+
+def unregister_stager(cls: type) -> None:
+    _STAGERS.pop(cls, None)
+
+
+def stager_of(x: Any) -> Stager | None:
+    """The stager of ``x`` if it is a traced value, else None."""
+    if not _STAGERS:
+        return None
+    for klass in type(x).__mro__:
+        s = _STAGERS.get(klass)
+        if s is not None:
+            return s
+    return None
+
+
+def is_traced(x: Any) -> bool:
+    return stager_of(x) is not None
+
+
+# -- undefined variables -------------------------------------------------------------------
+class Undefined:
+    """The value of a variable that may be unbound here; any use raises UnboundLocalError."""
+
+    __slots__ = ("name", "reason")
+
+    def __init__(self, name: str, reason: str | None = None):
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "reason", reason)
+
+    def raise_(self, *args, **kwargs):
+        name = object.__getattribute__(self, "name")
+        reason = object.__getattribute__(self, "reason")
+        if reason is None:
+            raise UnboundLocalError(
+                f"cannot access local variable '{name}' where it is not associated with a value")
+        raise UnboundLocalError(f"variable '{name}' is {reason}; it is undefined here.\n"
+                                f"  Fix: assign '{name}' before the statement, or on every path")
+
+    def __repr__(self):
+        return f"Undefined({object.__getattribute__(self, 'name')!r})"
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):  # protocol probes (copy, pickle, numpy) see no attribute
+            raise AttributeError(attr)
+        self.raise_()
+
+    __bool__ = __iter__ = __len__ = __call__ = __getitem__ = __setitem__ = raise_
+    __index__ = __int__ = __float__ = __neg__ = __pos__ = __abs__ = __invert__ = raise_
+    __array__ = __array_ufunc__ = __array_function__ = raise_
+
+
+for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", "and", "or",
+            "xor", "lshift", "rshift", "lt", "le", "gt", "ge", "eq", "ne"):
+    setattr(Undefined, f"__{_op}__", Undefined.raise_)
+    setattr(Undefined, f"__r{_op}__", Undefined.raise_)
+Undefined.__hash__ = None  # type: ignore[assignment]
+
+
+def ldu(load: Callable[[], Any], name: str) -> Any:
+    """``load()``, or ``Undefined(name)`` if the variable is unbound."""
+    try:
+        return load()
+    except NameError:
+        return Undefined(name)
+
+
+def _check_defined(values) -> None:
+    for v in values:
+        if type(v) is Undefined:
+            v.raise_()
+
+
+# -- control flow --------------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class TracedRange:
+    """``range(start, stop, step)`` with at least one traced bound."""
+
+    start: Any
+    stop: Any
+    step: Any = 1
+
+    def traced_bound(self) -> Any:
+        return next(b for b in (self.start, self.stop, self.step) if is_traced(b))
+
+
+def range_(*args) -> range | TracedRange:
+    """``range(*args)``, or a TracedRange if a bound is traced (a staged loop reads it)."""
+    if any(is_traced(a) for a in args):
+        if len(args) == 1:
+            return TracedRange(0, args[0], 1)
+        return TracedRange(*args)
+    return range(*args)
+
+
+def if_stmt(cond, body_fn, orelse_fn, get_state, set_state, symbol_names: Sequence[str],
+            loc: SourceLoc) -> None:
+    stager = stager_of(cond)
+    if stager is not None:
+        stager.stage_if(cond, body_fn, orelse_fn or _no_op, get_state, set_state,
+                        tuple(symbol_names), loc)
+    elif cond:
+        body_fn()
+    elif orelse_fn is not None:
+        orelse_fn()
+
+
+def for_stmt(iterable, extra_test, body_fn, get_state, set_state, symbol_names: Sequence[str],
+             loc: SourceLoc) -> None:
+    stager = stager_of(iterable)
+    if stager is None and isinstance(iterable, TracedRange):
+        stager = stager_of(iterable.traced_bound())
+    if stager is not None:
+        stager.stage_for(iterable, extra_test, body_fn, get_state, set_state,
+                         tuple(symbol_names), loc)
+        return
+    it = iter(iterable)
+    while True:
+        if extra_test is not None:
+            test = extra_test()
+            if is_traced(test):  # See the module docstring: the rest runs under stage_if.
+                _guarded_rest(test, it, extra_test, body_fn, get_state, set_state,
+                              symbol_names, loc)
+                return
+            if not test:
+                return
+        try:
+            item = next(it)
+        except StopIteration:
+            return
+        body_fn(item)
+
+
+def _guarded_rest(test, it, extra_test, body_fn, get_state, set_state, symbol_names, loc):
+    for item in it:
+        if_stmt(test, lambda item=item: body_fn(item), None, get_state, set_state,
+                symbol_names, loc)
+        test = extra_test()
+        if not is_traced(test) and not test:
+            return
+
+
+def while_stmt(test_fn, body_fn, get_state, set_state, symbol_names: Sequence[str],
+               loc: SourceLoc) -> None:
+    while True:
+        test = test_fn()
+        stager = stager_of(test)
+        if stager is not None:
+            stager.stage_while(test_fn, body_fn, get_state, set_state, tuple(symbol_names), loc)
+            return
+        if not test:
+            return
+        body_fn()
+
+
+def _no_op() -> None:
+    pass
+
+
+# -- expressions ---------------------------------------------------------------------------
+def if_exp(cond, true_fn, false_fn, loc: SourceLoc) -> Any:
+    stager = stager_of(cond)
+    if stager is not None:
+        return stager.stage_if_exp(cond, true_fn, false_fn, loc)
+    return true_fn() if cond else false_fn()
+
+
+def and_(*fns: Callable[[], Any]) -> Any:
+    """``a and b and ...`` with lazily evaluated operands."""
+    value = fns[0]()
+    for i in range(1, len(fns)):
+        stager = stager_of(value)
+        if stager is not None:
+            rest, v = fns[i:], value
+            return stager.stage_if_exp(v, lambda: and_(*rest), lambda: v, None)
+        if not value:
+            return value
+        value = fns[i]()
+    return value
+
+
+def or_(*fns: Callable[[], Any]) -> Any:
+    """``a or b or ...`` with lazily evaluated operands."""
+    value = fns[0]()
+    for i in range(1, len(fns)):
+        stager = stager_of(value)
+        if stager is not None:
+            rest, v = fns[i:], value
+            return stager.stage_if_exp(v, lambda: v, lambda: or_(*rest), None)
+        if value:
+            return value
+        value = fns[i]()
+    return value
+
+
+def not_(value) -> Any:
+    stager = stager_of(value)
+    if stager is not None:
+        return stager.stage_not(value, None)
+    return not value
+
+
+_COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+            ">": operator.gt, ">=": operator.ge, "is": operator.is_, "is not": operator.is_not,
+            "in": lambda a, b: a in b, "not in": lambda a, b: a not in b}
+
+
+def compare_chain(left, *ops_and_fns) -> Any:
+    """``left op1 b op2 c ...``; each ``b``, ``c`` is a thunk, evaluated at most once."""
+    op, right = ops_and_fns[0], ops_and_fns[1]()
+    result = _COMPARE[op](left, right)
+    if len(ops_and_fns) == 2:
+        return result
+    return and_(lambda: result, lambda: compare_chain(right, *ops_and_fns[2:]))
+
+
+def setitem(target, index, value) -> Any:
+    """``target[index] = value``, returning the (possibly new) target.
+
+    Plain values are updated in place and returned (aliases see the update, as in Python);
+    if the target, index or value is traced, the stager returns a new traced value.
+    """
+    stager = stager_of(target) or stager_of(value)
+    if stager is None:
+        for i in index if type(index) is tuple else (index,):
+            stager = stager or stager_of(i)
+    if stager is not None:
+        return stager.stage_setitem(target, index, value)
+    target[index] = value
+    return target
+
+
+def fence(kind: str, loc: SourceLoc, values: dict, names: Sequence[str]) -> None:
+    """Raise UnsupportedSyntaxError if a value read by an unsupported statement is traced."""
+    if _STAGERS:
+        from .convert.fence import check_fence
+        check_fence(kind, loc, values, tuple(names), is_traced)
+
+
+# -- calls ---------------------------------------------------------------------------------
+def converted_call(f: Callable, args: tuple, kwargs: dict | None) -> Any:
+    """Call ``f(*args, **kwargs)``, converting ``f`` first if it is the user's own function."""
+    _check_defined(args)
+    if kwargs:
+        _check_defined(kwargs.values())
+    target = _converted_target(f)
+    return target(*args, **(kwargs or {}))
+
+
+def _converted_target(f: Callable) -> Callable:
+    from .convert import api
+    if isinstance(f, types.MethodType):
+        inner = api.try_convert(f.__func__)
+        return f if inner is None else types.MethodType(inner, f.__self__)
+    if isinstance(f, types.FunctionType):
+        converted = api.try_convert(f)
+        return f if converted is None else converted
+    return f
