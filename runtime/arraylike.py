@@ -64,3 +64,75 @@ class ArrayOperators:
             f"{numpy_name(func)} is not supported on llgrad values ({type(self).__name__})",
             loc=user_loc(), fix="rewrite it with supported numpy functions (see README, "
             "'Supported subset'), or compute it outside the differentiated function")
+
+
+class NumpyMethods:
+    """ndarray-style methods for abstract values (IR/traced), so user numpy code runs on them."""
+
+    __slots__ = ()
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def dtype(self):
+        return self._np_dtype
+
+    @property
+    def T(self):
+        return ops.transpose(self)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of unsized object (a 0-d value)")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d value")
+        return (self[i] for i in range(self.shape[0]))
+
+    def sum(self, axis=None, dtype=None, keepdims=False):
+        from llgrad.runtime.numpy_api import FUNCTIONS
+        import numpy as np
+        return FUNCTIONS[np.sum](self, axis=axis, dtype=dtype, keepdims=keepdims)
+
+    def _np(self, name, *args, **kwargs):
+        from llgrad.runtime.numpy_api import FUNCTIONS
+        import numpy as np
+        return FUNCTIONS[getattr(np, name)](self, *args, **kwargs)
+
+    def mean(self, axis=None, keepdims=False): return self._np("mean", axis=axis, keepdims=keepdims)
+    def prod(self, axis=None, keepdims=False): return self._np("prod", axis=axis, keepdims=keepdims)
+    def max(self, axis=None, keepdims=False): return self._np("max", axis=axis, keepdims=keepdims)
+    def min(self, axis=None, keepdims=False): return self._np("min", axis=axis, keepdims=keepdims)
+    def var(self, axis=None, ddof=0, keepdims=False):
+        return self._np("var", axis=axis, ddof=ddof, keepdims=keepdims)
+    def std(self, axis=None, ddof=0, keepdims=False):
+        return self._np("std", axis=axis, ddof=ddof, keepdims=keepdims)
+    def argmax(self, axis=None): return ops.argmax(self, axis)
+    def argmin(self, axis=None): return ops.argmin(self, axis)
+    def dot(self, other): return ops.dot(self, other)
+    def clip(self, a_min=None, a_max=None): return ops.clip(self, a_min, a_max)
+    def astype(self, dtype): return ops.astype(self, dtype)
+    def copy(self): return ops.copy(self)
+    def ravel(self): return ops.ravel(self)
+    def flatten(self): return ops.ravel(self)
+    def squeeze(self, axis=None): return ops.squeeze(self, axis)
+    def swapaxes(self, a, b): return ops.swapaxes(self, a, b)
+
+    def reshape(self, *shape, order="C"):
+        return ops.reshape(self, shape[0] if len(shape) == 1 else shape)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and not isinstance(axes[0], int):
+            axes = axes[0]
+        return ops.transpose(self, axes or None)

@@ -18,3 +18,4 @@ from llgrad.runtime.ops.shape import (  # noqa: F401
     broadcast_to, concatenate, expand, flatten, movedim, ravel, repeat, reshape, split, squeeze,
     stack, sum_to, swapaxes, transpose, unsqueeze,
 )
+from llgrad.runtime.ops import control  # noqa: F401,E402  (registers IR structural prims)

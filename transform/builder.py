@@ -1,0 +1,167 @@
+"""The IR builder: the interpretation that turns `bind(prim, ...)` on IR values into ops.
+
+While a Builder is active (`with builder:`), Values behave like numpy arrays: operators, numpy
+functions and the ops API append ops to the current region. Broadcasting is made explicit
+here (`broadcast_to` ops), so every elementwise op's operands have the output's shape.
+Constants (numpy arrays, eager Tensors) become `constant` ops.
+"""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Callable
+
+import numpy as np
+
+from llgrad.runtime.arraylike import ArrayOperators, NumpyMethods
+from llgrad.runtime.aval import Aval
+from llgrad.runtime.errors import ConcretizationError, LLGradError, SourceLoc, user_loc
+from llgrad.runtime.ops.control import constant_p
+from llgrad.runtime.ops.shape import broadcast_to_p
+from llgrad.runtime.prim import Primitive
+from llgrad.transform import ir
+
+_TLS = threading.local()
+
+
+def current() -> "Builder":
+    stack = getattr(_TLS, "stack", None)
+    if not stack:
+        raise LLGradError("an IR value was used outside of tracing",
+                          fix="call compiled functions only through llgrad.differentiate")
+    return stack[-1]
+
+
+class Value(ir.Value, ArrayOperators, NumpyMethods):
+    """An IR value with array behaviour (the compiler's counterpart of Tensor)."""
+
+    __slots__ = ()
+    _lg_level = 1
+
+    @staticmethod
+    def _lg_process(prim, args, params):
+        return current().bind(prim, args, params)
+
+    @staticmethod
+    def _lg_concrete(v):
+        b = current()
+        return b.concrete(v) if b.concrete is not None else None
+
+    def _concretize(self, what: str):
+        b = current()
+        if b.on_concretize is not None:
+            return b.on_concretize(self, what)
+        raise ConcretizationError(
+            f"{what} of a traced value: its value is not known while llgrad compiles the "
+            f"function", loc=user_loc(),
+            fix="keep it an array (use np.where instead of if, or pass the value as a static "
+            "Python argument)")
+
+    def __bool__(self):
+        return bool(self._concretize("bool()"))
+
+    def __float__(self):
+        return float(self._concretize("float()"))
+
+    def __int__(self):
+        return int(self._concretize("int()"))
+
+    def __index__(self):
+        return int(self._concretize("use as an index"))
+
+    def item(self):
+        return self._concretize(".item()").item()
+
+    def tolist(self):
+        return self._concretize(".tolist()").tolist()
+
+    def __array__(self, dtype=None, copy=None):
+        return np.asarray(self._concretize("conversion to a numpy array"), dtype=dtype)
+
+    def __hash__(self):
+        return id(self)
+
+
+class Builder:
+    """Builds one Function. Emits into the innermost open region.
+
+    `loc` supplies the SourceLoc stamped on each op (the tracer uses the user's frame);
+    `concrete(v)` may return a value's concrete ndarray (the dynamic path), and
+    `on_concretize(v, what)` decides what happens when user code needs one.
+    """
+
+    def __init__(self, name: str, loc: Callable[[], SourceLoc | None] | None = user_loc):
+        self.fn = ir.Function(name, ir.Region())
+        self.regions = [self.fn.body]
+        self.loc = loc
+        self.concrete = None
+        self.on_concretize = None
+
+    def __enter__(self) -> "Builder":
+        stack = getattr(_TLS, "stack", None)
+        if stack is None:
+            stack = _TLS.stack = []
+        stack.append(self)
+        return self
+
+    def __exit__(self, *exc):
+        _TLS.stack.pop()
+        return False
+
+    @property
+    def region(self) -> ir.Region:
+        return self.regions[-1]
+
+    @contextmanager
+    def open_region(self, params=()):
+        """Emit into a fresh region (for cond/for/while bodies)."""
+        r = ir.Region(params=list(params))
+        self.regions.append(r)
+        try:
+            yield r
+        finally:
+            self.regions.pop()
+
+    def param(self, aval: Aval, name: str | None = None) -> Value:
+        v = Value(Aval(tuple(aval[0]), np.dtype(aval[1])), name)
+        self.fn.body.params.append(v)
+        return v
+
+    def new_value(self, aval: Aval, name: str | None = None) -> Value:
+        return Value(Aval(tuple(aval[0]), np.dtype(aval[1])), name)
+
+    def emit(self, prim: Primitive, inputs, params, out_avals, regions=(), loc=None) -> list:
+        outs = [Value(a) for a in out_avals]
+        op = ir.Op(prim, inputs, params, outs, regions,
+                   loc if loc is not None else (self.loc() if self.loc else None))
+        self.region.ops.append(op)
+        return outs
+
+    def const(self, value) -> Value:
+        arr = np.asarray(value)
+        return self.emit(constant_p, [], {"value": arr}, [Aval(arr.shape, arr.dtype)])[0]
+
+    def lift(self, a) -> Value:
+        if isinstance(a, ir.Value):
+            return a
+        data = getattr(a, "_data", None)  # an eager Tensor captured by the function
+        return self.const(data if isinstance(data, np.ndarray) else a)
+
+    def bind(self, prim: Primitive, args, params):
+        ins = [self.lift(a) for a in args]
+        try:
+            out = prim.shape(*[v.aval for v in ins], **params)
+        except LLGradError as e:
+            if e.loc is None:
+                e.loc = self.loc() if self.loc else None
+                e.args = (str(e) + (f"\n  at {e.loc.describe()}" if e.loc else ""),)
+            raise
+        avals = list(out) if prim.multiple_results else [out]
+        if prim.family == "elementwise":
+            shape = avals[0].shape
+            ins = [v if v.aval.shape == shape else self._broadcast(v, shape) for v in ins]
+        outs = self.emit(prim, ins, params, avals)
+        return tuple(outs) if prim.multiple_results else outs[0]
+
+    def _broadcast(self, v: Value, shape) -> Value:
+        return self.emit(broadcast_to_p, [v], {"shape": tuple(shape)}, [Aval(shape, v.aval.dtype)])[0]
