@@ -141,6 +141,12 @@ def ldu(load: Callable[[], Any], name: str) -> Any:
         return Undefined(name)
 
 
+def retval(value: Any) -> Any:
+    """A returned value that may read an unbound variable: raise as Python would."""
+    _check_defined(value if type(value) in (tuple, list) else (value,))
+    return value
+
+
 def _check_defined(values) -> None:
     for v in values:
         if type(v) is Undefined:

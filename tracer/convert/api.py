@@ -149,7 +149,7 @@ def _convert(fn: Callable) -> ConvertedFunction:
     calls.convert_calls(node, locals_, locals_, resolve, namer)
     logical.convert_logical(node)
     liveness.annotate(node)
-    convert_control_flow(node, namer, globals_, nonlocals)
+    convert_control_flow(node, namer, globals_, nonlocals, locals_)
 
     py_node = gast.gast_to_ast(node)
     source = ast.unparse(py_node)

@@ -11,15 +11,20 @@ numbers, so tracebacks point at the user's source.
 from __future__ import annotations
 
 import ast
+import copy
 import types
 from typing import Any, Callable
 
-FACTORY = "__lg_factory"
+FACTORY, INNER = "__lg_factory", "__lg_converted"
 
 
 def instantiate(node: ast.FunctionDef, original: Callable, injected: dict[str, Any],
                 filename: str) -> types.FunctionType:
     code = original.__code__
+    # Compiled under a reserved name: the factory must not bind the user's name, which the
+    # body may use to reach the (global or enclosing) original, e.g. in recursion.
+    node = copy.copy(node)
+    node.name = INNER
     params = list(code.co_freevars) + [n for n in injected if n not in code.co_freevars]
     args = ast.arguments(posonlyargs=[], args=[ast.arg(arg=p) for p in params], vararg=None,
                          kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
@@ -33,7 +38,9 @@ def instantiate(node: ast.FunctionDef, original: Callable, injected: dict[str, A
     module = ast.fix_missing_locations(ast.Module(body=[factory], type_ignores=[]))
     module_code = compile(module, filename, "exec", dont_inherit=True)
     factory_code = _const_code(module_code, FACTORY)
-    fn_code = _const_code(factory_code, node.name)
+    fn_code = _const_code(factory_code, INNER).replace(co_name=original.__name__)
+    if hasattr(fn_code, "co_qualname"):
+        fn_code = fn_code.replace(co_qualname=original.__qualname__)
 
     cells = dict(zip(code.co_freevars, original.__closure__ or ()))
     closure = []

@@ -22,8 +22,8 @@ from .naming import Namer
 
 
 class _ControlFlow(gast.NodeTransformer):
-    def __init__(self, namer: Namer, globals_: set[str], nonlocals: set[str]):
-        self.namer, self.globals, self.nonlocals = namer, globals_, nonlocals
+    def __init__(self, namer: Namer, globals_: set[str], nonlocals: set[str], locals_: set[str]):
+        self.namer, self.globals, self.nonlocals, self.locals = namer, globals_, nonlocals, locals_
 
     def _skip(self, node):
         return node
@@ -46,14 +46,18 @@ class _ControlFlow(gast.NodeTransformer):
             decls.append(gast.Global(names=glob))
         fn.body = decls + fn.body
 
-    def _state(self, node, state: list[str], modified: set[str]) -> tuple[list, list]:
-        """(prelude statements, [get_state_name, set_state_name])."""
+    def _names(self, *hints: str) -> list[str]:
+        """Fresh names, taken before converting nested statements so outer ones come first."""
+        return [self.namer.new(h) for h in ("get_state", "set_state", "vars") + hints]
+
+    def _state(self, node, state: list[str], modified: set[str], names: list[str]) -> list:
+        """Prelude statements: Undefined initialisations, get_state and set_state."""
         maybe = anno.get(node, anno.Key.DEFINED_IN, set())
         sure = anno.get(node, anno.Key.DEFINITELY_IN, set())
         prelude = []
         for n in sorted(modified - maybe - self.nonlocals):
             prelude += templates.replace("x = __lg.Undefined(name)", x=n, name=templates.const(n))
-        get_name, set_name = self.namer.new("get_state"), self.namer.new("set_state")
+        get_name, set_name, vars_ = names[:3]
         elts = []
         for n in state:
             if n in maybe and n not in sure:
@@ -66,31 +70,53 @@ class _ControlFlow(gast.NodeTransformer):
         if state:
             prelude += templates.replace(
                 "def set_state(vars_):\n    nonlocal names\n    targets = vars_",
-                set_state=set_name, vars_=self.namer.new("vars"), names=list(state),
+                set_state=set_name, vars_=vars_, names=list(state),
                 targets=templates.names_tuple(state, "store"))
         else:
             prelude += templates.replace("def set_state(vars_):\n    pass", set_state=set_name,
-                                         vars_=self.namer.new("vars"))
-        return prelude, [get_name, set_name]
+                                         vars_=vars_)
+        return prelude
 
     def _finish(self, node, stmts: list) -> list:
         anno.fill_loc(stmts, node)
         return stmts
 
+    # -- returned values -----------------------------------------------------------------
+    def _maybe_undefined(self, node, value) -> bool:
+        sure = anno.get(node, anno.Key.DEFINITELY_IN)
+        return sure is not None and bool((activity(value).reads & self.locals) - sure)
+
+    def visit_Return(self, node):
+        """``return v`` -> ``return __lg.retval(v)`` when ``v`` may read an unbound name."""
+        if node.value is not None and self._maybe_undefined(node, node.value):
+            node.value = templates.replace_expr("__lg.retval(v)", v=node.value)
+            anno.fill_loc(node.value, node)
+        return node
+
+    def visit_Assign(self, node):
+        target = node.targets[0]
+        if (isinstance(target, gast.Name) and target.id.startswith("__lg_retval")
+                and self._maybe_undefined(node, node.value)):
+            node.value = templates.replace_expr("__lg.retval(v)", v=node.value)
+            anno.fill_loc(node.value, node)
+        return node
+
     # -- statements ----------------------------------------------------------------------
     def visit_If(self, node):
         modified = self._modified(node.body + node.orelse)
+        names = self._names("if_body", "else_body")
+        get_state, set_state, _, body_name, else_name = names
         self.generic_visit(node)
         state = sorted(modified & anno.get(node, anno.Key.LIVE_OUT, set()))
         state = [n for n in state if n not in self.nonlocals]
-        prelude, (get_state, set_state) = self._state(node, state, modified)
-        body_name = self.namer.new("if_body")
+        prelude = self._state(node, state, modified, names)
         body = templates.replace("def body_name():\n    body", body_name=body_name,
                                  body=node.body)
         self._declare(body, modified)
-        orelse, else_name = [], templates.const(None)
-        if node.orelse:
-            else_name = self.namer.new("else_body")
+        orelse = []
+        if not node.orelse:
+            else_name = templates.const(None)
+        else:
             orelse = templates.replace("def else_name():\n    body", else_name=else_name,
                                        body=node.orelse)
             self._declare(orelse, modified)
@@ -102,19 +128,21 @@ class _ControlFlow(gast.NodeTransformer):
 
     def visit_For(self, node):
         modified = self._modified([node.target] + node.body)
+        names = self._names("loop_body", "itr", "extra_test")
+        get_state, set_state, _, body_name, itr, extra_name = names
         self.generic_visit(node)
         state = sorted(modified & anno.get(node, anno.Key.HEAD_LIVE, set()))
         state = [n for n in state if n not in self.nonlocals]
-        prelude, (get_state, set_state) = self._state(node, state, modified)
-        body_name, itr = self.namer.new("loop_body"), self.namer.new("itr")
+        prelude = self._state(node, state, modified, names)
         body = templates.replace("def body_name(itr):\n    target = itr\n    body",
                                  body_name=body_name, itr=itr, target=node.target,
                                  body=node.body)
         self._declare(body, modified)
         tests = anno.get(node, anno.Key.EXTRA_TEST, [])
-        extra, extra_name = [], templates.const(None)
-        if tests:
-            extra_name = self.namer.new("extra_test")
+        extra = []
+        if not tests:
+            extra_name = templates.const(None)
+        else:
             test = tests[0] if len(tests) == 1 else logical.and_call(tests, node)
             extra = templates.replace("def extra_name():\n    return test",
                                       extra_name=extra_name, test=test)
@@ -126,11 +154,12 @@ class _ControlFlow(gast.NodeTransformer):
 
     def visit_While(self, node):
         modified = self._modified([node.test] + node.body)
+        names = self._names("loop_test", "loop_body")
+        get_state, set_state, _, test_name, body_name = names
         self.generic_visit(node)
         state = sorted(modified & anno.get(node, anno.Key.HEAD_LIVE, set()))
         state = [n for n in state if n not in self.nonlocals]
-        prelude, (get_state, set_state) = self._state(node, state, modified)
-        test_name, body_name = self.namer.new("loop_test"), self.namer.new("loop_body")
+        prelude = self._state(node, state, modified, names)
         test = templates.replace("def test_name():\n    return test", test_name=test_name,
                                  test=node.test)
         test_writes = self._modified(node.test)
@@ -147,8 +176,8 @@ class _ControlFlow(gast.NodeTransformer):
 
 
 def convert_control_flow(fn: gast.FunctionDef, namer: Namer, globals_: set[str],
-                         nonlocals: set[str]) -> None:
-    t = _ControlFlow(namer, globals_, nonlocals)
+                         nonlocals: set[str], locals_: set[str]) -> None:
+    t = _ControlFlow(namer, globals_, nonlocals, locals_)
     out = []
     for s in fn.body:
         r = t.visit(s)

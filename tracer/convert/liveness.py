@@ -7,7 +7,8 @@ costs an extra state variable, never a wrong result. Annotations (anno.Key):
   LIVE_OUT on if/for/while: names read after the statement before being rebound;
   HEAD_LIVE on for/while: names live at the loop head (read by the test, the next iteration,
     or after the loop), so loop-carried = modified & HEAD_LIVE;
-  DEFINED_IN / DEFINITELY_IN on if/for/while: names possibly / certainly bound on entry.
+  DEFINED_IN / DEFINITELY_IN on if/for/while/return/assign: names possibly / certainly bound
+    on entry.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ class _Defined:
         return maybe, sure
 
     def stmt(self, s, maybe: set[str], sure: set[str]):
-        if isinstance(s, (gast.If, gast.For, gast.While)):
+        if isinstance(s, (gast.If, gast.For, gast.While, gast.Return, gast.Assign)):
             anno.set_(s, anno.Key.DEFINED_IN, set(maybe))
             anno.set_(s, anno.Key.DEFINITELY_IN, set(sure))
         if isinstance(s, gast.If):
