@@ -58,20 +58,25 @@ def _index_put_impl(x, v, *idx, key):
     return out
 
 
+def _index_operands(n: int) -> tuple:
+    """The VJPs read the index-array operands (inputs 1..n-1); of input 0 only its shape."""
+    return tuple(range(1, n))
+
+
 def _getitem_vjp(g, out, x, *idx, key):
     return bind(scatter_add_p, g, *idx, key=key, shape=shape_of(x))
 
 
 getitem_p = register(Primitive(
     "getitem", "index", _getitem_impl, _getitem_shape,
-    lambda i, *a, **p: _getitem_vjp(*a, **p) if i == 0 else None, saves=(0,),
+    lambda i, *a, **p: _getitem_vjp(*a, **p) if i == 0 else None, saves=_index_operands,
     node_name="IndexBackward0"))
 
 scatter_add_p = register(Primitive(
     "scatter_add", "index", _scatter_add_impl,
     lambda g, *idx, key, shape: Aval(tuple(shape), g.dtype),
     lambda i, g, out, x, *idx, key, shape: bind(getitem_p, g, *idx, key=key) if i == 0 else None,
-    saves=(), node_name="IndexAddBackward0"))
+    saves=_index_operands, node_name="IndexAddBackward0"))
 
 
 def _index_put_vjp(i, g, out, x, v, *idx, key):
@@ -84,7 +89,7 @@ def _index_put_vjp(i, g, out, x, v, *idx, key):
 
 index_put_p = register(Primitive(
     "index_put", "index", _index_put_impl, lambda x, v, *idx, key: Aval(x.shape, x.dtype),
-    _index_put_vjp, saves=(1,), node_name="IndexPutBackward0"))
+    _index_put_vjp, saves=lambda n: (1, *range(2, n)), node_name="IndexPutBackward0"))
 
 
 # ---- the ops API ------------------------------------------------------------------------------
