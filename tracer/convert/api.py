@@ -144,7 +144,8 @@ def _convert(fn: Callable) -> ConvertedFunction:
     globals_, nonlocals = declared_names(node)
     locals_ = local_names(node)
     resolve = _resolver(fn)
-    fence.insert_fences(node, locals_, globals_, nonlocals, _is_llgrad_context(resolve, locals_))
+    fence.insert_fences(node, locals_ | set(fn.__code__.co_freevars), globals_, nonlocals,
+                        _is_llgrad_context(resolve, locals_))
     jumps.convert_jumps(node, namer)
     calls.convert_calls(node, locals_, locals_, resolve, namer)
     logical.convert_logical(node)
