@@ -24,6 +24,7 @@ from .naming import Namer
 class _ControlFlow(gast.NodeTransformer):
     def __init__(self, namer: Namer, globals_: set[str], nonlocals: set[str], locals_: set[str]):
         self.namer, self.globals, self.nonlocals, self.locals = namer, globals_, nonlocals, locals_
+        self.initialised: set[str] = set()  # Undefined already bound by an enclosing statement
 
     def _skip(self, node):
         return node
@@ -46,6 +47,17 @@ class _ControlFlow(gast.NodeTransformer):
             decls.append(gast.Global(names=glob))
         fn.body = decls + fn.body
 
+    def _inits(self, node, modified: set[str]) -> set[str]:
+        maybe = anno.get(node, anno.Key.DEFINED_IN, set())
+        return modified - maybe - self.nonlocals - self.initialised
+
+    def _visit_children(self, node, modified: set[str]) -> None:
+        """Convert nested statements, which need no Undefined for names bound out here."""
+        saved = self.initialised
+        self.initialised = saved | self._inits(node, modified)
+        self.generic_visit(node)
+        self.initialised = saved
+
     def _names(self, *hints: str) -> list[str]:
         """Fresh names, taken before converting nested statements so outer ones come first."""
         return [self.namer.new(h) for h in ("get_state", "set_state", "vars") + hints]
@@ -55,7 +67,7 @@ class _ControlFlow(gast.NodeTransformer):
         maybe = anno.get(node, anno.Key.DEFINED_IN, set())
         sure = anno.get(node, anno.Key.DEFINITELY_IN, set())
         prelude = []
-        for n in sorted(modified - maybe - self.nonlocals):
+        for n in sorted(self._inits(node, modified)):
             prelude += templates.replace("x = __lg.Undefined(name)", x=n, name=templates.const(n))
         get_name, set_name, vars_ = names[:3]
         elts = []
@@ -106,7 +118,7 @@ class _ControlFlow(gast.NodeTransformer):
         modified = self._modified(node.body + node.orelse)
         names = self._names("if_body", "else_body")
         get_state, set_state, _, body_name, else_name = names
-        self.generic_visit(node)
+        self._visit_children(node, modified)
         state = sorted(modified & anno.get(node, anno.Key.LIVE_OUT, set()))
         state = [n for n in state if n not in self.nonlocals]
         prelude = self._state(node, state, modified, names)
@@ -130,7 +142,7 @@ class _ControlFlow(gast.NodeTransformer):
         modified = self._modified([node.target] + node.body)
         names = self._names("loop_body", "itr", "extra_test")
         get_state, set_state, _, body_name, itr, extra_name = names
-        self.generic_visit(node)
+        self._visit_children(node, modified)
         state = sorted(modified & anno.get(node, anno.Key.HEAD_LIVE, set()))
         state = [n for n in state if n not in self.nonlocals]
         prelude = self._state(node, state, modified, names)
@@ -156,7 +168,7 @@ class _ControlFlow(gast.NodeTransformer):
         modified = self._modified([node.test] + node.body)
         names = self._names("loop_test", "loop_body")
         get_state, set_state, _, test_name, body_name = names
-        self.generic_visit(node)
+        self._visit_children(node, modified)
         state = sorted(modified & anno.get(node, anno.Key.HEAD_LIVE, set()))
         state = [n for n in state if n not in self.nonlocals]
         prelude = self._state(node, state, modified, names)
