@@ -458,3 +458,19 @@ CASES = [
     (del_plain, [(1,)]),
     (walrus_while, [([1, 2, 3],)]),
 ]
+
+
+class Model:
+    def __init__(self, k):
+        self.k = k
+
+    def scale(self, v):
+        if v > 0:
+            return v * self.k
+        return v
+
+    def total(self, x):
+        s = 0.0
+        for v in x:
+            s += self.scale(v)
+        return s

@@ -72,3 +72,10 @@ def test_tracebacks_name_the_users_line():
     last = frames[-1]
     assert last.filename == corpus.__file__
     assert last.line.strip() == 'raise ValueError("positive")'
+
+
+def test_bound_methods_and_method_calls():
+    from llgrad.tracer.convert import api
+    m = corpus.Model(2.0)
+    assert convert(m.total)(corpus._x) == m.total(corpus._x)
+    assert corpus.Model.scale in api._CACHE  # reached through converted_call on self.scale
