@@ -37,3 +37,13 @@ def _alias(name: str, module) -> None:
 _alias("llgrad.autograd", autograd)
 
 __version__ = "0.1.0"
+
+_LAZY = {"differentiate", "grad", "value_and_grad", "Differentiable"}
+
+
+def __getattr__(name: str):
+    # The compiler (and llvmlite) load on first use, so `import llgrad` stays light.
+    if name in _LAZY:
+        from llgrad import api
+        return getattr(api, name)
+    raise AttributeError(f"module 'llgrad' has no attribute {name!r}")

@@ -1,0 +1,325 @@
+"""The compiler's public API: `differentiate`, `grad`, `value_and_grad`.
+
+A `Differentiable` traces its function once per call signature (tracer), optimises the IR,
+generates the backward on the IR (transform.ad), and compiles a forward entry and a fused
+forward+backward entry into one native module (codegen); later calls with the same
+signature go straight to native code. `inspect()` returns every stage as text.
+"""
+from __future__ import annotations
+
+import functools
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from llgrad.runtime import config
+from llgrad.runtime.aval import aval_str
+from llgrad.runtime.errors import DTypeError, ShapeError
+from llgrad.tracer import signature as sig
+from llgrad.tracer.tracing import bind_arguments, trace
+from llgrad.transform import ad, interp
+from llgrad.transform.passes.pipeline import optimize
+from llgrad.transform.printers.text import print_function
+
+
+class Text(str):
+    """A stage of the pipeline as text; prints as itself."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+class Stats(dict):
+    """Op counts, memory and compile times of one compiled signature; prints as a table."""
+
+    def __str__(self) -> str:
+        width = max(len(k) for k in self) if self else 0
+        return "\n".join(f"{k:<{width}}  {_fmt_stat(v)}" for k, v in self.items())
+
+    __repr__ = __str__
+
+
+def _fmt_stat(v) -> str:
+    if isinstance(v, float):
+        return f"{v * 1e3:.2f} ms" if v < 10 else f"{v:.3g}"
+    if isinstance(v, dict):
+        return ", ".join(f"{k}={w}" for k, w in v.items())
+    return str(v)
+
+
+@dataclass
+class Compiled:
+    """Everything llgrad made for one call signature."""
+
+    trace: Any
+    forward: Any            # optimised forward ir.Function
+    joint: Any              # optimised forward+backward ir.Function
+    wrt_leaves: list        # leaf indices differentiated
+    module: Any = None      # codegen module (None when LLGRAD_DISABLE_JIT)
+    stats: Stats = field(default_factory=Stats)
+    graph_text: str = ""
+    not_differentiable: Exception | None = None
+
+    def run(self, entry: str, leaves: list) -> list:
+        fn = self.forward if entry == "forward" else self.joint
+        if self.module is None:
+            return interp.run(fn, *leaves)
+        return self.module[entry](*leaves)
+
+
+def _resolve_wrt(wrt, names: list[str]) -> tuple[tuple[int, ...], bool]:
+    """Argument indices for `wrt` and whether a single gradient (not a tuple) is returned."""
+    single = not isinstance(wrt, (tuple, list))
+    items = (wrt,) if single else tuple(wrt)
+    plain = [n.lstrip("*") for n in names]
+    out = []
+    for w in items:
+        if isinstance(w, str):
+            if w not in plain:
+                raise ValueError(f"wrt={w!r} is not a parameter of the function (parameters: "
+                                 f"{', '.join(plain)})")
+            out.append(plain.index(w))
+        elif isinstance(w, int) and not isinstance(w, bool):
+            if not -len(names) <= w < len(names):
+                raise ValueError(f"wrt={w} is out of range for a call with {len(names)} "
+                                 f"arguments")
+            out.append(w % len(names))
+        else:
+            raise TypeError(f"wrt must be an int, a parameter name, or a tuple of them; got "
+                            f"{w!r}")
+    return tuple(out), single
+
+
+class Differentiable:
+    """A function compiled to native value and gradient code. See `differentiate`."""
+
+    def __init__(self, fn: Callable, wrt=0, cache: bool = False):
+        functools.update_wrapper(self, fn)
+        self.fn, self.wrt, self.use_disk_cache = fn, wrt, cache
+        self._cache: dict = {}
+        self._lock = threading.Lock()
+        self.trace_count = 0
+
+    # -- the public calls -----------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        c, leaves, _ = self._compiled(args, kwargs)
+        outs = c.run("forward", leaves)
+        return _rebuild_outputs(c.trace.out_struct, outs)
+
+    def value_and_grad(self, *args, **kwargs):
+        """(value, gradient) from one native call of the fused forward+backward entry."""
+        c, leaves, (wrt_args, single) = self._compiled(args, kwargs)
+        if c.joint is None:
+            raise c.not_differentiable
+        outs = c.run("joint", leaves)
+        n_out = len(c.trace.fn.outputs)
+        value = _rebuild_outputs(c.trace.out_struct, outs[:n_out])
+        grads = self._assemble_grads(c, outs[n_out:], wrt_args, single)
+        return value, grads
+
+    def grad(self, *args, **kwargs):
+        """The gradient w.r.t. `wrt` (a tuple when `wrt` is a tuple)."""
+        return self.value_and_grad(*args, **kwargs)[1]
+
+    def cache_info(self) -> dict:
+        """How many call signatures are compiled, and how many traces ran."""
+        return {"signatures": len(self._cache), "traces": self.trace_count}
+
+    def inspect(self, *args, **kwargs) -> "Inspection":
+        c, _, _ = self._compiled(args, kwargs)
+        return Inspection(c)
+
+    # -- compile --------------------------------------------------------------------------
+    def _compiled(self, args, kwargs):
+        names, values = bind_arguments(self.fn, args, kwargs)
+        wrt_args, single = _resolve_wrt(self.wrt, names)
+        leaves, struct = sig.flatten(tuple(values))
+        key = (struct, wrt_args, config.disable_jit())
+        c = self._cache.get(key)
+        if c is None:
+            with self._lock:
+                c = self._cache.get(key)
+                if c is None:
+                    c = self._compile(args, kwargs, wrt_args)
+                    self._cache[key] = c
+        return c, leaves, (wrt_args, single)
+
+    def _compile(self, args, kwargs, wrt_args) -> Compiled:
+        stats = Stats()
+        t0 = time.perf_counter()
+        tr = trace(self.fn, args, kwargs)
+        self.trace_count += 1
+        t1 = time.perf_counter()
+        graph_text = print_function(tr.fn)
+        forward = optimize(tr.fn)
+        t2 = time.perf_counter()
+        joint, wrt_leaves, not_differentiable = None, [], None
+        try:
+            _check_scalar_output(tr, self.fn)
+            wrt_leaves = _wrt_leaves(tr, wrt_args)
+            joint = optimize(ad.grad_function(forward, wrt_leaves, name=tr.fn.name + "_grad"))
+        except (ShapeError, DTypeError, TypeError) as e:
+            not_differentiable = e  # the value still compiles; grad() raises this
+        t3 = time.perf_counter()
+        c = Compiled(tr, forward, joint, wrt_leaves, stats=stats, graph_text=graph_text)
+        c.not_differentiable = not_differentiable
+        if not config.disable_jit():
+            from llgrad import codegen
+            entries = {"forward": forward} if joint is None else {"forward": forward,
+                                                                   "joint": joint}
+            c.module = codegen.compile_functions(entries)
+        t4 = time.perf_counter()
+        stats.update({
+            "signature": sig.describe(tr.in_struct),
+            "ops (traced)": sum(1 for _ in tr.fn.walk()),
+            "ops (forward)": sum(1 for _ in forward.walk()),
+            "ops (forward+backward)": sum(1 for _ in joint.walk()) if joint else 0,
+            "trace time": t1 - t0, "optimize time": t2 - t1, "autodiff time": t3 - t2,
+            "codegen time": t4 - t3,
+        })
+        if c.module is not None:
+            stats.update({k: v for k, v in getattr(c.module, "stats", {}).items()})
+        return c
+
+    def _assemble_grads(self, c: Compiled, cts: list, wrt_args, single):
+        """Gradients mirroring each wrt argument's structure (floats for Python floats)."""
+        by_leaf = dict(zip(c.wrt_leaves, cts))
+        owner = c.trace.leaf_owner
+        specs = sig.leaf_specs(c.trace.in_struct)
+        per_arg = []
+        arg_structs = c.trace.in_struct[1]
+        for a in wrt_args:
+            leaf_ids = [k for k, o in enumerate(owner) if o == a]
+            vals = []
+            for k in leaf_ids:
+                g = by_leaf.get(k)
+                if g is None:
+                    g = np.zeros(specs[k].shape, specs[k].dtype)
+                vals.append(float(g) if specs[k].is_float_scalar else np.asarray(g))
+            per_arg.append(sig.unflatten(arg_structs[a], vals))
+        return per_arg[0] if single else tuple(per_arg)
+
+
+def _wrt_leaves(tr, wrt_args) -> list[int]:
+    specs = sig.leaf_specs(tr.in_struct)
+    out = []
+    for a in wrt_args:
+        ks = [k for k, o in enumerate(tr.leaf_owner) if o == a]
+        if not ks:
+            raise TypeError(f"cannot differentiate with respect to argument "
+                            f"{tr.arg_names[a].lstrip('*')!r}: it holds no arrays or floats "
+                            f"(static arguments such as ints have no gradient)")
+        for k in ks:
+            if specs[k].dtype.kind != "f":
+                raise DTypeError(f"cannot differentiate with respect to argument "
+                                 f"{tr.arg_names[a].lstrip('*')!r} of dtype {specs[k].dtype}",
+                                 fix="pass a float array (x.astype(np.float64))")
+            out.append(k)
+    return out
+
+
+def _check_scalar_output(tr, fn) -> None:
+    outs = tr.fn.outputs
+    if len(outs) != 1 or outs[0].aval.shape != ():
+        shapes = ", ".join(aval_str(*v.aval) for v in outs)
+        raise ShapeError(
+            f"{getattr(fn, '__name__', 'the function')} must return a scalar to be "
+            f"differentiated; it returned {shapes}",
+            fix="reduce the output (e.g. np.sum(...)) or use llgrad.jacobian for vector "
+            "outputs")
+
+
+def _rebuild_outputs(struct, arrays):
+    vals = [float(a) if s.is_float_scalar or (np.ndim(a) == 0 and a.dtype.kind == "f")
+            else (np.asarray(a) if np.ndim(a) else np.asarray(a)[()])
+            for a, s in zip(arrays, sig.leaf_specs(struct))]
+    return sig.unflatten(struct, vals)
+
+
+class Inspection:
+    """Every stage of one compiled signature, as text."""
+
+    def __init__(self, c: Compiled):
+        self._c = c
+
+    @property
+    def graph(self) -> Text:
+        return Text(self._c.graph_text)
+
+    @property
+    def forward_ir(self) -> Text:
+        return Text(print_function(self._c.forward))
+
+    @property
+    def backward_ir(self) -> Text:
+        if self._c.joint is None:
+            return Text(f"(not differentiable: {self._c.not_differentiable})")
+        return Text(print_function(self._c.joint))
+
+    @property
+    def llvm_ir(self) -> Text:
+        m = self._c.module
+        return Text(m.llvm_ir if m is not None else "(LLGRAD_DISABLE_JIT=1: no LLVM module)")
+
+    @property
+    def asm(self) -> Text:
+        m = self._c.module
+        return Text(m.asm if m is not None else "(LLGRAD_DISABLE_JIT=1: no native code)")
+
+    @property
+    def python_source(self) -> Text:
+        from llgrad.transform.printers.python_src import to_python
+        return Text(to_python(self._c.joint))
+
+    @property
+    def stats(self) -> Stats:
+        return self._c.stats
+
+    def __repr__(self) -> str:
+        return f"<Inspection of {self._c.trace.fn.name}: {self._c.stats.get('signature')}>"
+
+
+def differentiate(fn: Callable | None = None, *, wrt=0, cache: bool = False):
+    """Compile `fn` (plain numpy/Python) to native value and gradient code.
+
+    Args:
+        fn: the function; its first (or `wrt`) argument is differentiated.
+        wrt: an argument index or parameter name, or a tuple of them (then gradients come
+            as a tuple). Defaults to 0, like `jax.grad`'s argnums.
+        cache: also keep compiled code on disk (see LLGRAD_CACHE_DIR).
+
+    Returns:
+        A `Differentiable`: `f(*args)` is the value, `f.grad(*args)` the gradient,
+        `f.value_and_grad(*args)` both, `f.inspect(*args)` every stage as text.
+
+    Example:
+        >>> import numpy as np, llgrad
+        >>> @llgrad.differentiate
+        ... def f(x):
+        ...     return np.sum(x ** 2)
+        >>> f.grad(np.array([1.0, 2.0]))
+        array([2., 4.])
+    """
+    if fn is None:
+        return lambda f: Differentiable(f, wrt, cache)
+    return Differentiable(fn, wrt, cache)
+
+
+def grad(f: Callable, argnums=0) -> Callable:
+    """The gradient function of a scalar function (jax.grad style)."""
+    d = f if isinstance(f, Differentiable) and f.wrt == argnums else Differentiable(
+        getattr(f, "fn", f), argnums)
+    return d.grad
+
+
+def value_and_grad(f: Callable, argnums=0) -> Callable:
+    """A function returning (value, gradient) (jax.value_and_grad style)."""
+    d = f if isinstance(f, Differentiable) and f.wrt == argnums else Differentiable(
+        getattr(f, "fn", f), argnums)
+    return d.value_and_grad
+
+
+__all__ = ["differentiate", "grad", "value_and_grad", "Differentiable", "Inspection"]

@@ -1,0 +1,113 @@
+"""The trace driver: run a Python function on IR values and record its IR Function.
+
+Arguments become IR parameters (named after the user's parameters); Python values stay
+Python. Every op is stamped with the user's file:line (the innermost non-llgrad frame).
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from llgrad.runtime.errors import DTypeError, LLGradError, UnsupportedError
+from llgrad.tracer import signature as sig
+from llgrad.transform import ir
+from llgrad.transform.builder import Builder, Value
+
+
+@dataclass
+class Trace:
+    """A traced call: the IR and how its parameters/results map to the Python call."""
+
+    fn: ir.Function
+    in_struct: Any
+    out_struct: Any
+    arg_names: list = field(default_factory=list)
+    leaf_owner: list = field(default_factory=list)  # leaf index -> top-level argument index
+
+
+def bind_arguments(fn: Callable, args: tuple, kwargs: dict) -> tuple[list[str], list]:
+    """Parameter names and values of a call, in the function's parameter order. Keyword-only
+    and **kwargs entries are named `*name` so `call_with` passes them by keyword."""
+    try:
+        s = inspect.signature(fn)
+        bound = s.bind(*args, **kwargs)
+    except (TypeError, ValueError) as e:
+        raise TypeError(f"{getattr(fn, '__name__', fn)}(): {e}") from None
+    bound.apply_defaults()
+    names, values = [], []
+    for name, value in bound.arguments.items():
+        p = s.parameters[name]
+        if p.kind is p.VAR_POSITIONAL:
+            for i, v in enumerate(value):
+                names.append(f"{name}[{i}]")
+                values.append(v)
+        elif p.kind is p.VAR_KEYWORD:
+            for k, v in value.items():
+                names.append("*" + k)
+                values.append(v)
+        elif p.kind is p.KEYWORD_ONLY:
+            names.append("*" + name)
+            values.append(value)
+        else:
+            names.append(name)
+            values.append(value)
+    return names, values
+
+
+def _flatten_outputs(out, builder: Builder):
+    leaves = []
+
+    def rec(x):
+        if isinstance(x, (tuple, list)):
+            return (type(x).__name__, tuple(rec(e) for e in x))
+        if isinstance(x, dict):
+            return ("dict", tuple((k, rec(x[k])) for k in sorted(x, key=repr)))
+        if isinstance(x, ir.Value) or isinstance(x, (np.ndarray, float, int, np.number)) \
+                and not isinstance(x, bool):
+            v = builder.lift(x)
+            leaves.append(v)
+            return sig.Leaf(v.aval.shape, v.aval.dtype, not isinstance(x, (ir.Value, np.ndarray))
+                            and not v.aval.shape)
+        raise UnsupportedError(f"a differentiated function returned a {type(x).__name__}; "
+                               f"return arrays, numbers, or tuples/lists/dicts of them")
+    return leaves, rec(out)
+
+
+def trace(fn: Callable, args: tuple, kwargs: dict, call: Callable | None = None) -> Trace:
+    """Trace `fn(*args, **kwargs)`; `call` (default: fn) is what actually runs (e.g. the
+    gast-converted function)."""
+    names, values = bind_arguments(fn, args, kwargs)
+    leaves, struct = sig.flatten(tuple(values))
+    builder = Builder(getattr(fn, "__name__", "f"))
+    owner = []
+    for i, v in enumerate(values):
+        n = len(sig.flatten(v)[0])
+        owner += [i] * n
+    specs = sig.leaf_specs(struct)
+    with builder:
+        params = [builder.param((s.shape, s.dtype), _leaf_name(names, owner, k))
+                  for k, s in enumerate(specs)]
+        traced = sig.unflatten(struct, params)
+        out = call_with(call or fn, names, traced)
+        out_leaves, out_struct = _flatten_outputs(out, builder)
+        builder.fn.body.results = out_leaves
+    return Trace(builder.fn, struct, out_struct, names, owner)
+
+
+def _leaf_name(names, owner, k):
+    base = names[owner[k]].lstrip("*")
+    same = [j for j, o in enumerate(owner) if o == owner[k]]
+    return base if len(same) == 1 else f"{base}.{same.index(k)}"
+
+
+def call_with(fn: Callable, names: list, values) -> Any:
+    """Call `fn` with values bound by `bind_arguments` (keyword entries start with `*`)."""
+    pos = [v for n, v in zip(names, values) if not n.startswith("*")]
+    kw = {n[1:]: v for n, v in zip(names, values) if n.startswith("*")}
+    return fn(*pos, **kw)
+
+
+__all__ = ["Trace", "trace", "bind_arguments", "DTypeError", "LLGradError", "Value"]
