@@ -15,7 +15,7 @@ demo: $(STAMP)
 	$(BIN)/python examples/demo.py
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -n 0 2>/dev/null || $(BIN)/python -m pytest
+	$(BIN)/python -m pytest
 
 bench: $(STAMP)
 	$(BIN)/pip install -q -e '.[test,bench]'
