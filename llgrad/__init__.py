@@ -18,6 +18,7 @@ from llgrad.runtime.creation import (  # noqa: F401
     ones_like, rand, rand_like, randint, randn, randn_like, tensor, zeros, zeros_like,
 )
 from llgrad.runtime import errors  # noqa: F401
+from llgrad.runtime import nn, optim  # noqa: F401
 from llgrad.runtime.tensor import Tensor  # noqa: F401
 from llgrad.runtime.functions import *  # noqa: F401,F403
 from llgrad.runtime.functions import __all__ as _fn_all
@@ -35,6 +36,8 @@ def _alias(name: str, module) -> None:
 
 
 _alias("llgrad.autograd", autograd)
+_alias("llgrad.nn", nn)
+_alias("llgrad.optim", optim)
 
 __version__ = "0.1.0"
 
