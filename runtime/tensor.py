@@ -62,14 +62,19 @@ class Tensor(ArrayOperators):
         prof = PROFILER[0]
         if prof is not None:
             prof.begin("lg::" + prim.name, arrays)
-        out = prim.impl(*arrays, **params)
+        try:
+            out = prim.impl(*arrays, **params)
+        except ValueError:
+            _shape_check(prim, arrays, params)  # raises ShapeError naming both shapes
+            raise
         if prof is not None:
             prof.end()
-        record = req and STATE.grad_enabled and not prim.nondiff
         if prim.multiple_results:
             outs = [o if type(o) is np.ndarray else np.asarray(o) for o in out]
         else:
             outs = [out if type(out) is np.ndarray else np.asarray(out)]
+        # Integer and bool results carry no gradient (x.long(), as in PyTorch).
+        record = req and STATE.grad_enabled and not prim.nondiff and outs[0].dtype.kind == "f"
         vc = None
         if prim.family in ("shape", "index") and isinstance(args[0], Tensor) and \
                 np.may_share_memory(outs[0], arrays[0]):
@@ -433,6 +438,13 @@ class Tensor(ArrayOperators):
         if isinstance(dim, Tensor):
             return ops.minimum(self, dim)
         return MaxMin(ops.amin(self, dim, keepdim), ops.argmin(self, dim, keepdim))
+
+
+def _shape_check(prim, arrays, params) -> None:
+    """Run the shape rule on a failed op's operands, so the error is the rule's ShapeError."""
+    from llgrad.runtime.aval import Aval
+    if prim.shape is not None:
+        prim.shape(*(Aval(np.shape(a), np.asarray(a).dtype) for a in arrays), **params)
 
 
 def _size(size):

@@ -1,0 +1,37 @@
+"""Central finite differences, the gradient oracle of the runtime tests.
+
+A test utility until llgrad.autograd.gradcheck lands (issue 2); it compares the vector-Jacobian
+product that llgrad computes with the directional derivatives of the numpy reference.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+
+def numerical_vjp(f: Callable[..., np.ndarray], args: Sequence[np.ndarray], v: np.ndarray,
+                  wrt: Sequence[int], eps: float = 1e-6) -> list[np.ndarray]:
+    """d/d args[i] of sum(v * f(*args)) for i in `wrt`, by central differences in float64."""
+    args = [np.array(a, dtype=np.float64) if i in wrt else a for i, a in enumerate(args)]
+    grads = []
+    for i in wrt:
+        x = args[i]
+        g = np.zeros_like(x)
+        flat, gflat = x.reshape(-1), g.reshape(-1)
+        for k in range(flat.size):
+            old = flat[k]
+            flat[k] = old + eps
+            hi = np.sum(v * np.asarray(f(*args), dtype=np.float64))
+            flat[k] = old - eps
+            lo = np.sum(v * np.asarray(f(*args), dtype=np.float64))
+            flat[k] = old
+            gflat[k] = (hi - lo) / (2 * eps)
+        grads.append(g)
+    return grads
+
+
+def assert_close(actual, expected, rtol: float, atol: float, what: str = "") -> None:
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=what)

@@ -1,0 +1,388 @@
+"""OP_DB: one OpSpec per primitive in REGISTRY, the single per-op test table (PyTorch's OpInfo).
+
+An OpSpec says how to call the primitive through the user-facing API (`op`, on Tensors), the
+numpy reference (`ref`, on ndarrays), which sample inputs to use (shapes and an input domain
+such as "positive" for log), tolerances, the gradient order to check, and skips with reasons.
+FUNC_DB is the same for composite ops functions (mean, softmax, stack, ...) built on the
+primitives. Consumers: tests/test_registry.py, tests/runtime/test_ops.py (and codegen tests).
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+import llgrad as lg
+from llgrad.runtime import ops
+from llgrad.runtime.ops.index import normalize_key, scatter_add_p
+from llgrad.runtime.prim import bind
+
+
+@dataclass
+class Sample:
+    """One call: ndarray args become Tensors for `op` (other args pass through), kwargs as is."""
+
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    desc: str = ""
+
+    def __repr__(self) -> str:
+        if self.desc:
+            return self.desc
+        parts = [f"{a.dtype}{list(a.shape)}" if isinstance(a, np.ndarray) else repr(a)
+                 for a in self.args]
+        parts += [f"{k}={v!r}" for k, v in self.kwargs.items()]
+        return ", ".join(parts)
+
+
+@dataclass
+class OpSpec:
+    """How to test one primitive (or one composite ops function)."""
+
+    name: str                    # primitive name (REGISTRY key) or function name for FUNC_DB
+    op: Callable                 # op(*tensors_and_values, **kwargs) through the public API
+    ref: Callable                # the same on numpy arrays
+    shapes: list = field(default_factory=list)   # tuples of input shapes (default samples)
+    domain: tuple | str = "real"  # per input: real positive away0 unit clip bool int
+    samples: Callable | None = None  # samples(rng, dtype) -> list[Sample], instead of shapes
+    nondiff: bool = False        # outputs carry no gradient
+    order: int = 2               # highest derivative order checked (0 = none)
+    wrt: tuple | None = None     # which args to differentiate (default: floating ndarrays)
+    tol: dict = field(default_factory=dict)      # dtype -> (rtol, atol) for values
+    fd_eps: float = 1e-6
+    fd_tol: tuple = (1e-6, 1e-8)
+    dtypes: tuple = (np.float32, np.float64)
+    skips: dict = field(default_factory=dict)    # test name -> reason
+    structural: str = ""         # non-empty: not an array op (IR control flow); the reason
+
+    def make_samples(self, rng: np.random.Generator, dtype) -> list[Sample]:
+        if self.samples is not None:
+            return self.samples(rng, np.dtype(dtype))
+        out = []
+        for shapes in self.shapes:
+            doms = self.domain if isinstance(self.domain, tuple) else (self.domain,) * len(shapes)
+            out.append(Sample(tuple(make_input(rng, s, d, dtype) for s, d in zip(shapes, doms))))
+        return out
+
+
+def make_input(rng: np.random.Generator, shape, domain: str, dtype) -> np.ndarray:
+    """Random input of `shape` in `domain`, as `dtype` (bool/int domains keep their own)."""
+    if domain == "bool":
+        return np.asarray(rng.random(shape) < 0.5)
+    if domain == "int":
+        return np.asarray(rng.integers(-3, 4, size=shape), dtype=np.int64)
+    if domain == "real":
+        x = rng.standard_normal(shape)
+    elif domain == "positive":
+        x = rng.uniform(0.5, 2.0, shape)
+    elif domain == "away0":  # |x| >= 0.3: away from the kink of abs/relu/sign
+        x = rng.uniform(0.3, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+    elif domain == "unit":
+        x = rng.uniform(-0.9, 0.9, shape)
+    elif domain == "clip":  # away from the clamp bounds +-0.5
+        x = rng.uniform(0.1, 0.4, shape) * rng.choice([-1.0, 1.0], shape) + \
+            rng.choice([0.0, 1.0], shape) * np.sign(rng.standard_normal(shape))
+    else:
+        raise ValueError(f"unknown domain {domain}")
+    return np.asarray(x, dtype=dtype)
+
+
+UNARY = [(), (5,), (3, 4), (2, 3, 4)]
+BINARY = [((3, 4), (3, 4)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (2, 3)), ((3, 4), ()),
+          ((4, 1), (1, 3))]
+
+
+def _unary(name, fn, ref, domain="real", **kw):
+    return OpSpec(name, fn, ref, [(s,) for s in UNARY], domain, **kw)
+
+
+def _binary(name, fn, ref, domain=("real", "real"), **kw):
+    return OpSpec(name, fn, ref, list(BINARY), domain, **kw)
+
+
+def _cmp(name, fn, ref):
+    return OpSpec(name, fn, ref, list(BINARY), nondiff=True, order=0)
+
+
+# ---- index samples ------------------------------------------------------------------------
+def _getitem_samples(rng, dtype):
+    x = make_input(rng, (4, 5, 3), "real", dtype)
+    idx = np.array([3, 0, 3, 1])  # a repeat: the gradient must accumulate (scatter-add)
+    keys = [1, -1, slice(1, 3), slice(None, None, -2), (Ellipsis, 1), (None, 2), (1, None, 2),
+            (slice(None), 2, slice(0, 2)), idx, (idx, slice(None), 0),
+            (slice(None), np.array([[0, 4], [2, 2]])), (idx, np.array([0, 1, 2, 4])),
+            np.array([True, False, True, True]), x[..., 0] > 0, (Ellipsis, None)]
+    return [Sample((x, k), desc=f"x[{k!r}]".replace("\n", "")) for k in keys]
+
+
+def _scatter_add_samples(rng, dtype):
+    out = []
+    for key, shape in [((np.array([2, 0, 2]),), (4, 3)), ((slice(1, 3),), (4, 3)),
+                       ((1, slice(None, None, 2)), (3, 5))]:
+        k, idx = normalize_key(key)
+        probe = np.zeros(shape)[key]
+        out.append(Sample((make_input(rng, probe.shape, "real", dtype), k, tuple(idx), shape),
+                          desc=f"scatter_add {key!r} -> {shape}"))
+    return out
+
+
+def _scatter_add(g, key, idx, shape):
+    return bind(scatter_add_p, g, *idx, key=key, shape=shape)
+
+
+def _scatter_add_ref(g, key, idx, shape):
+    from llgrad.runtime.ops.index import numpy_key
+    z = np.zeros(shape, g.dtype)
+    np.add.at(z, numpy_key(key, idx), g)
+    return z
+
+
+def _index_put_samples(rng, dtype):
+    x = make_input(rng, (4, 3), "real", dtype)
+    return [Sample((x, (1,), make_input(rng, (3,), "real", dtype))),
+            Sample((x, (slice(0, 4, 2), 1), make_input(rng, (2,), "real", dtype))),
+            Sample((x, (np.array([0, 3]),), make_input(rng, (1, 3), "real", dtype))),
+            Sample((x, (slice(None), 2), make_input(rng, (), "real", dtype)))]
+
+
+def _index_put_ref(x, key, v):
+    out = x.copy()
+    out[key] = v
+    return out
+
+
+# ---- shape samples ------------------------------------------------------------------------
+def _samples(*specs):
+    """specs: (shapes, kwargs) pairs -> a samples function with real-valued inputs."""
+    def make(rng, dtype):
+        return [Sample(tuple(make_input(rng, s, "real", dtype) for s in shapes), dict(kw))
+                for shapes, kw in specs]
+    return make
+
+
+def _cat_samples(rng, dtype):
+    def m(*shapes):
+        return tuple(make_input(rng, s, "real", dtype) for s in shapes)
+    return [Sample(m((2, 3), (4, 3)), {"dim": 0}), Sample(m((2, 3), (2, 1), (2, 2)), {"dim": 1}),
+            Sample(m((2, 3, 1), (2, 3, 2)), {"dim": -1}), Sample(m((3,), (3,)), {"dim": 0})]
+
+
+def _red(fn):
+    """numpy reduction with PyTorch's (dim, keepdim) spelling."""
+    def ref(x, dim=None, keepdim=False):
+        return fn(x, axis=dim, keepdims=keepdim)
+    return ref
+
+
+REDUCE = [(((3, 4, 2),), {}), (((3, 4, 2),), {"dim": 1}), (((3, 4, 2),), {"dim": -1}),
+          (((3, 4, 2),), {"dim": (0, 2)}), (((3, 4, 2),), {"dim": 1, "keepdim": True}),
+          (((5,),), {"dim": 0}), (((),), {})]
+REDUCE_INT = [(s, kw) for s, kw in REDUCE if not isinstance(kw.get("dim"), tuple)]
+
+
+def _argref(fn):
+    def ref(x, dim=None, keepdim=False):
+        return np.asarray(fn(x) if dim is None else fn(x, axis=dim, keepdims=keepdim), np.int64)
+    return ref
+
+
+MATMUL = [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4, 5)),
+          ((2, 1, 3, 4), (5, 4, 2)), ((3, 4), (2, 4, 5)), ((1, 1), (1, 1))]
+
+_STRUCT = "IR control flow (regions): evaluated by transform/interp.py, tested in tests/transform"
+
+OP_DB: list[OpSpec] = [
+    # arithmetic
+    _binary("add", lambda x, y: x + y, np.add),
+    _binary("sub", lambda x, y: x - y, np.subtract),
+    _binary("mul", lambda x, y: x * y, np.multiply),
+    _binary("div", lambda x, y: x / y, np.divide, ("real", "away0")),
+    _unary("neg", lambda x: -x, np.negative),
+    _binary("pow", lambda x, y: x ** y, np.power, ("positive", "real")),
+    # math
+    _unary("exp", lambda x: x.exp(), np.exp),
+    _unary("log", lambda x: x.log(), np.log, "positive"),
+    _unary("log1p", lambda x: x.log1p(), np.log1p, "unit"),
+    _unary("expm1", lambda x: x.expm1(), np.expm1),
+    _unary("sin", lambda x: x.sin(), np.sin),
+    _unary("cos", lambda x: x.cos(), np.cos),
+    _unary("tan", lambda x: x.tan(), np.tan, "unit"),
+    _unary("tanh", lambda x: x.tanh(), np.tanh),
+    _unary("sqrt", lambda x: x.sqrt(), np.sqrt, "positive"),
+    _unary("abs", lambda x: abs(x), np.abs, "away0"),
+    _unary("sign", lambda x: x.sign(), np.sign, "away0"),
+    _unary("sigmoid", lambda x: x.sigmoid(), lambda x: 1 / (1 + np.exp(-x))),
+    _unary("relu", lambda x: x.relu(), lambda x: np.maximum(x, 0), "away0"),
+    _binary("maximum", lambda x, y: lg.maximum(x, y), np.maximum),
+    _binary("minimum", lambda x, y: lg.minimum(x, y), np.minimum),
+    OpSpec("clip", lambda x, **kw: x.clamp(**kw),
+           lambda x, min=None, max=None: np.clip(x, min, max),
+           samples=lambda rng, dt: [
+               Sample((make_input(rng, (3, 4), "clip", dt),), {"min": -0.5, "max": 0.5}),
+               Sample((make_input(rng, (6,), "clip", dt),), {"min": -0.5}),
+               Sample((make_input(rng, (2, 3), "clip", dt),), {"max": 0.5})]),
+    OpSpec("where", lambda c, x, y: lg.where(c, x, y), np.where,
+           [((3, 4), (3, 4), (3, 4)), ((3, 4), (4,), ()), ((3, 1), (1, 4), (3, 4))],
+           ("bool", "real", "real")),
+    OpSpec("astype", lambda x, dtype: x.to(dtype), lambda x, dtype: x.astype(dtype.np),
+           samples=lambda rng, dt: [
+               Sample((make_input(rng, (3, 4), "real", dt), lg.float64 if dt == np.float32
+                       else lg.float32)),
+               Sample((make_input(rng, (5,), "real", dt), lg.int64))],
+           fd_eps=1e-3, fd_tol=(1e-3, 1e-5), order=1,
+           tol={np.dtype(np.float64): (1e-6, 1e-7)}),
+    _unary("copy", lambda x: x.clone(), np.copy),
+    _unary("stop_gradient", lambda x: ops.stop_gradient(x), lambda x: x, nondiff=True, order=0),
+    # comparisons and logic
+    _cmp("lt", lambda x, y: x < y, np.less),
+    _cmp("le", lambda x, y: x <= y, np.less_equal),
+    _cmp("gt", lambda x, y: x > y, np.greater),
+    _cmp("ge", lambda x, y: x >= y, np.greater_equal),
+    _cmp("eq", lambda x, y: x == y, np.equal),
+    _cmp("ne", lambda x, y: x != y, np.not_equal),
+    OpSpec("logical_and", lambda a, b: a & b, np.logical_and, list(BINARY), ("bool", "bool"),
+           nondiff=True, order=0),
+    OpSpec("logical_or", lambda a, b: a | b, np.logical_or, list(BINARY), ("bool", "bool"),
+           nondiff=True, order=0),
+    OpSpec("logical_not", lambda a: ~a, np.logical_not, [(s,) for s in UNARY], "bool",
+           nondiff=True, order=0),
+    # indexing
+    OpSpec("getitem", lambda x, key: x[key], lambda x, key: x[key], samples=_getitem_samples),
+    OpSpec("scatter_add", _scatter_add, _scatter_add_ref, samples=_scatter_add_samples),
+    OpSpec("index_put", lambda x, key, v: ops.setitem(x, key, v), _index_put_ref,
+           samples=_index_put_samples),
+    # shape
+    OpSpec("reshape", lambda x, shape: x.reshape(shape), lambda x, shape: x.reshape(shape),
+           samples=lambda rng, dt: [
+               Sample((make_input(rng, s, "real", dt), t)) for s, t in
+               [((2, 3, 4), (6, 4)), ((2, 3, 4), (-1,)), ((2, 3, 4), (4, -1, 2)), ((), (1, 1)),
+                ((6,), (3, 2))]]),
+    OpSpec("transpose", lambda x, perm: x.permute(*perm), lambda x, perm: x.transpose(perm),
+           samples=lambda rng, dt: [
+               Sample((make_input(rng, s, "real", dt), p)) for s, p in
+               [((3, 4), (1, 0)), ((2, 3, 4), (2, 0, 1)), ((2, 3, 4), (0, 2, 1))]]),
+    OpSpec("broadcast_to", lambda x, shape: x.expand(*shape), np.broadcast_to,
+           samples=lambda rng, dt: [
+               Sample((make_input(rng, s, "real", dt), t)) for s, t in
+               [((3, 1), (2, 3, 4)), ((), (3,)), ((4,), (3, 4)), ((1, 1), (2, 5))]]),
+    OpSpec("concatenate", lambda *xs, dim: lg.cat(xs, dim),
+           lambda *xs, dim: np.concatenate(xs, dim), samples=_cat_samples),
+    # linear algebra
+    OpSpec("matmul", lambda a, b: a @ b, np.matmul, list(MATMUL),
+           tol={np.dtype(np.float32): (1e-5, 1e-5)}),
+    # reductions
+    OpSpec("reduce_sum", lambda x, **kw: x.sum(**kw), _red(np.sum), samples=_samples(*REDUCE),
+           tol={np.dtype(np.float32): (1e-5, 1e-5)}),
+    OpSpec("reduce_max", lambda x, **kw: x.amax(**kw), _red(np.max), samples=_samples(*REDUCE)),
+    OpSpec("reduce_min", lambda x, **kw: x.amin(**kw), _red(np.min), samples=_samples(*REDUCE)),
+    OpSpec("reduce_prod", lambda x, **kw: x.prod(**kw), _red(np.prod), samples=_samples(*REDUCE)),
+    OpSpec("argmax", lambda x, **kw: x.argmax(**kw), _argref(np.argmax),
+           samples=_samples(*REDUCE_INT), nondiff=True, order=0),
+    OpSpec("argmin", lambda x, **kw: x.argmin(**kw), _argref(np.argmin),
+           samples=_samples(*REDUCE_INT), nondiff=True, order=0),
+    # IR-only structural primitives
+    OpSpec("constant", None, None, structural="an IR literal: created by the tracer, evaluated "
+           "by transform/interp.py; its shape rule is checked in tests/test_registry.py"),
+    OpSpec("cond", None, None, structural=_STRUCT),
+    OpSpec("for_loop", None, None, structural=_STRUCT),
+    OpSpec("while_loop", None, None, structural=_STRUCT),
+]
+
+OPS = {s.name: s for s in OP_DB}
+
+
+def _var_ref(x, dim=None, unbiased=True, keepdim=False):
+    return np.var(x, axis=dim, ddof=1 if unbiased else 0, keepdims=keepdim)
+
+
+def _lse_ref(x, dim=None, keepdim=False):
+    m = np.max(x, axis=dim, keepdims=True)
+    r = np.log(np.sum(np.exp(x - m), axis=dim, keepdims=True)) + m
+    return r if keepdim else np.squeeze(r, axis=dim) if dim is not None else r.reshape(())
+
+
+def _softmax_ref(x, dim=-1):
+    e = np.exp(x - x.max(axis=dim, keepdims=True))
+    return e / e.sum(axis=dim, keepdims=True)
+
+
+def _split_ref(x, size, dim=0):
+    n = x.shape[dim]
+    edges = list(range(size, n, size)) if isinstance(size, int) else list(np.cumsum(size)[:-1])
+    return tuple(np.split(x, edges, axis=dim))
+
+
+def _repeat_ref(x, *reps):
+    return np.tile(x, reps)
+
+
+_R = "real"
+FUNC_DB: list[OpSpec] = [
+    OpSpec("mean", lambda x, **kw: x.mean(**kw), _red(np.mean), samples=_samples(*REDUCE)),
+    OpSpec("var", lambda x, **kw: x.var(**kw), _var_ref, samples=_samples(
+        (((3, 4),), {}), (((3, 4),), {"dim": 1}), (((3, 4),), {"dim": 0, "unbiased": False}),
+        (((2, 3, 4),), {"dim": (0, 2), "keepdim": True})), tol={np.dtype(np.float32): (1e-4, 1e-5)}),
+    OpSpec("std", lambda x, **kw: x.std(**kw),
+           lambda x, **kw: np.sqrt(_var_ref(x, **kw)), samples=_samples(
+               (((3, 4),), {}), (((3, 4),), {"dim": 1, "keepdim": True})),
+           tol={np.dtype(np.float32): (1e-4, 1e-5)}),
+    OpSpec("logsumexp", lambda x, **kw: x.logsumexp(**kw), _lse_ref, samples=_samples(
+        (((3, 4),), {"dim": 1}), (((3, 4),), {"dim": 0, "keepdim": True}),
+        (((2, 3, 4),), {"dim": (0, 2)}))),
+    OpSpec("softmax", lambda x, **kw: x.softmax(**kw), _softmax_ref, samples=_samples(
+        (((3, 4),), {"dim": 1}), (((3, 4),), {"dim": 0}), (((5,),), {}))),
+    OpSpec("log_softmax", lambda x, **kw: x.log_softmax(**kw),
+           lambda x, dim=-1: np.log(_softmax_ref(x, dim)), samples=_samples(
+               (((3, 4),), {"dim": 1}), (((2, 3, 4),), {"dim": 0}))),
+    OpSpec("stack", lambda *xs, dim=0: lg.stack(xs, dim), lambda *xs, dim=0: np.stack(xs, dim),
+           samples=_samples((((3,), (3,)), {}), (((2, 3), (2, 3), (2, 3)), {"dim": 1}),
+                            (((2, 3), (2, 3)), {"dim": -1}))),
+    OpSpec("split", lambda x, s, dim=0: x.split(s, dim), _split_ref,
+           samples=lambda rng, dt: [
+               Sample((make_input(rng, (5, 3), _R, dt), 2)),
+               Sample((make_input(rng, (2, 6), _R, dt), [1, 2, 3]), {"dim": 1})]),
+    OpSpec("squeeze", lambda x, **kw: x.squeeze(**kw),
+           lambda x, dim=None: np.squeeze(x, axis=dim), samples=_samples(
+               (((1, 3, 1),), {}), (((1, 3, 1),), {"dim": 0}), (((1, 3, 1),), {"dim": -1}))),
+    OpSpec("unsqueeze", lambda x, d: x.unsqueeze(d), lambda x, d: np.expand_dims(x, d),
+           samples=lambda rng, dt: [Sample((make_input(rng, (3, 4), _R, dt), d))
+                                    for d in (0, 1, 2, -1)]),
+    OpSpec("flatten", lambda x, **kw: x.flatten(**kw),
+           lambda x, start_dim=0, end_dim=-1: x.reshape(
+               x.shape[:start_dim] + (-1,) + x.shape[end_dim % x.ndim + 1:]) if x.ndim else
+           x.reshape(1), samples=_samples(
+               (((2, 3, 4),), {}), (((2, 3, 4),), {"start_dim": 1}), (((),), {}))),
+    OpSpec("repeat", lambda x, *r: x.repeat(*r), _repeat_ref, samples=lambda rng, dt: [
+        Sample((make_input(rng, (2, 3), _R, dt), 2, 1)),
+        Sample((make_input(rng, (3,), _R, dt), 2, 2))]),
+    OpSpec("expand", lambda x, *s: x.expand(*s), lambda x, *s: np.broadcast_to(
+        x, tuple(d if d != -1 else x.shape[i - (len(s) - x.ndim)] for i, d in enumerate(s))),
+        samples=lambda rng, dt: [Sample((make_input(rng, (3, 1), _R, dt), 2, -1, 4))]),
+    OpSpec("transpose_dims", lambda x, a, b: x.transpose(a, b), np.swapaxes,
+           samples=lambda rng, dt: [Sample((make_input(rng, (2, 3, 4), _R, dt), 0, 2))]),
+    OpSpec("T", lambda x: x.T, lambda x: x.T, [((3, 4),), ((2, 3, 4),)]),
+    OpSpec("t", lambda x: x.t(), lambda x: x.T, [((3, 4),), ((3,),)]),
+    OpSpec("view_as", lambda x, y: x.view_as(y), lambda x, y: x.reshape(y.shape),
+           [((3, 4), (2, 6))], wrt=(0,)),
+    OpSpec("dot", lambda a, b: lg.dot(a, b), np.dot, [((4,), (4,))]),
+    OpSpec("outer", lambda a, b: lg.outer(a, b), np.outer, [((3,), (4,))]),
+    OpSpec("max_dim", lambda x, d: x.max(d).values, lambda x, d: x.max(axis=d),
+           samples=lambda rng, dt: [Sample((make_input(rng, (3, 4), _R, dt), 1))]),
+    OpSpec("min_dim", lambda x, d: x.min(d).values, lambda x, d: x.min(axis=d),
+           samples=lambda rng, dt: [Sample((make_input(rng, (3, 4), _R, dt), 0))]),
+    OpSpec("max_all", lambda x: x.max(), np.max, [((3, 4),)]),
+    OpSpec("masked_fill", lambda x, m: x.masked_fill(m, 0.5),
+           lambda x, m: np.where(m, np.asarray(0.5, x.dtype), x), [((3, 4), (3, 4))],
+           (_R, "bool")),
+    OpSpec("square", lambda x: x.square(), np.square, [((3, 4),)]),
+    OpSpec("rsqrt", lambda x: x.rsqrt(), lambda x: 1 / np.sqrt(x), [((3, 4),)], "positive"),
+    OpSpec("reciprocal", lambda x: x.reciprocal(), np.reciprocal, [((3, 4),)], "away0"),
+    OpSpec("chunk", lambda x: x.chunk(2), lambda x: tuple(np.array_split(x, 2)), [((5, 2),)]),
+    OpSpec("sub_alpha", lambda x, y: x.sub(y, alpha=2), lambda x, y: x - 2 * y,
+           [((3,), (3,))]),
+    OpSpec("pow_scalar", lambda x: x ** 3, lambda x: x ** 3, [((4,),)]),
+    OpSpec("rpow", lambda x: 2 ** x, lambda x: 2 ** x, [((4,),)]),
+    OpSpec("rsub", lambda x: 1 - x, lambda x: 1 - x, [((4,),)]),
+    OpSpec("rdiv", lambda x: 1 / x, lambda x: 1 / x, [((4,),)], "away0"),
+]
