@@ -5,22 +5,40 @@ import numpy as np
 
 
 def _float_formatter(arr: np.ndarray):
+    """PyTorch's choice: integer-valued -> `3.`; wide range or tiny -> `1.0000e-05`; else 4
+    decimals. Every element is padded to the widest one."""
     finite = arr[np.isfinite(arr)]
-    if finite.size == 0 or np.all(finite == np.round(finite)) and np.abs(finite).max() < 1e8:
-        return lambda v: (f"{v:.0f}." if np.isfinite(v) else f"{v}")
-    amax, nz = np.abs(finite).max(), np.abs(finite[finite != 0])
-    amin = nz.min() if nz.size else 0.0
-    if amax >= 1e8 or (amin and amax / amin > 1000) or (amin and amin < 1e-4):
-        return lambda v: f"{v:.4e}"
-    return lambda v: f"{v:.4f}"
+    nz = np.abs(finite[finite != 0])
+    amax, amin = (nz.max(), nz.min()) if nz.size else (0.0, 0.0)
+    if finite.size == 0 or np.all(finite == np.ceil(finite)):
+        sci = nz.size and (amax / amin > 1000.0 or amax > 1.0e8)
+        fmt = (lambda v: f"{v:.4e}") if sci else (lambda v: f"{v:.0f}.")
+    elif nz.size and (amax / amin > 1000.0 or amax > 1.0e8 or amin < 1.0e-4):
+        fmt = lambda v: f"{v:.4e}"  # noqa: E731
+    else:
+        fmt = lambda v: f"{v:.4f}"  # noqa: E731
+    width = _width(finite, fmt)
+    return lambda v: (fmt(v) if np.isfinite(v) else f"{v}").rjust(width)
+
+
+def _width(arr, fmt) -> int:
+    flat = arr.reshape(-1)
+    sample = flat if flat.size <= 1000 else np.concatenate([flat[:3], flat[-3:]])
+    return max((len(fmt(v)) for v in sample), default=0)
+
+
+def _padded(arr, fmt):
+    flat = arr.reshape(-1)
+    sample = flat if flat.size <= 1000 else np.concatenate([flat[:3], flat[-3:]])
+    width = max((len(fmt(v)) for v in sample), default=0)
+    return lambda v: fmt(v).rjust(width)
 
 
 def array_str(arr: np.ndarray) -> str:
     if arr.dtype.kind == "f":
-        fmt = _float_formatter(arr)
-        formatter = {"float_kind": fmt}
+        formatter = {"float_kind": _float_formatter(arr)}
     elif arr.dtype.kind == "b":
-        formatter = {"bool": lambda v: "True" if v else "False"}
+        formatter = {"bool": _padded(arr, lambda v: "True" if v else "False")}
     else:
         formatter = None
     if arr.ndim == 0:
@@ -31,8 +49,11 @@ def array_str(arr: np.ndarray) -> str:
 
 def tensor_repr(t) -> str:
     arr = t._data
-    parts = [array_str(arr)]
-    if arr.dtype not in (np.float32, np.int64, np.bool_) or arr.size == 0:
+    parts = [array_str(arr) if arr.size else "[]"]
+    if arr.size == 0 and arr.ndim != 1:
+        parts.append(f"size={arr.shape}")
+    if arr.dtype not in (np.float32, np.int64, np.bool_) or (arr.size == 0 and
+                                                              arr.dtype != np.float32):
         parts.append(f"dtype={t.dtype!r}")
     if t._grad_fn is not None:
         parts.append(f"grad_fn=<{t._grad_fn.name()}>")

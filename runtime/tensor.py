@@ -223,7 +223,7 @@ class Tensor(ArrayOperators):
 
     def item(self):
         if self._data.size != 1:
-            raise ValueError(f"a Tensor with {self._data.size} elements cannot be converted to "
+            raise RuntimeError(f"a Tensor with {self._data.size} elements cannot be converted to "
                              f"Scalar")
         return self._data.reshape(()).item()
 

@@ -190,6 +190,7 @@ def _argref(fn):
 MATMUL = [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3, 4), (4, 5)),
           ((2, 1, 3, 4), (5, 4, 2)), ((3, 4), (2, 4, 5)), ((1, 1), (1, 1))]
 
+_TAPE = "loop tapes of the IR's reverse mode (See Note [Loop tapes]): tested in tests/transform"
 _STRUCT = "IR control flow (regions): evaluated by transform/interp.py, tested in tests/transform"
 
 OP_DB: list[OpSpec] = [
@@ -287,6 +288,10 @@ OP_DB: list[OpSpec] = [
     OpSpec("cond", None, None, structural=_STRUCT),
     OpSpec("for_loop", None, None, structural=_STRUCT),
     OpSpec("while_loop", None, None, structural=_STRUCT),
+    OpSpec("fusion", None, None, structural=_STRUCT),
+    OpSpec("tape_new", None, None, structural=_TAPE),
+    OpSpec("tape_push", None, None, structural=_TAPE),
+    OpSpec("tape_get", None, None, structural=_TAPE),
 ]
 
 OPS = {s.name: s for s in OP_DB}

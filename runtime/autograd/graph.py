@@ -139,8 +139,12 @@ def version_error(node: Node, what: str, saved: int, now: int) -> AutogradError:
 
 
 def _describe(t) -> str:
+    """`a tensor of shape f32[2], which is output 0 of AddBackward0` (its producing op now)."""
     from llgrad.runtime.aval import aval_str
-    return "a tensor of shape " + aval_str(t._data.shape, t._data.dtype)
+    n = t._grad_fn
+    made = f", which is output {t._output_nr} of {n.name()}" if n is not None else \
+        (", a leaf" if t._requires_grad else "")
+    return "a tensor of shape " + aval_str(t._data.shape, t._data.dtype) + made
 
 
 class SavedTensor:
