@@ -1,0 +1,644 @@
+"""Functional higher-level autograd API, as torch.autograd.functional: jacobian, hessian, vjp,
+jvp (the double-vjp trick), hvp, vhp. Inputs and outputs are a Tensor or a tuple of Tensors;
+results nest like PyTorch's (see each function). Nothing here touches the caller's tensors'
+.grad; inputs are detached copies unless create_graph=True. See Note [Vectorized jacobian].
+"""
+from __future__ import annotations
+
+import threading
+import warnings
+
+import numpy as np
+
+from llgrad.runtime.autograd.grad_mode import enable_grad, set_grad_enabled
+from llgrad.runtime.autograd.state import STATE
+
+__all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
+
+
+def _tensor_cls():
+    from llgrad.runtime.tensor import Tensor
+    return Tensor
+
+
+def _as_tuple(inp, arg_name, fn_name):
+    Tensor = _tensor_cls()
+    is_tuple = isinstance(inp, tuple)
+    items = inp if is_tuple else (inp,)
+    for i, el in enumerate(items):
+        if not isinstance(el, Tensor):
+            if is_tuple:
+                raise TypeError(f"The {arg_name} given to {fn_name} must be either a Tensor or "
+                                f"a tuple of Tensors but the value at index {i} has type "
+                                f"{type(el).__name__}.")
+            raise TypeError(f"The {arg_name} given to {fn_name} must be either a Tensor or a "
+                            f"tuple of Tensors but the given {arg_name} has type "
+                            f"{type(el).__name__}.")
+    return is_tuple, items
+
+
+def _tuple_postprocess(res, to_unpack):
+    if isinstance(to_unpack, tuple):
+        if not to_unpack[1]:
+            res = tuple(el[0] for el in res)
+        if not to_unpack[0]:
+            res = res[0]
+    elif not to_unpack:
+        res = res[0]
+    return res
+
+
+def _grad_preprocess(inputs, create_graph, need_graph):
+    # With create_graph, a view keeps the link to the caller's graph; otherwise a fresh leaf.
+    out = []
+    for inp in inputs:
+        if create_graph and inp.requires_grad:
+            out.append(inp.view_as(inp))
+        else:
+            t = inp.detach()
+            out.append(t.requires_grad_(need_graph) if t.is_floating_point() else t)
+    return tuple(out)
+
+
+def _grad_postprocess(inputs, create_graph):
+    if isinstance(inputs[0], tuple):
+        return tuple(_grad_postprocess(i, create_graph) for i in inputs)
+    return inputs if create_graph else tuple(i.detach() for i in inputs)
+
+
+def _validate_v(v, other, is_other_tuple):
+    if len(other) != len(v):
+        if is_other_tuple:
+            raise RuntimeError(f"v is a tuple of invalid length: should be {len(other)} but got "
+                               f"{len(v)}.")
+        raise RuntimeError("The given v should contain a single Tensor.")
+    for idx, (el_v, el_other) in enumerate(zip(v, other)):
+        if tuple(el_v.shape) != tuple(el_other.shape):
+            prepend = f"Entry {idx} in " if is_other_tuple else ""
+            raise RuntimeError(f"{prepend}v has invalid size: should be "
+                               f"{list(el_other.shape)} but got {list(el_v.shape)}.")
+
+
+_STRICT_MSG = {
+    "hessian": "The hessian of the user-provided function with respect to input {i} is "
+               "independent of the input. This is not allowed in strict mode. You should ensure "
+               "that your function is thrice differentiable and that the hessian depends on the "
+               "inputs.",
+    "jacobian": "While computing the hessian, found that the jacobian of the user-provided "
+                "function with respect to input {i} is independent of the input. This is not "
+                "allowed in strict mode. You should ensure that your function is twice "
+                "differentiable and that the jacobian depends on the inputs (this would be "
+                "violated by a linear function for example).",
+    "grad_inputs": "The gradient with respect to input {i} is independent of the inputs of the "
+                   "user-provided function. This is not allowed in strict mode.",
+    "outputs": "Output {i} of the user-provided function does not require gradients. The "
+               "outputs must be computed in a differentiable manner from the input when running "
+               "in strict mode.",
+}
+
+
+def _check_requires_grad(inputs, input_type, strict):
+    if not strict:
+        return
+    for i, inp in enumerate(inputs):
+        if inp is None:
+            raise RuntimeError(f"The output of the user-provided function is independent of "
+                               f"input {i}. This is not allowed in strict mode.")
+        if not inp.requires_grad:
+            raise RuntimeError(_STRICT_MSG[input_type].format(i=i))
+
+
+def _autograd_grad(outputs, inputs, grad_outputs=None, create_graph=False, retain_graph=None):
+    """autograd.grad that skips outputs not requiring grad (None for every input if none do)."""
+    from llgrad.runtime.autograd import grad
+    if grad_outputs is None:
+        grad_outputs = (None,) * len(outputs)
+    pairs = [(o, g) for o, g in zip(outputs, grad_outputs) if o is not None and o.requires_grad]
+    if not pairs:
+        return (None,) * len(inputs)
+    return grad(tuple(p[0] for p in pairs), inputs, tuple(p[1] for p in pairs),
+                allow_unused=True, create_graph=create_graph, retain_graph=retain_graph)
+
+
+_FILL_MSG = {
+    "back": "The output of the user-provided function is independent of input {i}. This is not "
+            "allowed in strict mode.",
+    "back_trick": "The gradient with respect to the input is independent of entry {i} in the "
+                  "grad_outputs when using the double backward trick to compute forward mode "
+                  "gradients. This is not allowed in strict mode.",
+    "double_back": "The jacobian of the user-provided function is independent of input {i}. "
+                   "This is not allowed in strict mode.",
+    "double_back_trick": "The hessian of the user-provided function is independent of entry {i} "
+                         "in the grad_jacobian. This is not allowed in strict mode as it "
+                         "prevents from using the double backward trick to replace forward mode "
+                         "AD.",
+}
+
+
+def _zeros_like(t):
+    return _tensor_cls()._wrap(np.zeros_like(t._data))
+
+
+def _fill_in_zeros(grads, refs, strict, create_graph, stage):
+    res = []
+    for i, (g, ref) in enumerate(zip(grads, refs)):
+        if g is None:
+            if strict:
+                raise RuntimeError(_FILL_MSG[stage].format(i=i))
+            g = _zeros_like(ref)
+        elif strict and create_graph and not g.requires_grad:
+            what = "hessian" if "double" in stage else "jacobian"
+            raise RuntimeError(f"The {what} of the user-provided function is independent of "
+                               f"input {i}. This is not allowed in strict mode when "
+                               f"create_graph=True.")
+        res.append(g)
+    return tuple(res)
+
+
+def _single_element_v(inputs_or_outputs, what):
+    if len(inputs_or_outputs) != 1 or inputs_or_outputs[0].numel() != 1:
+        raise RuntimeError(f"The vector v can only be None if the {what} returns a single "
+                           f"Tensor with a single element." if what == "user-provided function"
+                           else f"The vector v can only be None if the {what} is a single "
+                           f"Tensor with a single element.")
+
+
+def vjp(func, inputs, v=None, create_graph=False, strict=False):
+    """Vector-Jacobian product of `func` at `inputs` with `v` (the shape of the outputs).
+
+    Returns:
+        (func_output, vjp): vjp has the structure of `inputs`.
+
+    Example:
+        >>> import llgrad as lg
+        >>> out, g = lg.autograd.functional.vjp(lambda x: x ** 2, lg.ones(3), lg.ones(3))
+        >>> g
+        tensor([2., 2., 2.])
+    """
+    with enable_grad():
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "vjp")
+        inputs = _grad_preprocess(inputs, create_graph=create_graph, need_graph=True)
+        outputs = func(*inputs)
+        is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function",
+                                              "vjp")
+        _check_requires_grad(outputs, "outputs", strict=strict)
+        if v is not None:
+            _, v = _as_tuple(v, "v", "vjp")
+            v = _grad_preprocess(v, create_graph=create_graph, need_graph=False)
+            _validate_v(v, outputs, is_outputs_tuple)
+        else:
+            _single_element_v(outputs, "user-provided function")
+    with set_grad_enabled(True if create_graph else STATE.grad_enabled):
+        grad_res = _autograd_grad(outputs, inputs, v, create_graph=create_graph)
+        res = _fill_in_zeros(grad_res, inputs, strict, create_graph, "back")
+    outputs = _grad_postprocess(outputs, create_graph)
+    res = _grad_postprocess(res, create_graph)
+    return (_tuple_postprocess(outputs, is_outputs_tuple),
+            _tuple_postprocess(res, is_inputs_tuple))
+
+
+def jvp(func, inputs, v=None, create_graph=False, strict=False):
+    """Jacobian-vector product of `func` at `inputs` with `v` (the shape of the inputs).
+
+    Computed with the double-vjp trick: u -> J^T u is linear, so differentiating it with
+    respect to u gives J v.
+
+    Returns:
+        (func_output, jvp): jvp has the structure of the outputs.
+
+    Example:
+        >>> import llgrad as lg
+        >>> out, t = lg.autograd.functional.jvp(lambda x: x ** 2, lg.ones(2), lg.ones(2))
+        >>> t
+        tensor([2., 2.])
+    """
+    with enable_grad():
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jvp")
+        inputs = _grad_preprocess(inputs, create_graph=create_graph, need_graph=True)
+        if v is not None:
+            _, v = _as_tuple(v, "v", "jvp")
+            v = _grad_preprocess(v, create_graph=create_graph, need_graph=False)
+            _validate_v(v, inputs, is_inputs_tuple)
+        else:
+            _single_element_v(inputs, "input to the user-provided function")
+        outputs = func(*inputs)
+        is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function",
+                                              "jvp")
+        _check_requires_grad(outputs, "outputs", strict=strict)
+        # The backward is linear in grad_outputs, so their value does not matter.
+        grad_outputs = tuple(_zeros_like(o).requires_grad_(True) for o in outputs)
+        grad_inputs = _autograd_grad(outputs, inputs, grad_outputs, create_graph=True)
+        _check_requires_grad(grad_inputs, "grad_inputs", strict=strict)
+    with set_grad_enabled(True if create_graph else STATE.grad_enabled):
+        grad_res = _autograd_grad(grad_inputs, grad_outputs, v, create_graph=create_graph)
+        res = _fill_in_zeros(grad_res, outputs, strict, create_graph, "back_trick")
+    outputs = _grad_postprocess(outputs, create_graph)
+    res = _grad_postprocess(res, create_graph)
+    return (_tuple_postprocess(outputs, is_outputs_tuple),
+            _tuple_postprocess(res, is_outputs_tuple))
+
+
+def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
+             strategy="reverse-mode"):
+    """The Jacobian of `func` at `inputs`.
+
+    Returns:
+        For one input and one output, a Tensor of shape `output.shape + input.shape`. With a
+        tuple of inputs (or outputs), a tuple with one entry per input (or output); with both,
+        `result[i][j]` is the Jacobian of output i with respect to input j.
+
+    vectorize=True computes all rows in one batched backward where that is provably the same
+    as one backward per row, and otherwise falls back to the row loop with a warning.
+    See Note [Vectorized jacobian].
+
+    Example:
+        >>> import llgrad as lg
+        >>> lg.autograd.functional.jacobian(lambda x: 2 * x, lg.ones(2))
+        tensor([[2., 0.],
+                [0., 2.]])
+    """
+    if strategy != "reverse-mode":
+        raise NotImplementedError(f"jacobian: strategy={strategy!r} is not supported; llgrad "
+                                  f"computes Jacobians in reverse mode (strategy='reverse-mode')")
+    with enable_grad():
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
+        inputs = _grad_preprocess(inputs, create_graph=create_graph, need_graph=True)
+        outputs = func(*inputs)
+        is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function",
+                                              "jacobian")
+        _check_requires_grad(outputs, "outputs", strict=strict)
+        if vectorize:
+            if strict:
+                raise RuntimeError("llgrad.autograd.functional.jacobian: `strict=True` and "
+                                   "`vectorized=True` are not supported together. Please "
+                                   "either set `strict=False` or `vectorize=False`.")
+            jac = _vectorized(func, inputs, outputs, create_graph)
+            if jac is not None:
+                jac = _grad_postprocess(jac, create_graph)
+                return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
+        jac = tuple(_jacobian_rows(i, out, inputs, create_graph, strict)
+                    for i, out in enumerate(outputs))
+        jac = _grad_postprocess(jac, create_graph)
+        return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
+
+
+def _jacobian_rows(i, out, inputs, create_graph, strict):
+    """One vjp per element of `out` (a one-hot grad_output), stacked into out.shape + in.shape."""
+    from llgrad.runtime import ops
+    Tensor = _tensor_cls()
+    rows = [[] for _ in inputs]
+    n = out.numel()
+    for k in range(n):
+        onehot = np.zeros(n, out._data.dtype)
+        onehot[k] = 1
+        vj = _autograd_grad((out,), inputs, (Tensor._wrap(onehot.reshape(out.shape)),),
+                            retain_graph=True, create_graph=create_graph)
+        for j, (g, inp) in enumerate(zip(vj, inputs)):
+            if g is None:
+                if strict:
+                    raise RuntimeError(f"Output {i} of the user-provided function is "
+                                       f"independent of input {j}. This is not allowed in "
+                                       f"strict mode.")
+                g = _zeros_like(inp)
+            elif strict and create_graph and not g.requires_grad:
+                raise RuntimeError(f"The jacobian of the user-provided function is independent "
+                                   f"of input {j}. This is not allowed in strict mode when "
+                                   f"create_graph=True.")
+            rows[j].append(g)
+    res = []
+    for r, inp in zip(rows, inputs):
+        if not r:
+            res.append(Tensor._wrap(np.zeros(tuple(out.shape) + tuple(inp.shape),
+                                             inp._data.dtype)))
+        else:
+            res.append(ops.reshape(ops.stack(r, 0), tuple(out.shape) + tuple(inp.shape)))
+    return tuple(res)
+
+
+# Note [Vectorized jacobian]
+# vectorize=True runs `func` once more on inputs with a leading batch dimension of size N (the
+# total number of output elements: copies of each input, as fresh leaves) and then makes ONE
+# backward pass with a batch of one-hot grad_outputs (row k of the batch selects output element
+# k), so gradient k of the batched inputs is row k of the Jacobian. That is only right when
+# `func` treats the leading dimension as a batch (examples never mix), so before trusting it we
+#  1. check every node of the batched graph against a table of batch-preserving primitives
+#     (_BATCH_RULES: elementwise ops whose batched operands keep axis 0 aligned, reductions and
+#     transposes that leave axis 0 alone, reshapes that keep it, matmul with a batched left
+#     operand, ...); custom Functions and any other op reject;
+#  2. check every batch slice of the batched outputs equals the unbatched outputs (this catches
+#     mixing through detached values or Python control flow on concretised values).
+# When a check fails (or the batched call raises) we fall back to one backward per row, with a
+# warning naming the op, as PyTorch does when vmap lacks a batching rule. Residual risk: a
+# function whose Python control flow depends on a batch-mixing concrete value yet returns equal
+# values on both paths with different gradients would pass check 2.
+_BATCHED = threading.local()
+
+
+def _shape(x):
+    from llgrad.runtime.autograd.graph import SavedTensor, ShapeOnly
+    if isinstance(x, SavedTensor):
+        return (x.tensor._data if x.tensor is not None else x.data).shape
+    if isinstance(x, ShapeOnly):
+        return x.shape
+    return np.shape(x)
+
+
+def _full_first(key):
+    return bool(key) and (key[0] == ("e",) or key[0] == ("s", None, None, None))
+
+
+def _adjacent_arrays(key):
+    pos = [k for k, e in enumerate(key) if e[0] == "a"]
+    return not pos or pos[-1] - pos[0] == len(pos) - 1
+
+
+def _uniform(x) -> bool:
+    """An unbatched operand of the batch's shape is fine if the backward does not read it
+    (ShapeOnly) or it is the same for every example (e.g. a ones cotangent)."""
+    from llgrad.runtime.autograd.graph import SavedTensor, ShapeOnly
+    if isinstance(x, ShapeOnly):
+        return True
+    d = (x.tensor._data if x.tensor is not None else x.data) if isinstance(x, SavedTensor) \
+        else np.asarray(x)
+    return bool(np.all(d == d[:1]))
+
+
+def _elementwise_ok(b, shapes, outs, params, inputs):
+    nd = len(outs[0])
+    return all((len(s) == nd) if bk else (len(s) < nd or s[0] == 1 or _uniform(x))
+               for bk, s, x in zip(b, shapes, inputs))
+
+
+_BATCH_RULES = {
+    "reduce": lambda b, s, o, p: 0 not in p["axes"],
+    "reshape": lambda b, s, o, p: s[0][0] == o[0][0],
+    "transpose": lambda b, s, o, p: p["perm"][0] == 0,
+    "broadcast_to": lambda b, s, o, p: len(s[0]) == len(p["shape"]),
+    "concatenate": lambda b, s, o, p: all(b) and p["axis"] % len(o[0]) != 0,
+    "matmul": lambda b, s, o, p: (b[0] and not b[1] and len(s[0]) >= 2) or
+    (b[1] and len(s[1]) >= 3 and (not b[0] or len(s[0]) >= 3)),
+    "getitem": lambda b, s, o, p: b[0] and not any(b[1:]) and _full_first(p["key"]) and
+    _adjacent_arrays(p["key"]),
+    "scatter_add": lambda b, s, o, p: b[0] and not any(b[1:]) and _full_first(p["key"]) and
+    _adjacent_arrays(p["key"]),
+}
+
+
+def _batch_safe(node, batched, n):
+    """Whether `node` keeps batch examples apart; returns (ok, its outputs are batched)."""
+    from llgrad.runtime.autograd.graph import AccumulateGrad, PrimNode
+    if isinstance(node, AccumulateGrad):
+        return True, id(node.variable) in batched
+    flags = [nxt is not None and _batched_node(nxt, batched, n) for nxt, _ in node.next_functions]
+    if not any(flags):
+        return True, False
+    if not isinstance(node, PrimNode):
+        return False, True
+    b = [False] * len(node.inputs)
+    for pos, f in zip(node.edges, flags):
+        b[pos] = f
+    shapes = [_shape(x) for x in node.inputs]
+    outs = [m[0] for m in node.out_meta]
+    if any(not o or o[0] != n for o in outs) or any(bk and (not s or s[0] != n)
+                                                    for bk, s in zip(b, shapes)):
+        return False, True
+    prim = node.prim
+    rule = _BATCH_RULES.get(prim.name) or _BATCH_RULES.get(prim.family)
+    if prim.family == "elementwise":
+        return _elementwise_ok(b, shapes, outs, node.params, node.inputs), True
+    return bool(rule is not None and rule(b, shapes, outs, node.params)), True
+
+
+def _batched_node(node, batched, n):
+    memo = batched["memo"]
+    if node not in memo:
+        ok, is_b = _batch_safe(node, batched, n)
+        if not ok:
+            raise _Unbatchable(node)
+        memo[node] = is_b
+    return memo[node]
+
+
+class _Unbatchable(Exception):
+    pass
+
+
+def _check_batched_graph(outputs, leaves, n):
+    import sys
+    batched = {id(t): True for t in leaves if t.grad_fn is None}
+    batched["memo"] = {t.grad_fn: True for t in leaves if t.grad_fn is not None}
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 20000))
+    try:
+        for o in outputs:
+            if o.grad_fn is not None:
+                _batched_node(o.grad_fn, batched, n)
+    except _Unbatchable as e:
+        node = e.args[0]
+        return f"{node.name()}" + (f" (created at {node.loc})" if node.loc else "")
+    finally:
+        sys.setrecursionlimit(limit)
+    return None
+
+
+def _same_values(batched, single):
+    # batched kernels (gemm vs gemv) may round differently: allow a few ulps
+    tol = 64 * np.finfo(single.dtype).eps if single.dtype.kind == "f" else 0
+    scale = float(np.max(np.abs(single), initial=0.0)) if single.size else 0.0
+    return bool(np.allclose(batched, np.broadcast_to(single, batched.shape), rtol=tol,
+                            atol=tol * scale, equal_nan=True))
+
+
+def _vectorized(func, inputs, outputs, create_graph):
+    """See Note [Vectorized jacobian]. Returns the Jacobian tuples, or None to fall back."""
+    from llgrad.runtime import ops
+    from llgrad.runtime.autograd import grad
+    Tensor = _tensor_cls()
+    numels = [o.numel() for o in outputs]
+    n = sum(numels)
+    if n == 0 or not any(o.requires_grad for o in outputs):
+        return None
+    if create_graph and any(i.grad_fn is not None for i in inputs):
+        # batched copies that stay connected to the caller's graph (their nodes are the
+        # batch sources for the check)
+        leaves = tuple(ops.broadcast_to(ops.unsqueeze(i, 0), (n,) + tuple(i.shape)) * 1
+                       for i in inputs)
+    else:
+        leaves = tuple(Tensor._wrap(np.ascontiguousarray(
+            np.broadcast_to(i._data, (n,) + i._data.shape))).requires_grad_(i.requires_grad)
+            for i in inputs)
+    reason = None
+    prev = getattr(_BATCHED, "on", False)
+    _BATCHED.on = True
+    try:
+        bouts = func(*leaves)
+    except Exception as e:  # func is not batch-polymorphic
+        reason = f"calling the function on batched inputs raised {type(e).__name__}: {e}"
+    finally:
+        _BATCHED.on = prev
+    if reason is None:
+        bouts = bouts if isinstance(bouts, tuple) else (bouts,)
+        if len(bouts) != len(outputs) or any(
+                not isinstance(b, Tensor) or tuple(b.shape) != (n,) + tuple(o.shape)
+                for b, o in zip(bouts, outputs)):
+            reason = "the function does not treat a leading dimension as a batch"
+        elif any(not _same_values(b._data, o._data) for b, o in zip(bouts, outputs)):
+            reason = "batch examples mix (outputs of the batched call differ per example)"
+        else:
+            bad = _check_batched_graph(bouts, leaves, n)
+            if bad is not None:
+                reason = f"{bad} has no batching rule or mixes the batch dimension"
+    if reason is not None:
+        warnings.warn(f"jacobian(vectorize=True): falling back to one backward per row: "
+                      f"{reason}.", UserWarning, stacklevel=3)
+        return None
+    # one-hot rows: row k of the batch selects element k of the concatenated flat outputs
+    eye = np.eye(n)
+    gos, start = [], 0
+    for b, o, m in zip(bouts, outputs, numels):
+        gos.append(Tensor._wrap(eye[:, start:start + m].reshape(b.shape).astype(b._data.dtype)))
+        start += m
+    diff = [k for k, leaf in enumerate(leaves) if leaf.requires_grad]
+    pairs = [(b, g) for b, g in zip(bouts, gos) if b.requires_grad]
+    gs = grad(tuple(p[0] for p in pairs), tuple(leaves[k] for k in diff),
+              tuple(p[1] for p in pairs), allow_unused=True, create_graph=create_graph)
+    per_input = [None] * len(inputs)
+    for k, g in zip(diff, gs):
+        per_input[k] = g
+    jac = []
+    for o, m, off in zip(outputs, numels, np.cumsum([0] + numels[:-1])):
+        row = []
+        for g, inp in zip(per_input, inputs):
+            shape = tuple(o.shape) + tuple(inp.shape)
+            if g is None:
+                row.append(Tensor._wrap(np.zeros(shape, inp._data.dtype)))
+            else:
+                row.append(ops.reshape(g[int(off):int(off) + m], shape))
+        jac.append(tuple(row))
+    return tuple(jac)
+
+
+def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
+            outer_jacobian_strategy="reverse-mode"):
+    """The Hessian of a scalar function `func` at `inputs`.
+
+    Returns:
+        For one input, a Tensor of shape `input.shape + input.shape`; for a tuple of inputs,
+        `result[i][j]` is the block of second derivatives w.r.t. inputs i and j.
+
+    Example:
+        >>> import llgrad as lg
+        >>> lg.autograd.functional.hessian(lambda x: (x ** 2).sum(), lg.ones(2))
+        tensor([[2., 0.],
+                [0., 2.]])
+    """
+    Tensor = _tensor_cls()
+    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hessian")
+    if outer_jacobian_strategy != "reverse-mode":
+        raise NotImplementedError(f"hessian: outer_jacobian_strategy="
+                                  f"{outer_jacobian_strategy!r} is not supported; use "
+                                  f"'reverse-mode'")
+
+    def ensure_single_output_function(*inp):
+        out = func(*inp)
+        is_out_tuple, t_out = _as_tuple(out, "outputs of the user-provided function",
+                                        "hessian")
+        _check_requires_grad(t_out, "outputs", strict=strict)
+        if is_out_tuple or not isinstance(out, Tensor):
+            raise RuntimeError("The function given to hessian should return a single Tensor")
+        if out.numel() != 1:
+            raise RuntimeError(f"The Tensor returned by the function given to hessian should "
+                               f"contain a single element (it has shape {list(out.shape)})")
+        return out.reshape(())
+
+    def jac_func(*inp):
+        if getattr(_BATCHED, "on", False):  # batched call: per-example gradients in one vjp
+            out = func(*inp)
+            n = inp[0].shape[0]
+            if not isinstance(out, Tensor) or out.numel() != n:
+                raise RuntimeError("not batched")
+            g = _autograd_grad((out,), inp, (Tensor._wrap(np.ones_like(out._data)),),
+                               create_graph=True)
+            return tuple(_zeros_like(i) if gi is None else gi for gi, i in zip(g, inp))
+        jac = jacobian(ensure_single_output_function, inp, create_graph=True)
+        _check_requires_grad(jac, "jacobian", strict=strict)
+        return jac
+
+    res = jacobian(jac_func, inputs, create_graph=create_graph, strict=strict,
+                   vectorize=vectorize)
+    return _tuple_postprocess(res, (is_inputs_tuple, is_inputs_tuple))
+
+
+def _scalar_output(outputs, name):
+    Tensor = _tensor_cls()
+    if len(outputs) != 1 or not isinstance(outputs[0], Tensor):
+        raise RuntimeError(f"The function given to {name} should return a single Tensor")
+    if outputs[0].numel() != 1:
+        raise RuntimeError(f"The Tensor returned by the function given to {name} should "
+                           f"contain a single element")
+
+
+def vhp(func, inputs, v=None, create_graph=False, strict=False):
+    """Vector-Hessian product v^T H of a scalar function `func` at `inputs`.
+
+    Returns:
+        (func_output, vhp): vhp has the structure of `inputs`.
+
+    Example:
+        >>> import llgrad as lg
+        >>> _, r = lg.autograd.functional.vhp(lambda x: (x ** 3).sum(), lg.ones(2), lg.ones(2))
+        >>> r
+        tensor([6., 6.])
+    """
+    return _second_order(func, inputs, v, create_graph, strict, "vhp")
+
+
+def hvp(func, inputs, v=None, create_graph=False, strict=False):
+    """Hessian-vector product H v of a scalar function `func` at `inputs` (double-vjp trick).
+
+    Returns:
+        (func_output, hvp): hvp has the structure of `inputs`.
+
+    Example:
+        >>> import llgrad as lg
+        >>> _, r = lg.autograd.functional.hvp(lambda x: (x ** 3).sum(), lg.ones(2), lg.ones(2))
+        >>> r
+        tensor([6., 6.])
+    """
+    return _second_order(func, inputs, v, create_graph, strict, "hvp")
+
+
+def _second_order(func, inputs, v, create_graph, strict, name):
+    with enable_grad():
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", name)
+        inputs = _grad_preprocess(inputs, create_graph=create_graph, need_graph=True)
+        if v is not None:
+            _, v = _as_tuple(v, "v", name)
+            v = _grad_preprocess(v, create_graph=create_graph, need_graph=False)
+            _validate_v(v, inputs, is_inputs_tuple)
+        else:
+            _single_element_v(inputs, "input to the user-provided function")
+        outputs = func(*inputs)
+        is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function",
+                                              name)
+        _check_requires_grad(outputs, "outputs", strict=strict)
+        if is_outputs_tuple:
+            raise RuntimeError(f"The function given to {name} should return a single Tensor")
+        _scalar_output(outputs, name)
+        jac = _autograd_grad(outputs, inputs, create_graph=True)
+        _check_requires_grad(jac, "jacobian", strict=strict)
+        if name == "hvp":
+            grad_jac = tuple(_zeros_like(i).requires_grad_(True) for i in inputs)
+            double_back = _autograd_grad(jac, inputs, grad_jac, create_graph=True)
+            _check_requires_grad(jac, "hessian", strict=strict)
+    with set_grad_enabled(True if create_graph else STATE.grad_enabled):
+        if name == "hvp":
+            grad_res = _autograd_grad(double_back, grad_jac, v, create_graph=create_graph)
+            res = _fill_in_zeros(grad_res, inputs, strict, create_graph, "double_back_trick")
+        else:
+            grad_res = _autograd_grad(jac, inputs, v, create_graph=create_graph)
+            res = _fill_in_zeros(grad_res, inputs, strict, create_graph, "double_back")
+    outputs = _grad_postprocess(outputs, create_graph)
+    res = _grad_postprocess(res, create_graph)
+    return (_tuple_postprocess(outputs, is_outputs_tuple),
+            _tuple_postprocess(res, is_inputs_tuple))
