@@ -36,6 +36,8 @@ def _alias(name: str, module) -> None:
 
 
 _alias("llgrad.autograd", autograd)
+from llgrad.runtime.autograd import profiler  # noqa: E402,F401  (llgrad.profiler.profile)
+_sys.modules["llgrad.profiler"] = profiler
 _alias("llgrad.nn", nn)
 _alias("llgrad.optim", optim)
 

@@ -12,6 +12,10 @@ from llgrad.runtime.autograd.grad_mode import (  # noqa: F401
 )
 from llgrad.runtime.errors import AutogradError
 
+# Imported here so llgrad/__init__'s _alias registers them as llgrad.autograd.<name>.
+from llgrad.runtime.autograd import functional, profiler  # noqa: E402,F401
+from llgrad.runtime.autograd.gradcheck import gradcheck, gradgradcheck  # noqa: E402,F401
+
 
 def _as_tuple(x):
     if x is None:
