@@ -1,11 +1,16 @@
-"""Structural primitives of the compiler's IR: constants and structured control flow.
+"""Structural primitives of the compiler's IR: constants, structured control flow, fusion groups
+and loop tapes.
 
-`constant` holds a literal array. `cond`, `for_loop` and `while_loop` carry regions; their
-evaluation lives in transform/interp.py and their reverse mode in transform/ad.py
-(See Note [Loop tapes] there), the one special case of "run each primitive's VJP rule".
-They are declared here so every phase keys its tables by the same objects.
+`constant` holds a literal array. `cond`, `for_loop`, `while_loop` and `fusion` carry regions;
+their operand/region conventions are Note [Control-flow ops] in transform/control.py, their
+evaluation lives in transform/interp.py and their reverse mode in transform/ad.py (See Note
+[Loop tapes] there), the one special case of "run each primitive's VJP rule". `tape_new`,
+`tape_push` and `tape_get` are the storage the AD of loops emits. All are declared here so every
+phase keys its tables by the same objects.
 """
 from __future__ import annotations
+
+import numpy as np
 
 from llgrad.runtime.aval import Aval
 from llgrad.runtime.prim import Primitive, register
@@ -26,3 +31,50 @@ for_loop_p = register(Primitive("for_loop", "control", _region_op("for_loop"), N
                                 nondiff=True))
 while_loop_p = register(Primitive("while_loop", "control", _region_op("while_loop"), None,
                                   nondiff=True))
+# A group of elementwise ops (and broadcasts of constants) that codegen emits as one loop:
+# fusion(*inputs) with one region whose params are the inputs and whose results are the outputs.
+fusion_p = register(Primitive("fusion", "control", _region_op("fusion"), None, nondiff=True))
+
+
+# ---- loop tapes ---------------------------------------------------------------------------------
+class Tape:
+    """Rows pushed by a forward loop, read back (any order) by its reverse sweep.
+
+    A tape value is linear (each push consumes the previous tape value), so pushing may mutate.
+    The aval of a tape is `(rows, *row_shape)`, `rows` None when only known at run time.
+    """
+
+    __slots__ = ("buf", "n")
+
+    def __init__(self, shape, dtype, rows):
+        self.buf = np.empty((rows if rows is not None else 16,) + tuple(shape), dtype)
+        self.n = 0
+
+    def push(self, x) -> "Tape":
+        if self.n == self.buf.shape[0]:  # grow geometrically: O(1) amortised per push
+            new = np.empty((2 * self.n + 1,) + self.buf.shape[1:], self.buf.dtype)
+            new[:self.n] = self.buf[:self.n]
+            self.buf = new
+        self.buf[self.n] = x
+        self.n += 1
+        return self
+
+    def get(self, k) -> np.ndarray:
+        k = int(k)
+        if not 0 <= k < self.n:
+            raise IndexError(f"tape row {k} of {self.n}")
+        return self.buf[k].copy()
+
+    @property
+    def nbytes(self) -> int:
+        return self.buf.nbytes
+
+
+tape_new_p = register(Primitive(
+    "tape_new", "tape", lambda shape, dtype, rows: Tape(shape, dtype, rows),
+    lambda shape, dtype, rows: Aval((rows,) + tuple(shape), np.dtype(dtype)), nondiff=True))
+tape_push_p = register(Primitive(
+    "tape_push", "tape", lambda tape, x: tape.push(x), lambda tape, x: tape, nondiff=True))
+tape_get_p = register(Primitive(
+    "tape_get", "tape", lambda tape, k: tape.get(k),
+    lambda tape, k: Aval(tuple(tape.shape[1:]), tape.dtype), nondiff=True))
