@@ -233,10 +233,7 @@ def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,
     w = None if weight is None else np.asarray(
         weight._data if isinstance(weight, Tensor) else weight, input._np_dtype).reshape(wshape)
     tdata = target._data if isinstance(target, Tensor) else np.asarray(target)
-    if tdata.dtype.kind == "f":  # class probabilities
-        if tuple(tdata.shape) != tuple(input.shape):
-            raise ValueError(f"class-probability target of shape {list(tdata.shape)} must "
-                             f"match the input's shape {list(input.shape)}")
+    if tdata.dtype.kind == "f" and tuple(tdata.shape) == tuple(input.shape):  # probabilities
         if label_smoothing:
             target = ops.add(ops.mul(target, 1.0 - label_smoothing), label_smoothing / c)
         prod = ops.mul(logp, target)
