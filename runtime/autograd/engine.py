@@ -6,7 +6,6 @@ for one output are summed. Hooks, retain_grad, anomaly checks and the profiler h
 from __future__ import annotations
 
 import heapq
-import sys
 
 import numpy as np
 
@@ -207,7 +206,10 @@ def _execute(node: Node, grads, prof):
         for i, g in enumerate(outs):
             if g is not None and np.isnan(g._data).any():
                 err = AutogradError(f"Function '{node.name()}' returned nan values in its "
-                                    f"{i}th output.")
+                                    f"{i}th output.",
+                                    fix="the forward traceback printed above shows the op that "
+                                    "created this node: check its inputs for values outside "
+                                    "its domain (log/sqrt of <= 0, 0/0, inf - inf)")
                 if node._trace:
                     _report_forward_trace(node, err)
                 raise err
@@ -227,12 +229,8 @@ def _materialize(node, grads):
 
 
 def _report_forward_trace(node, err):
-    text = "".join(node._trace)
-    msg = (f"Error detected in {node.name()}. Traceback of forward call that caused the "
-           f"error:\n{text}")
-    print(msg, file=sys.stderr)
-    if hasattr(err, "add_note"):
-        err.add_note(msg)
+    from llgrad.runtime.autograd.anomaly_mode import report_forward_trace
+    report_forward_trace(node, err)
 
 
 def _release_edges(node, outs, deps, buffers, ready):
