@@ -43,12 +43,22 @@ def is_internal_file(filename: str) -> bool:
     return filename.startswith(_PKG_DIRS)
 
 
+_INTERNAL_CODE: dict = {}
+
+
 def user_frame(depth: int = 1) -> FrameType | None:
-    """The innermost frame outside llgrad's own packages."""
+    """The innermost frame outside llgrad's own packages (cheap: cached per code object)."""
     f = sys._getframe(depth)
-    while f is not None and f.f_code.co_filename.startswith(_PKG_DIRS):
+    cache = _INTERNAL_CODE
+    while f is not None:
+        code = f.f_code
+        internal = cache.get(code)
+        if internal is None:
+            internal = cache[code] = code.co_filename.startswith(_PKG_DIRS)
+        if not internal:
+            return f
         f = f.f_back
-    return f
+    return None
 
 
 def user_loc(depth: int = 2) -> SourceLoc | None:

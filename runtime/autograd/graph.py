@@ -42,7 +42,7 @@ class Node:
     """A backward function in the graph (a tensor's grad_fn); callable on output gradients."""
 
     __slots__ = ("next_functions", "_seq", "_where", "_trace", "_pre_hooks", "_post_hooks",
-                 "_tensor_hooks", "_retain", "metadata", "__weakref__")
+                 "_tensor_hooks", "_retain", "_meta", "__weakref__")
 
     def __init__(self, next_functions=()):
         self.next_functions = next_functions
@@ -51,7 +51,14 @@ class Node:
         self._where = (f.f_code.co_filename, f.f_lineno, f.f_code.co_name) if f else None
         self._trace = traceback.format_stack(limit=32)[:-2] if STATE.anomaly else None
         self._pre_hooks = self._post_hooks = self._tensor_hooks = self._retain = None
-        self.metadata = {}
+        self._meta = None
+
+    @property
+    def metadata(self) -> dict:
+        """A dict for user annotations, as PyTorch's Node.metadata."""
+        if self._meta is None:
+            self._meta = {}
+        return self._meta
 
     def name(self) -> str:
         return type(self).__name__
@@ -162,13 +169,12 @@ class SavedTensor:
             self.tensor, self.data = tensor, None
 
     def unpack(self, node: Node):
-        from llgrad.runtime.tensor import Tensor
         if self.vc[0] != self.version:
             what = "the output" if self.is_output else _describe(self.tensor)
             raise version_error(node, what, self.version, self.vc[0])
         if not self.is_output:
             return self.tensor
-        return Tensor._wrap(self.data, node if STATE.grad_enabled else None, 0, self.vc)
+        return _Tensor[0]._wrap(self.data, node if STATE.grad_enabled else None, 0, self.vc)
 
 
 def _sum_to(g, shape):
@@ -180,6 +186,25 @@ def _sum_to(g, shape):
     return ops.sum_to(g, shape)
 
 
+_WANT: dict = {}
+_Tensor: list = [None]  # set by runtime/tensor.py (no import cycle on the hot path)
+
+
+def _wanted(prim, needs, n_args) -> frozenset:
+    """Positions to save (-1: the output) for a primitive given which inputs need grads."""
+    saves = prim.saves
+    if saves is not None:
+        return frozenset(saves(n_args) if callable(saves) else saves)
+    if prim.reads is None:
+        return frozenset(range(-1, n_args))
+    want = set()
+    for i, need in enumerate(needs):
+        if need:
+            r = prim.reads[i]
+            want.update(range(-1, n_args) if r is None else r)
+    return frozenset(want)
+
+
 class PrimNode(Node):
     """The backward of one primitive application (`MulBackward0`, ...)."""
 
@@ -187,23 +212,14 @@ class PrimNode(Node):
 
     def __init__(self, prim, params, args, needs, next_functions, out_meta, edges):
         super().__init__(next_functions)
-        self.edges = edges  # positions of the tensor arguments (constants get no edge)
         self.prim, self.params, self.needs, self.out_meta = prim, params, needs, out_meta
-        saves = prim.saves
-        if saves is None and prim.reads is not None:
-            want = set()
-            for i, need in enumerate(needs):
-                if need:
-                    r = prim.reads[i]
-                    want.update(range(-1, len(args)) if r is None else r)
-        elif saves is None:
-            want = set(range(-1, len(args)))
-        else:
-            want = set(saves(len(args)) if callable(saves) else saves)
-        from llgrad.runtime.tensor import Tensor
+        self.edges = edges  # positions of the tensor arguments (constants get no edge)
+        want = _WANT.get((prim, needs))
+        if want is None:
+            want = _WANT[(prim, needs)] = _wanted(prim, needs, len(args))
         inputs = []
         for i, a in enumerate(args):
-            if not isinstance(a, Tensor):
+            if not isinstance(a, _Tensor[0]):
                 inputs.append(a)
             elif i in want:
                 inputs.append(SavedTensor(a))
@@ -260,9 +276,12 @@ class AccumulateGrad(Node):
     __slots__ = ("variable",)
 
     def __init__(self, variable):
-        super().__init__(())
+        self.next_functions = ()
+        self._seq = next(_SEQ)
+        self._where = self._trace = None
+        self._pre_hooks = self._post_hooks = self._tensor_hooks = self._retain = None
+        self._meta = None
         self.variable = variable
-        self._where = None
 
     def apply(self, grads: list) -> list:
         g = grads[0]

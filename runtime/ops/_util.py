@@ -30,6 +30,19 @@ def as_operand(x, like=None):
 
 def operands(*xs):
     """Coerce operands of an elementwise op: scalars are weak, the rest promote PyTorch-style."""
+    if len(xs) == 2:  # fast path for the common binary cases (eager per-op overhead)
+        a, b = xs
+        if hasattr(type(a), "_lg_level"):
+            da = a._np_dtype
+            if hasattr(type(b), "_lg_level"):
+                if b._np_dtype == da:
+                    return [a, b], da
+            elif type(b) is float and da.kind == "f" or type(b) is int and da.kind in "fi":
+                return [a, np.asarray(b, da)], da
+        elif hasattr(type(b), "_lg_level"):
+            db = b._np_dtype
+            if type(a) is float and db.kind == "f" or type(a) is int and db.kind in "fi":
+                return [np.asarray(a, db), b], db
     anchor = next((x for x in xs if is_value(x) or isinstance(x, np.ndarray)), None)
     xs = [as_operand(x, anchor) for x in xs]
     dt = xs[0].dtype if not is_value(xs[0]) else xs[0]._np_dtype
