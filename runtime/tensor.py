@@ -12,6 +12,7 @@ import numpy as np
 
 from llgrad.runtime import ops
 from llgrad.runtime.arraylike import ArrayOperators
+from llgrad.runtime.autograd import graph as _graph
 from llgrad.runtime.autograd.graph import AccumulateGrad, PrimNode
 from llgrad.runtime.autograd.state import PROFILER, STATE
 from llgrad.runtime.aval import to_dtype, to_np
@@ -484,3 +485,4 @@ def _rebuild(data, requires_grad):
 
 
 set_default_interpretation(Tensor)
+_graph._Tensor[0] = Tensor
