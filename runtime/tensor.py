@@ -320,6 +320,8 @@ class Tensor(ArrayOperators):
         if not np.can_cast(r.dtype, self._data.dtype, "same_kind"):
             raise RuntimeError(f"result type {r.dtype} can't be cast to the desired output "
                                f"type {self._data.dtype} in {op}")
+        if isinstance(result, Tensor) and result._grad_fn is not None:
+            _snapshot_saved_self(result._grad_fn, self)
         if not self._data.flags.writeable:
             self._data = self._data.copy()
         self._data[...] = r
@@ -439,6 +441,17 @@ class Tensor(ArrayOperators):
         if isinstance(dim, Tensor):
             return ops.minimum(self, dim)
         return MaxMin(ops.amin(self, dim, keepdim), ops.argmin(self, dim, keepdim))
+
+
+def _snapshot_saved_self(node, t: Tensor) -> None:
+    """The in-place op's own node may have saved `t` (x.mul_(w) needs the old x for w's
+    gradient): give it the pre-update values, as PyTorch does, so neither the new values nor
+    the version bump reach that node. Earlier nodes keep `t` and see the version change."""
+    from llgrad.runtime.autograd.graph import SavedTensor
+    for s in getattr(node, "inputs", ()):
+        if isinstance(s, SavedTensor) and s.tensor is t:
+            s.tensor = Tensor._wrap(t._data.copy(), t._grad_fn, t._output_nr, [s.version],
+                                    t._requires_grad)
 
 
 def _shape_check(prim, arrays, params) -> None:

@@ -145,13 +145,17 @@ def version_error(node: Node, what: str, saved: int, now: int) -> AutogradError:
         "(llgrad.autograd.set_detect_anomaly(True)) to find the forward op")
 
 
+def _aval(a) -> str:
+    from llgrad.runtime.aval import aval_str
+    return aval_str(a.shape, a.dtype)
+
+
 def _describe(t) -> str:
     """`a tensor of shape f32[2], which is output 0 of AddBackward0` (its producing op now)."""
-    from llgrad.runtime.aval import aval_str
     n = t._grad_fn
-    made = f", which is output {t._output_nr} of {n.name()}" if n is not None else \
-        (", a leaf" if t._requires_grad else "")
-    return "a tensor of shape " + aval_str(t._data.shape, t._data.dtype) + made
+    made = f", which is output {t._output_nr} of {n.name()}," if n is not None else \
+        (", a leaf," if t._requires_grad else "")
+    return "a tensor of shape " + _aval(t._data) + made
 
 
 class SavedTensor:
@@ -170,7 +174,8 @@ class SavedTensor:
 
     def unpack(self, node: Node):
         if self.vc[0] != self.version:
-            what = "the output" if self.is_output else _describe(self.tensor)
+            what = (f"a tensor of shape {_aval(self.data)}, which is output 0 of {node.name()}"
+                    if self.is_output else _describe(self.tensor))
             raise version_error(node, what, self.version, self.vc[0])
         if not self.is_output:
             return self.tensor

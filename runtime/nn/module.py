@@ -24,8 +24,8 @@ def _type_name(value) -> str:
 
 
 def _addindent(s: str, n: int) -> str:
-    lines = s.split("\n")
-    return lines[0] if len(lines) == 1 else "\n".join([lines[0]] + [" " * n + ln for ln in lines[1:]])
+    first, *rest = s.split("\n")
+    return "\n".join([first] + [" " * n + ln for ln in rest])
 
 
 class Module:
