@@ -452,6 +452,7 @@ def _snapshot_saved_self(node, t: Tensor) -> None:
         if isinstance(s, SavedTensor) and s.tensor is t:
             s.tensor = Tensor._wrap(t._data.copy(), t._grad_fn, t._output_nr, [s.version],
                                     t._requires_grad)
+            s.vc = s.tensor._vc
 
 
 def _shape_check(prim, arrays, params) -> None:

@@ -174,7 +174,7 @@ class SavedTensor:
 
     def unpack(self, node: Node):
         if self.vc[0] != self.version:
-            what = (f"a tensor of shape {_aval(self.data)}, which is output 0 of {node.name()}"
+            what = (f"a tensor of shape {_aval(self.data)}, which is output 0 of {node.name()},"
                     if self.is_output else _describe(self.tensor))
             raise version_error(node, what, self.version, self.vc[0])
         if not self.is_output:

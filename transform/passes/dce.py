@@ -1,0 +1,94 @@
+"""Dead-code elimination, including dead loop-carried values, cond and fusion outputs.
+
+Requires: any verified IR. Produces: the same IR without ops whose outputs are unused, and
+without carried positions of loops (or outputs of cond/fusion) that nothing live reads; so
+the loop tapes of values the reverse sweep never reads disappear too.
+"""
+from __future__ import annotations
+
+from llgrad.runtime.ops.control import cond_p, for_loop_p, fusion_p, while_loop_p
+from llgrad.transform import ir
+from llgrad.transform.passes import Pass
+
+
+def _mark(region: ir.Region, live: set, prune: dict) -> None:
+    """Add to `live` what the live results of `region` need (region.results must be in live)."""
+    for op in reversed(region.ops):
+        if not any(o.id in live for o in op.outputs):
+            continue
+        if op.prim in (for_loop_p, while_loop_p):
+            _mark_loop(op, live, prune)
+            continue
+        if op.prim in (cond_p, fusion_p):
+            keep = [k for k, o in enumerate(op.outputs) if o.id in live]
+            prune[id(op)] = set(range(len(op.outputs))) - set(keep)
+            for r in op.regions:
+                live.update(r.results[k].id for k in keep)
+                _mark(r, live, prune)
+        live.update(v.id for v in op.inputs)
+
+
+def _mark_loop(op, live, prune) -> None:
+    is_for = op.prim is for_loop_p
+    body = op.regions[-1]
+    heads = [body.params[1:] if is_for else body.params] + \
+        ([op.regions[0].params] if not is_for else [])
+    dead = {k for k, o in enumerate(op.outputs) if o.id not in live}
+    while True:
+        trial = set(live)
+        trial.update(body.results[k].id for k in range(len(op.outputs)) if k not in dead)
+        if not is_for:
+            trial.add(op.regions[0].results[0].id)
+            _mark(op.regions[0], trial, prune)
+        _mark(body, trial, prune)
+        needed = {k for k in dead if any(h[k].id in trial for h in heads)}
+        if not needed:
+            break
+        dead -= needed
+    prune[id(op)] = dead
+    live.update(trial)
+    init = op.inputs[3:] if is_for else op.inputs
+    live.update(v.id for k, v in enumerate(init) if k not in dead)
+    if is_for:
+        live.update(v.id for v in op.inputs[:3])
+
+
+def _drop(xs, dead, offset=0):
+    return [x for k, x in enumerate(xs) if k - offset not in dead]
+
+
+def _sweep(region: ir.Region, live: set, prune: dict) -> None:
+    kept = []
+    for op in region.ops:
+        if not any(o.id in live for o in op.outputs):
+            continue
+        dead = prune.get(id(op))
+        if dead:
+            if op.prim is for_loop_p:
+                op.inputs = _drop(op.inputs, dead, 3)
+                op.regions[0].params = _drop(op.regions[0].params, dead, 1)
+            elif op.prim is while_loop_p:
+                op.inputs = _drop(op.inputs, dead)
+                for r in op.regions:
+                    r.params = _drop(r.params, dead)
+            if op.prim is not cond_p and op.prim is not fusion_p:
+                op.regions[-1].results = _drop(op.regions[-1].results, dead)
+            else:
+                for r in op.regions:
+                    r.results = _drop(r.results, dead)
+            op.outputs = _drop(op.outputs, dead)
+        for r in op.regions:
+            _sweep(r, live, prune)
+        kept.append(op)
+    region.ops = kept
+
+
+def _dce(fn: ir.Function) -> ir.Function:
+    live = {v.id for v in fn.outputs}
+    prune: dict = {}
+    _mark(fn.body, live, prune)
+    _sweep(fn.body, live, prune)
+    return fn
+
+
+dce = Pass("dce", _dce, __doc__)

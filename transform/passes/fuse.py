@@ -1,0 +1,193 @@
+"""Elementwise fusion: maximal groups of elementwise ops of one shape become one `fusion` op.
+
+Requires: verified IR with explicit broadcasts (every elementwise op's operands have its
+shape). Produces: the same IR where each group of two or more elementwise ops (plus the
+`broadcast_to`s of constants feeding them, with scalar constants copied inside) is one
+`fusion(*inputs)` op whose region computes the group and yields the values used outside it
+(Note [Control-flow ops]); codegen emits one loop per fusion. Ops are reordered only as far as
+needed to keep SSA dominance; groups never create cycles (an op joins a group only if none of
+its operands depends on the group through an op outside it). Nested regions are fused too.
+"""
+from __future__ import annotations
+
+import heapq
+
+from llgrad.runtime.ops.control import constant_p, fusion_p
+from llgrad.runtime.ops.shape import broadcast_to_p
+from llgrad.transform import ir
+from llgrad.transform.builder import Value
+from llgrad.transform.passes import Pass
+
+
+def _const_scalar(v) -> bool:
+    return v.op is not None and v.op.prim is constant_p and v.op.params["value"].size == 1
+
+
+def _fusible(op) -> bool:
+    if op.regions or len(op.outputs) != 1:
+        return False
+    if op.prim.family == "elementwise":
+        return True
+    return op.prim is broadcast_to_p and _const_scalar(op.inputs[0])
+
+
+def _groups(region: ir.Region):
+    """Group index per op (None = not fused); union-find merges groups an op joins."""
+    parent: list[int] = []
+
+    def find(g):
+        while parent[g] != g:
+            g = parent[g]
+        return g
+
+    group_of_val: dict[int, int] = {}
+    after: dict[int, frozenset] = {}  # value -> groups it depends on through non-members
+    shape_of, gdeps, op_group = [], [], []
+    for op in region.ops:
+        deps = {find(x) for v in op.inputs for x in after.get(v.id, ())}
+        producers = {find(group_of_val[v.id]) for v in op.inputs if v.id in group_of_val}
+        g = None
+        if _fusible(op):
+            shape = op.outputs[0].aval.shape
+            for c in sorted(producers):
+                if shape_of[c] != shape or c in deps:
+                    continue
+                if g is None:
+                    g = c
+                elif c not in {find(x) for x in gdeps[g]} and \
+                        g not in {find(x) for x in gdeps[c]}:
+                    parent[c] = g
+                    gdeps[g] |= gdeps[c]
+            if g is None:
+                g = len(parent)
+                parent.append(g)
+                shape_of.append(shape)
+                gdeps.append(set())
+            gdeps[g] |= deps
+        op_group.append(g)
+        outside = frozenset(p for p in producers if p != g)
+        for o in op.outputs:
+            after[o.id] = frozenset(deps) | outside
+            if g is not None:
+                group_of_val[o.id] = g
+    op_group = [None if g is None else find(g) for g in op_group]
+    compute: dict[int, int] = {}
+    for op, g in zip(region.ops, op_group):
+        if g is not None and op.prim is not broadcast_to_p:
+            compute[g] = compute.get(g, 0) + 1
+    return [g if g is not None and compute.get(g, 0) >= 2 else None for g in op_group]
+
+
+def _used_outside(region: ir.Region, gs) -> dict:
+    """Per group, ids of its values read by ops of other groups/unfused ops or yielded."""
+    owner = {o.id: g for op, g in zip(region.ops, gs) if g is not None for o in op.outputs}
+    used: dict[int, set] = {}
+
+    def use(vid, g):
+        og = owner.get(vid)
+        if og is not None and og != g:
+            used.setdefault(og, set()).add(vid)
+
+    for v in region.results:
+        use(v.id, None)
+    for op, g in zip(region.ops, gs):
+        for vid in _reads(op):
+            use(vid, g)
+    return used
+
+
+def _build(ops_in_group, used_outside) -> ir.Op:
+    defined = {o.id for op in ops_in_group for o in op.outputs}
+    inputs, env, params = [], {}, []
+    body = ir.Region()
+    for op in ops_in_group:
+        ins = []
+        for v in op.inputs:
+            if v.id not in env:
+                if v.id in defined:
+                    raise AssertionError("fusion member used before definition")
+                if _const_scalar(v):  # copy scalar constants inside
+                    c = Value(v.aval, v.name)
+                    body.ops.append(ir.Op(constant_p, [], dict(v.op.params), [c], (), v.op.loc))
+                    env[v.id] = c
+                else:
+                    p = Value(v.aval, v.name)
+                    inputs.append(v)
+                    params.append(p)
+                    env[v.id] = p
+            ins.append(env[v.id])
+        outs = [Value(o.aval, o.name) for o in op.outputs]
+        body.ops.append(ir.Op(op.prim, ins, op.params, outs, (), op.loc))
+        for o, n in zip(op.outputs, outs):
+            env[o.id] = n
+    results = [o for op in ops_in_group for o in op.outputs if o.id in used_outside]
+    body.params, body.results = params, [env[o.id] for o in results]
+    # the fusion op's outputs are the original Values, so no use needs rewriting
+    return ir.Op(fusion_p, inputs, {}, results, [body], ops_in_group[-1].loc)
+
+
+def _region(region: ir.Region) -> None:
+    for op in region.ops:
+        for r in op.regions:
+            _region(r)
+    gs = _groups(region)
+    if not any(g is not None for g in gs):
+        return
+    by_group: dict[int, list] = {}
+    for op, g in zip(region.ops, gs):
+        if g is not None:
+            by_group.setdefault(g, []).append(op)
+    used = _used_outside(region, gs)
+    # nodes: plain ops and fused groups; order them topologically, earliest first
+    nodes, node_of_val, first = [], {}, {}
+    for k, (op, g) in enumerate(zip(region.ops, gs)):
+        if g is None:
+            node = len(nodes)
+            nodes.append(op)
+        elif g in first:
+            node = first[g]
+        else:
+            node = first[g] = len(nodes)
+            nodes.append(_build(by_group[g], used.get(g, set())))
+        for o in op.outputs:
+            node_of_val[o.id] = node
+    deps = [set() for _ in nodes]
+    for n, node in enumerate(nodes):
+        for v in _reads(node):
+            d = node_of_val.get(v)
+            if d is not None and d != n:
+                deps[n].add(d)
+    users = [[] for _ in nodes]
+    for n, ds in enumerate(deps):
+        for d in ds:
+            users[d].append(n)
+    missing = [len(ds) for ds in deps]
+    ready = [n for n, m in enumerate(missing) if m == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        n = heapq.heappop(ready)
+        order.append(nodes[n])
+        for u in users[n]:
+            missing[u] -= 1
+            if missing[u] == 0:
+                heapq.heappush(ready, u)
+    assert len(order) == len(nodes), "fusion created a cycle"
+    region.ops = order
+
+
+def _reads(op) -> set:
+    ids = {v.id for v in op.inputs}
+    for r in op.regions:
+        ids.update(v.id for inner in r.walk() for v in inner.inputs)
+        ids.update(v.id for v in r.results)
+        ids.update(v.id for inner in r.walk() for s in inner.regions for v in s.results)
+    return ids
+
+
+def _fuse(fn: ir.Function) -> ir.Function:
+    _region(fn.body)
+    return fn
+
+
+fuse = Pass("fuse", _fuse, __doc__)

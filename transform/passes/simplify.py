@@ -1,0 +1,134 @@
+"""Algebraic simplification and constant folding.
+
+Requires: verified IR with explicit broadcasts. Produces: the same IR with uses rewired to
+simpler values: x*1, 1*x, x+0, 0+x, x-0, x/1 -> x; --x -> x; broadcast_to/reshape/astype/
+transpose to the same aval -> x; reshape of reshape -> one reshape; transpose of transpose ->
+one transpose (or x); and ops whose inputs are all constants folded by running their impl
+(when the result is no larger than 1024 elements or its largest input). Nothing that changes
+NaN/inf propagation (no x*0 -> 0, no x-x -> 0); x+0 -> x only flips the sign of a -0.0 result.
+Identities are dropped; bypassed producers stay for dce.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from llgrad.runtime.ops import elementwise as ew
+from llgrad.runtime.ops import shape as sh
+from llgrad.runtime.ops.control import constant_p
+from llgrad.transform import ir
+from llgrad.transform.passes import Pass, substitute
+
+FOLD_LIMIT = 1024
+
+
+def _splat(v: ir.Value):
+    """The scalar every element of v equals, if v is a constant (or a broadcast of one)."""
+    op = v.op
+    while op is not None and op.prim is sh.broadcast_to_p:
+        op = op.inputs[0].op
+    if op is None or op.prim is not constant_p:
+        return None
+    val = op.params["value"]
+    if val.size == 0 or not np.all(val == val.reshape(-1)[0]):
+        return None
+    return val.reshape(-1)[0]
+
+
+def _is(v, c) -> bool:
+    s = _splat(v)
+    return s is not None and s == c
+
+
+def _same(op, x) -> bool:
+    return x.aval == op.outputs[0].aval
+
+
+def _identity(op):
+    """The value `op` is equal to, or None."""
+    p, ins = op.prim, op.inputs
+    if p is ew.mul_p:
+        for a, b in (ins, ins[::-1]):
+            if _is(b, 1) and _same(op, a):
+                return a
+    elif p is ew.add_p:
+        for a, b in (ins, ins[::-1]):
+            if _is(b, 0) and _same(op, a):
+                return a
+    elif p in (ew.sub_p, ew.div_p):
+        if _is(ins[1], 0 if p is ew.sub_p else 1) and _same(op, ins[0]):
+            return ins[0]
+    elif p is ew.neg_p:
+        src = ins[0].op
+        if src is not None and src.prim is ew.neg_p:
+            return src.inputs[0]
+    elif p in (sh.broadcast_to_p, sh.reshape_p, ew.astype_p, ew.copy_p):
+        if _same(op, ins[0]) and p is not ew.copy_p:
+            return ins[0]
+    elif p is sh.transpose_p:
+        if tuple(op.params["perm"]) == tuple(range(len(op.params["perm"]))):
+            return ins[0]
+        src = ins[0].op
+        if src is not None and src.prim is sh.transpose_p:
+            perm = tuple(src.params["perm"][i] for i in op.params["perm"])
+            if perm == tuple(range(len(perm))):
+                return src.inputs[0]
+    return None
+
+
+def _combine(op):
+    """Rewrite op in place to skip an intermediate op (reshape∘reshape, transpose∘transpose)."""
+    src = op.inputs[0].op if op.inputs else None
+    if src is None or src.prim is not op.prim:
+        return
+    if op.prim is sh.reshape_p:
+        op.inputs = [src.inputs[0]]
+    elif op.prim is sh.transpose_p:
+        op.inputs = [src.inputs[0]]
+        op.params = {"perm": tuple(src.params["perm"][i] for i in op.params["perm"])}
+
+
+def _fold(op):
+    """A constant op replacing `op`, when all its inputs are constants; else None."""
+    if op.regions or op.prim is constant_p or op.prim.family in ("control", "tape") or \
+            op.prim.multiple_results or op.prim is sh.broadcast_to_p or not op.inputs:
+        return None
+    if any(v.op is None or v.op.prim is not constant_p for v in op.inputs):
+        return None
+    out = op.outputs[0]
+    size = int(np.prod(out.aval.shape, dtype=np.int64))
+    if size > max(FOLD_LIMIT, *(v.op.params["value"].size for v in op.inputs)):
+        return None
+    with np.errstate(all="ignore"):
+        val = np.asarray(op.prim.impl(*(v.op.params["value"] for v in op.inputs), **op.params))
+    val = np.ascontiguousarray(val.astype(out.aval.dtype, copy=False))
+    return ir.Op(constant_p, [], {"value": val}, [out], (), op.loc)
+
+
+def _region(region: ir.Region, subst: dict) -> None:
+    new_ops = []
+    for op in region.ops:
+        op.inputs = [subst.get(v.id, v) for v in op.inputs]
+        for r in op.regions:
+            _region(r, subst)
+        if not op.regions:
+            _combine(op)
+            same = _identity(op)
+            if same is not None:
+                subst[op.outputs[0].id] = same
+                continue
+            folded = _fold(op)
+            if folded is not None:
+                op = folded
+        new_ops.append(op)
+    region.ops = new_ops
+    region.results = [subst.get(v.id, v) for v in region.results]
+
+
+def _simplify(fn: ir.Function) -> ir.Function:
+    subst: dict = {}
+    _region(fn.body, subst)
+    substitute(fn.body, subst)
+    return fn
+
+
+simplify = Pass("simplify", _simplify, __doc__)
