@@ -107,9 +107,11 @@ def _vjp(outputs, diff_inputs, i, g):
     """Gradients of <g, outputs[i]> w.r.t. diff_inputs, as float64 arrays (zeros if unused)."""
     from llgrad.runtime.autograd import grad
     from llgrad.runtime.tensor import Tensor
-    out = outputs[i]
-    grads = grad((out,), diff_inputs, (Tensor._wrap(g.astype(out._data.dtype)),),
-                 retain_graph=True, allow_unused=True)
+    # Every output gets a gradient (zeros but for output i), so None grad_outputs are only
+    # exercised by the undefined-grad check, which reports them clearly.
+    gos = tuple(Tensor._wrap(g.astype(o._data.dtype)) if k == i else
+                Tensor._wrap(np.zeros_like(o._data)) for k, o in enumerate(outputs))
+    grads = grad(outputs, diff_inputs, gos, retain_graph=True, allow_unused=True)
     res = []
     for gi, x in zip(grads, diff_inputs):
         if gi is None:
