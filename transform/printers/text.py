@@ -1,5 +1,6 @@
 """The IR's text form: one op a line, `%name: type = op inputs {params}`, the user's source
-location and line as a trailing comment; regions indented."""
+location and line as a trailing comment (printed only when it changes from the previous op's);
+regions indented. Names are stable: assigned in print order by a Namer."""
 from __future__ import annotations
 
 import os
@@ -52,16 +53,22 @@ def _loc_comment(op: ir.Op) -> str:
     return f"# {os.path.basename(op.loc.file)}:{op.loc.line}" + (f"  {src}" if src else "")
 
 
-def _print_region(region: ir.Region, name: Namer, indent: int, lines: list) -> None:
+def _print_region(region: ir.Region, name: Namer, indent: int, lines: list,
+                  last: list | None = None) -> None:
     pad = "  " * indent
+    last = [None] if last is None else last
     for op in region.ops:
         text = pad + _op_line(op, name)
         comment = _loc_comment(op)
+        if comment == last[0]:
+            comment = ""
+        elif comment:
+            last[0] = comment
         lines.append(f"{text:<72} {comment}".rstrip() if comment else text)
         for i, r in enumerate(op.regions):
             args = ", ".join(f"{name(p)}: {aval_str(*p.aval)}" for p in r.params)
             lines.append(f"{pad}  region {i}({args}) {{")
-            _print_region(r, name, indent + 2, lines)
+            _print_region(r, name, indent + 2, lines, last)
             lines.append(f"{pad}    yield " + ", ".join(name(v) for v in r.results))
             lines.append(f"{pad}  }}")
 
