@@ -1,6 +1,14 @@
 """llgrad.codegen: llgrad IR -> LLVM IR (llvmlite) -> native code, and the calling convention.
 
+`compile_functions({name: ir.Function}) -> CompiledModule` is the entry point (compile.py).
 Foundations: `jit` (the process-wide JIT), `vmath` (SIMD math), `loops` (loop nests),
-`blas` (gemm and loop matmul), `abi` (kernels as `void(void**)`). Submodules are imported
-explicitly (`from llgrad.codegen import jit`) so that importing the package stays cheap.
+`blas` (gemm and loop matmul), `abi` (kernels as `void(void**)`); lowering: `lower` (plan and
+registry), `elementwise` (the generic loop), `lowerings/` (one module per op family).
+Submodules load on first use, so importing the package stays cheap.
 """
+
+
+def compile_functions(fns, **kwargs):
+    """See codegen/compile.py: compile IR functions into one CompiledModule."""
+    from .compile import compile_functions as _compile
+    return _compile(fns, **kwargs)

@@ -1,0 +1,16 @@
+"""Per-primitive lowerings, one module per runtime/ops family; importing this package
+registers all of them (elementwise primitives share the generic lowering, see elementwise.py)."""
+from llgrad.runtime import ops as _ops  # noqa: F401  (declares every primitive)
+from llgrad.runtime.prim import REGISTRY as _REGISTRY
+
+from .. import lower as _lower
+from . import control, index, linalg, reduce, shape  # noqa: F401
+
+
+def _register_elementwise() -> None:
+    for prim in _REGISTRY.values():
+        if prim.family == "elementwise" and prim.scalar is not None:
+            _lower.lowers(prim, family="elementwise")(reduce.lower_elementwise)
+
+
+_register_elementwise()

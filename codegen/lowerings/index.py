@@ -1,0 +1,159 @@
+"""Indexing: getitem (basic keys are views; integer-array keys are gathers), scatter_add (its
+transpose: zero, then add at the gathered positions, duplicates accumulate as np.add.at) and
+index_put (copy, then store at the positions; the last duplicate wins).
+
+Keys follow runtime/ops/index.py. Advanced indexing follows numpy: integers count as advanced
+indices when arrays are present, and the broadcast index dimensions replace the advanced
+entries in place when those are adjacent, else go first. Negative indices wrap; indices are not
+bounds-checked (numpy would raise IndexError).
+"""
+from __future__ import annotations
+
+import numpy as np
+from llvmlite import ir
+
+from llgrad.runtime.ops import index as X
+
+from .. import elementwise as ew
+from ..layout import Layout, contiguous_strides
+from ..loops import I64, loop_nest
+from ..lower import lowers, view
+from .shape import copy_layout
+
+
+@view(X.getitem_p)
+def _getitem_view(op, layouts):
+    key = op.params["key"]
+    return None if X.has_arrays(key) else layouts[0].index(key)
+
+
+def _expand(key, ndim):
+    n_real = sum(1 for e in key if e[0] in "isa")
+    out = []
+    for e in key:
+        out += [("s", None, None, None)] * (ndim - n_real) if e[0] == "e" else [e]
+    return out + [("s", None, None, None)] * (ndim - sum(1 for e in out if e[0] in "isa"))
+
+
+def _index_map(ctx, x_lay: Layout, key, idx_values):
+    """(out_shape, f) where f(builder, out_indices) is x's element offset (root-relative)."""
+    entries = _expand(key, len(x_lay.shape))
+    bshape = tuple(np.broadcast_shapes(*(v.aval.shape for v in idx_values))) \
+        if idx_values else ()
+    adv_pos = [k for k, e in enumerate(entries) if e[0] in "ia"]
+    adjacent = adv_pos == list(range(adv_pos[0], adv_pos[-1] + 1)) if adv_pos else True
+    dims, axis = [], 0   # per output dim: ("s", x_axis, start, step, n) | ("n",) | ("b", j)
+    block = [("b", j) for j in range(len(bshape))]
+    if not adjacent:
+        dims += block
+    for k, e in enumerate(entries):
+        if e[0] == "n":
+            dims.append(("n",))
+            continue
+        if e[0] == "s":
+            start, stop, step = slice(*e[1:]).indices(x_lay.shape[axis])
+            dims.append(("s", axis, start, step, len(range(start, stop, step))))
+        elif adjacent and k == adv_pos[0]:
+            dims += block
+        axis += 1
+    out_shape = tuple(d[4] if d[0] == "s" else 1 if d[0] == "n" else bshape[d[1]]
+                      for d in dims)
+    ptrs = [ctx.ptr(v) for v in idx_values]
+
+    def offset(b, oidx):
+        total = ir.Constant(I64, x_lay.offset)
+        bpos = {d[1]: i for d, i in zip(dims, oidx) if d[0] == "b"}
+        for d, i in zip(dims, oidx):
+            if d[0] == "s":
+                pos = b.add(ir.Constant(I64, d[2]), b.mul(i, ir.Constant(I64, d[3])))
+                total = b.add(total, b.mul(pos, ir.Constant(I64, x_lay.strides[d[1]])))
+        ax = 0
+        for e in entries:
+            if e[0] == "n":
+                continue
+            dim, stride = x_lay.shape[ax], x_lay.strides[ax]
+            if e[0] == "i":
+                total = b.add(total, ir.Constant(I64, (e[1] % dim) * stride))
+            elif e[0] == "a":
+                v = idx_values[e[1]]
+                ishape = v.aval.shape
+                lead = len(bshape) - len(ishape)
+                flat = ir.Constant(I64, 0)
+                for j, (n, s) in enumerate(zip(ishape, contiguous_strides(ishape))):
+                    if n != 1:
+                        flat = b.add(flat, b.mul(bpos_val(b, bpos, lead + j, oidx),
+                                                 ir.Constant(I64, s)))
+                iv = ew._load(b, ptrs[e[1]], flat, v.aval.dtype, 1)
+                iv = ew.Emitter(b, 1).cast(iv, np.int64)
+                neg = b.icmp_signed("<", iv, ir.Constant(I64, 0))
+                iv = b.select(neg, b.add(iv, ir.Constant(I64, dim)), iv)
+                total = b.add(total, b.mul(iv, ir.Constant(I64, stride)))
+            ax += 1
+        return total
+
+    def bpos_val(b, bpos, j, oidx):
+        return oidx[bpos[j]]
+
+    return out_shape, offset
+
+
+def _accepts_x(op, i, layout) -> bool:
+    return i == 0
+
+
+@lowers(X.getitem_p, accepts=_accepts_x)
+def _lower_getitem(ctx, op) -> None:
+    x, out = op.inputs[0], op.outputs[0]
+    lay = ctx.layout(x)
+    shape, offset = _index_map(ctx, lay, op.params["key"], op.inputs[1:])
+    b, dt = ctx.b, out.aval.dtype
+    src, dst = ctx.offset_ptr(Layout(lay.root, lay.shape, lay.strides, 0)), ctx.out(out)
+    with loop_nest(b, shape, name="g") as idx:
+        flat = _flat(b, idx, shape)
+        ew._store(b, ew._load(b, src, offset(b, idx), dt, 1), dst, flat, dt)
+
+
+def _flat(b, idx, shape):
+    flat = ir.Constant(I64, 0)
+    for i, s in zip(idx, contiguous_strides(shape)):
+        flat = b.add(flat, b.mul(i, ir.Constant(I64, s)))
+    return flat
+
+
+def _fill_zero(ctx, ptr, shape, dtype) -> None:
+    ew.emit_loops(ctx.b, shape, [ew.Operand(value=0)], [(ptr, dtype)], lambda em, v: v)
+
+
+def _put(ctx, dst_value, dst_shape, src, key, idx, accumulate: bool) -> None:
+    b, dt = ctx.b, src.aval.dtype
+    dst = ctx.out(dst_value)
+    dense = Layout(dst_value, tuple(dst_shape), contiguous_strides(dst_shape))
+    if not idx:  # basic key: unique positions, a strided copy into the view
+        target = dense.index(key)
+        base = b.gep(dst, [ir.Constant(I64, target.offset)], inbounds=True,
+                     source_etype=ew.memtype(dt))
+        copy_layout(ctx, ctx.layout(src), base, dt, target.strides)
+        return
+    shape, offset = _index_map(ctx, dense, key, idx)
+    sp = ctx.ptr(src)
+    em = ew.Emitter(b, 1)
+    with loop_nest(b, shape, name="s") as oi:
+        at = offset(b, oi)
+        v = ew._load(b, sp, _flat(b, oi, shape), dt, 1)
+        if accumulate:
+            v = em.add(ew._load(b, dst, at, dt, 1), v)
+        ew._store(b, v, dst, at, dt)
+
+
+@lowers(X.scatter_add_p)
+def _lower_scatter_add(ctx, op) -> None:
+    g, out = op.inputs[0], op.outputs[0]
+    _fill_zero(ctx, ctx.out(out), out.aval.shape, out.aval.dtype)
+    _put(ctx, out, out.aval.shape, g, op.params["key"], op.inputs[1:], accumulate=True)
+
+
+@lowers(X.index_put_p, accepts=lambda op, i, layout: i == 0)
+def _lower_index_put(ctx, op) -> None:
+    x, v, out = op.inputs[0], op.inputs[1], op.outputs[0]
+    copy_layout(ctx, ctx.layout(x), ctx.out(out), out.aval.dtype)
+    _put(ctx, out, out.aval.shape, v, op.params["key"], op.inputs[2:], accumulate=False)
