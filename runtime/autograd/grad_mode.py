@@ -48,7 +48,16 @@ class _Mode:
         return False
 
 
-class no_grad(_Mode):
+class _NoParamMode(_Mode):
+    """A mode that may also decorate without parentheses (`@no_grad`), as in PyTorch."""
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        return cls()(orig_func)
+
+
+class no_grad(_NoParamMode):
     """Disable graph recording (thread local): results have requires_grad=False.
 
     Example:
@@ -67,7 +76,7 @@ class no_grad(_Mode):
         return False
 
 
-class enable_grad(_Mode):
+class enable_grad(_NoParamMode):
     """Enable graph recording inside a no_grad region (thread local)."""
 
     def _enabled(self):
@@ -105,6 +114,11 @@ class set_grad_enabled(_Mode):
 
 class inference_mode(_Mode):
     """Like no_grad, for inference: no graph is recorded and no tensors are saved."""
+
+    def __new__(cls, mode=True):
+        if callable(mode):  # @inference_mode without parentheses
+            return cls()(mode)
+        return super().__new__(cls)
 
     def __init__(self, mode: bool = True):
         self.mode = mode

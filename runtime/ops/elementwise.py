@@ -146,7 +146,7 @@ where_p = register(Primitive(
 astype_p = register(Primitive(
     "astype", "elementwise", lambda x, dtype: x.astype(dtype),
     lambda x, dtype: Aval(x.shape, np.dtype(dtype)),
-    (lambda g, out, x, dtype: astype(g, dtype_of(x)),), saves=(0,),
+    (lambda g, out, x, dtype: astype(g, dtype_of(x)),), saves=(),
     scalar=lambda s, x, dtype: s.cast(x, dtype), node_name="ToCopyBackward0"))
 
 copy_p = elementwise("copy", np.copy, (lambda g, out, x: g,), lambda s, x: x, saves=(),

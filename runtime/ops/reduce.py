@@ -66,7 +66,7 @@ def _reduction(name, impl, vjp, saves, numpy=(), node_name=None):
 
 reduce_sum_p = _reduction(
     "reduce_sum", lambda x, axes, keepdims: np.sum(x, axis=axes, keepdims=keepdims), _sum_vjp,
-    saves=(0,), node_name="SumBackward1")
+    saves=(), node_name="SumBackward1")
 reduce_max_p = _reduction(
     "reduce_max", lambda x, axes, keepdims: np.max(x, axis=axes, keepdims=keepdims),
     _extremum_vjp, saves=(0, -1), node_name="AmaxBackward0")

@@ -18,7 +18,7 @@ def _reshape_shape(x, shape):
 
 reshape_p = register(Primitive(
     "reshape", "shape", lambda x, shape: np.reshape(x, shape), _reshape_shape,
-    (lambda g, out, x, shape: reshape(g, shape_of(x)),), saves=(0,),
+    (lambda g, out, x, shape: reshape(g, shape_of(x)),), saves=(),
     node_name="ViewBackward0"))
 
 
@@ -43,7 +43,7 @@ def _broadcast_shape(x, shape):
 
 broadcast_to_p = register(Primitive(
     "broadcast_to", "shape", lambda x, shape: np.broadcast_to(x, shape), _broadcast_shape,
-    (lambda g, out, x, shape: sum_to(g, shape_of(x)),), saves=(0,),
+    (lambda g, out, x, shape: sum_to(g, shape_of(x)),), saves=(),
     node_name="ExpandBackward0"))
 
 
