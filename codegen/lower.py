@@ -18,7 +18,7 @@ import numpy as np
 from llvmlite import ir
 
 from llgrad.runtime.errors import UnsupportedError
-from llgrad.runtime.ops.control import constant_p
+from llgrad.runtime.ops.control import constant_p, fusion_p
 from llgrad.runtime.prim import Primitive
 
 from . import elementwise as ew
@@ -135,7 +135,7 @@ class FunctionPlan:
     def _build(self):
         self.open: dict = {}
         self.member: dict = {}  # value -> its open group
-        for op in self.fn.body.ops:
+        for op in _flatten(self.fn.body.ops):
             if op.regions:
                 raise UnsupportedError(
                     f"codegen cannot lower the control-flow op '{op.prim.name}' yet", loc=op.loc,
@@ -297,6 +297,31 @@ class FunctionPlan:
                 self.storage[v] = ("temp", off)
                 self.workspace = max(self.workspace, off + size)
             live = [e for e in live if last.get(e[2], -1) > t]
+
+
+class _Inlined:
+    """An op of a `fusion` body, with the region's params/results renamed to the outer values."""
+
+    __slots__ = ("prim", "inputs", "params", "outputs", "regions", "loc")
+
+    def __init__(self, op, env):
+        self.prim, self.params, self.regions, self.loc = op.prim, op.params, op.regions, op.loc
+        self.inputs = [env.get(v, v) for v in op.inputs]
+        self.outputs = [env.get(v, v) for v in op.outputs]
+
+
+def _flatten(ops):
+    """The ops, with each `fusion` op replaced by its body (codegen regroups them, and can then
+    fuse a following reduction into the same loop; Note [Fusion in codegen])."""
+    for op in ops:
+        if op.prim is not fusion_p:
+            yield op
+            continue
+        body = op.regions[0]
+        env = dict(zip(body.params, op.inputs))
+        env.update(zip(body.results, op.outputs))
+        for inner in body.ops:
+            yield _Inlined(inner, env)
 
 
 def _size(v) -> int:

@@ -81,7 +81,7 @@ def _index_map(ctx, x_lay: Layout, key, idx_values):
                 flat = ir.Constant(I64, 0)
                 for j, (n, s) in enumerate(zip(ishape, contiguous_strides(ishape))):
                     if n != 1:
-                        flat = b.add(flat, b.mul(bpos_val(b, bpos, lead + j, oidx),
+                        flat = b.add(flat, b.mul(bpos[lead + j],
                                                  ir.Constant(I64, s)))
                 iv = ew._load(b, ptrs[e[1]], flat, v.aval.dtype, 1)
                 iv = ew.Emitter(b, 1).cast(iv, np.int64)
@@ -90,9 +90,6 @@ def _index_map(ctx, x_lay: Layout, key, idx_values):
                 total = b.add(total, b.mul(iv, ir.Constant(I64, stride)))
             ax += 1
         return total
-
-    def bpos_val(b, bpos, j, oidx):
-        return oidx[bpos[j]]
 
     return out_shape, offset
 
