@@ -196,6 +196,9 @@ def for_stmt(iterable, extra_test, body_fn, get_state, set_state, symbol_names: 
         stager.stage_for(iterable, extra_test, body_fn, get_state, set_state,
                          tuple(symbol_names), loc)
         return
+    if type(iterable) is range and _STAGERS:
+        return _static_range(iterable, extra_test, body_fn, get_state, set_state,
+                             tuple(symbol_names), loc)
     it = iter(iterable)
     while True:
         if extra_test is not None:
@@ -211,6 +214,35 @@ def for_stmt(iterable, extra_test, body_fn, get_state, set_state, symbol_names: 
         except StopIteration:
             return
         body_fn(item)
+
+
+# Note [Static loops over traced state]
+# `for i in range(n)` with a Python n runs as Python while its state is plain Python (shape
+# loops, list building cost nothing). Once an iteration leaves a traced value in the loop
+# state (`s = s + x[i]`), the remaining iterations are staged as one loop op with a traced
+# index, rather than unrolled n times. The iterations already run stay unrolled, exactly
+# as Python ran them.
+def _static_range(rng, extra_test, body_fn, get_state, set_state, symbol_names, loc):
+    stager = next((s for s in map(stager_of, get_state()) if s is not None), None)
+    if stager is not None and len(rng) > 1:
+        stager.stage_for(rng, extra_test, body_fn, get_state, set_state, symbol_names, loc)
+        return
+    for k, item in enumerate(rng):
+        if extra_test is not None:
+            test = extra_test()
+            if is_traced(test):
+                _guarded_rest(test, iter(rng[k:]), extra_test, body_fn, get_state, set_state,
+                              symbol_names, loc)
+                return
+            if not test:
+                return
+        body_fn(item)
+        if k + 1 < len(rng):
+            stager = next((s for s in map(stager_of, get_state()) if s is not None), None)
+            if stager is not None:
+                stager.stage_for(rng[k + 1:], extra_test, body_fn, get_state, set_state,
+                                 symbol_names, loc)
+                return
 
 
 def _guarded_rest(test, it, extra_test, body_fn, get_state, set_state, symbol_names, loc):
@@ -325,12 +357,38 @@ def converted_call(f: Callable, args: tuple, kwargs: dict | None) -> Any:
     _check_defined(args)
     if kwargs:
         _check_defined(kwargs.values())
-    target = _converted_target(f)
+    target = _converted_target(f, args)
     return target(*args, **(kwargs or {}))
 
 
-def _converted_target(f: Callable) -> Callable:
+def _traced_builtins() -> dict:
+    """`math.*` and builtins that need a traced counterpart (they would concretise)."""
+    import math
+
+    import numpy as np
+    table = {getattr(math, n): getattr(np, m) for n, m in [
+        ("exp", "exp"), ("log", "log"), ("log1p", "log1p"), ("expm1", "expm1"), ("sin", "sin"),
+        ("cos", "cos"), ("tan", "tan"), ("tanh", "tanh"), ("sqrt", "sqrt"), ("fabs", "abs"),
+        ("pow", "power")]}
+    table[max] = lambda a, b: np.where(b > a, b, a)  # Python's max(a, b): a unless b > a
+    table[min] = lambda a, b: np.where(b < a, b, a)
+    return table
+
+
+_TRACED_BUILTINS: dict = {}
+
+
+def _converted_target(f: Callable, args=()) -> Callable:
     from .convert import api
+    if _STAGERS and any(is_traced(a) for a in args):
+        if not _TRACED_BUILTINS:
+            _TRACED_BUILTINS.update(_traced_builtins())
+        try:
+            g = _TRACED_BUILTINS.get(f)
+        except TypeError:
+            g = None
+        if g is not None and (f not in (max, min) or len(args) == 2):
+            return g
     if isinstance(f, types.MethodType):
         inner = api.try_convert(f.__func__)
         return f if inner is None else types.MethodType(inner, f.__self__)

@@ -6,6 +6,7 @@ Python. Every op is stamped with the user's file:line (the innermost non-llgrad 
 from __future__ import annotations
 
 import inspect
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -14,7 +15,7 @@ import numpy as np
 from llgrad.runtime.errors import DTypeError, LLGradError, UnsupportedError
 from llgrad.tracer import signature as sig
 from llgrad.transform import ir
-from llgrad.transform.builder import Builder, Value
+from llgrad.transform.builder import Builder, ScopeError, Value
 
 
 @dataclass
@@ -76,9 +77,51 @@ def _flatten_outputs(out, builder: Builder):
     return leaves, rec(out)
 
 
-def trace(fn: Callable, args: tuple, kwargs: dict, call: Callable | None = None) -> Trace:
-    """Trace `fn(*args, **kwargs)`; `call` (default: fn) is what actually runs (e.g. the
-    gast-converted function)."""
+def trace(fn: Callable, args: tuple, kwargs: dict) -> Trace:
+    """Trace `fn(*args, **kwargs)` through its gast-converted form (control flow staged).
+
+    A loop that must be unrolled (See Note [Unrolled loops] in staging.py) restarts the
+    trace; each such loop is reported once with a warning naming its line and the reason.
+    """
+    from llgrad.tracer import staging
+    from llgrad.tracer.convert import convert
+    converted = convert(fn)
+    stager = staging.STAGER
+    saved = set(stager.unroll)
+    stager.unroll = set()
+    try:
+        for _ in range(64):
+            try:
+                return _trace_once(fn, args, kwargs, converted)
+            except staging.Unroll as e:
+                _warn_unroll(e.loc, e.reason)
+            except ScopeError as e:
+                kind, loc = stager.region_locs.get(id(e.region), (None, None))
+                if kind != "loop":
+                    raise LLGradError(
+                        "a value computed inside a traced `if` branch is used outside it "
+                        "(for example appended to a Python list)", loc=loc,
+                        fix="assign it to a variable on both branches instead") from None
+                reason = "its body stores traced values in a Python container"
+                stager.unroll.add((loc, reason))
+                _warn_unroll(loc, reason)
+        raise LLGradError("too many loops had to be unrolled while tracing")
+    finally:
+        stager.unroll = saved
+        stager.region_locs.clear()
+
+
+def _warn_unroll(loc, reason) -> None:
+    warnings.warn_explicit(
+        f"llgrad: the loop at {loc} is unrolled at trace time because {reason}; it compiles "
+        f"to one copy of the body per iteration", UnrollWarning, loc.file, loc.line)
+
+
+class UnrollWarning(UserWarning):
+    """A loop was unrolled at trace time instead of compiled as a loop."""
+
+
+def _trace_once(fn: Callable, args: tuple, kwargs: dict, call: Callable) -> Trace:
     names, values = bind_arguments(fn, args, kwargs)
     leaves, struct = sig.flatten(tuple(values))
     builder = Builder(getattr(fn, "__name__", "f"))
@@ -91,7 +134,7 @@ def trace(fn: Callable, args: tuple, kwargs: dict, call: Callable | None = None)
         params = [builder.param((s.shape, s.dtype), _leaf_name(names, owner, k))
                   for k, s in enumerate(specs)]
         traced = sig.unflatten(struct, params)
-        out = call_with(call or fn, names, traced)
+        out = call_with(call, names, traced)
         out_leaves, out_struct = _flatten_outputs(out, builder)
         builder.fn.body.results = out_leaves
     return Trace(builder.fn, struct, out_struct, names, owner)

@@ -24,6 +24,15 @@ from llgrad.transform import ir
 _TLS = threading.local()
 
 
+class ScopeError(LLGradError):
+    """A value defined inside a region (loop or branch body) was used outside it."""
+
+    def __init__(self, value, region):
+        super().__init__(f"a value computed inside a traced loop or branch ({value!r}) is "
+                         f"used outside it")
+        self.value, self.region = value, region
+
+
 def current() -> "Builder":
     stack = getattr(_TLS, "stack", None)
     if not stack:
@@ -96,6 +105,7 @@ class Builder:
         self.loc = loc
         self.concrete = None
         self.on_concretize = None
+        self.home: dict = {}  # value id -> the (non-root) region defining it
 
     def __enter__(self) -> "Builder":
         stack = getattr(_TLS, "stack", None)
@@ -116,11 +126,20 @@ class Builder:
     def open_region(self, params=()):
         """Emit into a fresh region (for cond/for/while bodies)."""
         r = ir.Region(params=list(params))
+        for p in r.params:
+            self.home[p.id] = r
         self.regions.append(r)
         try:
             yield r
         finally:
             self.regions.pop()
+
+    def check_scope(self, values) -> None:
+        """Raise ScopeError if a value defined in a closed region is used outside it."""
+        for v in values:
+            r = self.home.get(v.id)
+            if r is not None and not any(r is o for o in self.regions):
+                raise ScopeError(v, r)
 
     def param(self, aval: Aval, name: str | None = None) -> Value:
         v = Value(Aval(tuple(aval[0]), np.dtype(aval[1])), name)
@@ -128,10 +147,14 @@ class Builder:
         return v
 
     def new_value(self, aval: Aval, name: str | None = None) -> Value:
+        """A value not defined by an op (a region parameter)."""
         return Value(Aval(tuple(aval[0]), np.dtype(aval[1])), name)
 
     def emit(self, prim: Primitive, inputs, params, out_avals, regions=(), loc=None) -> list:
         outs = [Value(a) for a in out_avals]
+        if len(self.regions) > 1:
+            for v in outs:
+                self.home[v.id] = self.region
         op = ir.Op(prim, inputs, params, outs, regions,
                    loc if loc is not None else (self.loc() if self.loc else None))
         self.region.ops.append(op)
@@ -149,6 +172,8 @@ class Builder:
 
     def bind(self, prim: Primitive, args, params):
         ins = [self.lift(a) for a in args]
+        if self.home:
+            self.check_scope(ins)
         try:
             out = prim.shape(*[v.aval for v in ins], **params)
         except LLGradError as e:

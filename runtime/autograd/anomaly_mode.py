@@ -67,18 +67,13 @@ class set_detect_anomaly:
         return False
 
 
-def _is_internal(entry: str) -> bool:
-    # format_stack entries read '  File "<path>", line N, in fn\n    source\n'
-    start = entry.find('"')
-    return start >= 0 and is_internal_file(entry[start + 1:entry.find('"', start + 1)])
-
-
 def forward_trace(node) -> str:
     """The recorded forward traceback of `node`, without llgrad's own frames (so it ends at
-    the user's line that created the node)."""
-    entries = node._trace or ()
-    user = [e for e in entries if not _is_internal(e)]
-    return "".join(user or entries)
+    the user's line that created the node). Source lines are read only now."""
+    import traceback
+    frames = list(reversed(node._trace or ()))  # recorded innermost first
+    user = [f for f in frames if not is_internal_file(f.filename)] or frames
+    return "".join(traceback.format_list(user))
 
 
 def report_forward_trace(node, err: BaseException) -> None:

@@ -49,7 +49,10 @@ class Node:
         self._seq = next(_SEQ)
         f = user_frame(2)
         self._where = (f.f_code.co_filename, f.f_lineno, f.f_code.co_name) if f else None
-        self._trace = traceback.format_stack(limit=32)[:-2] if STATE.anomaly else None
+        # Anomaly mode: frames only; source lines are read when an error is reported.
+        self._trace = traceback.StackSummary.extract(traceback.walk_stack(None), limit=32,
+                                                     lookup_lines=False) if STATE.anomaly \
+            else None
         self._pre_hooks = self._post_hooks = self._tensor_hooks = self._retain = None
         self._meta = None
 
