@@ -32,7 +32,12 @@ def _fusible(op) -> bool:
 
 
 def _groups(region: ir.Region):
-    """Group index per op (None = not fused); union-find merges groups an op joins."""
+    """Group index per op (None = not fused).
+
+    Groups must form an acyclic graph with the unfused ops: an op joins group g only if none
+    of its operands from outside g depends (through any chain of ops and groups) on g; groups
+    an op reads from are merged when neither depends on the other.
+    """
     parent: list[int] = []
 
     def find(g):
@@ -40,36 +45,52 @@ def _groups(region: ir.Region):
             g = parent[g]
         return g
 
+    gdirect: list[set] = []             # groups each group reads from directly
+    vdirect: dict[int, frozenset] = {}  # value -> first groups met walking up its producers
     group_of_val: dict[int, int] = {}
-    after: dict[int, frozenset] = {}  # value -> groups it depends on through non-members
-    shape_of, gdeps, op_group = [], [], []
+
+    def closure(groups) -> set:
+        seen, todo = set(), [find(x) for x in groups]
+        while todo:
+            x = todo.pop()
+            if x not in seen:
+                seen.add(x)
+                todo.extend(find(y) for y in gdirect[x])
+        return seen
+
+    shape_of, op_group = [], []
     for op in region.ops:
-        deps = {find(x) for v in op.inputs for x in after.get(v.id, ())}
-        producers = {find(group_of_val[v.id]) for v in op.inputs if v.id in group_of_val}
         g = None
         if _fusible(op):
             shape = op.outputs[0].aval.shape
-            for c in sorted(producers):
-                if shape_of[c] != shape or c in deps:
+            producers = sorted({find(group_of_val[v.id]) for v in op.inputs
+                                if v.id in group_of_val})
+            for c in producers:
+                if shape_of[c] != shape or any(
+                        c in closure(vdirect.get(v.id, ())) for v in op.inputs
+                        if v.id not in group_of_val or find(group_of_val[v.id]) != c):
                     continue
                 if g is None:
                     g = c
-                elif c not in {find(x) for x in gdeps[g]} and \
-                        g not in {find(x) for x in gdeps[c]}:
+                elif g not in closure(gdirect[c]) and c not in closure(gdirect[g]):
                     parent[c] = g
-                    gdeps[g] |= gdeps[c]
+                    gdirect[g] |= gdirect[c]
             if g is None:
                 g = len(parent)
                 parent.append(g)
                 shape_of.append(shape)
-                gdeps.append(set())
-            gdeps[g] |= deps
-        op_group.append(g)
-        outside = frozenset(p for p in producers if p != g)
-        for o in op.outputs:
-            after[o.id] = frozenset(deps) | outside
-            if g is not None:
+                gdirect.append(set())
+            for v in op.inputs:
+                if v.id not in group_of_val or find(group_of_val[v.id]) != g:
+                    gdirect[g] |= {find(x) for x in vdirect.get(v.id, ())} - {g}
+            for o in op.outputs:
+                vdirect[o.id] = frozenset([g])
                 group_of_val[o.id] = g
+        else:
+            deps = frozenset(x for v in op.inputs for x in vdirect.get(v.id, ()))
+            for o in op.outputs:
+                vdirect[o.id] = deps
+        op_group.append(g)
     op_group = [None if g is None else find(g) for g in op_group]
     compute: dict[int, int] = {}
     for op, g in zip(region.ops, op_group):

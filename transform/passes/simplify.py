@@ -100,7 +100,7 @@ def _fold(op):
         return None
     with np.errstate(all="ignore"):
         val = np.asarray(op.prim.impl(*(v.op.params["value"] for v in op.inputs), **op.params))
-    val = np.ascontiguousarray(val.astype(out.aval.dtype, copy=False))
+    val = np.array(val, dtype=out.aval.dtype)  # a fresh 0-d-safe copy
     return ir.Op(constant_p, [], {"value": val}, [out], (), op.loc)
 
 

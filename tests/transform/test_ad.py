@@ -1,0 +1,250 @@
+"""Reverse mode on the IR: gradients from interp of the joint function vs central finite
+differences (float64) and vs the eager runtime; per primitive, composite, control flow."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from llgrad.runtime import ops
+from llgrad.runtime.errors import ShapeError
+from llgrad.runtime.ops import elementwise as ew, index as ix, linalg, reduce as rd, shape as sh
+from llgrad.runtime.prim import REGISTRY
+from llgrad.transform import ad, control, interp
+from llgrad.transform.passes.pipeline import optimize
+from llgrad.transform.verify import verify
+
+from cases import CASES
+from helpers import build, eager_value_and_grad, fd_grad
+
+R = np.random.default_rng(1)
+POS = R.uniform(0.5, 1.5, size=4)
+X, Y = R.normal(size=4), R.normal(size=4)
+IDX = np.array([0, 2, 2])
+U = lambda p, x=X: (lambda a: p.bind(a), [x])  # noqa: E731
+B = lambda p, x=X, y=Y: (lambda a, b: p.bind(a, b), [x, y])  # noqa: E731
+
+# One sample per differentiable primitive: (call on values, float64 arguments (all wrt)).
+SAMPLES = {
+    "add": B(ew.add_p), "sub": B(ew.sub_p), "mul": B(ew.mul_p), "div": B(ew.div_p),
+    "pow": B(ew.pow_p, POS), "maximum": B(ew.maximum_p), "minimum": B(ew.minimum_p),
+    "neg": U(ew.neg_p), "exp": U(ew.exp_p), "log": U(ew.log_p, POS), "log1p": U(ew.log1p_p, POS),
+    "expm1": U(ew.expm1_p), "sin": U(ew.sin_p), "cos": U(ew.cos_p), "tan": U(ew.tan_p, X / 4),
+    "tanh": U(ew.tanh_p), "sqrt": U(ew.sqrt_p, POS), "abs": U(ew.abs_p), "sign": U(ew.sign_p),
+    "sigmoid": U(ew.sigmoid_p), "relu": U(ew.relu_p), "copy": U(ew.copy_p),
+    "clip": (lambda a: ew.clip_p.bind(a, np.full(4, -0.5), np.full(4, 0.5)), [X]),
+    "where": (lambda a, b: ew.where_p.bind(X > 0, a, b), [X, Y]),
+    "astype": (lambda a: ew.astype_p.bind(a, dtype=np.dtype(np.float64)), [X]),  # f32: below
+    "getitem": (lambda a: ix.getitem_p.bind(a, IDX, key=(("a", 0),)), [X]),
+    "scatter_add": (lambda a: ix.scatter_add_p.bind(a, IDX, key=(("a", 0),), shape=(5,)),
+                    [X[:3]]),
+    "index_put": (lambda a, b: ix.index_put_p.bind(a, b, IDX[:2], key=(("a", 0),)),
+                  [X, Y[:2]]),
+    "reshape": (lambda a: sh.reshape_p.bind(a, shape=(2, 2)), [X]),
+    "transpose": (lambda a: sh.transpose_p.bind(a, perm=(1, 0)), [X.reshape(2, 2)]),
+    "broadcast_to": (lambda a: sh.broadcast_to_p.bind(a, shape=(3, 4)), [X]),
+    "concatenate": (lambda a, b: sh.concatenate_p.bind(a, b, axis=0), [X, Y[:3]]),
+    "matmul": (lambda a, b: linalg.matmul_p.bind(a, b), [X.reshape(2, 2), R.normal(size=(2, 3))]),
+    "reduce_sum": (lambda a: rd.reduce_sum_p.bind(a, axes=(1,), keepdims=False),
+                   [R.normal(size=(2, 3))]),
+    "reduce_max": (lambda a: rd.reduce_max_p.bind(a, axes=(0,), keepdims=True),
+                   [R.normal(size=(2, 3))]),
+    "reduce_min": (lambda a: rd.reduce_min_p.bind(a, axes=(1,), keepdims=False),
+                   [R.normal(size=(2, 3))]),
+    "reduce_prod": (lambda a: rd.reduce_prod_p.bind(a, axes=(0, 1), keepdims=False),
+                    [R.normal(size=(2, 3))]),
+}
+STRUCTURAL = {"control", "const", "tape"}
+
+
+def _scalarise(call):
+    """sum(call(*xs) * W) for fixed weights W, so every output element matters differently."""
+    def f(*xs):
+        y = call(*xs)
+        w = np.random.default_rng(7).normal(size=y.shape).astype(y._np_dtype)
+        return ops.sum(ops.mul(y, w))
+    return f
+
+
+def test_every_differentiable_primitive_has_a_sample():
+    missing = sorted(n for n, p in REGISTRY.items()
+                     if not p.nondiff and p.family not in STRUCTURAL and n not in SAMPLES)
+    assert not missing, f"add AD samples for {missing}"
+
+
+def _check(f, args, rtol=1e-6, atol=1e-8, eager=True):
+    wrt = list(range(len(args)))
+    fn = verify(build(f, *args))
+    joint = verify(ad.grad_function(fn, wrt))
+    outs = interp.run(joint, *args)
+    grads = outs[len(fn.outputs):]
+    for g, ref in zip(grads, fd_grad(lambda *a: interp.run(fn, *a)[0], args, wrt)):
+        np.testing.assert_allclose(g, ref, rtol=rtol, atol=atol)
+    if eager:
+        value, eg = eager_value_and_grad(f, args, wrt)
+        np.testing.assert_allclose(outs[0], value, rtol=1e-12)
+        for g, ref in zip(grads, eg):
+            np.testing.assert_allclose(g, ref, rtol=1e-12, atol=1e-14)
+    opt = interp.run(verify(optimize(joint)), *args)  # the optimised joint function agrees
+    for a, b in zip(opt, outs):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+    return joint
+
+
+@pytest.mark.parametrize("name", sorted(SAMPLES))
+def test_primitive_gradient(name):
+    call, args = SAMPLES[name]
+    tol = (2e-3, 1e-4) if name == "astype" else (1e-6, 1e-8)
+    _check(_scalarise(call), args, *tol)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_composite_gradient(name, rng):
+    f, make = CASES[name]
+    _check(f, make(rng))
+
+
+# ---- control flow ------------------------------------------------------------------------------
+def recurrence(x):
+    body = lambda i, s: 0.9 * s + np.sin(x[i]) * x[i - 1]  # noqa: E731
+    return control.for_loop(1, x.shape[0], 1, body, np.float64(0.0))[0]
+
+
+def nested(x, w):
+    def outer(i, s):
+        def inner(j, t):
+            return t * 0.5 + w[j] * np.sin(x[i] + t)
+        t, = control.for_loop(0, w.shape[0], 1, inner, s)
+        return t + x[i] ** 2
+    return control.for_loop(0, x.shape[0], 1, outer, np.float64(0.1))[0]
+
+
+def cond_in_loop(x):
+    def body(i, s):
+        return control.cond(x[i] > 0, lambda a: a + x[i] ** 2, lambda a: a * x[i], s)[0]
+    return control.for_loop(0, x.shape[0], 1, body, np.float64(1.0))[0]
+
+
+def rnn(w, x):
+    def body(t, h):
+        return np.tanh(w @ h + x[t])
+    h, = control.for_loop(0, x.shape[0], 1, body, np.zeros(3))
+    return np.sum(h ** 2)
+
+
+def grow(x):
+    s, n = control.while_loop(lambda s, n: s < 10.0, lambda s, n: (s * 1.5 + np.sum(x ** 2), n + 1),
+                              np.sum(x), np.int64(0))
+    return s * 2.0
+
+
+def loop_in_cond(x):
+    def yes(a):
+        return control.for_loop(0, 3, 1, lambda i, s: s * a + x[i], a)[0]
+    return control.cond(np.sum(x) > 0, yes, lambda a: np.exp(a), x[0])[0]
+
+
+@pytest.mark.parametrize("f,args", [
+    (recurrence, [np.linspace(-1, 1, 8)]),
+    (nested, [R.normal(size=3), R.normal(size=4)]),
+    (cond_in_loop, [R.normal(size=7)]),
+    (rnn, [R.normal(size=(3, 3)) * 0.5, R.normal(size=(5, 3))]),
+    (grow, [np.array([0.3, 0.4])]),
+    (loop_in_cond, [np.array([0.5, 0.2, 0.1])]),
+    (loop_in_cond, [np.array([-0.5, 0.2, 0.1])]),
+], ids=["recurrence", "nested", "cond_in_loop", "rnn", "while", "loop_in_cond+",
+        "loop_in_cond-"])
+def test_control_flow_gradient(f, args):
+    _check(f, args, eager=False)
+
+
+def test_recurrence_matches_eager_python_loop():
+    x = np.linspace(-1, 1, 8)
+
+    def plain(x):
+        s = 0.0
+        for i in range(1, x.shape[0]):
+            s = 0.9 * s + np.sin(x[i]) * x[i - 1]
+        return s
+
+    joint = ad.grad_function(build(recurrence, x), [0])
+    np.testing.assert_allclose(interp.run(joint, x)[1], eager_value_and_grad(plain, [x], [0])[1][0],
+                               rtol=1e-12)
+
+
+def test_dynamic_trip_count_grows_the_tape():
+    def f(x, n):
+        return control.for_loop(0, n, 1, lambda i, s: s * x[i] + 1.0, np.float64(1.0))[0]
+    x = R.normal(size=5)
+    joint = verify(ad.grad_function(build(f, x, np.int64(4)), [0]))
+    tapes = [op for op in joint.walk() if op.name == "tape_new"]
+    assert tapes and all(op.params["rows"] is None for op in tapes)
+    for n in (0, 2, 4):
+        ref = fd_grad(lambda x: f_plain(x, n), [x], [0])[0]
+        np.testing.assert_allclose(interp.run(joint, x, np.int64(n))[1], ref, rtol=1e-6,
+                                   atol=1e-9)
+
+
+def f_plain(x, n):
+    s = 1.0
+    for i in range(n):
+        s = s * x[i] + 1.0
+    return s
+
+
+def test_tape_is_o_iterations_times_carried():
+    def f(x):
+        return control.for_loop(0, 1000, 1, lambda i, s, t: (s * 0.5 + t * x[0], t * 0.9),
+                                np.float64(0.0), np.float64(1.0))[0]
+    joint = ad.grad_function(build(f, np.ones(3)), [0])
+    tapes = [op for op in joint.walk() if op.name == "tape_new"]
+    assert sorted(op.params["rows"] for op in tapes) == [1000, 1000]
+    assert all(op.params["shape"] == () for op in tapes)
+    # after optimisation only what the reverse sweep reads is stored: t, not s
+    opt = optimize(joint)
+    assert [op.params["rows"] for op in opt.walk() if op.name == "tape_new"] == [1000]
+    ref = fd_grad(lambda x: interp.run(build(f, x), x)[0], [np.ones(3)], [0])[0]
+    np.testing.assert_allclose(interp.run(opt, np.ones(3))[1], ref, rtol=1e-6)
+
+
+def test_activity_analysis_skips_inactive_ops():
+    def f(x, y):
+        return np.sum(np.exp(x)) + np.sum(np.sin(y))
+    args = [X, Y]
+    joint = ad.grad_function(build(f, *args), [0])
+    names = [op.name for op in joint.walk()]
+    assert "cos" not in names and names.count("exp") == 1
+
+
+def test_no_path_and_integer_params_get_zeros():
+    def f(x, y, n):
+        return np.sum(x * 2.0)
+    args = [X, Y, np.int64(3)]
+    outs = interp.run(ad.grad_function(build(f, *args), [0, 1, 2]), *args)
+    np.testing.assert_array_equal(outs[1], np.full(4, 2.0))
+    np.testing.assert_array_equal(outs[2], np.zeros(4))
+    assert outs[3] == 0 and outs[3].dtype == np.int64
+
+
+def test_gradient_reduced_to_broadcast_operand_and_cast():
+    def f(x, w):  # x f32 broadcast against w f64 rows
+        return np.sum(ops.astype(x, np.float64) * w)
+    args = [X.astype(np.float32), R.normal(size=(3, 4))]
+    outs = interp.run(ad.grad_function(build(f, *args), [0]), *args)
+    assert outs[1].dtype == np.float32 and outs[1].shape == (4,)
+    np.testing.assert_allclose(outs[1], args[1].sum(0), rtol=1e-6)
+
+
+def test_output_must_be_a_float_scalar():
+    with pytest.raises(ShapeError, match=r"must be a float scalar, got f64\[4\]"):
+        ad.grad_function(build(lambda x: x * 2.0, X), [0])
+    with pytest.raises(ShapeError, match=r"got i64\[\]"):
+        ad.grad_function(build(lambda n: n + 1, np.int64(1)), [0])
+
+
+def test_joint_function_layout():
+    fn = build(CASES["elementwise"][0], X)
+    joint = ad.grad_function(fn, [0], name="g")
+    assert joint.name == "g" and len(joint.outputs) == 2
+    n_fwd = len(fn.body.ops)
+    assert [op.name for op in joint.body.ops[:n_fwd]] == [op.name for op in fn.body.ops]
+    assert joint.outputs[1].name == "ct_x"
