@@ -338,3 +338,26 @@ def test_factories():
     t = lg.tensor(n)
     n[0] = 6.0
     assert t[0].item() == 5.0  # tensor() copies
+
+
+@pytest.mark.parametrize("make, text", [
+    (lambda: lg.tensor([1.0], requires_grad=True).exp(), "tensor([2.7183], grad_fn=<ExpBackward0>)"),
+    (lambda: lg.tensor(1.5, dtype=lg.float64, requires_grad=True),
+     "tensor(1.5000, dtype=llgrad.float64, requires_grad=True)"),
+    (lambda: lg.tensor([1.0, 2.0], dtype=lg.float64), "tensor([1., 2.], dtype=llgrad.float64)"),
+    (lambda: lg.tensor([1.0, 2.0], dtype=lg.float64, requires_grad=True) * 2,
+     "tensor([2., 4.], dtype=llgrad.float64, grad_fn=<MulBackward0>)"),
+    (lambda: lg.tensor([1, 10, -100]), "tensor([   1,   10, -100])"),
+    (lambda: lg.tensor([True, False]), "tensor([ True, False])"),
+    (lambda: lg.tensor([[1.5, -2.25], [30.0, 4.0]]),
+     "tensor([[ 1.5000, -2.2500],\n        [30.0000,  4.0000]])"),
+    (lambda: lg.tensor([0.1, 1000.0]), "tensor([1.0000e-01, 1.0000e+03])"),
+    (lambda: lg.tensor([100.0, 2.0]), "tensor([100.,   2.])"),
+    (lambda: lg.tensor([1.5, float("-inf")]), "tensor([1.5000,   -inf])"),
+    (lambda: lg.zeros(0), "tensor([])"),
+    (lambda: lg.zeros(0, dtype=lg.int64), "tensor([], dtype=llgrad.int64)"),
+    (lambda: lg.tensor(3.7183), "tensor(3.7183)"),
+])
+def test_repr_like_pytorch(make, text):
+    assert repr(make()) == text
+    assert str(make()) == text
