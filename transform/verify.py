@@ -63,7 +63,8 @@ class _Verifier:
                 self.define(v, op, scope)
         for v in r.results:
             if v.id not in scope:
-                self.fail(owner, f"yields {self.name(v)}, which is not defined in scope")
+                self.fail(owner, f"{'yields' if owner else 'returns'} {self.name(v)}, which is "
+                                 f"not defined in scope")
 
     def plain(self, op):
         avals = [v.aval for v in op.inputs]
