@@ -17,10 +17,12 @@ import numpy as np
 
 from llgrad.runtime import config
 from llgrad.runtime.aval import aval_str
-from llgrad.runtime.errors import DTypeError, ShapeError
+from llgrad.runtime.errors import ConcretizationError, DTypeError, ShapeError
 from llgrad.tracer import signature as sig
+from llgrad.tracer.dynamic import trace_dynamic
 from llgrad.tracer.tracing import bind_arguments, trace
 from llgrad.transform import ad, interp
+from llgrad.transform.hashing import fingerprint
 from llgrad.transform.passes.pipeline import optimize
 from llgrad.transform.printers.text import print_function
 
@@ -62,6 +64,8 @@ class Compiled:
     stats: Stats = field(default_factory=Stats)
     graph_text: str = ""
     not_differentiable: Exception | None = None
+    dynamic_reason: Exception | None = None
+    values: list | None = None  # the dynamic path: this call's forward values
 
     def run(self, entry: str, leaves: list) -> list:
         fn = self.forward if entry == "forward" else self.joint
@@ -100,13 +104,16 @@ class Differentiable:
         functools.update_wrapper(self, fn)
         self.fn, self.wrt, self.use_disk_cache = fn, wrt, cache
         self._cache: dict = {}
+        self._graphs: dict = {}  # the dynamic path's compiled graphs, least recently used first
+        self.max_dynamic_graphs = 32
+        self.dynamic_reason: Exception | None = None
         self._lock = threading.Lock()
         self.trace_count = 0
 
     # -- the public calls -----------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         c, leaves, _ = self._compiled(args, kwargs)
-        outs = c.run("forward", leaves)
+        outs = c.values if c.dynamic_reason is not None else c.run("forward", leaves)
         return _rebuild_outputs(c.trace.out_struct, outs)
 
     def value_and_grad(self, *args, **kwargs):
@@ -137,22 +144,43 @@ class Differentiable:
         names, values = bind_arguments(self.fn, args, kwargs)
         wrt_args, single = _resolve_wrt(self.wrt, names)
         leaves, struct = sig.flatten(tuple(values))
-        key = (struct, wrt_args, config.disable_jit())
-        c = self._cache.get(key)
-        if c is None:
-            with self._lock:
-                c = self._cache.get(key)
-                if c is None:
-                    c = self._compile(args, kwargs, wrt_args)
-                    self._cache[key] = c
-        return c, leaves, (wrt_args, single)
+        if self.dynamic_reason is None:
+            key = (struct, wrt_args, config.disable_jit())
+            c = self._cache.get(key)
+            if c is None:
+                with self._lock:
+                    c = self._cache.get(key)
+                    if c is None:
+                        try:
+                            c = self._build(trace(self.fn, args, kwargs), wrt_args)
+                        except ConcretizationError as e:
+                            self.dynamic_reason = e  # See tracer/dynamic.py
+                        else:
+                            self._cache[key] = c
+            if c is not None:
+                return c, leaves, (wrt_args, single)
+        return self._dynamic(args, kwargs, struct, wrt_args), leaves, (wrt_args, single)
 
-    def _compile(self, args, kwargs, wrt_args) -> Compiled:
-        stats = Stats()
-        t0 = time.perf_counter()
-        tr = trace(self.fn, args, kwargs)
+    def _dynamic(self, args, kwargs, struct, wrt_args) -> "Compiled":
+        """The dynamic path: trace this call eagerly; reuse the compiled code of its graph."""
+        tr, values = trace_dynamic(self.fn, args, kwargs)
         self.trace_count += 1
+        key = (struct, wrt_args, config.disable_jit(), fingerprint(tr.fn))
+        with self._lock:
+            c = self._graphs.pop(key, None)
+            if c is None:
+                c = self._build(tr, wrt_args, compile_forward=False)
+                if len(self._graphs) >= self.max_dynamic_graphs:
+                    self._graphs.pop(next(iter(self._graphs)))
+            self._graphs[key] = c  # most recently used last
+        c.values = values
+        return c
+
+    def _build(self, tr, wrt_args, compile_forward: bool = True) -> "Compiled":
+        stats = Stats()
         t1 = time.perf_counter()
+        if compile_forward:
+            self.trace_count += 1
         graph_text = print_function(tr.fn)
         forward = optimize(tr.fn)
         t2 = time.perf_counter()
@@ -166,19 +194,22 @@ class Differentiable:
         t3 = time.perf_counter()
         c = Compiled(tr, forward, joint, wrt_leaves, stats=stats, graph_text=graph_text)
         c.not_differentiable = not_differentiable
+        c.dynamic_reason = None if compile_forward else self.dynamic_reason
         if not config.disable_jit():
             from llgrad import codegen
-            entries = {"forward": forward} if joint is None else {"forward": forward,
-                                                                   "joint": joint}
-            c.module = codegen.compile_functions(entries)
+            entries = {"forward": forward} if compile_forward else {}
+            if joint is not None:
+                entries["joint"] = joint
+            if entries:
+                c.module = codegen.compile_functions(entries)
         t4 = time.perf_counter()
         stats.update({
+            "path": "staged" if compile_forward else f"dynamic ({_reason(self.dynamic_reason)})",
             "signature": sig.describe(tr.in_struct),
             "ops (traced)": sum(1 for _ in tr.fn.walk()),
             "ops (forward)": sum(1 for _ in forward.walk()),
             "ops (forward+backward)": sum(1 for _ in joint.walk()) if joint else 0,
-            "trace time": t1 - t0, "optimize time": t2 - t1, "autodiff time": t3 - t2,
-            "codegen time": t4 - t3,
+            "optimize time": t2 - t1, "autodiff time": t3 - t2, "codegen time": t4 - t3,
         })
         if c.module is not None:
             stats.update({k: v for k, v in getattr(c.module, "stats", {}).items()})
@@ -201,6 +232,13 @@ class Differentiable:
                 vals.append(float(g) if specs[k].is_float_scalar else np.asarray(g))
             per_arg.append(sig.unflatten(arg_structs[a], vals))
         return per_arg[0] if single else tuple(per_arg)
+
+
+def _reason(e) -> str:
+    if e is None:
+        return ""
+    where = f" at {e.loc}" if getattr(e, "loc", None) else ""
+    return f"{getattr(e, 'what', str(e)).splitlines()[0]}{where}"
 
 
 def _wrt_leaves(tr, wrt_args) -> list[int]:
@@ -278,8 +316,14 @@ class Inspection:
     def stats(self) -> Stats:
         return self._c.stats
 
+    @property
+    def path(self) -> Text:
+        """`staged`, or `dynamic (why: the concretisation and its file:line)`."""
+        return Text(self._c.stats.get("path", "staged"))
+
     def __repr__(self) -> str:
-        return f"<Inspection of {self._c.trace.fn.name}: {self._c.stats.get('signature')}>"
+        return (f"<Inspection of {self._c.trace.fn.name}: {self._c.stats.get('signature')}, "
+                f"{self.path}>")
 
 
 def differentiate(fn: Callable | None = None, *, wrt=0, cache: bool = False):

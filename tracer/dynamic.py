@@ -1,0 +1,71 @@
+"""The dynamic path: functions that concretise traced values (`float(t)`, `t.item()`,
+`bool(t)` outside converted code, `int(t)` as a shape, indexing a Python container).
+
+Each call is traced eagerly with concrete values: every op is evaluated with numpy as it is
+recorded, so concretisation simply reads the value, and Python control flow runs natively.
+The result is the dynamic graph of this call; the path it took is implied by the graph
+itself, so graphs are keyed by their structural fingerprint and each distinct graph's
+backward is compiled once (a bounded cache). Concretised values are constants from then on:
+no gradient flows through them, as in PyTorch.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from llgrad.runtime.errors import ConcretizationError, user_loc
+from llgrad.tracer import signature as sig
+from llgrad.tracer.tracing import Trace, _flatten_outputs, _leaf_name, bind_arguments, call_with
+from llgrad.transform.builder import Builder
+
+
+class EagerBuilder(Builder):
+    """A Builder that also evaluates every op as it is emitted (values in `env`)."""
+
+    def __init__(self, name: str):
+        super().__init__(name)
+        self.env: dict[int, np.ndarray] = {}
+        self.concrete = lambda v: self.env[v.id]
+        self.on_concretize = self._concretize
+        self.guards: list = []
+
+    def _concretize(self, v, what: str):
+        if what.startswith("conversion to a numpy array"):
+            raise ConcretizationError(
+                "a traced value was passed to code that converts it to a numpy array "
+                "(np.asarray / a library llgrad does not know); its gradient would be lost",
+                loc=user_loc(), fix="use numpy functions llgrad supports, or make the "
+                "conversion explicit with float(x) / x.item() if it is meant as a constant")
+        value = self.env[v.id]
+        self.guards.append((what, value))
+        return value
+
+    def emit(self, prim, inputs, params, out_avals, regions=(), loc=None) -> list:
+        outs = super().emit(prim, inputs, params, out_avals, regions, loc)
+        if regions:
+            raise ConcretizationError("structured control flow inside the dynamic path")
+        res = prim.impl(*[self.env[v.id] for v in inputs], **params)
+        res = res if prim.multiple_results else (res,)
+        for v, r in zip(outs, res):
+            self.env[v.id] = np.asarray(r)
+        return outs
+
+
+def trace_dynamic(fn, args: tuple, kwargs: dict) -> tuple[Trace, list]:
+    """Trace one call eagerly; returns the Trace and the concrete output values."""
+    names, values = bind_arguments(fn, args, kwargs)
+    leaves, struct = sig.flatten(tuple(values))
+    b = EagerBuilder(getattr(fn, "__name__", "f"))
+    owner = []
+    for i, v in enumerate(values):
+        owner += [i] * len(sig.flatten(v)[0])
+    specs = sig.leaf_specs(struct)
+    with b:
+        params = []
+        for k, (s, arr) in enumerate(zip(specs, leaves)):
+            p = b.param((s.shape, s.dtype), _leaf_name(names, owner, k))
+            b.env[p.id] = arr
+            params.append(p)
+        out = call_with(fn, names, sig.unflatten(struct, params))
+        out_leaves, out_struct = _flatten_outputs(out, b)
+        b.fn.body.results = out_leaves
+    return Trace(b.fn, struct, out_struct, names, owner), [b.env[v.id] for v in out_leaves]
