@@ -67,17 +67,19 @@ class _Names:
 
 
 def _key_src(key, idx) -> str:
+    # astunparse garbles slices inside a tuple subscript, so tuples spell slices as slice(...)
     parts = []
     for e in key:
         tag = e[0]
         if tag == "i":
             parts.append(str(e[1]))
         elif tag == "s":
-            parts.append(":".join("" if x is None else str(x) for x in e[1:3]) +
+            parts.append(f"slice({e[1]!r}, {e[2]!r}, {e[3]!r})" if len(key) > 1 else
+                         ":".join("" if x is None else str(x) for x in e[1:3]) +
                          ("" if e[3] is None else f":{e[3]}"))
         else:
             parts.append({"n": "None", "e": "..."}.get(tag) or idx[e[1]])
-    return ", ".join(parts) + ("," if len(parts) == 1 else "")
+    return ", ".join(parts) + ("," if len(parts) == 1 and key[0][0] != "s" else "")
 
 
 def _expr(op: ir.Op, ins: list) -> str:
