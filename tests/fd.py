@@ -9,6 +9,11 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+# Tolerances per dtype for comparing a value with its numpy reference: (rtol, atol).
+TOL = {np.dtype(np.float64): (1e-10, 1e-12), np.dtype(np.float32): (1e-5, 1e-6)}
+# Tolerances for an analytic gradient against central differences in float64.
+FD_TOL = (1e-6, 1e-8)
+
 
 def numerical_vjp(f: Callable[..., np.ndarray], args: Sequence[np.ndarray], v: np.ndarray,
                   wrt: Sequence[int], eps: float = 1e-6) -> list[np.ndarray]:

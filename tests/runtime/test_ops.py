@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import TOL
-from fd import assert_close, numerical_vjp
+from fd import TOL, assert_close, numerical_vjp
 from opinfo import FUNC_DB, OP_DB, Sample
 
 import llgrad as lg
