@@ -3,32 +3,18 @@
 Every error carries the user's real file:line (never a generated name), so Python's own
 traceback printer draws the caret under the user's source line.
 """
-# TODO: move to runtime/errors.py (UnsupportedSyntaxError and SourceLoc live there per STYLE.md).
 
 from __future__ import annotations
 
-import dataclasses
 import linecache
 
-
-@dataclasses.dataclass(frozen=True)
-class SourceLoc:
-    """A position in the user's source: file, 1-based line, 0-based column, function name."""
-
-    file: str
-    line: int
-    column: int = 0
-    function: str = ""
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line}"
-
-    @property
-    def source_line(self) -> str:
-        return linecache.getline(self.file, self.line).rstrip("\n")
+# One SourceLoc for the whole compiler: the tracer's locations end up on IR ops and in
+# LLGradErrors, which call `loc.describe()`.
+from llgrad.runtime.errors import SourceLoc
+from llgrad.runtime.errors import UnsupportedSyntaxError as _BaseUnsupportedSyntaxError
 
 
-class UnsupportedSyntaxError(SyntaxError):
+class UnsupportedSyntaxError(_BaseUnsupportedSyntaxError):
     """A Python construct llgrad cannot compile, at a line of the user's function.
 
     A SyntaxError subclass carrying the real filename, lineno, offset and source text, so
@@ -40,10 +26,10 @@ class UnsupportedSyntaxError(SyntaxError):
         self.what, self.loc, self.fix = what, loc, fix
         msg = what if fix is None else f"{what}\n  Fix: {fix}"
         if loc is None:
-            super().__init__(msg)
+            SyntaxError.__init__(self, msg)
             return
         text = linecache.getline(loc.file, loc.line) or None
-        super().__init__(msg, (loc.file, loc.line, loc.column + 1, text))
+        SyntaxError.__init__(self, msg, (loc.file, loc.line, loc.column + 1, text))
 
 
 class SourceMap:
