@@ -236,8 +236,9 @@ class FunctionPlan:
                 inside = {v for op in u.ops + u.reds for v in op.outputs}
                 u.reads = list(dict.fromkeys(
                     v for op in u.ops + u.reds for v in op.inputs if v not in inside))
-            for v in u.reads:
+            for v in u.reads:  # a view's reader reads its root too
                 readers.setdefault(v, []).append(u)
+                readers.setdefault(self._root(v), []).append(u)
         for u in self.units:
             if isinstance(u, GroupUnit):
                 u.writes = [v for op in u.ops for v in op.outputs
@@ -407,11 +408,10 @@ def _emit_unit(ctx: Ctx, u: Unit):
             from .lowerings.reduce import emit_group
             emit_group(ctx, u)
         elif isinstance(u, CopyUnit):
-            lay = ctx.plan.layout[u.src] if u.src not in ctx.plan.storage else ctx.layout(u.src)
-            if u.src in ctx.plan.storage:
-                lay = _dense(u.src)
-            dst = ctx.out(u.dst) if u.dst is u.src else \
-                ctx.buffers[ctx.n_params + u.dst[1]]
+            if u.dst is u.src:  # materialise a view into its own storage
+                lay, dst = ctx.plan.layout[u.src], ctx.out(u.src)
+            else:  # copy a value into a result buffer
+                lay, dst = ctx.layout(u.src), ctx.buffers[ctx.n_params + u.dst[1]]
             copy_layout(ctx, lay, dst, u.src.aval.dtype)
             ctx.stats["copies"] = ctx.stats.get("copies", 0) + 1
         else:
