@@ -213,6 +213,9 @@ class Differentiable:
         })
         if c.module is not None:
             stats.update({k: v for k, v in getattr(c.module, "stats", {}).items()})
+        if config.dump_dir():
+            from llgrad.dump import dump_compiled
+            dump_compiled(config.dump_dir(), Inspection(c))
         return c
 
     def _assemble_grads(self, c: Compiled, cts: list, wrt_args, single):
