@@ -34,11 +34,16 @@ def test_primitive_is_complete(prim: Primitive):
         if isinstance(prim.vjp, tuple):
             assert any(r is not None for r in prim.vjp)
     assert prim.node_name.endswith(("Backward0", "Backward1")), prim.node_name
-    # TODO(compiler): and a codegen lowering: elementwise prims need `prim.scalar`, the rest a
-    # `@lowers(prim)` entry in codegen/lowerings/<family>.py; assert it here and check that
-    # the lowering agrees with the shape rule on the OpSpec's sample avals (#2).
+    # And a codegen lowering: elementwise prims need `prim.scalar` (one generic lowering serves
+    # them), the rest a `@lowers`/`@view` entry in codegen/lowerings/<family>.py, unless they are
+    # structural (IR literals, regions, loop tapes). tests/codegen/test_lower_ops.py checks each
+    # lowering against the interpreter on the OpSpec's samples.
     if prim.family == "elementwise":
         assert prim.scalar is not None, "elementwise primitive without a scalar rule"
+    if prim.family not in ("const", "control", "tape"):
+        import llgrad.codegen.lowerings  # noqa: F401  (registers the lowerings)
+        from llgrad.codegen.lower import LOWERINGS
+        assert prim in LOWERINGS, f"no codegen lowering for {prim.name} (codegen/lowerings/)"
 
 
 class _Recorder:
