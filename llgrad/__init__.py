@@ -43,7 +43,8 @@ _alias("llgrad.optim", optim)
 
 __version__ = "0.1.0"
 
-_LAZY = {"differentiate", "grad", "value_and_grad", "Differentiable"}
+_LAZY = {"differentiate", "grad", "value_and_grad", "jacobian", "hessian", "hvp",
+         "Differentiable"}
 
 
 def __getattr__(name: str):

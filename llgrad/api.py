@@ -20,7 +20,8 @@ from llgrad.runtime.aval import aval_str
 from llgrad.runtime.errors import ConcretizationError, DTypeError, ShapeError
 from llgrad.tracer import signature as sig
 from llgrad.tracer.dynamic import trace_dynamic
-from llgrad.tracer.tracing import bind_arguments, trace
+from llgrad.tracer.tracing import _convertible, bind_arguments, call_with, trace
+from llgrad import compose
 from llgrad.transform import ad, interp
 from llgrad.transform.hashing import fingerprint
 from llgrad.transform.passes.pipeline import optimize
@@ -107,24 +108,34 @@ class Differentiable:
         self._graphs: dict = {}  # the dynamic path's compiled graphs, least recently used first
         self.max_dynamic_graphs = 32
         self.dynamic_reason: Exception | None = None
+        self._vjp: "Differentiable | None" = None
         self._lock = threading.Lock()
         self.trace_count = 0
 
     # -- the public calls -----------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        if compose.is_traced_call(args, kwargs):  # inside another trace: inline
+            names, values = bind_arguments(self.fn, args, kwargs)
+            return call_with(_convertible(self.fn), names, values)
+        if compose.needs_eager_node(args, kwargs):
+            return compose.eager_call(self, args, kwargs)
         c, leaves, _ = self._compiled(args, kwargs)
         outs = c.values if c.dynamic_reason is not None else c.run("forward", leaves)
         return _rebuild_outputs(c.trace.out_struct, outs)
 
     def value_and_grad(self, *args, **kwargs):
         """(value, gradient) from one native call of the fused forward+backward entry."""
+        if compose.is_traced_call(args, kwargs):
+            names, _ = bind_arguments(self.fn, args, kwargs)
+            wrt_args, single = _resolve_wrt(self.wrt, names)
+            return compose.inline_value_and_grad(self, args, kwargs, wrt_args, single)
         c, leaves, (wrt_args, single) = self._compiled(args, kwargs)
         if c.joint is None:
             raise c.not_differentiable
         outs = c.run("joint", leaves)
         n_out = len(c.trace.fn.outputs)
         value = _rebuild_outputs(c.trace.out_struct, outs[:n_out])
-        grads = self._assemble_grads(c, outs[n_out:], wrt_args, single)
+        grads = _assemble(c.trace, outs[n_out:], c.wrt_leaves, wrt_args, single)
         return value, grads
 
     def grad(self, *args, **kwargs):
@@ -218,23 +229,29 @@ class Differentiable:
             dump_compiled(config.dump_dir(), Inspection(c))
         return c
 
-    def _assemble_grads(self, c: Compiled, cts: list, wrt_args, single):
-        """Gradients mirroring each wrt argument's structure (floats for Python floats)."""
-        by_leaf = dict(zip(c.wrt_leaves, cts))
-        owner = c.trace.leaf_owner
-        specs = sig.leaf_specs(c.trace.in_struct)
-        per_arg = []
-        arg_structs = c.trace.in_struct[1]
-        for a in wrt_args:
-            leaf_ids = [k for k, o in enumerate(owner) if o == a]
-            vals = []
-            for k in leaf_ids:
-                g = by_leaf.get(k)
-                if g is None:
-                    g = np.zeros(specs[k].shape, specs[k].dtype)
-                vals.append(float(g) if specs[k].is_float_scalar else np.asarray(g))
-            per_arg.append(sig.unflatten(arg_structs[a], vals))
-        return per_arg[0] if single else tuple(per_arg)
+    def _vjp_differentiable(self) -> "Differentiable":
+        """The compiled vector-Jacobian product of this function (see llgrad/compose.py)."""
+        if self._vjp is None:
+            self._vjp = compose.vjp_differentiable(self.fn)
+        return self._vjp
+
+
+def _assemble(tr, cts: list, wrt_leaves, wrt_args, single, to_python: bool = True):
+    """Gradients mirroring each wrt argument's structure (floats for Python floats)."""
+    by_leaf = dict(zip(wrt_leaves, cts))
+    specs = sig.leaf_specs(tr.in_struct)
+    per_arg = []
+    for a in wrt_args:
+        vals = []
+        for k in (k for k, o in enumerate(tr.leaf_owner) if o == a):
+            g = by_leaf.get(k)
+            if g is None:
+                g = np.zeros(specs[k].shape, specs[k].dtype)
+            if to_python:
+                g = float(g) if specs[k].is_float_scalar else np.asarray(g)
+            vals.append(g)
+        per_arg.append(sig.unflatten(tr.in_struct[1][a], vals))
+    return per_arg[0] if single else tuple(per_arg)
 
 
 def _reason(e) -> str:
@@ -369,4 +386,7 @@ def value_and_grad(f: Callable, argnums=0) -> Callable:
     return d.value_and_grad
 
 
-__all__ = ["differentiate", "grad", "value_and_grad", "Differentiable", "Inspection"]
+jacobian, hessian, hvp = compose.jacobian, compose.hessian, compose.hvp
+
+__all__ = ["differentiate", "grad", "value_and_grad", "jacobian", "hessian", "hvp",
+           "Differentiable", "Inspection"]

@@ -53,6 +53,10 @@ def flatten(tree) -> tuple[list, Any]:
         if isinstance(x, dict):
             keys = sorted(x, key=repr)
             return ("dict", tuple((k, rec(x[k])) for k in keys))
+        aval = getattr(x, "aval", None)
+        if aval is not None and hasattr(type(x), "_lg_level"):  # an IR value (nested tracing)
+            leaves.append(x)
+            return Leaf(tuple(aval.shape), aval.dtype)
         if isinstance(x, np.ndarray) or (hasattr(x, "_data") and isinstance(x._data, np.ndarray)):
             arr = x if isinstance(x, np.ndarray) else x._data
             if arr.dtype not in TRACED_DTYPES:

@@ -84,8 +84,7 @@ def trace(fn: Callable, args: tuple, kwargs: dict) -> Trace:
     trace; each such loop is reported once with a warning naming its line and the reason.
     """
     from llgrad.tracer import staging
-    from llgrad.tracer.convert import convert
-    converted = convert(fn)
+    converted = _convertible(fn)
     stager = staging.STAGER
     saved = set(stager.unroll)
     stager.unroll = set()
@@ -109,6 +108,17 @@ def trace(fn: Callable, args: tuple, kwargs: dict) -> Trace:
     finally:
         stager.unroll = saved
         stager.region_locs.clear()
+
+
+def _convertible(fn: Callable) -> Callable:
+    """The gast-converted function; lambdas and callable objects run as they are (a lambda
+    holds no statements to convert, so tracing it directly is exact)."""
+    import types
+    from llgrad.tracer.convert import convert
+    target = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    if not isinstance(target, types.FunctionType) or target.__name__ == "<lambda>":
+        return fn
+    return convert(fn)
 
 
 def _warn_unroll(loc, reason) -> None:

@@ -1,0 +1,201 @@
+"""Composition of compiled functions with everything else.
+
+- Called while another function is being traced, a `Differentiable` is inlined into the
+  caller's IR: its value as ops, its gradient as the AD-generated forward+backward ops, so
+  `grad(grad(f))`, `hessian` and `hvp` are the AD pass applied to IR that already holds a
+  backward.
+- Called on llgrad tensors that require grad, it becomes one node of the eager graph
+  (`CompiledFunctionBackward`), whose backward is a compiled vector-Jacobian product.
+- `jacobian`, `hessian`, `hvp`: compiled, one reverse sweep per output row.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+from llgrad.runtime.autograd.function import Function
+from llgrad.runtime.errors import UnsupportedError
+from llgrad.runtime.tensor import Tensor
+from llgrad.tracer import signature as sig
+from llgrad.tracer.tracing import bind_arguments, call_with, trace
+from llgrad.transform import ad, ir
+from llgrad.transform.inline import inline
+from llgrad.transform.passes.pipeline import optimize
+
+
+def _leaves(args, kwargs):
+    return sig.flatten((args, kwargs))[0]
+
+
+def is_traced_call(args, kwargs) -> bool:
+    return any(isinstance(v, ir.Value) for v in _leaves(args, kwargs))
+
+
+def _tensors(obj, out):
+    if isinstance(obj, Tensor):
+        out.append(obj)
+    elif isinstance(obj, (tuple, list)):
+        for e in obj:
+            _tensors(e, out)
+    elif isinstance(obj, dict):
+        for e in obj.values():
+            _tensors(e, out)
+    return out
+
+
+def needs_eager_node(args, kwargs) -> bool:
+    from llgrad.runtime.autograd.state import STATE
+    return STATE.grad_enabled and any(t.requires_grad for t in _tensors((args, kwargs), []))
+
+
+# -- inlining ------------------------------------------------------------------------------
+def inline_value_and_grad(d, args, kwargs, wrt_args, single):
+    """`d.value_and_grad(*args)` on IR values: its joint IR spliced into the caller."""
+    from llgrad.api import _assemble, _wrt_leaves
+    tr = trace(d.fn, args, kwargs)
+    wrt_leaves = _wrt_leaves(tr, wrt_args)
+    joint = optimize(ad.grad_function(optimize(tr.fn), wrt_leaves))
+    outs = inline(joint, _leaves_of_call(d, args, kwargs))
+    n_out = len(tr.fn.outputs)
+    value = sig.unflatten(tr.out_struct, outs[:n_out])
+    return value, _assemble(tr, outs[n_out:], wrt_leaves, wrt_args, single, to_python=False)
+
+
+def _leaves_of_call(d, args, kwargs):
+    _, values = bind_arguments(d.fn, args, kwargs)
+    return sig.flatten(tuple(values))[0]
+
+
+# -- eager graphs --------------------------------------------------------------------------
+_SLOT = "__lg_tensor_slot__"
+
+
+def _vjp_objective(fn):
+    def vjp_objective(tensor_arrays, ct, names, template):
+        it = iter(tensor_arrays)
+        values = _fill(template, it)
+        return np.sum(call_with(fn, list(names), values) * ct)
+    return vjp_objective
+
+
+def _fill(obj, it):
+    if isinstance(obj, str) and obj == _SLOT:
+        return next(it)
+    if isinstance(obj, tuple):
+        return tuple(_fill(e, it) for e in obj)
+    if isinstance(obj, list):
+        return [_fill(e, it) for e in obj]
+    if isinstance(obj, dict):
+        return {k: _fill(v, it) for k, v in obj.items()}
+    return obj
+
+
+def _template(obj, grads: list):
+    """Arguments with each tensor that requires grad replaced by a slot (collected in order)."""
+    if isinstance(obj, Tensor):
+        if obj.requires_grad:
+            grads.append(obj)
+            return _SLOT
+        return obj.detach()._data
+    if isinstance(obj, tuple):
+        return tuple(_template(e, grads) for e in obj)
+    if isinstance(obj, list):
+        return [_template(e, grads) for e in obj]
+    if isinstance(obj, dict):
+        return {k: _template(v, grads) for k, v in obj.items()}
+    return obj
+
+
+class CompiledFunction(Function):
+    """A compiled function as one node of an eager graph (`CompiledFunctionBackward`)."""
+
+    @staticmethod
+    def forward(ctx, d, names, template, *tensors):
+        ctx.d, ctx.names, ctx.template = d, names, template
+        arrays = [t._data for t in tensors]
+        value = call_with(d, list(names), _fill(template, iter(arrays)))
+        if not isinstance(value, (np.ndarray, float, int, np.floating)):
+            raise UnsupportedError(
+                f"{d.__name__}: a compiled function inside an eager graph must return one "
+                f"array or number (got {type(value).__name__})",
+                fix="return a single array, or call it outside the graph")
+        ctx.save_for_backward(*tensors)
+        out = np.asarray(value, dtype=tensors[0]._data.dtype if tensors else None)
+        return Tensor._wrap(np.array(out))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        tensors = ctx.saved_tensors
+        vjp = ctx.d._vjp_differentiable()
+        arrays = [t._data for t in tensors]
+        grads = vjp.grad(arrays, np.asarray(grad_output._data), tuple(ctx.names), ctx.template)
+        return (None, None, None) + tuple(Tensor._wrap(np.asarray(g, dtype=t._data.dtype))
+                                          for g, t in zip(grads, tensors))
+
+
+def eager_call(d, args, kwargs):
+    names, values = bind_arguments(d.fn, args, kwargs)
+    grads: list = []
+    template = _template(tuple(values), grads)
+    return CompiledFunction.apply(d, tuple(names), template, *grads)
+
+
+def vjp_differentiable(fn):
+    from llgrad.api import Differentiable
+    return Differentiable(_vjp_objective(fn), wrt=0)
+
+
+# -- jacobian, hessian, hvp ----------------------------------------------------------------
+def _split(d, args, kwargs, argnums):
+    """(names, values, x, template with a slot at argument `argnums`)."""
+    names, values = bind_arguments(d.fn, args, kwargs)
+    template = list(values)
+    x = template[argnums]
+    template[argnums] = _SLOT
+    return tuple(names), values, x, tuple(template)
+
+
+def jacobian(f: Callable, argnums: int = 0) -> Callable:
+    """The Jacobian of `f` w.r.t. argument `argnums`, shaped out.shape + in.shape (compiled;
+    one native reverse sweep per output element)."""
+    from llgrad.api import Differentiable
+    d = f if isinstance(f, Differentiable) else Differentiable(f, wrt=argnums)
+
+    def jac(*args, **kwargs):
+        names, values, x, template = _split(d, args, kwargs, argnums)
+        out = np.asarray(call_with(d, list(names), values))
+        vjp = d._vjp_differentiable()
+        rows = []
+        for k in range(out.size):
+            ct = np.zeros(out.shape, out.dtype)
+            ct.flat[k] = 1.0
+            rows.append(np.asarray(vjp.grad([x], ct, names, template)[0]))
+        shape = out.shape + np.shape(x)
+        return np.stack(rows).reshape(shape) if rows else np.zeros(shape)
+    return jac
+
+
+def hessian(f: Callable, argnums: int = 0) -> Callable:
+    """The Hessian of a scalar `f`: the Jacobian of its (inlined, compiled) gradient."""
+    from llgrad.api import grad
+    return jacobian(grad(f, argnums), argnums)
+
+
+def hvp(f: Callable, argnums: int = 0) -> Callable:
+    """`hvp(f)(*args, v)`: the Hessian-vector product, compiled as the gradient of
+    grad(f) . v (AD applied to IR that already holds a backward)."""
+    from llgrad.api import Differentiable, grad
+    g = grad(f, argnums)
+
+    def grad_dot_v(x, v, names, template):
+        return np.sum(call_with(g, list(names), _fill(template, iter([x]))) * v)
+
+    d = Differentiable(grad_dot_v, wrt=0)
+
+    def run(*args_and_v):
+        *args, v = args_and_v
+        names, _, x, template = _split(g.__self__ if hasattr(g, "__self__") else g, tuple(args),
+                                       {}, argnums)
+        return d.grad(x, v, names, template)
+    return run
