@@ -341,6 +341,21 @@ class Inspection:
         """`staged`, or `dynamic (why: the concretisation and its file:line)`."""
         return Text(self._c.stats.get("path", "staged"))
 
+    def draw(self, path: str | None = None, stage: str = "backward") -> Text:
+        """The IR of `stage` ("graph", "forward" or "backward") as Graphviz DOT, regions as
+        clusters; also rendered to `path` (SVG/PNG by suffix) when given. See llgrad.viz."""
+        from llgrad import viz
+        from llgrad.transform.printers.dot import to_dot
+        fns = {"graph": self._c.trace.fn, "forward": self._c.forward, "backward": self._c.joint}
+        if stage not in fns:
+            raise ValueError(f"stage={stage!r}: choose 'graph', 'forward' or 'backward'")
+        if fns[stage] is None:
+            raise self._c.not_differentiable
+        text = to_dot(fns[stage])
+        if path is not None:
+            viz.render(text, path)
+        return Text(text)
+
     def __repr__(self) -> str:
         return (f"<Inspection of {self._c.trace.fn.name}: {self._c.stats.get('signature')}, "
                 f"{self.path}>")
