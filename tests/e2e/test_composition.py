@@ -1,0 +1,144 @@
+"""Compiled functions composed with everything else (issue 6): inside eager graphs, grad of
+grad, inlining into another compiled function, compiled jacobian/hessian/hvp."""
+import numpy as np
+import pytest
+
+import llgrad
+import llgrad as lg
+from llgrad import nn
+
+
+@pytest.fixture(params=["interp", "native"])
+def mode(request, monkeypatch):
+    if request.param == "interp":
+        monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
+    else:
+        monkeypatch.delenv("LLGRAD_DISABLE_JIT", raising=False)
+    return request.param
+
+
+def fd_grad(f, x, eps=1e-6):
+    x = np.array(x, dtype=float)
+    g = np.zeros_like(x)
+    for i in np.ndindex(*x.shape):
+        e = np.zeros_like(x)
+        e[i] = eps
+        g[i] = (f(x + e) - f(x - e)) / (2 * eps)
+    return g
+
+
+def f_sin(x):
+    return np.sum(np.sin(x) * x ** 2)
+
+
+X = np.array([0.3, 0.7, 1.1, -0.4])
+
+
+def test_grad_of_grad_scalar(mode):
+    def cube(a):
+        return a ** 3 + np.sin(a)
+    gg = llgrad.grad(llgrad.grad(cube))
+    assert gg(2.0) == pytest.approx(12.0 - np.sin(2.0), rel=1e-12)
+
+
+def test_grad_of_sum_of_grad_matches_hessian_row_sums(mode):
+    g = llgrad.grad(f_sin)
+
+    def total(x):
+        return np.sum(g(x))
+    expected = fd_grad(lambda x: np.sum(llgrad.grad(f_sin)(x)), X)
+    np.testing.assert_allclose(llgrad.grad(total)(X), expected, rtol=1e-6, atol=1e-8)
+
+
+def test_hessian_against_finite_differences(mode):
+    h = llgrad.hessian(f_sin)(X)
+    g = llgrad.grad(f_sin)
+    fd = np.stack([fd_grad(lambda x, i=i: g(x)[i], X) for i in range(X.size)])
+    assert h.shape == (4, 4)
+    np.testing.assert_allclose(h, fd, rtol=1e-6, atol=1e-7)
+
+
+def test_hvp_equals_hessian_times_vector(mode):
+    v = np.array([1.0, -2.0, 0.5, 3.0])
+    np.testing.assert_allclose(llgrad.hvp(f_sin)(X, v), llgrad.hessian(f_sin)(X) @ v,
+                               rtol=1e-10, atol=1e-12)
+
+
+def test_jacobian_of_vector_function(mode):
+    def f(x, w):
+        return np.tanh(w @ x)
+    w = np.arange(12.0).reshape(3, 4) / 10
+    j = llgrad.jacobian(f)(X, w)
+    fd = np.stack([fd_grad(lambda x, i=i: f(x, w)[i], X) for i in range(3)])
+    assert j.shape == (3, 4)
+    np.testing.assert_allclose(j, fd, rtol=1e-6, atol=1e-8)
+
+
+def test_differentiated_function_called_inside_another_is_inlined(mode):
+    inner = llgrad.differentiate(f_sin)
+
+    @llgrad.differentiate
+    def outer(x):
+        return inner(x) * 2.0 + np.sum(x)
+    value, grad = outer.value_and_grad(X)
+    assert value == pytest.approx(2 * f_sin(X) + np.sum(X))
+    np.testing.assert_allclose(grad, fd_grad(lambda x: 2 * f_sin(x) + np.sum(x), X),
+                               rtol=1e-6)
+    graph = str(outer.inspect(X).graph)
+    assert "sin" in graph and "test_composition.py" in graph  # inner ops, inner lines
+    assert inner.cache_info()["traces"] == 0  # never compiled on its own
+
+
+def test_compiled_function_is_a_node_of_the_eager_graph(mode):
+    d = llgrad.differentiate(f_sin)
+    t = lg.tensor(X, dtype=lg.float64, requires_grad=True)
+    y = d(t)
+    assert y.grad_fn.name() == "CompiledFunctionBackward"
+    assert [n for n, _ in y.grad_fn.next_functions if n is not None][0].variable is t
+    seen = []
+    t.register_hook(lambda g: seen.append(g.numpy().copy()))
+    (y * 3.0).backward(retain_graph=True)
+    expected = 3 * (np.cos(X) * X ** 2 + 2 * X * np.sin(X))
+    np.testing.assert_allclose(t.grad.numpy(), expected, rtol=1e-12)
+    np.testing.assert_allclose(seen[0], expected, rtol=1e-12)
+    y.backward()  # retain_graph kept the compiled node's saved inputs
+    np.testing.assert_allclose(t.grad.numpy(), expected + expected / 3, rtol=1e-12)
+
+
+def test_gradcheck_through_a_compiled_node(mode):
+    d = llgrad.differentiate(f_sin)
+    t = lg.tensor(X, dtype=lg.float64, requires_grad=True)
+    assert lg.autograd.gradcheck(lambda t: d(t), (t,))
+
+
+def test_vector_output_inside_eager_graph(mode):
+    @llgrad.differentiate
+    def squash(x):
+        return np.tanh(x) * x
+    t = lg.tensor(X, dtype=lg.float64, requires_grad=True)
+    (squash(t) * lg.tensor([1.0, 2.0, 3.0, 4.0], dtype=lg.float64)).sum().backward()
+    d = np.tanh(X) + X * (1 - np.tanh(X) ** 2)
+    np.testing.assert_allclose(t.grad.numpy(), d * np.array([1, 2, 3, 4.0]), rtol=1e-12)
+
+
+def test_compiled_loss_trains_an_nn_module(mode):
+    lg.manual_seed(0)
+    rng = np.random.default_rng(0)
+    xs = rng.normal(size=(64, 3))
+    ys = xs @ np.array([1.0, -2.0, 0.5]) + 0.3
+
+    @llgrad.differentiate
+    def mse(pred, target):
+        return np.mean((pred - target) ** 2)
+
+    model = nn.Linear(3, 1).double()
+    opt = lg.optim.SGD(model.parameters(), lr=0.1)
+    x, y = lg.tensor(xs, dtype=lg.float64), ys
+    first = None
+    for _ in range(60):
+        opt.zero_grad()
+        loss = mse(model(x).reshape(-1), y)
+        loss.backward()
+        opt.step()
+        first = first if first is not None else loss.item()
+    assert loss.item() < first / 10
