@@ -8,6 +8,7 @@ signature go straight to native code. `inspect()` returns every stage as text.
 from __future__ import annotations
 
 import functools
+import inspect
 import threading
 import time
 from dataclasses import dataclass, field
@@ -17,7 +18,8 @@ import numpy as np
 
 from llgrad.runtime import config
 from llgrad.runtime.aval import aval_str
-from llgrad.runtime.errors import ConcretizationError, DTypeError, ShapeError
+from llgrad.runtime.errors import (ConcretizationError, DTypeError, ShapeError, SourceLoc,
+                                   _compose)
 from llgrad.tracer import signature as sig
 from llgrad.tracer.dynamic import trace_dynamic
 from llgrad.tracer.tracing import _convertible, bind_arguments, call_with, trace
@@ -75,22 +77,34 @@ class Compiled:
         return self.module[entry](*leaves)
 
 
-def _resolve_wrt(wrt, names: list[str]) -> tuple[tuple[int, ...], bool]:
+def _def_loc(fn) -> SourceLoc | None:
+    """Where the user's function is defined (its first line: the decorator or the def)."""
+    code = getattr(inspect.unwrap(fn), "__code__", None)
+    if code is None:
+        return None
+    return SourceLoc(code.co_filename, code.co_firstlineno, 0, code.co_name)
+
+
+def _resolve_wrt(wrt, names: list[str], fn=None) -> tuple[tuple[int, ...], bool]:
     """Argument indices for `wrt` and whether a single gradient (not a tuple) is returned."""
     single = not isinstance(wrt, (tuple, list))
     items = (wrt,) if single else tuple(wrt)
     plain = [n.lstrip("*") for n in names]
+    fname = getattr(fn, "__name__", "the function")
     out = []
     for w in items:
         if isinstance(w, str):
             if w not in plain:
-                raise ValueError(f"wrt={w!r} is not a parameter of the function (parameters: "
-                                 f"{', '.join(plain)})")
+                raise ValueError(_compose(
+                    f"wrt={w!r} is not a parameter of {fname} (parameters: "
+                    f"{', '.join(plain)})", _def_loc(fn),
+                    f"use one of {', '.join(map(repr, plain))}, or an argument index"))
             out.append(plain.index(w))
         elif isinstance(w, int) and not isinstance(w, bool):
             if not -len(names) <= w < len(names):
-                raise ValueError(f"wrt={w} is out of range for a call with {len(names)} "
-                                 f"arguments")
+                raise ValueError(_compose(
+                    f"wrt={w} is out of range for a call of {fname} with {len(names)} "
+                    f"arguments", _def_loc(fn), None))
             out.append(w % len(names))
         else:
             raise TypeError(f"wrt must be an int, a parameter name, or a tuple of them; got "
@@ -98,11 +112,26 @@ def _resolve_wrt(wrt, names: list[str]) -> tuple[tuple[int, ...], bool]:
     return tuple(out), single
 
 
+def _check_wrt_names(fn, wrt) -> None:
+    """Reject a `wrt` name that is not a parameter when the function is decorated."""
+    items = wrt if isinstance(wrt, (tuple, list)) else (wrt,)
+    try:
+        params = inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    for w in items:
+        if isinstance(w, str) and w not in params:
+            _resolve_wrt(w, list(params), fn)
+
+
 class Differentiable:
     """A function compiled to native value and gradient code. See `differentiate`."""
 
     def __init__(self, fn: Callable, wrt=0, cache: bool = False):
         functools.update_wrapper(self, fn)
+        _check_wrt_names(fn, wrt)
         self.fn, self.wrt, self.use_disk_cache = fn, wrt, cache
         self._cache: dict = {}
         self._graphs: dict = {}  # the dynamic path's compiled graphs, least recently used first
@@ -127,7 +156,7 @@ class Differentiable:
         """(value, gradient) from one native call of the fused forward+backward entry."""
         if compose.is_traced_call(args, kwargs):
             names, _ = bind_arguments(self.fn, args, kwargs)
-            wrt_args, single = _resolve_wrt(self.wrt, names)
+            wrt_args, single = _resolve_wrt(self.wrt, names, self.fn)
             return compose.inline_value_and_grad(self, args, kwargs, wrt_args, single)
         c, leaves, (wrt_args, single) = self._compiled(args, kwargs)
         if c.joint is None:
@@ -153,7 +182,7 @@ class Differentiable:
     # -- compile --------------------------------------------------------------------------
     def _compiled(self, args, kwargs):
         names, values = bind_arguments(self.fn, args, kwargs)
-        wrt_args, single = _resolve_wrt(self.wrt, names)
+        wrt_args, single = _resolve_wrt(self.wrt, names, self.fn)
         leaves, struct = sig.flatten(tuple(values))
         if self.dynamic_reason is None:
             key = (struct, wrt_args, config.disable_jit())
@@ -198,7 +227,7 @@ class Differentiable:
         joint, wrt_leaves, not_differentiable = None, [], None
         try:
             _check_scalar_output(tr, self.fn)
-            wrt_leaves = _wrt_leaves(tr, wrt_args)
+            wrt_leaves = _wrt_leaves(tr, wrt_args, self.fn)
             joint = optimize(ad.grad_function(forward, wrt_leaves, name=tr.fn.name + "_grad"))
         except (ShapeError, DTypeError, TypeError) as e:
             not_differentiable = e  # the value still compiles; grad() raises this
@@ -261,19 +290,23 @@ def _reason(e) -> str:
     return f"{getattr(e, 'what', str(e)).splitlines()[0]}{where}"
 
 
-def _wrt_leaves(tr, wrt_args) -> list[int]:
+def _wrt_leaves(tr, wrt_args, fn=None) -> list[int]:
     specs = sig.leaf_specs(tr.in_struct)
     out = []
     for a in wrt_args:
         ks = [k for k, o in enumerate(tr.leaf_owner) if o == a]
+        name = tr.arg_names[a].lstrip("*")
         if not ks:
-            raise TypeError(f"cannot differentiate with respect to argument "
-                            f"{tr.arg_names[a].lstrip('*')!r}: it holds no arrays or floats "
-                            f"(static arguments such as ints have no gradient)")
+            value = sig.describe(tr.in_struct[1][a])
+            raise DTypeError(f"cannot differentiate with respect to argument {name!r} "
+                             f"({value}): it holds no arrays or floats (static arguments "
+                             f"such as ints have no gradient)", loc=_def_loc(fn),
+                             fix=f"pass {name} as a float (e.g. {name}=float({name})), or "
+                             f"choose another argument with wrt=")
         for k in ks:
             if specs[k].dtype.kind != "f":
                 raise DTypeError(f"cannot differentiate with respect to argument "
-                                 f"{tr.arg_names[a].lstrip('*')!r} of dtype {specs[k].dtype}",
+                                 f"{name!r} of dtype {specs[k].dtype}", loc=_def_loc(fn),
                                  fix="pass a float array (x.astype(np.float64))")
             out.append(k)
     return out
@@ -283,9 +316,11 @@ def _check_scalar_output(tr, fn) -> None:
     outs = tr.fn.outputs
     if len(outs) != 1 or outs[0].aval.shape != ():
         shapes = ", ".join(aval_str(*v.aval) for v in outs)
+        bad = next((v for v in outs if v.aval.shape != ()), outs[0] if outs else None)
+        loc = getattr(getattr(bad, "op", None), "loc", None) or _def_loc(fn)
         raise ShapeError(
             f"{getattr(fn, '__name__', 'the function')} must return a scalar to be "
-            f"differentiated; it returned {shapes}",
+            f"differentiated; it returned {shapes}", loc=loc,
             fix="reduce the output (e.g. np.sum(...)) or use llgrad.jacobian for vector "
             "outputs")
 
@@ -306,6 +341,14 @@ class Inspection:
     @property
     def graph(self) -> Text:
         return Text(self._c.graph_text)
+
+    @property
+    def converted_source(self) -> Text:
+        """The function after gast conversion of its control flow (what was traced)."""
+        fn = self._c.trace.source_fn
+        conv = _convertible(fn)
+        return Text(getattr(conv, "source", f"({getattr(fn, '__name__', fn)} is traced as "
+                                             f"written: nothing to convert)"))
 
     @property
     def forward_ir(self) -> Text:

@@ -68,4 +68,4 @@ def trace_dynamic(fn, args: tuple, kwargs: dict) -> tuple[Trace, list]:
         out = call_with(fn, names, sig.unflatten(struct, params))
         out_leaves, out_struct = _flatten_outputs(out, b)
         b.fn.body.results = out_leaves
-    return Trace(b.fn, struct, out_struct, names, owner), [b.env[v.id] for v in out_leaves]
+    return Trace(b.fn, struct, out_struct, names, owner, fn), [b.env[v.id] for v in out_leaves]

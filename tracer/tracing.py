@@ -27,6 +27,7 @@ class Trace:
     out_struct: Any
     arg_names: list = field(default_factory=list)
     leaf_owner: list = field(default_factory=list)  # leaf index -> top-level argument index
+    source_fn: Any = None  # the user's function
 
 
 def bind_arguments(fn: Callable, args: tuple, kwargs: dict) -> tuple[list[str], list]:
@@ -118,6 +119,15 @@ def _convertible(fn: Callable) -> Callable:
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
     if not isinstance(target, types.FunctionType) or target.__name__ == "<lambda>":
         return fn
+    try:
+        inspect.getsourcelines(target)
+    except (OSError, TypeError):
+        # No source (a REPL, exec): trace as written; Python control flow on traced values
+        # then takes the dynamic path, which is exact but re-traces per call.
+        warnings.warn(f"llgrad: the source of {target.__qualname__} is not available; its "
+                      f"control flow cannot be compiled (define it in a .py file)",
+                      stacklevel=4)
+        return fn
     return convert(fn)
 
 
@@ -147,7 +157,7 @@ def _trace_once(fn: Callable, args: tuple, kwargs: dict, call: Callable) -> Trac
         out = call_with(call, names, traced)
         out_leaves, out_struct = _flatten_outputs(out, builder)
         builder.fn.body.results = out_leaves
-    return Trace(builder.fn, struct, out_struct, names, owner)
+    return Trace(builder.fn, struct, out_struct, names, owner, fn)
 
 
 def _leaf_name(names, owner, k):
