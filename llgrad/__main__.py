@@ -215,8 +215,11 @@ def cmd_inspect(args) -> int:
     except BaseException:  # the script itself failed to import: show its traceback
         traceback.print_exc()
         return 1
+    from llgrad.api import Differentiable
+    is_diff = isinstance(obj, Differentiable)
+    check_call(obj.fn if is_diff else obj, values,
+               wrt if wrt is not None else (obj.wrt if is_diff else 0))
     f = as_differentiable(obj, wrt)
-    check_call(f.fn, values, f.wrt)
     inspection = f.inspect(*values)
     name = getattr(f, "__name__", "function")
     stats = inspection.stats
