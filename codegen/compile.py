@@ -54,7 +54,7 @@ class Entry:
     def _coerce(self, args) -> tuple:
         out = []
         for i, (a, (shape, dt)) in enumerate(zip(args, self.in_avals)):
-            arr = np.ascontiguousarray(a, dtype=dt)
+            arr = np.asarray(a, dtype=dt, order="C")  # keeps 0-d (ascontiguousarray does not)
             if arr.shape != shape:
                 raise ShapeError(f"{self.name}: argument {i} has shape {list(arr.shape)}, but "
                                  f"this entry was compiled for {list(shape)}")
