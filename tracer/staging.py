@@ -191,9 +191,7 @@ class IRStager:
         static = not _is_val(start) and not _is_val(stop)
         if self._wants_unroll(loc):
             if not static:
-                raise LLGradError(f"the loop at {loc} must be unrolled "
-                                  f"({self._reason(loc)}) but its trip count is traced",
-                                  loc=loc, fix="make the range bounds Python ints")
+                raise _cannot_unroll("loop", loc, self._reason(loc))
             return self._run_python(range(start, stop, step), item, extra_test, body_fn)
         start_v, stop_v = b.lift(np.int64(start) if not _is_val(start) else start), \
             b.lift(np.int64(stop) if not _is_val(stop) else stop)
@@ -203,20 +201,20 @@ class IRStager:
         def body(i):
             body_fn(i if item is None else ops.getitem(item, i))
 
+        may_skip = not static or len(range(int(start), int(stop), int(step))) == 0
         if extra_test is None:
             self._loop(b, loc, names, get_state, set_state, static, kind="for",
-                       bounds=(start_v, stop_v, int(step)), body=body)
+                       bounds=(start_v, stop_v, int(step)), body=body, may_skip=may_skip)
         else:
             self._loop(b, loc, names, get_state, set_state, static, kind="while_for",
-                       bounds=(start_v, stop_v, int(step)), body=body, test=extra_test)
+                       bounds=(start_v, stop_v, int(step)), body=body, test=extra_test,
+                       may_skip=may_skip)
 
     def stage_while(self, test_fn, body_fn, get_state, set_state, names, loc):
         if self._wants_unroll(loc):
-            raise LLGradError(f"the while loop at {loc} cannot be compiled as one loop "
-                              f"({self._reason(loc)}) and its trip count is not static",
-                              loc=loc, fix="keep loop-carried values the same shape and dtype")
+            raise _cannot_unroll("while loop", loc, self._reason(loc))
         self._loop(current(), loc, names, get_state, set_state, False, kind="while",
-                   body=lambda: body_fn(), test=test_fn)
+                   body=lambda: body_fn(), test=test_fn, may_skip=True)
 
     def _wants_unroll(self, loc) -> bool:
         return any(_same_loc(loc, u) for u, _ in self.unroll)
@@ -231,7 +229,7 @@ class IRStager:
             body_fn(i if item is None else item[i])
 
     def _loop(self, b, loc, names, get_state, set_state, static, kind, body, test=None,
-              bounds=None):
+              bounds=None, may_skip=False):
         s0 = list(get_state())
         carried = {k for k, v in enumerate(s0) if _is_val(v)}
         avals = {k: s0[k].aval for k in carried}
@@ -241,11 +239,11 @@ class IRStager:
             grown = region_ops["grow"]
             changed = region_ops["changed"]
             if changed:
+                reason = f"it changes {changed} across iterations"
                 if static:
-                    self.unroll.add((loc, f"it changes {changed} across iterations"))
-                    raise Unroll(loc, f"it changes {changed} across iterations")
-                raise LLGradError(f"a traced loop cannot change {changed}", loc=loc,
-                                  fix="keep loop-carried values the same shape and dtype")
+                    self.unroll.add((loc, reason))
+                    raise Unroll(loc, reason)
+                raise _cannot_unroll("while loop" if kind == "while" else "loop", loc, reason)
             if not grown:
                 break
             for k, aval in grown.items():
@@ -254,6 +252,17 @@ class IRStager:
         else:  # pragma: no cover - the carried set only grows, so this terminates
             raise LLGradError("could not determine the loop-carried values", loc=loc)
         region_ops["emit"]()
+        # A variable first assigned in the body is unbound after a loop that ran zero times
+        # (Python raises UnboundLocalError on its use); when the trip count is not known to be
+        # positive, its use after the loop is an error rather than the placeholder's zeros.
+        unbound = [k for k in carried if isinstance(s0[k], Undefined)
+                   and not names[k].startswith("__lg_")] if may_skip else []
+        if unbound:
+            st = list(get_state())
+            for k in unbound:
+                st[k] = Undefined(names[k], f"assigned only inside the loop at {loc}, which "
+                                  f"may run zero times (its trip count is not static)")
+            set_state(tuple(st))
 
     def _trace_loop(self, b, loc, names, s0, carried, avals, get_state, set_state, kind,
                     body, test, bounds):
@@ -337,6 +346,16 @@ class IRStager:
                 final[k] = v
             set_state(tuple(final))
         return {"grow": {}, "changed": "", "emit": emit}
+
+
+def _cannot_unroll(what, loc, reason) -> LLGradError:
+    """A loop that must be unrolled (Note [Unrolled loops]) but whose trip count is traced."""
+    other = "use a for loop over a range of Python ints" if what == "while loop" else \
+        "make the range bounds Python ints"
+    return LLGradError(f"the {what} at {loc} must be unrolled ({reason}) but its trip count is "
+                       f"traced", loc=loc,
+                       fix="keep loop-carried values the same shape and dtype (preallocate the "
+                       f"result and assign y[i] = ... in the loop), or {other}")
 
 
 def _hint(name):

@@ -38,9 +38,8 @@ def instantiate(node: ast.FunctionDef, original: Callable, injected: dict[str, A
     module = ast.fix_missing_locations(ast.Module(body=[factory], type_ignores=[]))
     module_code = compile(module, filename, "exec", dont_inherit=True)
     factory_code = _const_code(module_code, FACTORY)
-    fn_code = _const_code(factory_code, INNER).replace(co_name=original.__name__)
-    if hasattr(fn_code, "co_qualname"):
-        fn_code = fn_code.replace(co_qualname=original.__qualname__)
+    fn_code = _renamed(_const_code(factory_code, INNER), original.__name__,
+                       original.__qualname__)
 
     cells = dict(zip(code.co_freevars, original.__closure__ or ()))
     closure = []
@@ -58,6 +57,19 @@ def instantiate(node: ast.FunctionDef, original: Callable, injected: dict[str, A
     fn.__annotations__ = getattr(original, "__annotations__", {})
     fn.__dict__.update(original.__dict__)
     return fn
+
+
+def _renamed(code: types.CodeType, name: str, qualname: str) -> types.CodeType:
+    """``code`` named as the user's function, and so are the generated functions nested in
+    it (``__lg_loop_body``, ``__lg_if_body``, ...): frames of converted code, which error
+    locations and tracebacks report, name the user's function, not llgrad's helpers."""
+    consts = tuple(_renamed(c, name, qualname)
+                   if isinstance(c, types.CodeType) and c.co_name.startswith("__lg_") else c
+                   for c in code.co_consts)
+    code = code.replace(co_name=name, co_consts=consts)
+    if hasattr(code, "co_qualname"):
+        code = code.replace(co_qualname=qualname)
+    return code
 
 
 def _const_code(code: types.CodeType, name: str) -> types.CodeType:

@@ -1,0 +1,377 @@
+"""Every control-flow error of issue 5: what went wrong, the user's file:line, and a fix.
+
+Each function below makes one mistake; the test checks the message (pytest.raises(match=...)),
+that the location named is this file at the offending line, and that a fix is suggested.
+"""
+from __future__ import annotations
+
+import inspect
+import warnings
+
+import numpy as np
+import pytest
+
+import llgrad
+from llgrad.runtime.errors import LLGradError, ShapeError, UnsupportedSyntaxError
+from llgrad.tracer.tracing import UnrollWarning
+
+FILE = __file__.rsplit("/", 1)[-1]
+
+
+@pytest.fixture(autouse=True)
+def _interp(monkeypatch):
+    monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
+
+
+def line_of(fn, text: str) -> int:
+    """The file line of the first source line of `fn` containing `text`."""
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(k for k, s in enumerate(lines) if text in s)
+
+
+def assert_at(err: BaseException, fn, text: str) -> None:
+    line = line_of(fn, text)
+    msg = str(err)
+    assert f"{FILE}:{line}" in msg, f"expected {FILE}:{line} in:\n{msg}"
+
+
+# ---- variables defined on one path only ------------------------------------------------------
+def defined_in_true_branch(x):
+    if np.sum(x) > 0:
+        y = x * 2.0
+    return np.sum(y)
+
+
+def defined_in_false_branch(x):
+    if np.sum(x) > 0:
+        pass
+    else:
+        z = x * 2.0
+    return np.sum(z)
+
+
+def defined_in_loop_body_only(x):
+    n = np.sum(x > 0)
+    for i in range(n):
+        last = x[i]
+    return last
+
+
+@pytest.mark.parametrize("fn, name, branch", [
+    (defined_in_true_branch, "y", "true"),
+    (defined_in_false_branch, "z", "false"),
+])
+def test_variable_defined_in_one_branch(fn, name, branch):
+    with pytest.raises(UnboundLocalError,
+                       match=rf"variable '{name}' is assigned only in the {branch} branch of "
+                             rf"the `if` at .*{FILE}:\d+; it is undefined here") as info:
+        llgrad.differentiate(fn)(np.ones(3))
+    assert_at(info.value, fn, "if np.sum(x) > 0")
+    assert "Fix: assign" in str(info.value)
+
+
+def test_variable_defined_in_one_branch_is_fine_if_unused():
+    def f(x):
+        if np.sum(x) > 0:
+            tmp = x * 2.0
+            r = np.sum(tmp)
+        else:
+            r = np.sum(x)
+        return r
+    assert llgrad.differentiate(f)(np.ones(3)) == 6.0
+
+
+def test_variable_defined_only_in_traced_loop():
+    # Python raises UnboundLocalError when the loop runs zero times; a traced trip count can be
+    # zero, so the use after the loop is an error (not the placeholder's zeros).
+    with pytest.raises(UnboundLocalError, match=rf"variable 'last' is assigned only inside the "
+                                                rf"loop at .*{FILE}:\d+, which may run zero "
+                                                rf"times") as info:
+        llgrad.differentiate(defined_in_loop_body_only)(np.ones(3))
+    assert_at(info.value, defined_in_loop_body_only, "for i in range(n)")
+
+
+def test_variable_defined_only_in_static_loop_is_fine():
+    def f(x):
+        for i in range(x.shape[0]):
+            last = x[i] * 2.0
+        return last
+    assert llgrad.differentiate(f)(np.arange(1.0, 4.0)) == 6.0
+
+
+# ---- mismatched shapes / dtypes between branches -----------------------------------------------
+def shapes_differ(x):
+    if np.sum(x) > 0:
+        y = x[:2]
+    else:
+        y = x[1:]
+        y = y[:1]
+    return np.sum(y)
+
+
+def dtypes_differ(x):
+    if np.sum(x) > 0:
+        y = x
+    else:
+        y = (x > 0)
+    return np.sum(y * 1.0)
+
+
+def array_vs_object(x):
+    if np.sum(x) > 0:
+        y = x
+    else:
+        y = "negative"
+    return y
+
+
+def ternary_shapes_differ(x):
+    return np.sum(x[:2] if np.sum(x) > 0 else x)
+
+
+def test_branch_shapes_differ():
+    with pytest.raises(ShapeError, match=r"variable `y` is f64\[2\] on one path of a traced "
+                                         r"condition but f64\[1\] on the other") as info:
+        llgrad.differentiate(shapes_differ)(np.ones(3))
+    assert_at(info.value, shapes_differ, "if np.sum(x) > 0")
+    assert "How to fix" in str(info.value)
+
+
+def test_branch_dtypes_differ():
+    with pytest.raises(ShapeError, match=r"variable `y` is f64\[3\] on one path .* but "
+                                         r"bool\[3\] on the other") as info:
+        llgrad.differentiate(dtypes_differ)(np.ones(3))
+    assert_at(info.value, dtypes_differ, "if np.sum(x) > 0")
+
+
+def test_branch_array_vs_python_object():
+    with pytest.raises(LLGradError, match=r"variable `y` is an array on one path of a traced "
+                                          r"condition and a str on the other") as info:
+        llgrad.differentiate(array_vs_object)(np.ones(3))
+    assert_at(info.value, array_vs_object, "if np.sum(x) > 0")
+
+
+def test_ternary_shapes_differ():
+    with pytest.raises(ShapeError, match=r"f64\[2\] on one path .* f64\[3\] on the other") as info:
+        llgrad.differentiate(ternary_shapes_differ)(np.ones(3))
+    assert_at(info.value, ternary_shapes_differ, "return np.sum(")
+
+
+# ---- non-scalar conditions ----------------------------------------------------------------------
+def array_condition(x):
+    if x > 0:
+        return np.sum(x)
+    return -np.sum(x)
+
+
+def test_array_condition_is_ambiguous():
+    with pytest.raises(ShapeError, match=r"truth value of a traced array of shape \[3\] is "
+                                         r"ambiguous") as info:
+        llgrad.differentiate(array_condition)(np.ones(3))
+    assert_at(info.value, array_condition, "if x > 0")
+    assert "np.where" in str(info.value)
+
+
+# ---- unsupported statements on traced values (the fence) ----------------------------------------
+def uses_try(x):
+    s = np.sum(x)
+    try:
+        r = s * 2.0
+    except ZeroDivisionError:
+        r = s
+    return r
+
+
+class _Ctx:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def uses_with(x):
+    s = np.sum(x)
+    with _Ctx():
+        r = s * 2.0
+    return r
+
+
+def uses_del(x):
+    s = np.sum(x)
+    t = s * 2.0
+    del s
+    return t
+
+
+_G = None
+
+
+def uses_global(x):
+    global _G
+    s = np.sum(x)
+    _G = s
+    return s
+
+
+def uses_nonlocal():
+    box = None
+
+    def inner(x):
+        nonlocal box
+        s = np.sum(x)
+        box = s
+        return s
+    return inner
+
+
+def uses_yield(x):
+    yield np.sum(x)
+
+
+@pytest.mark.parametrize("fn, match, text", [
+    (uses_try, r"`try` statement on traced values \(s\)", "try:"),
+    (uses_with, r"`with` statement on traced values \(s\)", "with _Ctx()"),
+    (uses_del, r"`del` of traced values \(s\) cannot be compiled", "del s"),
+    (uses_global, r"assignment of traced values \(s\) to a `global` variable", "_G = s"),
+    (uses_nonlocal(), r"assignment of traced values \(s\) to a `nonlocal` variable", "box = s"),
+    (uses_yield, r"generators cannot be differentiated: `yield`", "yield np"),
+], ids=["try", "with", "del", "global", "nonlocal", "yield"])
+def test_fenced_statements(fn, match, text):
+    with pytest.raises(UnsupportedSyntaxError, match=match) as info:
+        llgrad.differentiate(fn)(np.ones(3))
+    e = info.value
+    assert e.filename.endswith(FILE) and e.lineno == line_of(fn, text), (e.filename, e.lineno)
+    assert "Fix:" in str(e) or "How to fix" in str(e)
+
+
+def test_fenced_statements_on_python_values_run_as_python():
+    def f(x):
+        n = 3
+        try:
+            k = n * 2
+        except ValueError:
+            k = 0
+        with _Ctx():
+            k = k + 1
+        del n
+        return np.sum(x) * k
+    assert llgrad.differentiate(f)(np.ones(3)) == 21.0
+
+
+def test_llgrad_context_is_allowed():
+    def f(x):
+        s = np.sum(x ** 2)
+        with llgrad.no_grad():
+            t = s * 2.0
+        return s + t
+    assert llgrad.differentiate(f)(np.ones(3)) == 9.0
+
+
+# ---- loops that must be unrolled -----------------------------------------------------------------
+def append_with_traced_trip_count(x):
+    n = np.sum(x > 0)
+    hs = []
+    for i in range(n):
+        hs.append(x[i] * 2.0)
+    return np.sum(np.stack(hs))
+
+
+def growing_with_traced_trip_count(x):
+    n = np.sum(x > 0)
+    h = x[:1]
+    for i in range(n):
+        h = np.concatenate([h, h[-1:] * x[0]])
+    return np.sum(h)
+
+
+def growing_while(x):
+    h = x[:1]
+    while np.sum(h) < 10.0:
+        h = np.concatenate([h, h])
+    return np.sum(h)
+
+
+def growing_loop_over_rows_of_traced_bound(x):
+    k = np.sum(x > 0)
+    out = x[:0]
+    for i in range(0, k):
+        out = np.concatenate([out, x[:1] ** 2])
+    return np.sum(out)
+
+
+@pytest.mark.parametrize("fn, match", [
+    (append_with_traced_trip_count, r"must be unrolled \(its body stores traced values in a "
+                                    r"Python container\) but its trip count is traced"),
+    (growing_with_traced_trip_count, r"must be unrolled \(it changes the shape/dtype of `h` "
+                                     r"from f64\[1\] to f64\[2\] across iterations\) but its "
+                                     r"trip count is traced"),
+    (growing_loop_over_rows_of_traced_bound, r"must be unrolled .* trip count is traced"),
+], ids=["append", "grow", "grow-from-empty"])
+def test_unroll_needed_but_trip_count_traced(fn, match):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnrollWarning)
+        with pytest.raises(LLGradError, match=match) as info:
+            llgrad.differentiate(fn)(np.ones(4))
+    assert_at(info.value, fn, "for i in range(")
+    assert "preallocate" in str(info.value) and "Python ints" in str(info.value)
+
+
+def test_while_that_changes_shape():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UnrollWarning)
+        with pytest.raises(LLGradError, match=r"the while loop at .* must be unrolled \(it "
+                                              r"changes the shape/dtype of `h` from f64\[1\] to "
+                                              r"f64\[2\] across iterations\) but its trip count "
+                                              r"is traced") as info:
+            llgrad.differentiate(growing_while)(np.ones(2))
+    assert_at(info.value, growing_while, "while np.sum(h)")
+
+
+# ---- traced values leaking out of a branch -------------------------------------------------------
+def append_in_branch(x):
+    out = []
+    if np.sum(x) > 0:
+        out.append(x * 2.0)
+    else:
+        out.append(x)
+    return np.sum(out[0])
+
+
+def test_value_leaks_out_of_branch():
+    with pytest.raises(LLGradError, match=r"a value computed inside a traced `if` branch is "
+                                          r"used outside it") as info:
+        llgrad.differentiate(append_in_branch)(np.ones(3))
+    assert_at(info.value, append_in_branch, "if np.sum(x) > 0")
+
+
+# ---- traced range step -------------------------------------------------------------------------
+def traced_step(x):
+    k = np.sum(x > 0)
+    s = 0.0
+    for i in range(0, 4, k):
+        s = s + x[i]
+    return s
+
+
+def test_traced_range_step():
+    with pytest.raises(LLGradError, match=r"a traced range step is not supported") as info:
+        llgrad.differentiate(traced_step)(np.ones(4))
+    assert_at(info.value, traced_step, "for i in range(0, 4, k)")
+
+
+# ---- integer ops on traced loop indices -------------------------------------------------------------
+def mod_of_loop_index(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        if i % 2 == 0:
+            s = s + x[i]
+    return s
+
+
+@pytest.mark.xfail(strict=True, reason="runtime: no mod/floordiv primitive, so `i % 2` on a "
+                   "staged loop index raises a bare TypeError (unsupported operand type(s) for "
+                   "%: 'Value' and 'int')")
+def test_mod_of_traced_loop_index():
+    x = np.arange(1.0, 6.0)
+    assert llgrad.differentiate(mod_of_loop_index)(x) == mod_of_loop_index(x)
