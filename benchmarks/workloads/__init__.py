@@ -1,0 +1,14 @@
+"""The benchmark workloads, one module per family.
+
+* :mod:`.eager`  -- ``eager_overhead``, ``mlp_step`` (issue 2; ``mlp_step`` also issue 4)
+* :mod:`.arrays` -- ``elementwise``, ``gmm`` (issue 4)
+* :mod:`.loops`  -- ``recurrence``, ``lorenz_rk4``, ``newton``, ``rnn`` (issue 5)
+* :mod:`.startup` -- ``cold_start``: process start to first gradient, cold vs warm cache (issue 6)
+
+``ALL`` lists every workload in the order ``python -m benchmarks.run`` runs them.
+"""
+
+from . import arrays, eager, loops, startup
+
+ALL = eager.WORKLOADS + arrays.WORKLOADS + loops.WORKLOADS + startup.WORKLOADS
+BY_NAME = {w.name: w for w in ALL}

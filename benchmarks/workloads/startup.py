@@ -1,0 +1,144 @@
+"""Process start to first gradient (issue 6): ``cold_start``.
+
+Each timed call starts a fresh Python process that imports the system, builds the gradient of
+``chain100`` (a 101-op function: 25 blocks of ``sin, *, +, *`` on a float64 vector of 16, then
+``sum``) and prints the value and gradient as JSON; the parent parses and checks it. The time
+therefore includes interpreter start-up and imports, which is what a user waits for when a
+script runs.
+
+* ``llgrad-cold``: ``@llgrad.differentiate(cache=True)`` with ``LLGRAD_CACHE_DIR`` pointing at a
+  new empty directory for every call (trace + compile every time).
+* ``llgrad-warm``: the same, with one cache directory that the first call fills; later calls
+  should load the compiled object from disk. Goal: warm < 20% of cold.
+* ``jax``: ``jit(value_and_grad)`` in a fresh process (JAX's persistent cache off, its default).
+* ``torch``: eager, in a fresh process.
+* ``python+numpy``: ``import numpy`` and nothing else: the floor.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+from ..harness import Goal, Impl, Workload, need
+
+N_BLOCKS = 25
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def chain100(x):
+    """Plain numpy user code: 25 blocks x 4 ops + sum = 101 ops."""
+    for _ in range(N_BLOCKS):
+        a = np.sin(x)
+        a = a * 0.001
+        x = x + a
+        x = x * 0.9999
+    return np.sum(x)
+
+
+_PRELUDE = f"""
+import json, sys
+sys.path.insert(0, {ROOT!r})
+import numpy as np
+x = np.linspace(-1.0, 1.0, 16)
+"""
+
+SCRIPTS = {
+    "llgrad": _PRELUDE + """
+import llgrad
+from benchmarks.workloads.startup import chain100
+f = llgrad.differentiate(chain100, cache=True)
+v, g = f.value_and_grad(x)
+print(json.dumps({"value": float(v), "grad": np.asarray(g).tolist()}))
+""",
+    "jax": _PRELUDE + """
+import jax
+jax.config.update("jax_enable_x64", True)
+import jax.numpy as jnp
+from benchmarks.harness import rebind
+from benchmarks.workloads.startup import chain100
+v, g = jax.jit(jax.value_and_grad(rebind(chain100, np=jnp)))(jnp.asarray(x))
+print(json.dumps({"value": float(v), "grad": np.asarray(g).tolist()}))
+""",
+    "torch": _PRELUDE + """
+import torch
+t = torch.tensor(x, requires_grad=True)
+y = t
+for _ in range(25):
+    a = y.sin()
+    a = a * 0.001
+    y = y + a
+    y = y * 0.9999
+y = y.sum()
+y.backward()
+print(json.dumps({"value": y.item(), "grad": t.grad.numpy().tolist()}))
+""",
+    "numpy": _PRELUDE + """
+print(json.dumps({"value": 0.0, "grad": []}))
+""",
+}
+
+
+def _spawn(script: str, env_extra=None):
+    env = dict(os.environ, **(env_extra or {}))
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, timeout=600)
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1:] or ["(no stderr)"]
+        raise RuntimeError(f"subprocess failed: {tail[0]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out["value"], (np.asarray(out["grad"]),)
+
+
+def _llgrad(warm: bool):
+    def setup(inputs):
+        need("llgrad", "differentiate")
+        if warm:
+            d = tempfile.mkdtemp(prefix="llgrad-bench-warm-")
+            return lambda: _spawn(SCRIPTS["llgrad"], {"LLGRAD_CACHE_DIR": d})
+
+        def run():
+            d = tempfile.mkdtemp(prefix="llgrad-bench-cold-")
+            try:
+                return _spawn(SCRIPTS["llgrad"], {"LLGRAD_CACHE_DIR": d})
+            finally:
+                shutil.rmtree(d, ignore_errors=True)
+        return run
+    return setup
+
+
+def _peer(module: str, script: str):
+    def setup(inputs):
+        need(module)
+        return lambda: _spawn(SCRIPTS[script])
+    return setup
+
+
+cold_start = Workload(
+    name="cold_start",
+    description="fresh process -> first value+grad of a 101-op function (vector of 16)",
+    issue="issue 6",
+    make_inputs=lambda: {"x": np.linspace(-1.0, 1.0, 16)},
+    forward=chain100,
+    wrt=("x",),
+    impls=[
+        Impl("llgrad-cold", _llgrad(False), "v+g", "empty LLGRAD_CACHE_DIR each call"),
+        Impl("llgrad-warm", _llgrad(True), "v+g", "cache filled by the first call"),
+        Impl("jax", _peer("jax", "jax"), "v+g", "jit(value_and_grad), no persistent cache"),
+        Impl("torch", _peer("torch", "torch"), "v+g", "eager"),
+        Impl("python+numpy", _peer("numpy", "numpy"), "start", "interpreter + numpy import only",
+             check=False),
+    ],
+    goals=[Goal.at_most("llgrad-warm", "llgrad-cold", 0.2,
+                        "warm-cache start to first gradient < 20% of cold")],
+    llgrad_ref="llgrad-cold",
+    fallback_ref="python+numpy",
+)
+
+WORKLOADS = [cold_start]
