@@ -112,10 +112,6 @@ class CopyUnit(Unit):
     active: bool = True
 
 
-def _closes(unit):
-    return unit
-
-
 class FunctionPlan:
     """Layouts, units, storage and liveness for one IR function."""
 
