@@ -112,26 +112,11 @@ def _resolve_wrt(wrt, names: list[str], fn=None) -> tuple[tuple[int, ...], bool]
     return tuple(out), single
 
 
-def _check_wrt_names(fn, wrt) -> None:
-    """Reject a `wrt` name that is not a parameter when the function is decorated."""
-    items = wrt if isinstance(wrt, (tuple, list)) else (wrt,)
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return
-    for w in items:
-        if isinstance(w, str) and w not in params:
-            _resolve_wrt(w, list(params), fn)
-
-
 class Differentiable:
     """A function compiled to native value and gradient code. See `differentiate`."""
 
     def __init__(self, fn: Callable, wrt=0, cache: bool = False):
         functools.update_wrapper(self, fn)
-        _check_wrt_names(fn, wrt)
         self.fn, self.wrt, self.use_disk_cache = fn, wrt, cache
         self._cache: dict = {}
         self._graphs: dict = {}  # the dynamic path's compiled graphs, least recently used first
@@ -223,12 +208,14 @@ class Differentiable:
             self.trace_count += 1
         graph_text = print_function(tr.fn)
         forward = optimize(tr.fn)
+        # AD differentiates the optimised but unfused forward; fusion runs on the joint.
+        unfused = optimize(tr.fn, fuse=False)
         t2 = time.perf_counter()
         joint, wrt_leaves, not_differentiable = None, [], None
         try:
             _check_scalar_output(tr, self.fn)
             wrt_leaves = _wrt_leaves(tr, wrt_args, self.fn)
-            joint = optimize(ad.grad_function(forward, wrt_leaves, name=tr.fn.name + "_grad"))
+            joint = optimize(ad.grad_function(unfused, wrt_leaves, name=tr.fn.name + "_grad"))
         except (ShapeError, DTypeError, TypeError) as e:
             not_differentiable = e  # the value still compiles; grad() raises this
         t3 = time.perf_counter()

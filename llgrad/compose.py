@@ -55,7 +55,7 @@ def inline_value_and_grad(d, args, kwargs, wrt_args, single):
     from llgrad.api import _assemble, _wrt_leaves
     tr = trace(d.fn, args, kwargs)
     wrt_leaves = _wrt_leaves(tr, wrt_args)
-    joint = optimize(ad.grad_function(optimize(tr.fn), wrt_leaves))
+    joint = optimize(ad.grad_function(optimize(tr.fn, fuse=False), wrt_leaves), fuse=False)
     outs = inline(joint, _leaves_of_call(d, args, kwargs))
     n_out = len(tr.fn.outputs)
     value = sig.unflatten(tr.out_struct, outs[:n_out])
