@@ -1,0 +1,230 @@
+"""The dynamic path (tracer/dynamic.py): functions that concretise traced values.
+
+`float(t)`, `t.item()`, `bool(t)` in code llgrad did not convert, `int(t)` as a range bound or
+a shape, and a Python list indexed by a traced value switch the function to per-call eager
+tracing. Results must be identical to plain Python; concretised values are constants (no
+gradient flows through them, as in PyTorch); each distinct graph (branch pattern) is compiled
+once and reused; `inspect().path` says `dynamic` and names the file:line of the concretisation.
+"""
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+import llgrad
+from llgrad.runtime.errors import UnsupportedError
+from tests.fd import numerical_vjp
+
+FILE = __file__.rsplit("/", 1)[-1]
+
+
+@pytest.fixture(params=["interp", "native"])
+def mode(request, monkeypatch):
+    if request.param == "interp":
+        monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
+    else:
+        monkeypatch.delenv("LLGRAD_DISABLE_JIT", raising=False)
+    return request.param
+
+
+def line_of(fn, text: str) -> int:
+    lines, first = inspect.getsourcelines(fn)
+    return first + next(k for k, s in enumerate(lines) if text in s)
+
+
+# ---- the functions ------------------------------------------------------------------------------
+def uses_float(x):
+    c = float(np.sum(x))
+    return np.sum(np.sin(x) * c)
+
+
+def uses_item(x):
+    m = np.max(x).item()
+    if m > 0.5:
+        return np.sum(x ** 2) * m
+    return np.sum(x) * m
+
+
+relu = lambda v: v if v > 0 else 0.0 * v  # noqa: E731  (a lambda: never converted)
+
+
+def bool_in_unconverted_lambda(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = s + relu(x[i]) * (i + 1)
+    return s
+
+
+def int_range_bound(x):
+    n = int(np.sum(x > 0))
+    s = 0.0
+    for i in range(n):
+        s = s + np.exp(x[i])
+    return s
+
+
+def int_shape(x):
+    n = int(np.sum(x > 0))
+    z = np.ones(n) * 2.0
+    return np.sum(x[:n] * z) + np.sum(x ** 2)
+
+
+COEFS = [1.0, -2.0, 3.0, 0.5]
+
+
+def list_indexed_by_traced(x):
+    k = np.argmax(x)
+    return COEFS[k] * np.sum(x ** 2)
+
+
+def branchy_python(x):
+    t = float(x[0])
+    s = np.sum(x)
+    if t > 0:
+        s = s * 2.0
+    if t > 1:
+        s = s + np.sum(x ** 2)
+    return s
+
+
+CASES = [uses_float, uses_item, bool_in_unconverted_lambda, int_range_bound, int_shape,
+         list_indexed_by_traced, branchy_python]
+
+
+# ---- values and gradients -----------------------------------------------------------------------
+@pytest.mark.parametrize("fn", CASES, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_value_identical_to_python(fn, seed, mode):
+    x = np.random.default_rng(seed).uniform(-1, 1.5, 4)
+    d = llgrad.differentiate(fn)
+    assert d(x) == pytest.approx(fn(x), rel=1e-12, abs=1e-14)
+    assert d.value_and_grad(x)[0] == pytest.approx(fn(x), rel=1e-12, abs=1e-14)
+
+
+def _frozen(fn, x):
+    """`fn` with its float()/item() concretisations frozen at their values at x."""
+    if fn is uses_float:
+        c = float(np.sum(x))
+        return lambda y: np.sum(np.sin(y) * c)
+    if fn is uses_item:
+        m = float(np.max(x))
+        return (lambda y: np.sum(y ** 2) * m) if m > 0.5 else (lambda y: np.sum(y) * m)
+    return fn  # int/bool/index concretisations are locally constant
+
+
+@pytest.mark.parametrize("fn", CASES, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_grad_treats_concretised_values_as_constants(fn, seed, mode):
+    x = np.random.default_rng(seed).uniform(-1, 1.5, 4)
+    g = llgrad.differentiate(fn).grad(x)
+    num = numerical_vjp(_frozen(fn, x), [x], np.float64(1.0), [0])[0]
+    np.testing.assert_allclose(g, num, rtol=1e-6, atol=1e-8)
+
+
+def test_dynamic_and_staged_give_the_same_numbers(mode):
+    def staged(x):
+        s = np.sum(x)
+        if x[0] > 0:
+            s = s * 2.0
+        if x[0] > 1:
+            s = s + np.sum(x ** 2)
+        return s
+    for seed in range(4):
+        x = np.random.default_rng(seed).uniform(-1, 2, 4)
+        ds, dd = llgrad.differentiate(staged), llgrad.differentiate(branchy_python)
+        try:
+            vs, gs = ds.value_and_grad(x)
+        except UnsupportedError as e:
+            if "cannot lower the control-flow op" in str(e):
+                pytest.xfail("codegen: control-flow ops (cond/for_loop/while_loop) are not "
+                             "lowered yet")
+            raise
+        vd, gd = dd.value_and_grad(x)
+        assert vs == vd
+        np.testing.assert_array_equal(gs, gd)
+        assert ds.inspect(x).path == "staged"
+        assert dd.inspect(x).path.startswith("dynamic")
+
+
+# ---- path reporting -----------------------------------------------------------------------------
+@pytest.mark.parametrize("fn, text, why", [
+    (uses_float, "c = float(np.sum(x))", r"float\(\)"),
+    (uses_item, "m = np.max(x).item()", r"\.item\(\)"),
+    (bool_in_unconverted_lambda, "relu = lambda", r"bool\(\)"),
+    (int_range_bound, "n = int(np.sum(x > 0))", r"int\(\)"),
+    (list_indexed_by_traced, "return COEFS[k]", r"index"),
+], ids=lambda v: getattr(v, "__name__", None))
+def test_inspect_path_names_the_concretisation(fn, text, why, monkeypatch):
+    monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
+    x = np.array([0.3, -0.2, 0.9, 0.1])
+    d = llgrad.differentiate(fn)
+    path = str(d.inspect(x).path)
+    assert path.startswith("dynamic"), path
+    assert f"{FILE}:{line_of(fn, text) if fn is not bool_in_unconverted_lambda else _lambda_line()}" \
+        in path, path
+    import re
+    assert re.search(why, path), path
+
+
+def _lambda_line() -> int:
+    src = open(__file__).read().splitlines()
+    return 1 + next(k for k, s in enumerate(src) if s.startswith("relu = lambda"))
+
+
+# ---- guards: different branch patterns -> different cached graphs ---------------------------------
+def test_branch_patterns_get_their_own_graphs(monkeypatch):
+    monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
+    d = llgrad.differentiate(branchy_python)
+    neg, mid, big = (np.array([-0.5, 1.0, 2.0]), np.array([0.5, 1.0, 2.0]),
+                     np.array([1.5, 1.0, 2.0]))
+    for x in (neg, mid, neg, big, mid, big, neg):
+        v, g = d.value_and_grad(x)
+        assert v == branchy_python(x)
+    assert len(d._graphs) == 3
+    assert d.cache_info()["traces"] == 7  # traced eagerly per call (the dynamic path)
+    # the same pattern with other numbers reuses its graph
+    d.value_and_grad(np.array([-3.0, 0.1, 0.2]))
+    assert len(d._graphs) == 3
+
+
+def test_range_bound_patterns(monkeypatch):
+    monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
+    d = llgrad.differentiate(int_range_bound)
+    xs = [np.array([1.0, 1.0, -1.0, -1.0]), np.array([1.0, 1.0, 1.0, -1.0]),
+          np.array([2.0, 3.0, -1.0, -2.0])]
+    for x in xs:
+        assert d(x) == int_range_bound(x)
+        np.testing.assert_allclose(d.grad(x), np.where(np.arange(4) < np.sum(x > 0),
+                                                       np.exp(x), 0.0))
+    assert len(d._graphs) == 2
+
+
+def test_dynamic_graph_cache_is_bounded(monkeypatch):
+    monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
+    d = llgrad.differentiate(int_range_bound)
+    d.max_dynamic_graphs = 2
+    for n in range(5):
+        x = np.where(np.arange(4) < n, 1.0, -1.0)
+        assert d(x) == int_range_bound(x)
+    assert len(d._graphs) <= 2
+
+
+def test_switch_to_dynamic_is_sticky_and_exact(monkeypatch):
+    """A staged function whose concretisation depends on the data: the first call decides."""
+    monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
+
+    def f(x):
+        s = np.sum(x)
+        if x.shape[0] > 3:
+            s = s * float(x[0])
+        return s
+    d = llgrad.differentiate(f)
+    small, big = np.array([1.0, 2.0]), np.array([2.0, 1.0, 1.0, 1.0])
+    assert d(small) == f(small)
+    assert d.inspect(small).path == "staged"
+    assert d(big) == f(big)
+    assert d.inspect(big).path.startswith("dynamic")
+    np.testing.assert_allclose(d.grad(big), np.full(4, 2.0))  # float(x[0]) is a constant
+    assert d(small) == f(small)
