@@ -3,7 +3,25 @@ values): `x + y`, `x @ y`, `x[i]`, `np.exp(x)`, ... all go through `llgrad.runti
 from __future__ import annotations
 
 from llgrad.runtime import ops
-from llgrad.runtime.errors import UnsupportedError, user_loc
+from llgrad.runtime.errors import LLGradError, UnsupportedError, _compose, user_loc
+
+
+def _locate(e: LLGradError) -> LLGradError:
+    """Stamp an error raised by the ops layer (a shape rule, an argument check) with the
+    user's file:line, where it has none yet."""
+    if e.loc is None:
+        e.loc = user_loc()
+        if e.loc is not None:
+            e.args = (_compose(e.what, e.loc, e.fix),)
+    return e
+
+
+def _unsupported_operator(sym: str):
+    def op(self, other):
+        raise UnsupportedError(f"the operator {sym} is not supported on llgrad values",
+                               loc=user_loc(), fix="compute it outside the differentiated "
+                               "function, or write it with supported operations")
+    return op
 
 
 class ArrayOperators:
@@ -22,8 +40,21 @@ class ArrayOperators:
     def __rtruediv__(self, o): return ops.div(o, self)
     def __pow__(self, o): return ops.pow(self, o)
     def __rpow__(self, o): return ops.pow(o, self)
-    def __matmul__(self, o): return ops.matmul(self, o)
-    def __rmatmul__(self, o): return ops.matmul(o, self)
+    def __matmul__(self, o):
+        try:
+            return ops.matmul(self, o)
+        except LLGradError as e:
+            raise _locate(e) from None
+
+    def __rmatmul__(self, o):
+        try:
+            return ops.matmul(o, self)
+        except LLGradError as e:
+            raise _locate(e) from None
+
+    __mod__ = __rmod__ = _unsupported_operator("%")
+    __floordiv__ = __rfloordiv__ = _unsupported_operator("//")
+    __divmod__ = __rdivmod__ = _unsupported_operator("divmod()")
     def __neg__(self): return ops.neg(self)
     def __pos__(self): return self
     def __abs__(self): return ops.abs(self)
@@ -38,7 +69,11 @@ class ArrayOperators:
     def __or__(self, o): return ops.logical_or(self, o)
     def __ror__(self, o): return ops.logical_or(o, self)
     def __invert__(self): return ops.logical_not(self)
-    def __getitem__(self, key): return ops.getitem(self, key)
+    def __getitem__(self, key):
+        try:
+            return ops.getitem(self, key)
+        except LLGradError as e:
+            raise _locate(e) from None
 
     __hash__ = object.__hash__
 
@@ -49,14 +84,20 @@ class ArrayOperators:
         if fn is None:
             return self._lg_numpy_fallback(ufunc if method == "__call__" else
                                            getattr(ufunc, method), inputs, kwargs)
-        return fn(*inputs, **kwargs)
+        try:
+            return fn(*inputs, **kwargs)
+        except LLGradError as e:
+            raise _locate(e) from None
 
     def __array_function__(self, func, types, args, kwargs):
         from llgrad.runtime.numpy_api import FUNCTIONS
         fn = FUNCTIONS.get(func)
         if fn is None:
             return self._lg_numpy_fallback(func, args, kwargs)
-        return fn(*args, **kwargs)
+        try:
+            return fn(*args, **kwargs)
+        except LLGradError as e:
+            raise _locate(e) from None
 
     def _lg_numpy_fallback(self, func, args, kwargs):
         from llgrad.runtime.numpy_api import numpy_name
@@ -108,7 +149,10 @@ class NumpyMethods:
     def _np(self, name, *args, **kwargs):
         from llgrad.runtime.numpy_api import FUNCTIONS
         import numpy as np
-        return FUNCTIONS[getattr(np, name)](self, *args, **kwargs)
+        try:
+            return FUNCTIONS[getattr(np, name)](self, *args, **kwargs)
+        except LLGradError as e:
+            raise _locate(e) from None
 
     def mean(self, axis=None, keepdims=False): return self._np("mean", axis=axis, keepdims=keepdims)
     def prod(self, axis=None, keepdims=False): return self._np("prod", axis=axis, keepdims=keepdims)
@@ -130,7 +174,10 @@ class NumpyMethods:
     def swapaxes(self, a, b): return ops.swapaxes(self, a, b)
 
     def reshape(self, *shape, order="C"):
-        return ops.reshape(self, shape[0] if len(shape) == 1 else shape)
+        try:
+            return ops.reshape(self, shape[0] if len(shape) == 1 else shape)
+        except LLGradError as e:
+            raise _locate(e) from None
 
     def transpose(self, *axes):
         if len(axes) == 1 and not isinstance(axes[0], int):

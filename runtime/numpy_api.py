@@ -7,6 +7,7 @@ import numpy as np
 
 from llgrad.runtime import ops
 from llgrad.runtime.aval import normalize_axes
+from llgrad.runtime.errors import UnsupportedError, user_loc
 from llgrad.runtime.ops._util import dtype_of, shape_of
 from llgrad.runtime.prim import REGISTRY
 
@@ -25,7 +26,8 @@ def _reducer(fn):
 
 def _no_out(out):
     if out is not None:
-        raise TypeError("out= is not supported on llgrad values (write `y = f(x)` instead)")
+        raise UnsupportedError("out= is not supported on llgrad values", loc=user_loc(),
+                               fix="write `y = f(x)` instead of `f(x, out=y)`")
 
 
 def _like(fill):
@@ -98,7 +100,9 @@ def _ufunc_call(fn):
     def impl(*args, out=None, where=True, **kw):
         _no_out(out)
         if where is not True or kw.get("dtype") is not None:
-            raise TypeError("where=/dtype= ufunc arguments are not supported on llgrad values")
+            raise UnsupportedError("where=/dtype= ufunc arguments are not supported on llgrad "
+                                   "values", loc=user_loc(),
+                                   fix="use np.where(mask, f(x), y) / .astype(dtype) instead")
         return fn(*args)
     return impl
 
@@ -134,5 +138,15 @@ FUNCTIONS[np.power] = _ufunc_call(ops.pow)
 
 
 def numpy_name(func) -> str:
+    """How the user wrote `func`: np.exp, np.fft.fft, np.linalg.inv, np.add.reduce."""
+    owner = getattr(func, "__self__", None)
+    if isinstance(owner, np.ufunc):  # a ufunc method (np.add.reduce)
+        return f"{numpy_name(owner)}.{func.__name__}"
+    name = getattr(func, "__name__", repr(func))
     mod = getattr(func, "__module__", None) or "numpy"
-    return f"{'np' if mod.startswith('numpy') else mod}.{getattr(func, '__name__', func)}"
+    if not mod.startswith("numpy"):
+        return f"{mod}.{name}"
+    # public submodules keep their name (numpy.fft, numpy.linalg._linalg -> np.linalg)
+    parts = [p for p in mod.split(".")[1:] if not p.startswith("_")]
+    sub = parts[0] if parts and hasattr(np, parts[0]) else None
+    return f"np.{sub}.{name}" if sub else f"np.{name}"

@@ -421,3 +421,12 @@ def model_gmm_like(t, x, p):
 def model_relu_layer(m, x, w):
     h = np.maximum(m @ x, 0.0)
     return np.sum(h * w[:3]) + np.sum(np.abs(w)) * 0.1
+
+
+@usecase
+def argmax_and_comparison_ufuncs(x, w, m):
+    i = np.argmax(w)
+    j = np.argmin(m, axis=1)
+    sel = np.logical_or(np.less(x, 0.0), np.greater_equal(x, w)) & np.logical_not(np.equal(x, w))
+    return x[i] * 3.0 + np.sum(m[0, j] ** 2) + np.sum(np.where(sel, x, -x)) + np.sum(
+        np.broadcast_to(x, (3, 4)) * m)
