@@ -17,6 +17,7 @@ import sys
 import traceback
 
 STAGES = {  # stage name -> (header, Inspection attribute)
+    "converted": ("converted source", "converted_source"),
     "graph": ("graph (traced IR)", "graph"),
     "forward": ("forward IR (optimised)", "forward_ir"),
     "backward": ("forward+backward IR (optimised)", "backward_ir"),
@@ -26,7 +27,7 @@ STAGES = {  # stage name -> (header, Inspection attribute)
     "stats": ("stats", "stats"),
     "dot": ("Graphviz DOT of the forward+backward IR", None),
 }
-ALL = ("graph", "forward", "backward", "python", "llvm", "asm", "stats")
+ALL = ("converted", "graph", "forward", "backward", "python", "llvm", "asm", "stats")
 
 _DTYPES = {"f64": "float64", "float64": "float64", "f32": "float32", "float32": "float32",
            "i64": "int64", "int64": "int64", "i32": "int64", "int": "int64",
@@ -187,7 +188,8 @@ def _stages(items: list[str] | None) -> list[str]:
 def stage_text(inspection, stage: str) -> str:
     if stage == "dot":
         return inspection.draw() if hasattr(inspection, "draw") else _dot(inspection)
-    return str(getattr(inspection, STAGES[stage][1]))
+    text = getattr(inspection, STAGES[stage][1], None)
+    return "(not available in this build)" if text is None else str(text)
 
 
 def _dot(inspection) -> str:
@@ -286,7 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="differentiate w.r.t. this argument index or name (repeat or "
                      "'0,1' for several; default: the function's own wrt, else 0)")
     ins.add_argument("--stage", action="append", metavar="STAGE",
-                     help="graph|forward|backward|python|llvm|asm|stats|dot|all (repeat or "
+                     help="converted|graph|forward|backward|python|llvm|asm|stats|dot|all (repeat or "
                      "comma-separate; default all)")
     ins.add_argument("--seed", type=int, default=0, help="seed of the argument values "
                      "(default 0)")

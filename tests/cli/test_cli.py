@@ -37,7 +37,7 @@ def test_inspect_all_stages(capsys):
     assert main(["inspect", f"{SCRIPT}:loss", "--arg", "f64[3]", "--arg", "f32[5,3]",
                  "--arg", "float=2.0", "--arg", "int=5"]) == 0
     out = capsys.readouterr().out
-    for header in ("graph (traced IR)", "forward IR (optimised)",
+    for header in ("converted source", "graph (traced IR)", "forward IR (optimised)",
                    "forward+backward IR (optimised)", "backward as Python source", "LLVM IR",
                    "assembly", "stats"):
         assert f"== {header} ==" in out
