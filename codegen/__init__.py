@@ -12,3 +12,9 @@ def compile_functions(fns, **kwargs):
     """See codegen/compile.py: compile IR functions into one CompiledModule."""
     from .compile import compile_functions as _compile
     return _compile(fns, **kwargs)
+
+
+def load_object(object_code, layout, llvm_ir, stats, workspace):
+    """See codegen/compile.py: a CompiledModule from cached object code."""
+    from .compile import load_object as _load
+    return _load(object_code, layout, llvm_ir, stats, workspace)

@@ -79,6 +79,14 @@ def _gemm_callee(builder: ir.IRBuilder, dtype: str, inline_address: bool) -> ir.
     return existing if existing is not None else ir.Function(builder.module, _GEMM_TYPE, symbol)
 
 
+def register_symbols() -> None:
+    """Register every available gemm under its llgrad symbol (before loading cached code)."""
+    for dtype, (name, _) in _GEMM.items():
+        address = blas_address(name)
+        if address is not None:
+            llvm.add_symbol(f"llgrad_blas_{name}", address)
+
+
 def _slot(builder: ir.IRBuilder, ty: ir.Type, value: ir.Value, name: str) -> ir.Value:
     """An entry-block stack slot holding `value` (stored at the current position)."""
     with builder.goto_entry_block():

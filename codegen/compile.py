@@ -88,6 +88,8 @@ class CompiledModule:
         self.workspace_bytes = workspace_bytes
         self._tls = threading.local()
         self._optimized = self._asm = None
+        self.object_code: bytes | None = None
+        self.layout: dict = {}
 
     def __getitem__(self, name: str) -> Entry:
         return self.entries[name]
@@ -137,12 +139,16 @@ class _Constants:
         return g
 
 
-def compile_functions(fns: dict, *, fuse: bool = True) -> CompiledModule:
+def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None = None,
+                      keep_object: bool = False) -> CompiledModule:
     """Compile IR functions into one native module; `m[name](*arrays)` calls one.
 
     Args:
         fns: entry name -> ir.Function (e.g. {"forward": f, "joint": f_and_grad}).
         fuse: group elementwise chains and their reductions into single loops.
+        symbol_prefix: a process-independent name for the module's symbols (the disk cache
+            uses a content hash); default: a per-process counter.
+        keep_object: keep the native object code in `.object_code` (for the disk cache).
 
     Returns:
         A CompiledModule; each entry returns a list of fresh numpy arrays, one per result.
@@ -152,7 +158,7 @@ def compile_functions(fns: dict, *, fuse: bool = True) -> CompiledModule:
     """
     from . import lowerings  # noqa: F401  (registers every lowering)
     t0 = time.perf_counter()
-    mid = next(_MODULE_IDS)
+    mid = symbol_prefix or str(next(_MODULE_IDS))
     module = ir.Module(name=f"llgrad{mid}")
     stats: dict = {"ops": {}}
     kernels, plans, workspace = {}, {}, 0
@@ -176,20 +182,42 @@ def compile_functions(fns: dict, *, fuse: bool = True) -> CompiledModule:
         t2 = time.perf_counter()
         j.optimize(mod)
         t3 = time.perf_counter()
+        obj = j.target.machine.emit_object(mod) if keep_object else None
         addresses = j.add(mod, [s for s, _ in kernels.values()])
         t4 = time.perf_counter()
     stats.update({"workspace bytes": workspace, "lower seconds": t1 - t0,
                   "parse seconds": t2 - t1, "optimize seconds": t3 - t2,
                   "machine code seconds": t4 - t3, "compile seconds": t4 - t0})
-    cm = CompiledModule({}, llvm_ir, stats, workspace)
-    for name, (symbol, n) in kernels.items():
-        fn = fns[name]
-        kernel = abi.Kernel(addresses[symbol], n, symbol)
-        cm.entries[name] = Entry(
-            name, kernel, [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in fn.params],
-            [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in fn.outputs], cm)
     for v in [v for fn in fns.values() for v in fn.params + fn.outputs]:
         memtype(v.aval.dtype)  # every boundary dtype is supported
+    layout = {name: (symbol, n, [(tuple(v.aval.shape), np.dtype(v.aval.dtype))
+                                 for v in fns[name].params],
+                     [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in fns[name].outputs])
+              for name, (symbol, n) in kernels.items()}
+    cm = _assemble(layout, addresses, llvm_ir, stats, workspace)
+    cm.object_code = obj
+    return cm
+
+
+def _assemble(layout: dict, addresses: dict, llvm_ir: str, stats: dict,
+              workspace: int) -> CompiledModule:
+    cm = CompiledModule({}, llvm_ir, stats, workspace)
+    cm.layout = layout
+    for name, (symbol, n, ins, outs) in layout.items():
+        cm.entries[name] = Entry(name, abi.Kernel(addresses[symbol], n, symbol), ins, outs, cm)
+    return cm
+
+
+def load_object(object_code: bytes, layout: dict, llvm_ir: str, stats: dict,
+                workspace: int) -> CompiledModule:
+    """A CompiledModule from object code made by `compile_functions(keep_object=True)` (in
+    this process or an earlier one with the same LLVM, CPU and llgrad version)."""
+    from . import blas, vmath  # noqa: F401  (symbols the object code may reference)
+    blas.register_symbols()
+    vmath.mvec_available()
+    addresses = jit.get_jit().add_object(object_code, [s for s, *_ in layout.values()])
+    cm = _assemble(layout, addresses, llvm_ir, stats, workspace)
+    cm.object_code = object_code
     return cm
 
 

@@ -185,6 +185,39 @@ class Emitter:
     def min(self, x, y):
         return self._extremum("minimum", "<", np.minimum, x, y)
 
+    def floor(self, x):
+        if _py(x):
+            return self._fold(np.floor, x)
+        return vmath.math_call(self.b, "floor", x) if _is_float(x.type) else x
+
+    def _divmod(self, x, y):
+        """Python's floor division and remainder (the remainder takes the divisor's sign)."""
+        x, y = self._pair(x, y)
+        if _is_float(x.type):
+            r = self.b.frem(x, y)
+            fix = self.and_(self.cmp("!=", r, 0), self.cmp("!=", self.cmp("<", r, 0),
+                                                            self.cmp("<", y, 0)))
+            r = self.select(fix, self.add(r, y), r)
+            return self.floor(self.div(x, y)), r
+        zero = self.cmp("==", y, 0)
+        safe = self.select(zero, 1, y)  # integer division by zero traps: numpy gives 0
+        q, r = self.b.sdiv(x, safe), self.b.srem(x, safe)
+        fix = self.and_(self.cmp("!=", r, 0), self.cmp("!=", self.cmp("<", r, 0),
+                                                        self.cmp("<", safe, 0)))
+        q = self.select(zero, 0, self.select(fix, self.sub(q, 1), q))
+        r = self.select(zero, 0, self.select(fix, self.add(r, safe), r))
+        return q, r
+
+    def floordiv(self, x, y):
+        if _py(x) and _py(y):
+            return self._fold(np.floor_divide, x, y)
+        return self._divmod(x, y)[0]
+
+    def mod(self, x, y):
+        if _py(x) and _py(y):
+            return self._fold(np.remainder, x, y)
+        return self._divmod(x, y)[1]
+
     def zero(self, x):
         return 0 if _py(x) else self.const(0, _elem(x.type))
 

@@ -111,6 +111,17 @@ class Jit:
             raise JitError(f"symbols not found after compiling the module: {missing}")
         return addresses
 
+    def add_object(self, object_code: bytes, names: list[str]) -> dict[str, int]:
+        """Load native object code (e.g. from the disk cache) and look up `names`."""
+        with _lock:
+            self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
+            self._engine.finalize_object()
+            addresses = {name: self._engine.get_function_address(name) for name in names}
+        missing = [name for name, addr in addresses.items() if not addr]
+        if missing:
+            raise JitError(f"symbols {missing} not found in the loaded object code")
+        return addresses
+
     def compile_module(self, llvm_ir: str, names: list[str]) -> dict[str, int]:
         """Parse, optimise and JIT `llvm_ir`; return the address of each function in `names`."""
         start = time.perf_counter()

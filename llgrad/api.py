@@ -202,10 +202,27 @@ class Differentiable:
         return c
 
     def _build(self, tr, wrt_args, compile_forward: bool = True) -> "Compiled":
-        stats = Stats()
-        t1 = time.perf_counter()
         if compile_forward:
             self.trace_count += 1
+        disk_key = self._disk_key(tr, wrt_args) if compile_forward else None
+        if disk_key is not None:
+            c = _from_disk(disk_key, tr)
+            if c is not None:
+                return c
+        c = self._compile_trace(tr, wrt_args, compile_forward, disk_key)
+        if disk_key is not None and c.module is not None:
+            _to_disk(disk_key, c)
+        return c
+
+    def _disk_key(self, tr, wrt_args) -> str | None:
+        from llgrad import cache
+        if not (self.use_disk_cache or cache.enabled()) or config.disable_jit():
+            return None
+        return cache.key(fingerprint(tr.fn), repr(wrt_args), sig.describe(tr.in_struct))
+
+    def _compile_trace(self, tr, wrt_args, compile_forward, disk_key) -> "Compiled":
+        stats = Stats()
+        t1 = time.perf_counter()
         graph_text = print_function(tr.fn)
         forward = optimize(tr.fn)
         # AD differentiates the optimised but unfused forward; fusion runs on the joint.
@@ -227,7 +244,10 @@ class Differentiable:
             entries = {"forward": forward} if compile_forward else {}
             if joint is not None:
                 entries["joint"] = joint
-            if entries:
+            if entries and disk_key is not None:
+                c.module = codegen.compile_functions(entries, symbol_prefix=disk_key[:16],
+                                                     keep_object=True)
+            elif entries:
                 c.module = codegen.compile_functions(entries)
         t4 = time.perf_counter()
         stats.update({
@@ -250,6 +270,41 @@ class Differentiable:
         if self._vjp is None:
             self._vjp = compose.vjp_differentiable(self.fn)
         return self._vjp
+
+
+def _to_disk(k: str, c: Compiled) -> None:
+    """Store one compiled signature (See llgrad/cache.py)."""
+    from llgrad import cache
+    m = c.module
+    tr = c.trace
+    payload = {"forward": c.forward, "joint": c.joint, "wrt_leaves": c.wrt_leaves,
+               "graph_text": c.graph_text, "stats": dict(c.stats), "object": m.object_code,
+               "layout": m.layout, "llvm_ir": m.llvm_ir, "module_stats": m.stats,
+               "workspace": m.workspace_bytes, "out_struct": tr.out_struct,
+               "not_differentiable": repr(c.not_differentiable) if c.not_differentiable else None}
+    try:
+        cache.store(k, payload)
+    except OSError as e:  # a read-only or full disk must not break the computation
+        import warnings
+        warnings.warn(f"llgrad: could not write the compile cache: {e}")
+
+
+def _from_disk(k: str, tr) -> Compiled | None:
+    from llgrad import cache, codegen
+    p = cache.load(k)
+    if p is None:
+        return None
+    try:
+        module = codegen.load_object(p["object"], p["layout"], p["llvm_ir"], p["module_stats"],
+                                     p["workspace"])
+    except Exception:  # foreign or stale object code: recompile
+        return None
+    c = Compiled(tr, p["forward"], p["joint"], p["wrt_leaves"], module=module,
+                 stats=Stats(p["stats"]), graph_text=p["graph_text"])
+    c.stats["disk cache"] = "hit"
+    if p["not_differentiable"] is not None:
+        c.not_differentiable = TypeError(p["not_differentiable"])
+    return c
 
 
 def _assemble(tr, cts: list, wrt_leaves, wrt_args, single, to_python: bool = True):

@@ -52,8 +52,10 @@ class ArrayOperators:
         except LLGradError as e:
             raise _locate(e) from None
 
-    __mod__ = __rmod__ = _unsupported_operator("%")
-    __floordiv__ = __rfloordiv__ = _unsupported_operator("//")
+    def __mod__(self, o): return ops.remainder(self, o)
+    def __rmod__(self, o): return ops.remainder(o, self)
+    def __floordiv__(self, o): return ops.floor_divide(self, o)
+    def __rfloordiv__(self, o): return ops.floor_divide(o, self)
     __divmod__ = __rdivmod__ = _unsupported_operator("divmod()")
     def __neg__(self): return ops.neg(self)
     def __pos__(self): return self

@@ -13,7 +13,8 @@ __all__ = [
     "var", "std", "softmax", "log_softmax", "matmul", "mm", "dot", "outer", "reshape",
     "transpose", "permute", "squeeze", "unsqueeze", "flatten", "cat", "concatenate", "stack",
     "split", "broadcast_to", "all", "any", "allclose", "equal", "isnan", "isfinite", "max", "min",
-    "eq", "ne", "lt", "le", "gt", "ge", "square", "numel", "is_tensor", "t", "detach",
+    "eq", "ne", "lt", "le", "gt", "ge", "square", "numel", "is_tensor", "t", "detach", "floor",
+    "remainder", "floor_divide",
 ]
 
 exp, log, log1p, expm1, sin, cos, tan, tanh = (
@@ -21,6 +22,7 @@ exp, log, log1p, expm1, sin, cos, tan, tanh = (
 sqrt, abs, sign, sigmoid, relu, neg = ops.sqrt, ops.abs, ops.sign, ops.sigmoid, ops.relu, ops.neg
 add, sub, mul, div, pow = ops.add, ops.sub, ops.mul, ops.div, ops.pow
 maximum, minimum, where = ops.maximum, ops.minimum, ops.where
+floor, remainder, floor_divide = ops.floor, ops.remainder, ops.floor_divide
 eq, ne, lt, le, gt, ge = ops.eq, ops.ne, ops.lt, ops.le, ops.gt, ops.ge
 prod, amax, amin, argmax, argmin = ops.prod, ops.amax, ops.amin, ops.argmax, ops.argmin
 logsumexp, var, std, softmax, log_softmax = (

@@ -74,6 +74,9 @@ class Primitive:
     def __repr__(self) -> str:
         return f"<primitive {self.name}>"
 
+    def __reduce__(self):
+        return (_lookup, (self.name,))  # pickled by name: IR in the disk cache
+
 
 def _rule_reads(rules):
     """Per VJP rule, the positions it reads: -1 the output, i >= 0 input i (from bytecode)."""
@@ -98,6 +101,10 @@ def _rule_reads(rules):
 
 REGISTRY: dict[str, Primitive] = {}
 NUMPY_TABLE: dict[Any, Primitive] = {}
+
+
+def _lookup(name: str) -> "Primitive":
+    return REGISTRY[name]
 
 
 def register(p: Primitive) -> Primitive:

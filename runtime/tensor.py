@@ -13,13 +13,14 @@ import numpy as np
 from llgrad.runtime import ops
 from llgrad.runtime.arraylike import ArrayOperators
 from llgrad.runtime.autograd import graph as _graph
-from llgrad.runtime.autograd.graph import AccumulateGrad, PrimNode
+from llgrad.runtime.autograd.graph import AccumulateGrad, PrimNode, save_plan
 from llgrad.runtime.autograd.state import PROFILER, STATE
 from llgrad.runtime.aval import to_dtype, to_np
 from llgrad.runtime.errors import AutogradError
 from llgrad.runtime.prim import set_default_interpretation
 
 _NONE_EDGE = (None, 0)
+_new = object.__new__
 MaxMin = namedtuple("MaxMin", ["values", "indices"])
 
 
@@ -57,7 +58,8 @@ class Tensor(ArrayOperators):
         for a in args:
             if isinstance(a, Tensor):
                 arrays.append(a._data)
-                req = req or a._requires_grad
+                if a._requires_grad:
+                    req = True
             else:
                 arrays.append(a)
         prof = PROFILER[0]
@@ -71,26 +73,41 @@ class Tensor(ArrayOperators):
         if prof is not None:
             prof.end()
         if prim.multiple_results:
-            outs = [o if type(o) is np.ndarray else np.asarray(o) for o in out]
-        else:
-            outs = [out if type(out) is np.ndarray else np.asarray(out)]
-        # Integer and bool results carry no gradient (x.long(), as in PyTorch).
-        record = req and STATE.grad_enabled and not prim.nondiff and outs[0].dtype.kind == "f"
+            return _process_results(prim, args, params, arrays, out, req)
+        if type(out) is not np.ndarray:
+            out = np.asarray(out)
         vc = None
-        if prim.family in ("shape", "index") and isinstance(args[0], Tensor) and \
-                np.may_share_memory(outs[0], arrays[0]):
+        fam = prim.family
+        if (fam == "shape" or fam == "index") and isinstance(args[0], Tensor) and \
+                np.may_share_memory(out, arrays[0]):
             vc = args[0]._vc  # a view: in-place changes are seen through both
-        if not record:
-            res = [Tensor._wrap(o, vc=vc) for o in outs]
+        t = _new(Tensor)
+        t._data = out
+        t._grad = t._acc = t._hooks = None
+        t._output_nr = 0
+        t._vc = [0] if vc is None else vc
+        # Integer and bool results carry no gradient (x.long(), as in PyTorch).
+        if req and STATE.grad_enabled and not prim.nondiff and out.dtype.kind == "f":
+            plan = save_plan(prim, args)
+            edges = []
+            for i in plan.edges:
+                a = args[i]
+                fn = a._grad_fn
+                if fn is not None:
+                    edges.append((fn, a._output_nr))
+                elif a._requires_grad:
+                    edges.append((a._accumulator(), 0))
+                else:
+                    edges.append(_NONE_EDGE)
+            node = PrimNode(prim, params, args, plan, tuple(edges), [(out.shape, out.dtype)])
+            t._grad_fn = node
+            t._requires_grad = True
+            if plan.saves_out:
+                node.save_output(t)
         else:
-            needs = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
-            edges = tuple(i for i, a in enumerate(args) if isinstance(a, Tensor))
-            node = PrimNode(prim, params, args, needs, tuple(_edge(args[i]) for i in edges),
-                            [(o.shape, o.dtype) for o in outs], edges)
-            res = [Tensor._wrap(o, node, i, vc) for i, o in enumerate(outs)]
-            if node.saved_out is True:
-                node.save_output(res[0])
-        return tuple(res) if prim.multiple_results else res[0]
+            t._grad_fn = None
+            t._requires_grad = False
+        return t
 
     @staticmethod
     def _lg_concrete(t):
@@ -378,6 +395,7 @@ class Tensor(ArrayOperators):
         ops.exp, ops.log, ops.log1p, ops.expm1, ops.sin, ops.cos, ops.tan, ops.tanh)
     sqrt, abs, sign, neg, relu, sigmoid = ops.sqrt, ops.abs, ops.sign, ops.neg, ops.relu, ops.sigmoid
     maximum, minimum = ops.maximum, ops.minimum
+    floor, remainder, floor_divide = ops.floor, ops.remainder, ops.floor_divide
     eq, ne, lt, le, gt, ge = ops.eq, ops.ne, ops.lt, ops.le, ops.gt, ops.ge
     logical_and, logical_or, logical_not = ops.logical_and, ops.logical_or, ops.logical_not
     logsumexp, softmax, log_softmax = ops.logsumexp, ops.softmax, ops.log_softmax
@@ -441,6 +459,26 @@ class Tensor(ArrayOperators):
         if isinstance(dim, Tensor):
             return ops.minimum(self, dim)
         return MaxMin(ops.amin(self, dim, keepdim), ops.argmin(self, dim, keepdim))
+
+
+def _process_results(prim, args, params, arrays, out, req):
+    """`_lg_process` for primitives with several results."""
+    outs = [o if type(o) is np.ndarray else np.asarray(o) for o in out]
+    # Integer and bool results carry no gradient (x.long(), as in PyTorch).
+    record = req and STATE.grad_enabled and not prim.nondiff and outs[0].dtype.kind == "f"
+    vc = None
+    if prim.family in ("shape", "index") and isinstance(args[0], Tensor) and \
+            np.may_share_memory(outs[0], arrays[0]):
+        vc = args[0]._vc  # a view: in-place changes are seen through both
+    if not record:
+        return tuple(Tensor._wrap(o, vc=vc) for o in outs)
+    plan = save_plan(prim, args)
+    node = PrimNode(prim, params, args, plan, tuple(_edge(args[i]) for i in plan.edges),
+                    [(o.shape, o.dtype) for o in outs])
+    res = tuple(Tensor._wrap(o, node, i, vc) for i, o in enumerate(outs))
+    if plan.saves_out:
+        node.save_output(res[0])
+    return res
 
 
 def _snapshot_saved_self(node, t: Tensor) -> None:

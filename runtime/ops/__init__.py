@@ -4,9 +4,9 @@ VJP rules are written only with these functions, so one rule serves eager mode, 
 gradients and the compiler's AD. Each primitive is declared once in its family module.
 """
 from llgrad.runtime.ops.elementwise import (  # noqa: F401
-    abs, add, astype, clip, copy, cos, div, eq, exp, expm1, ge, gt, le, log, log1p, logical_and,
-    logical_not, logical_or, lt, maximum, minimum, mul, ne, neg, pow, relu, sigmoid, sign, sin,
-    sqrt, stop_gradient, sub, tan, tanh, where,
+    abs, add, astype, clip, copy, cos, div, eq, exp, expm1, floor, floor_divide, ge, gt, le, log,
+    log1p, logical_and, logical_not, logical_or, lt, maximum, minimum, mul, ne, neg, pow, relu,
+    remainder, sigmoid, sign, sin, sqrt, stop_gradient, sub, tan, tanh, where,
 )
 from llgrad.runtime.ops.index import getitem, setitem, slice_axis  # noqa: F401
 from llgrad.runtime.ops.linalg import dot, matmul, outer  # noqa: F401

@@ -87,6 +87,18 @@ sign_p = elementwise("sign", np.sign, (lambda g, out, x: mul(g, 0),),
                      lambda s, x: s.sign(x), saves=(), numpy=np.sign)
 
 
+floor_p = elementwise("floor", np.floor, (lambda g, out, x: mul(g, 0),),
+                      lambda s, x: s.floor(x), saves=(), numpy=np.floor)
+# Python's // and % (numpy's floor_divide/remainder): the remainder takes the divisor's sign.
+floor_divide_p = elementwise("floor_divide", np.floor_divide, None,
+                             lambda s, x, y: s.floordiv(x, y), nondiff=True,
+                             numpy=np.floor_divide)
+remainder_p = elementwise("remainder", np.remainder,
+                          (lambda g, out, x, y: g,
+                           lambda g, out, x, y: neg(mul(g, floor_divide(x, y)))),
+                          lambda s, x, y: s.mod(x, y), numpy=(np.remainder, np.mod))
+
+
 def _sigmoid_impl(x):
     # Stable for both signs: exp of a non-positive number only.
     e = np.exp(-np.abs(x))
@@ -201,6 +213,8 @@ def _unary(p, floating=True):
 
 
 add, sub, mul, pow = (_binary(p) for p in (add_p, sub_p, mul_p, pow_p))
+floor_divide, remainder = _binary(floor_divide_p), _binary(remainder_p)
+floor = _unary(floor_p, floating=False)
 maximum, minimum = _binary(maximum_p), _binary(minimum_p)
 div = _float_binary(div_p)
 lt, le, gt, ge, eq, ne = (_binary(p) for p in (lt_p, le_p, gt_p, ge_p, eq_p, ne_p))
