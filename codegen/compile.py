@@ -212,8 +212,9 @@ def load_object(object_code: bytes, layout: dict, llvm_ir: str, stats: dict,
                 workspace: int) -> CompiledModule:
     """A CompiledModule from object code made by `compile_functions(keep_object=True)` (in
     this process or an earlier one with the same LLVM, CPU and llgrad version)."""
-    from . import blas, vmath  # noqa: F401  (symbols the object code may reference)
-    blas.register_symbols()
+    from . import blas, vmath  # symbols the object code may reference
+    if "llgrad_blas_" in llvm_ir:
+        blas.register_symbols()  # imports scipy: only when the code calls gemm
     vmath.mvec_available()
     addresses = jit.get_jit().add_object(object_code, [s for s, *_ in layout.values()])
     cm = _assemble(layout, addresses, llvm_ir, stats, workspace)
