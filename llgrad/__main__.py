@@ -288,8 +288,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="differentiate w.r.t. this argument index or name (repeat or "
                      "'0,1' for several; default: the function's own wrt, else 0)")
     ins.add_argument("--stage", action="append", metavar="STAGE",
-                     help="converted|graph|forward|backward|python|llvm|asm|stats|dot|all (repeat or "
-                     "comma-separate; default all)")
+                     help="converted|graph|forward|backward|python|llvm|asm|stats|dot|all "
+                     "(repeat or comma-separate; default all)")
     ins.add_argument("--seed", type=int, default=0, help="seed of the argument values "
                      "(default 0)")
     ins.set_defaults(run=cmd_inspect)
