@@ -25,20 +25,21 @@ def _root_edge(t):
 def _collect(roots):
     """Dependency counts: how many edges point at each node reachable from the roots."""
     deps = {}
-    seen = set()
-    stack = [n for n in roots]
-    for n in roots:
-        seen.add(n)
+    rootset = set(roots)
+    stack = list(roots)
+    pop, push = stack.pop, stack.append
     while stack:
-        n = stack.pop()
-        for nxt, _ in n.next_functions:
+        for nxt, _ in pop().next_functions:
             if nxt is None:
                 continue
-            deps[nxt] = deps.get(nxt, 0) + 1
-            if nxt not in seen:
-                seen.add(nxt)
-                stack.append(nxt)
-    return deps, seen
+            c = deps.get(nxt)
+            if c is None:
+                deps[nxt] = 1
+                if nxt not in rootset:
+                    push(nxt)
+            else:
+                deps[nxt] = c + 1
+    return deps, rootset
 
 
 def _needed(nodes, targets):
@@ -105,7 +106,7 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
             targets.setdefault(edge, []).append(k)
     root_nodes = list(dict.fromkeys(n for n, _ in roots))
     deps, nodes = _collect(root_nodes)
-    needed = None if targets is None else _needed(nodes, {n for n, _ in targets})
+    needed = None if targets is None else _needed(nodes.union(deps), {n for n, _ in targets})
     buffers = {}
     for (n, nr), g in zip(roots, root_grads):
         buf = buffers.get(n)
@@ -113,16 +114,22 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
             buf = buffers[n] = [None] * _n_outputs(n)
         _accumulate(buf, nr, g)
     captured = [None] * (len(inputs) if inputs is not None else 0)
-    ready = [(-n._seq, id(n), n) for n in root_nodes if deps.get(n, 0) == 0]
-    heapq.heapify(ready)
+    ready = [(-n._seq, n) for n in root_nodes if deps.get(n, 0) == 0]  # sequence numbers
+    heapq.heapify(ready)                                                # are unique
+    heappop, heappush = heapq.heappop, heapq.heappush
     prof = PROFILER[0]
-    prev_mode = STATE.grad_enabled
-    STATE.grad_enabled = create_graph
+    state = STATE
+    prev_mode = state.grad_enabled
+    state.grad_enabled = create_graph
     try:
         while ready:
-            _, _, node = heapq.heappop(ready)
-            grads = buffers.pop(node, None) or [None] * _n_outputs(node)
-            grads = _pre(node, grads)
+            node = heappop(ready)[1]
+            grads = buffers.pop(node, None)
+            if grads is None:
+                grads = [None] * _n_outputs(node)
+            if node._tensor_hooks or node._retain or node._pre_hooks or (
+                    isinstance(node, AccumulateGrad) and node.variable._hooks):
+                grads = _pre(node, grads)
             if targets is not None:
                 for nr in range(len(grads)):
                     for k in targets.get((node, nr), ()):
@@ -131,15 +138,34 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                     outs = [None] * len(node.next_functions)
                     _release_edges(node, outs, deps, buffers, ready)
                     continue
-            if all(g is None for g in grads):
+            if len(grads) == 1:
+                if grads[0] is None:
+                    outs = [None] * len(node.next_functions)
+                elif prof is None and not node._post_hooks and not state.anomaly:
+                    outs = node.apply(grads)  # the common case, without _execute's checks
+                else:
+                    outs = _execute(node, grads, prof)
+            elif all(g is None for g in grads):
                 outs = [None] * len(node.next_functions)
             else:
                 outs = _execute(node, grads, prof)
             if not retain_graph:
                 node.release()
-            _release_edges(node, outs, deps, buffers, ready)
+            for (nxt, nr), g in zip(node.next_functions, outs):  # _release_edges, inlined
+                if nxt is None:
+                    continue
+                if g is not None:
+                    buf = buffers.get(nxt)
+                    if buf is None:
+                        buf = buffers[nxt] = [None] * _n_outputs(nxt)
+                    cur = buf[nr]
+                    buf[nr] = g if cur is None else cur + g
+                d = deps[nxt] - 1
+                deps[nxt] = d
+                if d == 0:
+                    heappush(ready, (-nxt._seq, nxt))
     finally:
-        STATE.grad_enabled = prev_mode
+        state.grad_enabled = prev_mode
     if inputs is None:
         return None
     for k, g in enumerate(captured):
@@ -245,4 +271,4 @@ def _release_edges(node, outs, deps, buffers, ready):
         d = deps[nxt] - 1
         deps[nxt] = d
         if d == 0:
-            heapq.heappush(ready, (-nxt._seq, id(nxt), nxt))
+            heapq.heappush(ready, (-nxt._seq, nxt))

@@ -3,12 +3,13 @@ AccumulateGrad for leaves, saved values with version checks, removable hook hand
 from __future__ import annotations
 
 import itertools
+import sys
 import traceback
 
 import numpy as np
 
 from llgrad.runtime.autograd.state import STATE
-from llgrad.runtime.errors import AutogradError, SourceLoc, user_frame
+from llgrad.runtime.errors import _INTERNAL_CODE, _PKG_DIRS, AutogradError, SourceLoc, user_frame
 
 _SEQ = itertools.count()
 
@@ -48,7 +49,7 @@ class Node:
         self.next_functions = next_functions
         self._seq = next(_SEQ)
         f = user_frame(2)
-        self._where = (f.f_code.co_filename, f.f_lineno, f.f_code.co_name) if f else None
+        self._where = (f.f_code, f.f_lasti) if f else None
         # Anomaly mode: frames only; source lines are read when an error is reported.
         self._trace = traceback.StackSummary.extract(traceback.walk_stack(None), limit=32,
                                                      lookup_lines=False) if STATE.anomaly \
@@ -72,7 +73,10 @@ class Node:
     @property
     def loc(self) -> SourceLoc | None:
         """Where in the user's source the forward op that made this node ran."""
-        return SourceLoc(*self._where[:2], 0, self._where[2]) if self._where else None
+        if not self._where:
+            return None
+        code, lasti = self._where  # the line is looked up only when asked for
+        return SourceLoc(code.co_filename, _line_of(code, lasti), 0, code.co_name)
 
     def __call__(self, *grads):
         out = self.apply(list(grads))
@@ -104,6 +108,17 @@ class Node:
     def tensor_hooks(self, output_nr: int):
         th = self._tensor_hooks
         return th.get(output_nr) if th else None
+
+
+def _line_of(code, lasti: int) -> int:
+    """The source line of the bytecode offset `lasti` (what `frame.f_lineno` reports)."""
+    line = code.co_firstlineno
+    for start, end, ln in code.co_lines():
+        if start <= lasti < end:
+            return ln if ln is not None else line
+        if ln is not None:
+            line = ln
+    return line
 
 
 class ShapeOnly:
@@ -213,28 +228,89 @@ def _wanted(prim, needs, n_args) -> frozenset:
     return frozenset(want)
 
 
+class SavePlan:
+    """What a PrimNode keeps of its operands, per (primitive, which operands are tensors and
+    which of those need gradients); computed once and shared by every such node."""
+
+    __slots__ = ("needs", "edges", "saved", "shape_only", "saves_out", "rules", "dense")
+
+    def __init__(self, prim, kinds):
+        # kinds[i]: 0 a constant, 1 a tensor without grad, 2 a tensor that requires grad
+        n = len(kinds)
+        self.needs = tuple(k == 2 for k in kinds)
+        self.edges = tuple(i for i, k in enumerate(kinds) if k)
+        want = _WANT.get((prim, self.needs))
+        if want is None:
+            want = _WANT[(prim, self.needs)] = _wanted(prim, self.needs, n)
+        self.saved = tuple(i for i in self.edges if i in want)
+        self.shape_only = tuple(i for i in self.edges if i not in want)
+        self.saves_out = -1 in want
+        # (position, rule) for each input that needs a gradient, in order
+        self.rules = tuple((i, prim.vjp_rule(i)) for i in range(n) if self.needs[i])
+        self.dense = all(self.needs)  # every operand is a tensor that needs a gradient
+
+
+_PLANS: dict = {}
+
+
+def save_plan(prim, args) -> SavePlan:
+    Tensor = _Tensor[0]
+    k = 1
+    for a in args:
+        k = k * 3 + ((2 if a._requires_grad else 1) if isinstance(a, Tensor) else 0)
+    plan = _PLANS.get((prim, k))
+    if plan is None:
+        plan = _PLANS[(prim, k)] = SavePlan(prim, tuple(
+            (2 if a._requires_grad else 1) if isinstance(a, Tensor) else 0 for a in args))
+    return plan
+
+
+_getframe = sys._getframe
+_new = object.__new__
+
+
 class PrimNode(Node):
     """The backward of one primitive application (`MulBackward0`, ...)."""
 
-    __slots__ = ("prim", "params", "inputs", "needs", "out_meta", "saved_out", "edges")
+    __slots__ = ("prim", "params", "inputs", "needs", "out_meta", "saved_out", "edges", "_plan")
 
-    def __init__(self, prim, params, args, needs, next_functions, out_meta, edges):
-        super().__init__(next_functions)
-        self.prim, self.params, self.needs, self.out_meta = prim, params, needs, out_meta
-        self.edges = edges  # positions of the tensor arguments (constants get no edge)
-        want = _WANT.get((prim, needs))
-        if want is None:
-            want = _WANT[(prim, needs)] = _wanted(prim, needs, len(args))
-        inputs = []
-        for i, a in enumerate(args):
-            if not isinstance(a, _Tensor[0]):
-                inputs.append(a)
-            elif i in want:
-                inputs.append(SavedTensor(a))
-            else:
-                inputs.append(ShapeOnly(a._data.shape, a._data.dtype))
+    def __init__(self, prim, params, args, plan, next_functions, out_meta):
+        # Node's fields, set here directly (this is the eager hot path)
+        self.next_functions = next_functions
+        self._seq = next(_SEQ)
+        f = _getframe(1)  # the user's frame: the innermost outside llgrad (see user_frame)
+        cache = _INTERNAL_CODE
+        while f is not None:
+            code = f.f_code
+            internal = cache.get(code)
+            if internal is None:
+                internal = cache[code] = code.co_filename.startswith(_PKG_DIRS)
+            if not internal:
+                break
+            f = f.f_back
+        self._where = (code, f.f_lasti) if f is not None else None
+        # Anomaly mode: frames only; source lines are read when an error is reported.
+        self._trace = traceback.StackSummary.extract(traceback.walk_stack(None), limit=32,
+                                                     lookup_lines=False) if STATE.anomaly \
+            else None
+        self._pre_hooks = self._post_hooks = self._tensor_hooks = self._retain = None
+        self._meta = None
+        self.prim, self.params, self.out_meta = prim, params, out_meta
+        self.needs, self.edges, self._plan = plan.needs, plan.edges, plan
+        inputs = list(args)  # constants as they are; tensors saved or reduced to ShapeOnly
+        for i in plan.saved:
+            a = inputs[i]
+            s = _new(SavedTensor)
+            s.vc = vc = a._vc
+            s.version = vc[0]
+            s.is_output = False
+            s.tensor, s.data = a, None
+            inputs[i] = s
+        for i in plan.shape_only:
+            d = inputs[i]._data
+            inputs[i] = ShapeOnly(d.shape, d.dtype)
         self.inputs = inputs
-        self.saved_out = -1 in want  # True until the engine hands over the output tensor
+        self.saved_out = plan.saves_out  # True until the op hands over the output tensor
 
     def save_output(self, out_tensor) -> None:
         self.saved_out = SavedTensor(out_tensor, is_output=True)
@@ -243,32 +319,52 @@ class PrimNode(Node):
         return self.prim.node_name
 
     def release(self) -> None:
-        self.inputs = [FREED if isinstance(x, SavedTensor) else x for x in self.inputs]
+        saved = self._plan.saved
+        if saved:
+            inputs = list(self.inputs)
+            for i in saved:
+                inputs[i] = FREED
+            self.inputs = inputs
         if self.saved_out is not False:
             self.saved_out = FREED
 
     def apply(self, grads: list) -> list:
-        prim = self.prim
-        if self.saved_out is FREED or any(x is FREED for x in self.inputs):
+        plan = self._plan
+        so = self.saved_out
+        args = self.inputs
+        if so is FREED:
             raise freed_error(self)
-        args = [x.unpack(self) if isinstance(x, SavedTensor) else x for x in self.inputs]
-        out = self.saved_out.unpack(self) if self.saved_out is not False else None
-        g = grads[0] if not prim.multiple_results else tuple(grads)
-        result = []
-        for i, need in enumerate(self.needs):
-            if not need:
-                result.append(None)
-                continue
-            gi = prim.vjp_rule(i)(g, out, *args, **self.params)
+        if plan.saved:
+            args = list(args)
+            for i in plan.saved:
+                s = args[i]
+                if s is FREED:
+                    raise freed_error(self)
+                args[i] = s.unpack(self)
+        out = so.unpack(self) if so is not False else None
+        g = grads[0] if not self.prim.multiple_results else tuple(grads)
+        params = self.params
+        result = [None] * len(args)
+        for i, rule in plan.rules:
+            gi = rule(g, out, *args, **params) if params else rule(g, out, *args)
             if gi is not None:
-                shape, dtype = _meta(args[i])
-                if gi._data.shape != shape:
+                a = args[i]
+                if type(a) is ShapeOnly:
+                    shape, dtype = a.shape, a.dtype
+                else:
+                    d = a._data
+                    shape, dtype = d.shape, d.dtype
+                gd = gi._data
+                if gd.shape != shape:
                     gi = _sum_to(gi, shape)
-                if gi._data.dtype != dtype and dtype.kind == "f":
+                    gd = gi._data
+                if gd.dtype is not dtype and gd.dtype != dtype and dtype.kind == "f":
                     from llgrad.runtime import ops
                     gi = ops.astype(gi, dtype)
-            result.append(gi)
-        return [result[i] for i in self.edges]
+                result[i] = gi
+        if plan.dense:
+            return result
+        return [result[i] for i in plan.edges]
 
 
 def _meta(x):
