@@ -1,7 +1,6 @@
 """llgrad in 20 lines: eager autograd (PyTorch semantics) and a compiled gradient."""
 import numpy as np
 
-import llgrad
 import llgrad as lg
 
 # Eager: tensors remember how they were made; backward() fills .grad.
@@ -12,7 +11,7 @@ print("eager    grad:", a.grad)   # (1 + a) * exp(a)
 
 
 # Compiled: a plain numpy function, differentiated and compiled to native code.
-@llgrad.differentiate
+@lg.differentiate
 def f(x):
     return np.sum(np.exp(x) * x)
 

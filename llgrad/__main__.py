@@ -214,7 +214,7 @@ def cmd_inspect(args) -> int:
         print(f"llgrad inspect: error: importing {args.target.rpartition(':')[0]} called "
               f"sys.exit({e.code!r})", file=sys.stderr)
         return 1
-    except BaseException:  # the script itself failed to import: show its traceback
+    except Exception:  # the script itself failed to import: show its traceback
         traceback.print_exc()
         return 1
     from llgrad.api import Differentiable

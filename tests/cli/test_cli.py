@@ -151,3 +151,10 @@ def test_cache_command(capsys, monkeypatch, tmp_path):
     else:
         assert rc == 0
         assert main(["cache", "clear"]) == 0
+
+
+def test_script_that_fails_to_import(capsys, tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import nonexistent_module_for_llgrad_tests\n\ndef f(x):\n    return x\n")
+    assert main(["inspect", f"{bad}:f", "--arg", "f64[3]"]) == 1
+    assert "nonexistent_module_for_llgrad_tests" in capsys.readouterr().err
