@@ -430,3 +430,9 @@ def argmax_and_comparison_ufuncs(x, w, m):
     sel = np.logical_or(np.less(x, 0.0), np.greater_equal(x, w)) & np.logical_not(np.equal(x, w))
     return x[i] * 3.0 + np.sum(m[0, j] ** 2) + np.sum(np.where(sel, x, -x)) + np.sum(
         np.broadcast_to(x, (3, 4)) * m)
+
+
+@usecase
+def floor_remainder(x, p):
+    return (np.sum((3.0 * x) % 2.0 * p) + np.sum(np.remainder(x, 0.7) ** 2)
+            + np.sum(np.floor(2.0 * x) * x) + np.sum(np.floor_divide(x, 0.3) * p + x // 0.45))

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from llgrad.runtime.errors import DTypeError, LLGradError, UnsupportedError
+from llgrad.runtime.errors import DTypeError, LLGradError, SourceLoc, UnsupportedError
 from llgrad.tracer import signature as sig
 from llgrad.transform import ir
 from llgrad.transform.builder import Builder, ScopeError, Value
@@ -59,7 +59,7 @@ def bind_arguments(fn: Callable, args: tuple, kwargs: dict) -> tuple[list[str], 
     return names, values
 
 
-def _flatten_outputs(out, builder: Builder):
+def _flatten_outputs(out, builder: Builder, fn: Callable | None = None):
     leaves = []
 
     def rec(x):
@@ -73,9 +73,19 @@ def _flatten_outputs(out, builder: Builder):
             leaves.append(v)
             return sig.Leaf(v.aval.shape, v.aval.dtype, not isinstance(x, (ir.Value, np.ndarray))
                             and not v.aval.shape)
-        raise UnsupportedError(f"a differentiated function returned a {type(x).__name__}; "
-                               f"return arrays, numbers, or tuples/lists/dicts of them")
+        name = getattr(fn, "__name__", "a differentiated function")
+        hint = " (a missing return statement?)" if x is None else ""
+        raise UnsupportedError(f"{name} returned a {type(x).__name__}{hint}; a differentiated "
+                               f"function returns arrays, numbers, or tuples/lists/dicts of "
+                               f"them", loc=_def_loc(fn))
     return leaves, rec(out)
+
+
+def _def_loc(fn) -> SourceLoc | None:
+    code = getattr(inspect.unwrap(fn), "__code__", None) if fn is not None else None
+    if code is None:
+        return None
+    return SourceLoc(code.co_filename, code.co_firstlineno, 0, code.co_name)
 
 
 def trace(fn: Callable, args: tuple, kwargs: dict) -> Trace:
@@ -155,7 +165,7 @@ def _trace_once(fn: Callable, args: tuple, kwargs: dict, call: Callable) -> Trac
                   for k, s in enumerate(specs)]
         traced = sig.unflatten(struct, params)
         out = call_with(call, names, traced)
-        out_leaves, out_struct = _flatten_outputs(out, builder)
+        out_leaves, out_struct = _flatten_outputs(out, builder, fn)
         builder.fn.body.results = out_leaves
     return Trace(builder.fn, struct, out_struct, names, owner, fn)
 
