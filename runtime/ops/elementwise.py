@@ -10,7 +10,7 @@ import numpy as np
 
 from llgrad.runtime.aval import BOOL, DEFAULT_FLOAT, Aval, broadcast_shapes, to_np
 from llgrad.runtime.ops._util import dtype_of, operands
-from llgrad.runtime.prim import Primitive, bind, is_value, register
+from llgrad.runtime.prim import _DEFAULT, Primitive, bind, is_value, register
 
 
 def _shape_rule(name, out_dtype=None):
@@ -184,26 +184,50 @@ logical_not_p = elementwise("logical_not", np.logical_not, None, lambda s, x: s.
 
 
 # ---- the ops API over values and constants ----------------------------------------------------
-def _binary(p):
+# The op functions below first try the eager fast path: Tensor operands of one dtype, or a
+# Tensor with a Python float (weak: it takes the tensor's dtype) or a same-dtype constant
+# array, go straight to `Tensor._lg_process` -- exactly what `operands` + `bind` would do.
+# Everything else (IR and traced values, promotion, ints, lists) takes the general path.
+def _binary(p, floating=False):
     def op(x, y):
-        (x, y), _ = operands(x, y)
-        return bind(p, x, y)
-    op.__name__ = p.name
-    return op
-
-
-def _float_binary(p):
-    def op(x, y):
+        T = _DEFAULT[0]
+        if type(x) is T:
+            d = x._data.dtype
+            if not floating or d.kind == "f":
+                ty = type(y)
+                if ty is T:
+                    if y._data.dtype is d:
+                        return T._lg_process(p, (x, y), {})
+                elif ty is float:
+                    if d.kind == "f":
+                        return T._lg_process(p, (x, np.asarray(y, d)), {})
+                elif ty is np.ndarray and y.dtype is d:
+                    return T._lg_process(p, (x, y), {})
+        elif type(y) is T:
+            d = y._data.dtype
+            if d.kind == "f":
+                tx = type(x)
+                if tx is float:
+                    return T._lg_process(p, (np.asarray(x, d), y), {})
+                if tx is np.ndarray and x.dtype is d:
+                    return T._lg_process(p, (x, y), {})
         (x, y), dt = operands(x, y)
-        if dt.kind != "f":
+        if floating and dt.kind != "f":
             x, y = astype(x, DEFAULT_FLOAT), astype(y, DEFAULT_FLOAT)
         return bind(p, x, y)
     op.__name__ = p.name
     return op
 
 
+def _float_binary(p):
+    return _binary(p, floating=True)
+
+
 def _unary(p, floating=True):
     def op(x):
+        T = _DEFAULT[0]
+        if type(x) is T and (not floating or x._data.dtype.kind == "f"):
+            return T._lg_process(p, (x,), {})
         (x,), dt = operands(x)
         if floating and dt.kind != "f":
             x = astype(x, DEFAULT_FLOAT)
