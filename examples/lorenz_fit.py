@@ -1,7 +1,7 @@
 """Fit the parameters (sigma, rho, beta) of the Lorenz system to an observed trajectory by
 gradient descent, differentiating through an RK4 integrator compiled with llgrad.
 
-    python examples/lorenz_fit.py [--steps 200] [--iters 40]
+    python examples/lorenz_fit.py [--steps 200] [--iters 100]
 
 The integrator is an ordinary Python `for` loop over numpy code; llgrad compiles it as a loop
 (with a tape for the reverse sweep), not unrolled, and checks the gradient against finite
@@ -52,7 +52,7 @@ def simulate(p, s0, dt, n):
     return np.array(out)
 
 
-def fit(steps: int = 200, iters: int = 40, dt: float = 0.01, verbose: bool = True):
+def fit(steps: int = 200, iters: int = 100, dt: float = 0.01, verbose: bool = True):
     s0 = np.array([1.0, 1.0, 1.0])
     obs = simulate(TRUE, s0, dt, steps)
     p = np.array([8.0, 25.0, 2.0])     # initial guess
@@ -70,17 +70,17 @@ def fit(steps: int = 200, iters: int = 40, dt: float = 0.01, verbose: bool = Tru
     # Gradient descent with a normalised, decaying step (the problem is badly scaled).
     for k in range(iters):
         loss, g = lorenz_rk4.value_and_grad(p, s0, obs, dt, steps)
-        if verbose and k % 10 == 0:
+        if verbose and k % 20 == 0:
             print(f"iter {k:3d}  loss {loss:10.5f}  sigma {p[0]:.4f}  rho {p[1]:.4f}  "
                   f"beta {p[2]:.4f}")
-        p = p - max(0.02, 0.5 * 0.95 ** k) * g / (np.linalg.norm(g) + 1e-12)
+        p = p - 0.5 * 0.95 ** k * g / (np.linalg.norm(g) + 1e-12)
     return p, lorenz_rk4(p, s0, obs, dt, steps)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=200, help="RK4 steps (dt = 0.01)")
-    ap.add_argument("--iters", type=int, default=40, help="gradient-descent iterations")
+    ap.add_argument("--iters", type=int, default=100, help="gradient-descent iterations")
     args = ap.parse_args()
     t0 = time.perf_counter()
     p, loss = fit(args.steps, args.iters)
