@@ -436,3 +436,10 @@ def argmax_and_comparison_ufuncs(x, w, m):
 def floor_remainder(x, p):
     return (np.sum((3.0 * x) % 2.0 * p) + np.sum(np.remainder(x, 0.7) ** 2)
             + np.sum(np.floor(2.0 * x) * x) + np.sum(np.floor_divide(x, 0.3) * p + x // 0.45))
+
+
+@usecase
+def comparison_operators(x, w, m):
+    rows = np.shape(m)[0]
+    keep = (x <= w) | (x >= 1.0) | (x != w)
+    return np.sum(np.where(keep, x * w, 0.0)) * rows + np.sum((m >= 0.0) * m)

@@ -1,0 +1,102 @@
+"""The numpy surface on traced values: every function llgrad dispatches
+(runtime/numpy_api.FUNCTIONS) is exercised by a use case (tests/usecases.py), and numpy
+functions outside it are errors naming the function, never a silent fallback."""
+from __future__ import annotations
+
+import inspect
+import re
+
+import numpy as np
+import pytest
+
+import llgrad
+from llgrad.runtime.errors import UnsupportedError
+from llgrad.runtime.numpy_api import FUNCTIONS, numpy_name
+from tests import usecases
+
+# names a use case may spell differently (aliases of one numpy object)
+ALIASES = {"np.absolute": ("np.abs(", "np.absolute("), "np.amax": ("np.amax(", "np.max("),
+           "np.amin": ("np.amin(", "np.min(")}
+
+
+def _usecase_source() -> str:
+    return inspect.getsource(usecases)
+
+
+@pytest.mark.parametrize("name", sorted({numpy_name(f) for f in FUNCTIONS}))
+def test_every_supported_numpy_function_has_a_usecase(name):
+    src = _usecase_source()
+    spellings = ALIASES.get(name, (name + "(",))
+    assert any(s in src for s in spellings), f"no use case calls {name}; add one to " \
+                                             f"tests/usecases.py"
+
+
+OPERATORS = ["+", "-", "*", "/", "**", "@", "%", "//", "<", "<=", ">", ">=", "==", "!=", "&",
+             "|", "~", "abs(", "len(", ".T", ".shape", ".reshape(", ".transpose(", "[idx]",
+             "[:, None]", "[1:-1]", "math."]
+
+
+@pytest.mark.parametrize("op", OPERATORS)
+def test_every_operator_has_a_usecase(op):
+    src = _usecase_source().split("# ---- elementwise ufuncs")[1]
+    assert op in src
+
+
+# numpy functions commonly used in numeric code that llgrad does not support: each is an
+# error naming it and the user's line (see test_compile_errors.py for the full message)
+UNSUPPORTED = [
+    (lambda x: np.cumsum(x), "np.cumsum"), (lambda x: np.cumprod(x), "np.cumprod"),
+    (lambda x: np.sort(x), "np.sort"), (lambda x: np.arctan(x), "np.arctan"),
+    (lambda x: np.sinh(x), "np.sinh"), (lambda x: np.exp2(x), "np.exp2"),
+    (lambda x: np.log2(x), "np.log2"), (lambda x: np.log10(x), "np.log10"),
+    (lambda x: np.reciprocal(x), "np.reciprocal"), (lambda x: np.einsum("i->", x), "np.einsum"),
+    (lambda x: np.linalg.norm(x), "np.linalg.norm"), (lambda x: np.fft.fft(x), "np.fft.fft"),
+    (lambda x: np.tile(x, 2), "np.tile"), (lambda x: np.diff(x), "np.diff"),
+    (lambda x: np.tensordot(x, x, 1), "np.tensordot"), (lambda x: np.trace(np.outer(x, x)),
+                                                        "np.trace"),
+    (lambda x: np.maximum.reduce(x), "np.maximum.reduce"),
+    (lambda x: np.add.accumulate(x), "np.add.accumulate"),
+    (lambda x: np.logaddexp(x, x), "np.logaddexp"), (lambda x: np.hypot(x, x), "np.hypot"),
+]
+
+
+def _unsupported_case(k):
+    fn, _ = UNSUPPORTED[k]
+
+    def f(x):
+        return np.sum(fn(x))
+    return f
+
+
+@pytest.mark.parametrize("k", range(len(UNSUPPORTED)), ids=[n for _, n in UNSUPPORTED])
+def test_unsupported_numpy_functions_raise_naming_them(k):
+    name = UNSUPPORTED[k][1]
+    with pytest.raises(UnsupportedError, match=re.escape(name) + " is not supported"):
+        llgrad.differentiate(_unsupported_case(k)).grad(np.linspace(0.5, 1.0, 4))
+
+
+@pytest.mark.parametrize("k", range(len(UNSUPPORTED)), ids=[n for _, n in UNSUPPORTED])
+def test_unsupported_numpy_functions_raise_in_the_eager_runtime_too(k):
+    name = UNSUPPORTED[k][1]
+    x = llgrad.tensor(np.linspace(0.5, 1.0, 4), requires_grad=True)
+    with pytest.raises(UnsupportedError, match=re.escape(name) + " is not supported"):
+        UNSUPPORTED[k][0](x)
+
+
+def test_creation_functions_inside_are_constants():
+    @llgrad.differentiate
+    def f(x):
+        return np.sum(x * np.arange(4.0) + np.eye(4)[0] + np.full(4, 2.0) * np.zeros(4))
+    x = np.ones(4)
+    assert f(x) == pytest.approx(np.sum(x * np.arange(4.0)) + 1.0)
+    np.testing.assert_allclose(f.grad(x), np.arange(4.0))
+
+
+def test_keyword_spellings():
+    @llgrad.differentiate
+    def f(m):
+        return (np.sum(a=m, axis=-1, keepdims=True).sum() + np.clip(m, a_min=0.0, a_max=0.5).sum()
+                + np.reshape(m, shape=(-1,))[0] + np.concatenate((m, m), axis=-1).sum()
+                + np.stack([m[0], m[1]], axis=-1).sum() + np.mean(m, axis=(0, 1)))
+    m = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
+    assert f(m) == pytest.approx(f.fn(m))
