@@ -43,18 +43,18 @@ def is_internal_file(filename: str) -> bool:
     return filename.startswith(_PKG_DIRS)
 
 
-_INTERNAL_CODE: dict = {}
+_INTERNAL_FILE: dict = {}  # filename -> is it llgrad's own (hashing a str is cached; a code's is not)
 
 
 def user_frame(depth: int = 1) -> FrameType | None:
-    """The innermost frame outside llgrad's own packages (cheap: cached per code object)."""
+    """The innermost frame outside llgrad's own packages (cheap: cached per file name)."""
     f = sys._getframe(depth)
-    cache = _INTERNAL_CODE
+    cache = _INTERNAL_FILE
     while f is not None:
-        code = f.f_code
-        internal = cache.get(code)
+        fn = f.f_code.co_filename
+        internal = cache.get(fn)
         if internal is None:
-            internal = cache[code] = code.co_filename.startswith(_PKG_DIRS)
+            internal = cache[fn] = fn.startswith(_PKG_DIRS)
         if not internal:
             return f
         f = f.f_back

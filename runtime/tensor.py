@@ -13,7 +13,7 @@ import numpy as np
 from llgrad.runtime import ops
 from llgrad.runtime.arraylike import ArrayOperators
 from llgrad.runtime.autograd import graph as _graph
-from llgrad.runtime.autograd.graph import AccumulateGrad, PrimNode, save_plan
+from llgrad.runtime.autograd.graph import _PLANS, AccumulateGrad, PrimNode, save_plan
 from llgrad.runtime.autograd.state import PROFILER, STATE
 from llgrad.runtime.aval import to_dtype, to_np
 from llgrad.runtime.errors import AutogradError
@@ -88,7 +88,15 @@ class Tensor(ArrayOperators):
         t._vc = [0] if vc is None else vc
         # Integer and bool results carry no gradient (x.long(), as in PyTorch).
         if req and STATE.grad_enabled and not prim.nondiff and out.dtype.kind == "f":
-            plan = save_plan(prim, args)
+            k = 1  # the plan's key: each operand a constant, a tensor, or one needing grad
+            for a in args:
+                if isinstance(a, Tensor):
+                    k = k * 3 + (2 if a._requires_grad else 1)
+                else:
+                    k *= 3
+            plan = _PLANS.get((prim, k))
+            if plan is None:
+                plan = save_plan(prim, args)
             edges = []
             for i in plan.edges:
                 a = args[i]

@@ -157,7 +157,8 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                 if g is not None:
                     buf = buffers.get(nxt)
                     if buf is None:
-                        buf = buffers[nxt] = [None] * _n_outputs(nxt)
+                        buf = buffers[nxt] = [None] * (len(nxt.out_meta) if type(nxt) is PrimNode
+                                                       else _n_outputs(nxt))
                     cur = buf[nr]
                     buf[nr] = g if cur is None else cur + g
                 d = deps[nxt] - 1

@@ -9,7 +9,7 @@ import traceback
 import numpy as np
 
 from llgrad.runtime.autograd.state import STATE
-from llgrad.runtime.errors import _INTERNAL_CODE, _PKG_DIRS, AutogradError, SourceLoc, user_frame
+from llgrad.runtime.errors import _INTERNAL_FILE, _PKG_DIRS, AutogradError, SourceLoc, user_frame
 
 _SEQ = itertools.count()
 
@@ -232,7 +232,7 @@ class SavePlan:
     """What a PrimNode keeps of its operands, per (primitive, which operands are tensors and
     which of those need gradients); computed once and shared by every such node."""
 
-    __slots__ = ("needs", "edges", "saved", "shape_only", "saves_out", "rules", "dense")
+    __slots__ = ("needs", "edges", "saved", "shape_only", "saves_out", "rules")
 
     def __init__(self, prim, kinds):
         # kinds[i]: 0 a constant, 1 a tensor without grad, 2 a tensor that requires grad
@@ -245,9 +245,9 @@ class SavePlan:
         self.saved = tuple(i for i in self.edges if i in want)
         self.shape_only = tuple(i for i in self.edges if i not in want)
         self.saves_out = -1 in want
-        # (position, rule) for each input that needs a gradient, in order
-        self.rules = tuple((i, prim.vjp_rule(i)) for i in range(n) if self.needs[i])
-        self.dense = all(self.needs)  # every operand is a tensor that needs a gradient
+        # (position, position among the edges, rule) for each input that needs a gradient
+        self.rules = tuple((i, self.edges.index(i), prim.vjp_rule(i))
+                           for i in range(n) if self.needs[i])
 
 
 _PLANS: dict = {}
@@ -279,12 +279,13 @@ class PrimNode(Node):
         self.next_functions = next_functions
         self._seq = next(_SEQ)
         f = _getframe(1)  # the user's frame: the innermost outside llgrad (see user_frame)
-        cache = _INTERNAL_CODE
+        cache = _INTERNAL_FILE
         while f is not None:
             code = f.f_code
-            internal = cache.get(code)
+            fn = code.co_filename
+            internal = cache.get(fn)
             if internal is None:
-                internal = cache[code] = code.co_filename.startswith(_PKG_DIRS)
+                internal = cache[fn] = fn.startswith(_PKG_DIRS)
             if not internal:
                 break
             f = f.f_back
@@ -340,12 +341,14 @@ class PrimNode(Node):
                 s = args[i]
                 if s is FREED:
                     raise freed_error(self)
-                args[i] = s.unpack(self)
+                if s.vc[0] != s.version:
+                    s.unpack(self)  # raises the in-place version error
+                args[i] = s.tensor  # (SavedTensor.unpack of an input, inlined)
         out = so.unpack(self) if so is not False else None
         g = grads[0] if not self.prim.multiple_results else tuple(grads)
         params = self.params
-        result = [None] * len(args)
-        for i, rule in plan.rules:
+        result = [None] * len(plan.edges)
+        for i, slot, rule in plan.rules:
             gi = rule(g, out, *args, **params) if params else rule(g, out, *args)
             if gi is not None:
                 a = args[i]
@@ -361,10 +364,8 @@ class PrimNode(Node):
                 if gd.dtype is not dtype and gd.dtype != dtype and dtype.kind == "f":
                     from llgrad.runtime import ops
                     gi = ops.astype(gi, dtype)
-                result[i] = gi
-        if plan.dense:
-            return result
-        return [result[i] for i in plan.edges]
+                result[slot] = gi
+        return result
 
 
 def _meta(x):
