@@ -252,7 +252,12 @@ def cmd_cache(args) -> int:
         print("the on-disk compile cache is not available in this build of llgrad",
               file=sys.stderr)
         return 1
-    _print_result(cache.info() if args.action == "info" else cache.clear())
+    if args.action == "info":
+        _print_result(cache.info())
+    else:
+        n = cache.clear()
+        print(f"removed {n} cache entries" if isinstance(n, int) else ("cleared" if n is None
+                                                                         else n))
     return 0
 
 
