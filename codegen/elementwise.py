@@ -364,6 +364,9 @@ def emit_loops(b: ir.IRBuilder, shape, ins: list[Operand], outs: list[tuple], co
     """
     from .layout import collapse, contiguous_strides
     shape = tuple(int(d) for d in shape)
+    if all(d == 1 for d in shape):  # one element (0-d values): straight-line code, no loop
+        _emit_one(b, ins, outs, compute, reductions)
+        return
     red_axes = set(red_axes)
     kept = [d for i, d in enumerate(shape) if i not in red_axes]
     kept_strides = iter(contiguous_strides(kept))
@@ -453,6 +456,21 @@ def emit_loops(b: ir.IRBuilder, shape, ins: list[Operand], outs: list[tuple], co
         vector_loop(b, dims[nd - 1], width, body, name=f"d{nd - 1}")
 
     level(0, [ir.Constant(I64, 0)] * len(strides))
+
+
+def _emit_one(b, ins, outs, compute, reductions) -> None:
+    """emit_loops over a single element: scalar loads, the computation, scalar stores."""
+    em = Emitter(b, 1)
+    zero = ir.Constant(I64, 0)
+    vals = [o.value if o.ptr is None else _load(b, o.ptr, zero, o.dtype, 1) for o in ins]
+    results = compute(em, vals)
+    for o, v in zip(outs, results):
+        _store(b, em.materialize(v, lltype(o[1])), o[0], zero, o[1])
+    for (kind, ptr, dt), v in zip(reductions, results[len(outs):]):
+        v = em.materialize(v, lltype(dt))
+        if v.type != lltype(dt):
+            v = em.cast(v, dt)
+        _store(b, v, ptr, zero, dt)
 
 
 def _advance(b, base, i, stride):

@@ -18,7 +18,11 @@ import numpy as np
 from llvmlite import ir
 
 from llgrad.runtime.errors import UnsupportedError
-from llgrad.runtime.ops.control import constant_p, fusion_p
+from llgrad.runtime.ops.control import (cond_p, constant_p, for_loop_p, fusion_p, tape_new_p,
+                                        tape_push_p, while_loop_p)
+from llgrad.runtime.ops.elementwise import add_p
+from llgrad.runtime.ops.index import scatter_add_p
+from llgrad.transform.ir import Value
 from llgrad.runtime.prim import Primitive
 
 from . import elementwise as ew
@@ -112,30 +116,242 @@ class CopyUnit(Unit):
     active: bool = True
 
 
+@dataclass(eq=False)
+class ControlUnit(Unit):
+    """A cond/for_loop/while_loop op: its regions as Blocks of units (lowerings/control.py)."""
+    blocks: list = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Block:
+    """One region of a control op: its params, units in order, and the values it yields.
+    `stage` maps a yielded position to the workspace value the yield copies through (when
+    the yielded value's storage is one of the carried buffers; see Note [Carried storage])."""
+    region: object = None
+    params: list = field(default_factory=list)
+    units: list = field(default_factory=list)
+    results: list = field(default_factory=list)
+    stage: dict = field(default_factory=dict)
+
+
+# Note [Carried storage]
+# A loop's carried values live in one buffer per carried position, shared by the loop op's
+# outputs and the region params (for_loop body; while cond and body): the init values are copied
+# in before the loop, each iteration's yield copies the yielded values into the buffers, and
+# after the loop the outputs are read straight from them (no final copy). 0-d values (carried or
+# not) are `slot`s: allocas in the entry block, which mem2reg/SROA turn into SSA registers and
+# phis, so a scalar loop runs in registers. Arrays get workspace space. The yield is a parallel
+# assignment: 0-d values are all loaded before any store, an array whose storage is one of the
+# carried buffers (a permutation, or a view of a param) is first copied to a staging buffer, and
+# a value already in its own buffer (pass-through, or an in-place accumulation) is not copied.
+# cond region params alias their operands (their layout is the operand's: no copy); each branch
+# copies its results into the cond's outputs. Workspace: every value of a region gets its own
+# space, valid while the outermost control op runs (no reuse inside regions); top-level values
+# read inside a region stay live until the control op ends.
+
+# Note [In-place accumulation]
+# The reverse sweep of a loop accumulates the cotangent of an array the body indexes as
+# `ct_next = ct + scatter_add(g, i) + ...` (ct a carried array). Lowered literally that is O(size)
+# per iteration (zero-fill, scatter, add): O(n^2) for a loop over n elements. The planner
+# rewrites every tree of `add`s whose leaves include scatter_adds used only by the tree into one
+# `accumulate` op (copy the other leaves' sum, then scatter-add each g at its indices), and when
+# one leaf is the loop's carried ct, read only here, and the tree's root is yielded at ct's
+# position, the result takes ct's buffer: the update is O(size of g), in place.
+
+# Note [Tapes in codegen]
+# A tape value is a header {data, rows used, rows allocated}: three allocas (promoted to
+# registers), one per tape *class* (the values one tape_new flows into through tape_push, loop
+# carries and cond operands/results share a header, so pushing never copies a header). tape_new
+# resets the row count and makes sure the heap buffer holds `rows` rows (16 when the count is
+# dynamic, None), reusing a buffer left by an earlier execution; tape_push grows it by
+# realloc (doubling) when full; tape_get copies one row. Every buffer is freed when the kernel
+# returns. Headers start {null, 0, 0} at kernel entry.
+
+
+class _AccumOp:
+    """Codegen's `accumulate` op (Note [In-place accumulation]): out = sum(bases), then
+    out[key_j] += g_j for each scatter. inputs = bases + (g_j, *idx_j) per scatter."""
+
+    __slots__ = ("prim", "inputs", "params", "outputs", "regions", "loc")
+
+    def __init__(self, root, bases, scatters, inplace):
+        self.prim, self.regions, self.loc = accumulate_p, [], root.loc
+        self.outputs = list(root.outputs)
+        self.inputs = list(bases)
+        keys = []
+        for s in scatters:
+            self.inputs += list(s.inputs)
+            keys.append((s.params["key"], len(s.inputs) - 1))
+        self.params = {"nbases": len(bases), "scatters": keys, "inplace": inplace}
+
+
+accumulate_p = Primitive("accumulate", "codegen", None, None, nondiff=True)
+
+
 class FunctionPlan:
-    """Layouts, units, storage and liveness for one IR function."""
+    """Layouts, units, storage and liveness for one IR function (regions included)."""
 
     def __init__(self, fn, fuse: bool = True):
         self.fn, self.fuse = fn, fuse
         self.layout: dict = {}
-        self.units: list[Unit] = []
         self.consts: list = []
         self.storage: dict = {}
+        self.alias: dict = {}      # value -> value whose storage it shares (in-place)
+        self.slots = 0
+        self._prepare()
         for v in fn.params:
             self.layout[v] = _dense(v)
+        self.top = Block(fn.body, list(fn.params), [], list(fn.outputs))
         self._build()
+        self.units = self.top.units
         self._decide()
         self._allocate()
+
+    # -- 0. flattened op lists, uses, tapes, accumulation trees -------------------------------
+    def _prepare(self):
+        self.flat: dict = {}
+        regions = []   # (region, kind, owner op)
+
+        def visit(region, kind, owner):
+            ops = list(_flatten(region.ops))
+            self.flat[id(region)] = ops
+            regions.append((region, kind, owner))
+            for op in ops:
+                if op.regions:
+                    kinds = {cond_p: ("cond", "cond"), for_loop_p: ("for",),
+                             while_loop_p: ("whilecond", "while")}[op.prim]
+                    for r, k in zip(op.regions, kinds):
+                        visit(r, k, op)
+
+        visit(self.fn.body, "top", None)
+        uses: dict = {}
+        for region, _, _ in regions:
+            for op in self.flat[id(region)]:
+                for v in op.inputs:
+                    uses[v] = uses.get(v, 0) + 1
+            for v in region.results:
+                uses[v] = uses.get(v, 0) + 1
+        self.uses = uses
+        self._tapes(regions)
+        for region, kind, owner in regions:
+            self.flat[id(region)] = self._accumulations(region, kind, owner)
+
+    def _tapes(self, regions):
+        parent: dict = {}
+
+        def find(v):
+            while parent.get(v, v) is not v:
+                v = parent[v]
+            return v
+
+        def union(a, b):
+            ra, rb = find(a), find(b)
+            if ra is not rb:
+                parent[ra] = rb
+
+        seeds = []
+        for region, _, _ in regions:
+            for op in self.flat[id(region)]:
+                if op.prim is tape_new_p:
+                    seeds.append(op.outputs[0])
+                elif op.prim is tape_push_p:
+                    union(op.outputs[0], op.inputs[0])
+                elif op.prim is for_loop_p:
+                    body = op.regions[0]
+                    for a, p, r, o in zip(op.inputs[3:], body.params[1:], body.results,
+                                          op.outputs):
+                        union(a, p), union(r, p), union(o, p)
+                elif op.prim is while_loop_p:
+                    c, body = op.regions
+                    for a, p, q, r, o in zip(op.inputs, c.params, body.params, body.results,
+                                             op.outputs):
+                        union(a, p), union(q, p), union(r, p), union(o, p)
+                elif op.prim is cond_p:
+                    for r in op.regions:
+                        for a, p in zip(op.inputs[1:], r.params):
+                            union(a, p)
+                        for res, o in zip(r.results, op.outputs):
+                            union(res, o)
+        tape_roots = {}
+        for v in seeds:
+            tape_roots.setdefault(find(v), len(tape_roots))
+        self.tape_class: dict = {}
+        self.tape_rows: dict = {}   # class -> (row shape, dtype)
+        for v in set(parent) | set(seeds):
+            k = tape_roots.get(find(v))
+            if k is not None:
+                self.tape_class[v] = k
+                self.tape_rows[k] = (tuple(v.aval.shape[1:]), np.dtype(v.aval.dtype))
+
+    def _accumulations(self, region, kind, owner):
+        ops = self.flat[id(region)]
+        defs = {v: op for op in ops for v in op.outputs}
+        uses = self.uses
+
+        def is_add(op, shape, dtype):
+            return (op.prim is add_p and op.outputs[0].aval.shape == shape
+                    and op.outputs[0].aval.dtype == dtype
+                    and all(v.aval.shape == shape for v in op.inputs))
+
+        absorbed, replace = set(), {}
+        for op in reversed(ops):
+            if id(op) in absorbed or op.prim is not add_p:
+                continue
+            out = op.outputs[0]
+            shape, dtype = out.aval.shape, out.aval.dtype
+            if not shape or not is_add(op, shape, dtype) or dtype.kind != "f":
+                continue
+            bases, scatters, inner = [], [], []
+
+            def expand(v):
+                d = defs.get(v)
+                if d is not None and uses.get(v, 0) == 1 and is_add(d, shape, dtype):
+                    inner.append(d)
+                    for w in d.inputs:
+                        expand(w)
+                elif (d is not None and uses.get(v, 0) == 1 and d.prim is scatter_add_p
+                      and d.outputs[0].aval.dtype == dtype):
+                    scatters.append(d)
+                else:
+                    bases.append(v)
+
+            for w in op.inputs:
+                expand(w)
+            if not scatters:
+                continue
+            inplace = None
+            ks = [k for k, r in enumerate(region.results) if r is out]
+            if kind in ("for", "while") and uses.get(out, 0) == 1 and ks:
+                carried = region.params[1:] if kind == "for" else region.params
+                p = carried[ks[0]]
+                at = [j for j, w in enumerate(bases) if w is p]
+                if at and uses.get(p, 0) == 1 and p not in self.tape_class:
+                    inplace = p
+                    bases.insert(0, bases.pop(at[0]))
+            for d in inner + scatters:
+                absorbed.add(id(d))
+            replace[id(op)] = _AccumOp(op, bases, scatters, inplace)
+            if inplace is not None:
+                self.alias[out] = inplace
+        return [replace.get(id(op), op) for op in ops if id(op) not in absorbed]
 
     # -- 1. layouts and units -----------------------------------------------------------------
     def _build(self):
         self.open: dict = {}
         self.member: dict = {}  # value -> its open group
-        for op in _flatten(self.fn.body.ops):
+        self.units = self.top.units
+        self._build_ops(self.flat[id(self.fn.body)])
+        self._close_all()
+
+    def _close_all(self):
+        for g in list(self.open.values()):
+            self._close(g)
+
+    def _build_ops(self, ops):
+        for op in ops:
             if op.regions:
-                raise UnsupportedError(
-                    f"codegen cannot lower the control-flow op '{op.prim.name}' yet", loc=op.loc,
-                    fix="run with LLGRAD_DISABLE_JIT=1 (the interpreter handles it)")
+                self._build_control(op)
+                continue
             if op.prim is constant_p:
                 self.layout[op.outputs[0]] = _dense(op.outputs[0])
                 self.consts.append(op.outputs[0])
@@ -160,8 +376,28 @@ class FunctionPlan:
             else:
                 self._close_readers_of(ins)
                 self.units.append(OpUnit(op, list(ins), list(op.outputs)))
-        for g in list(self.open.values()):
-            self._close(g)
+
+    def _build_control(self, op):
+        lowering_of(op)
+        self._close_all()  # everything a region may read is in memory before it runs
+        cu = ControlUnit(op, list(op.inputs), list(op.outputs))
+        outer_units, outer_open, outer_member = self.units, self.open, self.member
+        for r in op.regions:
+            blk = Block(r, list(r.params), [], list(r.results))
+            self.units, self.open, self.member = blk.units, {}, {}
+            for k, p in enumerate(r.params):
+                if op.prim is cond_p and p not in self.tape_class:
+                    self.layout[p] = self.layout[op.inputs[1 + k]]
+                    blk.units.append(CopyUnit(None, [p], [p], src=p, dst=p, active=False))
+                else:
+                    self.layout[p] = _dense(p)
+            self._build_ops(self.flat[id(r)])
+            self._close_all()
+            cu.blocks.append(blk)
+        self.units, self.open, self.member = outer_units, outer_open, outer_member
+        for v in op.outputs:
+            self.layout[v] = _dense(v)
+        self.units.append(cu)
 
     def _root(self, v):
         return self.layout[v].root
@@ -223,11 +459,25 @@ class FunctionPlan:
             self.member[v] = g
 
     # -- 2. what is read, what is stored, what is materialised --------------------------------
+    def blocks(self):
+        """Every block, the top one first, nested ones in program order."""
+        def walk(blk):
+            yield blk
+            for u in blk.units:
+                if isinstance(u, ControlUnit):
+                    for sub in u.blocks:
+                        yield from walk(sub)
+        return walk(self.top)
+
+    def all_units(self):
+        for blk in self.blocks():
+            yield from blk.units
+
     def _decide(self):
         results = self.fn.outputs
         result_set = set(results)
         readers: dict = {}
-        for u in self.units:
+        for u in self.all_units():
             if isinstance(u, GroupUnit):
                 inside = {v for op in u.ops + u.reds for v in op.outputs}
                 u.reads = list(dict.fromkeys(
@@ -235,13 +485,17 @@ class FunctionPlan:
             for v in u.reads:  # a view's reader reads its root too
                 readers.setdefault(v, []).append(u)
                 readers.setdefault(self._root(v), []).append(u)
-        for u in self.units:
+        for blk in self.blocks():
+            for v in blk.results:
+                readers.setdefault(v, []).append(blk)
+                readers.setdefault(self._root(v), []).append(blk)
+        for u in self.all_units():
             if isinstance(u, GroupUnit):
                 u.writes = [v for op in u.ops for v in op.outputs
                             if v in result_set or any(r is not u for r in readers.get(v, []))]
                 u.writes += [v for op in u.reds for v in op.outputs]
         self.materialised = set()
-        for u in self.units:
+        for u in self.all_units():
             if isinstance(u, OpUnit):
                 low = LOWERINGS[u.op.prim]
                 for i, v in enumerate(u.reads):
@@ -249,51 +503,115 @@ class FunctionPlan:
                     if lay.root is not v and not lay.contiguous and not (
                             low.accepts and low.accepts(u.op, i, lay)):
                         self.materialised.add(v)
-        for u in self.units:
-            if isinstance(u, CopyUnit) and u.src in self.materialised:
-                u.active = True
-                u.reads = [self._root(u.src)]
-        self.units = [u for u in self.units if not (isinstance(u, CopyUnit) and not u.active)]
+        for blk in self.blocks():
+            for u in blk.units:
+                if isinstance(u, CopyUnit) and u.src in self.materialised:
+                    u.active = True
+                    u.reads = [self._root(u.src)]
+            blk.units[:] = [u for u in blk.units
+                            if not (isinstance(u, CopyUnit) and not u.active)]
         # results: write into the result buffer directly when this function computes them
-        owned = {v for u in self.units for v in u.writes}
+        owned = {v for u in self.top.units for v in u.writes}
         for j, r in enumerate(results):
-            if r in owned and r not in self.storage:
+            if r in owned and r not in self.storage and r not in self.alias:
                 self.storage[r] = ("out", j)
             else:
-                self.units.append(CopyUnit(None, [r], [], src=r, dst=("out", j)))
+                self.top.units.append(CopyUnit(None, [r], [], src=r, dst=("out", j)))
 
     def owns(self, v) -> bool:
         return v in self.storage or self.layout[v].root is v or v in self.materialised
 
     # -- 3. storage ---------------------------------------------------------------------------
+    def _sroot(self, v):
+        return v if (v in self.materialised or self._root(v) is v) else self._root(v)
+
+    def _unit_reads(self, u):
+        """Values `u` reads, a control unit's regions (and what they yield) included."""
+        yield from u.reads
+        if isinstance(u, ControlUnit):
+            for blk in u.blocks:
+                yield from blk.results
+                for inner in blk.units:
+                    yield from self._unit_reads(inner)
+
     def _allocate(self):
         for i, v in enumerate(self.fn.params):
             self.storage[v] = ("param", i)
         for v in self.consts:
             self.storage[v] = ("const", v)
+        for v, k in self.tape_class.items():
+            self.storage[v] = ("tape", k)
         last: dict = {}
-        for t, u in enumerate(self.units):
-            for v in u.reads:
-                s = v if (v in self.materialised or self._root(v) is v) else self._root(v)
-                last[s] = t
-        live: list = []  # (offset, size, value)
+        for t, u in enumerate(self.top.units):
+            for v in self._unit_reads(u):
+                last[self._sroot(v)] = t
+        self._live: list = []  # (offset, size, value)
         self.workspace = 0
-        for t, u in enumerate(self.units):
-            for v in u.writes:
-                if v in self.storage:
+        for t, u in enumerate(self.top.units):
+            self._allocate_unit(u)
+            self._live = [e for e in self._live if last.get(e[2], -1) > t]
+
+    def _allocate_unit(self, u):
+        for v in u.writes:
+            self._assign(v)
+        if not isinstance(u, ControlUnit):
+            return
+        op = u.op
+        if op.prim is for_loop_p:
+            body = u.blocks[0]
+            self._assign(body.params[0])
+            for p, o in zip(body.params[1:], op.outputs):
+                self.storage.setdefault(p, self.storage[o])
+        elif op.prim is while_loop_p:
+            for blk in u.blocks:
+                for p, o in zip(blk.params, op.outputs):
+                    self.storage.setdefault(p, self.storage[o])
+        for blk in u.blocks:
+            for inner in blk.units:
+                self._allocate_unit(inner)
+        if op.prim is not cond_p:
+            body = u.blocks[-1]
+            carried = body.params[1:] if op.prim is for_loop_p else body.params
+            targets = {skey(self.storage[p]) for p in carried}
+            for k, (r, p) in enumerate(zip(body.results, carried)):
+                if r in self.tape_class or self.same_storage(r, p):
                     continue
-                size = max(v.aval.size if hasattr(v.aval, "size") else _size(v), 1) * \
-                    np.dtype(v.aval.dtype).itemsize
-                size = -(-size // ALIGN) * ALIGN
-                off = 0
-                for o, s, _ in sorted(live, key=lambda e: e[0]):
-                    if off + size <= o:
-                        break
-                    off = max(off, o + s)
-                live.append((off, size, v))
-                self.storage[v] = ("temp", off)
-                self.workspace = max(self.workspace, off + size)
-            live = [e for e in live if last.get(e[2], -1) > t]
+                if r.aval.shape != () and skey(self.storage.get(self._sroot(r))) in targets:
+                    s = Value(r.aval, "stage")
+                    self._assign(s)
+                    body.stage[k] = s
+
+    def same_storage(self, a, b) -> bool:
+        s = self.storage
+        return a in s and b in s and skey(s[a]) == skey(s[b])
+
+    def _assign(self, v):
+        if v in self.storage:
+            return
+        if v in self.alias:
+            self.storage[v] = self.storage[self.alias[v]]
+            return
+        if v.aval.shape == ():
+            self.storage[v] = ("slot", self.slots)
+            self.slots += 1
+            return
+        size = max(_size(v), 1) * np.dtype(v.aval.dtype).itemsize
+        size = -(-size // ALIGN) * ALIGN
+        off = 0
+        for o, s, _ in sorted(self._live, key=lambda e: e[0]):
+            if off + size <= o:
+                break
+            off = max(off, o + s)
+        self._live.append((off, size, v))
+        self.storage[v] = ("temp", off)
+        self.workspace = max(self.workspace, off + size)
+
+
+def skey(storage):
+    """A storage entry as a comparable key (IR values compare elementwise, not by identity)."""
+    if storage is not None and storage[0] == "const":
+        return ("const", id(storage[1]))
+    return storage
 
 
 class _Inlined:
@@ -326,6 +644,8 @@ def _size(v) -> int:
 
 
 def _dense(v) -> Layout:
+    if None in v.aval.shape:  # a growing tape: no static layout (Note [Tapes in codegen])
+        return Layout(v, (), ())
     return Layout(v, tuple(v.aval.shape), contiguous_strides(v.aval.shape))
 
 
@@ -339,6 +659,25 @@ class Ctx:
         self.module = builder.module
         self._consts, self.stats = consts, stats
         self.n_params, self.n_results = len(plan.fn.params), len(plan.fn.outputs)
+        self.slots: dict = {}   # slot number -> alloca (Note [Carried storage])
+        self.tapes: dict = {}   # tape class -> (data, rows, capacity) allocas
+
+    def tape(self, v):
+        """The header allocas (data ptr, rows used, rows allocated) of tape value `v`."""
+        return self.tapes[self.plan.storage[v][1]]
+
+    def load_scalar(self, v) -> ir.Value:
+        """The value of 0-d `v` as an LLVM scalar (bool as i1); constants as immediates."""
+        root = self.plan.layout[v].root
+        if root.op is not None and root.op.prim is constant_p and _size(root) == 1:
+            value = root.op.params["value"].reshape(()).item()
+            return ew.Emitter(self.b, 1).const(value, ew.lltype(v.aval.dtype))
+        ptr = self.ptr(v) if v in self.plan.storage else self.offset_ptr(self.plan.layout[v])
+        return ew._load(self.b, ptr, ir.Constant(I64, 0), v.aval.dtype, 1)
+
+    def store_scalar(self, value: ir.Value, v) -> None:
+        """Store an LLVM scalar into 0-d `v`'s storage."""
+        ew._store(self.b, value, self.out(v), ir.Constant(I64, 0), v.aval.dtype)
 
     def _storage_ptr(self, v) -> ir.Value:
         kind, where = self.plan.storage[v]
@@ -348,6 +687,10 @@ class Ctx:
             return self.buffers[self.n_params + where]
         if kind == "const":
             return self._consts(where)
+        if kind == "slot":
+            return self.slots[where]
+        if kind == "tape":
+            raise AssertionError(f"{v} is a tape; use ctx.tape(v)")
         ws = self.buffers[-1]
         return self.b.gep(ws, [ir.Constant(I64, where)], inbounds=True, source_etype=ew.I8)
 
@@ -392,8 +735,17 @@ def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stat
     n = len(plan.fn.params) + len(plan.fn.outputs) + 1
     with define_kernel(module, name, n) as (builder, buffers):
         ctx = Ctx(plan, builder, buffers, consts, stats)
+        slot_types = {}
+        for v, (kind, where) in plan.storage.items():
+            if kind == "slot":
+                slot_types[where] = ew.memtype(v.aval.dtype)
+        for k in sorted(slot_types):
+            ctx.slots[k] = builder.alloca(slot_types[k], name=f"slot{k}")
+        from .lowerings.control import free_tapes, init_tapes
+        init_tapes(ctx)
         for u in plan.units:
             _emit_unit(ctx, u)
+        free_tapes(ctx)
     return n
 
 
@@ -403,6 +755,9 @@ def _emit_unit(ctx: Ctx, u: Unit):
         if isinstance(u, GroupUnit):
             from .lowerings.reduce import emit_group
             emit_group(ctx, u)
+        elif isinstance(u, ControlUnit):
+            from .lowerings.control import emit_control
+            emit_control(ctx, u)
         elif isinstance(u, CopyUnit):
             if u.dst is u.src:  # materialise a view into its own storage
                 lay, dst = ctx.plan.layout[u.src], ctx.out(u.src)
