@@ -378,13 +378,18 @@ def _traced_builtins() -> dict:
 _TRACED_BUILTINS: dict = {}
 
 
+def traced_builtins() -> dict:
+    """Library callables with a traced counterpart (see _converted_target)."""
+    if not _TRACED_BUILTINS:
+        _TRACED_BUILTINS.update(_traced_builtins())
+    return _TRACED_BUILTINS
+
+
 def _converted_target(f: Callable, args=()) -> Callable:
     from .convert import api
     if _STAGERS and any(is_traced(a) for a in args):
-        if not _TRACED_BUILTINS:
-            _TRACED_BUILTINS.update(_traced_builtins())
         try:
-            g = _TRACED_BUILTINS.get(f)
+            g = traced_builtins().get(f)
         except TypeError:
             g = None
         if g is not None and (f not in (max, min) or len(args) == 2):

@@ -261,10 +261,6 @@ def math_on_traced_scalar(x, a):
     return np.sum(x) * math.exp(a)
 
 
-@pytest.mark.xfail(reason="tracer/convert/calls.py leaves `math.exp(a)` as written (a library "
-                   "call), so converted_call's traced math table is never consulted: a traced "
-                   "Python-float argument is concretised (dynamic path) and its gradient is "
-                   "silently 0", strict=True)
 def test_math_on_a_traced_scalar_is_differentiated_or_an_error():
     f = llgrad.differentiate(math_on_traced_scalar, wrt=1)
     try:

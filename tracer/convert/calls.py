@@ -46,6 +46,16 @@ def is_library_object(value: Any) -> bool:
     return module.split(".")[0] in LIBRARY_ROOTS or type(value).__name__ == "ufunc"
 
 
+def _has_traced_form(value: Any) -> bool:
+    """math.* and max/min have numpy counterparts for traced arguments (operators.py), so
+    their calls go through converted_call (else they would concretise a traced scalar)."""
+    from ..operators import traced_builtins
+    try:
+        return value in traced_builtins()
+    except TypeError:  # unhashable callee
+        return False
+
+
 class _Calls(gast.NodeTransformer):
     def __init__(self, locals_: set[str], resolve: Callable[[str], Any], writable: set[str],
                  namer):
@@ -74,7 +84,7 @@ class _Calls(gast.NodeTransformer):
     def visit_Call(self, node):
         self.generic_visit(node)
         value = self._static_value(node.func)
-        if value is not _MISSING and is_library_object(value):
+        if value is not _MISSING and is_library_object(value) and not _has_traced_form(value):
             return node
         args = gast.Tuple(elts=node.args, ctx=gast.Load())
         if node.keywords:
