@@ -278,7 +278,13 @@ class PrimNode(Node):
         # Node's fields, set here directly (this is the eager hot path)
         self.next_functions = next_functions
         self._seq = next(_SEQ)
-        f = _getframe(1)  # the user's frame: the innermost outside llgrad (see user_frame)
+        # The user's frame: the innermost outside llgrad (see user_frame). Each frame looked
+        # at costs a frame object, so skip the two known to be llgrad's: this node is made by
+        # Tensor._lg_process (or its helper), which only llgrad's own code calls.
+        try:
+            f = _getframe(3)
+        except ValueError:
+            f = None
         cache = _INTERNAL_FILE
         while f is not None:
             code = f.f_code
