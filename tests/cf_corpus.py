@@ -284,6 +284,14 @@ def for_traced_stop(x):
     return s
 
 
+@case(lambda r: (r.uniform(-1, 0.5, 4),), kinds=("for", "traced bound", "zero trips"))
+def for_traced_zero_trips(x):
+    b = np.sum(x) * 0.1
+    for i in range(np.sum(x > 0.7)):
+        b = np.sin(x[i])
+    return b
+
+
 @case(lambda r: (away(r, 8, 0.0),), kinds=("for", "traced bound"))
 def for_traced_start_stop(x):
     a = np.sum(x > 0.5)
@@ -320,6 +328,17 @@ def horner_reverse(x):
     for k in range(x.shape[0] - 1, -1, -1):
         acc = acc * t + x[k]
     return acc
+
+
+@case(vec(7), eager=False, kinds=("for", "mod index", "setitem"))
+def loop_index_mod(x):
+    acc = np.zeros(3)
+    s = 0.0
+    for i in range(x.shape[0]):
+        if i % 2 == 0:
+            s = s + x[i] * (i // 2 + 1)
+        acc[i % 3] += x[i] ** 2 * (-1) ** (i % 2)
+    return s + np.sum(acc * np.array([1.0, 2.0, 3.0]))
 
 
 # ---- for over array rows -----------------------------------------------------------------------
