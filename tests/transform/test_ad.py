@@ -31,6 +31,7 @@ SAMPLES = {
     "expm1": U(ew.expm1_p), "sin": U(ew.sin_p), "cos": U(ew.cos_p), "tan": U(ew.tan_p, X / 4),
     "tanh": U(ew.tanh_p), "sqrt": U(ew.sqrt_p, POS), "abs": U(ew.abs_p), "sign": U(ew.sign_p),
     "sigmoid": U(ew.sigmoid_p), "relu": U(ew.relu_p), "copy": U(ew.copy_p),
+    "floor": U(ew.floor_p, X + 0.5), "remainder": B(ew.remainder_p, X * 3, POS),
     "clip": (lambda a: ew.clip_p.bind(a, np.full(4, -0.5), np.full(4, 0.5)), [X]),
     "where": (lambda a, b: ew.where_p.bind(X > 0, a, b), [X, Y]),
     "astype": (lambda a: ew.astype_p.bind(a, dtype=np.dtype(np.float64)), [X]),  # f32: below
