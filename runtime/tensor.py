@@ -357,10 +357,46 @@ class Tensor(ArrayOperators):
             # The node's saved output is `result`'s buffer, which in-place ops never touch.
         return self
 
-    def add_(self, other, alpha=1): return self._inplace(self.add(other, alpha=alpha), "add_")
-    def sub_(self, other, alpha=1): return self._inplace(self.sub(other, alpha=alpha), "sub_")
-    def mul_(self, other): return self._inplace(ops.mul(self, other), "mul_")
-    def div_(self, other): return self._inplace(ops.div(self, other), "div_")
+    def _inplace_direct(self, ufunc, other) -> bool:
+        """`self op= other` computed straight into self's buffer, when nothing is recorded
+        or profiled and no promotion is needed: it stores exactly what
+        `_inplace(op(self, other))` would, without the temporary (optimizer updates)."""
+        d = self._data
+        if type(other) is Tensor:
+            o = other._data
+            if o.dtype is not d.dtype or o.shape != d.shape or \
+                    (other._requires_grad and STATE.grad_enabled):
+                return False
+        elif type(other) is float and d.dtype.kind == "f":
+            o = np.asarray(other, d.dtype)
+        else:
+            return False
+        if (self._requires_grad and STATE.grad_enabled) or PROFILER[0] is not None or \
+                d.dtype.kind != "f" or not d.flags.writeable:
+            return False
+        ufunc(d, o, out=d)
+        self._vc[0] += 1
+        return True
+
+    def add_(self, other, alpha=1):
+        if alpha == 1 and self._inplace_direct(np.add, other):
+            return self
+        return self._inplace(self.add(other, alpha=alpha), "add_")
+
+    def sub_(self, other, alpha=1):
+        if alpha == 1 and self._inplace_direct(np.subtract, other):
+            return self
+        return self._inplace(self.sub(other, alpha=alpha), "sub_")
+
+    def mul_(self, other):
+        if self._inplace_direct(np.multiply, other):
+            return self
+        return self._inplace(ops.mul(self, other), "mul_")
+
+    def div_(self, other):
+        if self._inplace_direct(np.true_divide, other):
+            return self
+        return self._inplace(ops.div(self, other), "div_")
     def pow_(self, other): return self._inplace(ops.pow(self, other), "pow_")
     def neg_(self): return self._inplace(ops.neg(self), "neg_")
     def exp_(self): return self._inplace(ops.exp(self), "exp_")

@@ -165,6 +165,8 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                 deps[nxt] = d
                 if d == 0:
                     heappush(ready, (-nxt._seq, nxt))
+            outs = grads = g = None  # hold no gradient between nodes (AccumulateGrad
+            #                          takes a buffer nobody else holds instead of copying)
     finally:
         state.grad_enabled = prev_mode
     if inputs is None:

@@ -381,6 +381,11 @@ def _meta(x):
     return d.shape, d.dtype
 
 
+_refs = sys.getrefcount
+_G_REFS = 3  # the gradient tensor: the engine's gradient list, `g`, getrefcount's argument
+_D_REFS = 3  # its array: the tensor, `d`, getrefcount's argument
+
+
 class AccumulateGrad(Node):
     """Accumulates the incoming gradient into a leaf's `.grad`; `.variable` is the leaf."""
 
@@ -405,8 +410,16 @@ class AccumulateGrad(Node):
             if STATE.grad_enabled:  # create_graph: keep the graph of the gradient
                 v._grad = g
             else:
-                from llgrad.runtime.tensor import Tensor
-                v._grad = Tensor._wrap(np.array(g._data, dtype=v._data.dtype, copy=True))
+                d = g._data
+                if g is grads[0] and d.dtype is v._data.dtype and d.base is None and \
+                        d.flags.c_contiguous and d.flags.writeable and \
+                        _refs(g) == _G_REFS and _refs(d) == _D_REFS:
+                    # Nothing else holds this fresh gradient (only the engine's list of
+                    # gradients, and here): take its buffer instead of copying, as PyTorch's
+                    # AccumulateGrad steals a gradient whose use count says it is unshared.
+                    v._grad = _Tensor[0]._wrap(d)
+                else:
+                    v._grad = _Tensor[0]._wrap(np.array(d, dtype=v._data.dtype, copy=True))
         else:
             v._grad = v._grad + g if STATE.grad_enabled else v._grad.__class__._wrap(
                 (v._grad._data + g._data).astype(v._data.dtype, copy=False))
