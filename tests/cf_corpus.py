@@ -755,6 +755,46 @@ def swap_in_branch(x):
     return a * 2.0 + b
 
 
+@case(lambda r: (np.array([-0.8, -0.2, 0.3, 0.9]) + r.uniform(0, 0.05, 4),), eager=False,
+      kinds=("setitem", "elif", "constant writes"))
+def setitem_constants_in_branches(x):
+    y = np.zeros_like(x)
+    for i in range(x.shape[0]):
+        if x[i] < -0.5:
+            y[i] = -1.0
+        elif x[i] < 0.5:
+            y[i] = x[i] * 2
+        else:
+            y[i] = 1.0
+    return np.sum(y * x)
+
+
+@case(lambda r: (away(r, 3, 0.0),), eager=False, kinds=("setitem", "if", "constant writes"))
+def setitem_constant_one_branch(x):
+    y = np.zeros(3)
+    if x[0] > 0:
+        y[0] = 1.0
+    return np.sum(y * x)
+
+
+@case(lambda r: (r.uniform(-1, 1, 3),), eager=False, kinds=("setitem", "traced bound",
+                                                            "constant writes"))
+def setitem_constant_in_traced_loop(x):
+    y = np.zeros(3)
+    for i in range(np.sum(x > -10.0)):
+        y[0] += 1.0
+    return np.sum(y * x)
+
+
+@case(lambda r: (away(r, 3, 0.0),), kinds=("if", "array constants"))
+def array_constants_per_branch(x):
+    if x[0] > 0:
+        w = np.array([1.0, 2.0, 3.0])
+    else:
+        w = np.array([-1.0, 0.5, 0.0])
+    return np.sum(w * x)
+
+
 # ---- helpers with control flow -----------------------------------------------------------------
 @case(lambda r: (r.uniform(-1, 1, 4), r.uniform(-1, 1, 3)), wrt=(0, 1), kinds=("helper", "loop"))
 def helper_poly(c, x):

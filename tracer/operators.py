@@ -16,6 +16,7 @@ Staging protocol (implemented by the tracing layer; see tests/tracer/fake_tracer
     stage_if_exp(cond, true_fn, false_fn, loc) -> value
     stage_not(value, loc) -> value
     stage_setitem(target, index, value) -> new target value
+    in_region() -> bool   (optional) True while tracing a branch or loop body
 
 State: ``symbol_names`` is a tuple of the variable names the statement may change and that
 are used afterwards (for loops: loop-carried or read after the loop). ``get_state()`` returns
@@ -338,10 +339,27 @@ def setitem(target, index, value) -> Any:
     if stager is None:
         for i in index if type(index) is tuple else (index,):
             stager = stager or stager_of(i)
+    if stager is None and _STAGERS and type(target).__name__ == "ndarray":
+        stager = _region_stager()
     if stager is not None:
         return stager.stage_setitem(target, index, value)
     target[index] = value
     return target
+
+
+def _region_stager() -> Stager | None:
+    """The stager tracing a branch or loop body right now, if any.
+
+    Inside a traced region a write into a plain numpy array must not happen in place: both
+    branches of an `if` are traced, and a loop body is traced once for all its iterations, so
+    the write would land regardless of the branch taken, or once instead of per iteration.
+    The stager makes it a functional update instead (`y` becomes a traced value).
+    """
+    for s in _STAGERS.values():
+        in_region = getattr(s, "in_region", None)
+        if in_region is not None and in_region():
+            return s
+    return None
 
 
 def fence(kind: str, loc: SourceLoc, values: dict, names: Sequence[str]) -> None:

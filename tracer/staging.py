@@ -83,6 +83,13 @@ def _merge_aval(name, a, c, loc):
     if not _is_val(a) and not _is_val(c):
         if a is c:
             return None
+        if isinstance(a, np.ndarray) and isinstance(c, np.ndarray):
+            aa, ac = Aval(a.shape, a.dtype), Aval(c.shape, c.dtype)
+            if aa != ac:
+                raise ShapeError(f"variable `{name}` is {aval_str(*aa)} on one path of a traced "
+                                 f"condition but {aval_str(*ac)} on the other", loc=loc,
+                                 fix="give both branches the same shape and dtype")
+            return aa
         sa, sc = _scalar_aval(a), _scalar_aval(c)
         if sa is not None and sc is not None:
             if type(a) is type(c) and a == c:
@@ -104,6 +111,12 @@ def _merge_aval(name, a, c, loc):
         return None if a is c else a.aval
     v, other = (a, c) if _is_val(a) else (c, a)
     if other is None or _scalar_aval(other) is not None:
+        return v.aval
+    if isinstance(other, np.ndarray):  # e.g. a buffer written on one path only
+        if (other.shape, other.dtype) != (v.aval.shape, v.aval.dtype):
+            raise ShapeError(f"variable `{name}` is {aval_str(*v.aval)} on one path of a traced "
+                             f"condition but {aval_str(other.shape, other.dtype)} on the other",
+                             loc=loc, fix="give both branches the same shape and dtype")
         return v.aval
     raise LLGradError(f"variable `{name}` is an array on one path of a traced condition and a "
                       f"{type(other).__name__} on the other", loc=loc,
@@ -169,7 +182,16 @@ class IRStager:
         return ops.logical_not(_pred(current(), value, loc))
 
     def stage_setitem(self, target, index, value):
+        if isinstance(target, np.ndarray):  # a copy: the user's array is never written
+            target = current().const(np.array(target))
         return ops.setitem(target, index, value)
+
+    def in_region(self) -> bool:
+        """True while a branch or loop body is traced (See operators._region_stager)."""
+        try:
+            return len(current().regions) > 1
+        except LLGradError:
+            return False
 
     # -- loops ----------------------------------------------------------------------------
     def stage_for(self, iterable, extra_test, body_fn, get_state, set_state, names, loc):
