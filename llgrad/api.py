@@ -57,24 +57,69 @@ def _fmt_stat(v) -> str:
 
 @dataclass
 class Compiled:
-    """Everything llgrad made for one call signature."""
+    """Everything llgrad made for one call signature.
+
+    Native modules are compiled per entry on first use: a script that only asks for
+    gradients never compiles the forward-only entry (first-call latency is mostly LLVM).
+    """
 
     trace: Any
     forward: Any            # optimised forward ir.Function
     joint: Any              # optimised forward+backward ir.Function
     wrt_leaves: list        # leaf indices differentiated
-    module: Any = None      # codegen module (None when LLGRAD_DISABLE_JIT)
     stats: Stats = field(default_factory=Stats)
     graph_text: str = ""
     not_differentiable: Exception | None = None
     dynamic_reason: Exception | None = None
     values: list | None = None  # the dynamic path: this call's forward values
+    disk_key: str | None = None  # the on-disk cache key (llgrad/cache.py), when enabled
+    modules: dict = field(default_factory=dict)  # entry -> codegen CompiledModule
 
     def run(self, entry: str, leaves: list) -> list:
-        fn = self.forward if entry == "forward" else self.joint
-        if self.module is None:
-            return interp.run(fn, *leaves)
-        return self.module[entry](*leaves)
+        if config.disable_jit():
+            return interp.run(self.forward if entry == "forward" else self.joint, *leaves)
+        m = self.modules.get(entry) or self.module(entry)
+        return m[entry](*leaves)
+
+    def module(self, entry: str):
+        """The native module of `entry` ("forward" or "joint"), compiled on first use."""
+        with _COMPILE_LOCK:
+            m = self.modules.get(entry)
+            if m is None:
+                m = self.modules[entry] = _native(self, entry)
+        return m
+
+
+_COMPILE_LOCK = threading.RLock()
+
+
+def _native(c: Compiled, entry: str):
+    from llgrad import codegen
+    fn = c.forward if entry == "forward" else c.joint
+    key = None if c.disk_key is None else c.disk_key + ":" + entry
+    if key is not None:
+        m = _from_disk(key)
+        if m is not None:
+            c.stats["disk cache"] = "hit"
+            return m
+    t0 = time.perf_counter()
+    if key is not None:
+        m = codegen.compile_functions({entry: fn}, symbol_prefix=_symbol_prefix(key),
+                                      keep_object=True)
+        _to_disk(key, m)
+    else:
+        m = codegen.compile_functions({entry: fn})
+    dt = time.perf_counter() - t0
+    c.stats[f"codegen time ({entry})"] = dt
+    c.stats["codegen time"] = c.stats.get("codegen time", 0.0) + dt
+    c.stats.update({f"{k} ({entry})" if not k.endswith(")") else k: v
+                    for k, v in m.stats.items()})
+    return m
+
+
+def _symbol_prefix(key: str) -> str:
+    import hashlib
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def _def_loc(fn) -> SourceLoc | None:
@@ -202,25 +247,9 @@ class Differentiable:
         return c
 
     def _build(self, tr, wrt_args, compile_forward: bool = True) -> "Compiled":
+        """Optimise and differentiate a trace (native code is compiled per entry on use)."""
         if compile_forward:
             self.trace_count += 1
-        disk_key = self._disk_key(tr, wrt_args) if compile_forward else None
-        if disk_key is not None:
-            c = _from_disk(disk_key, tr)
-            if c is not None:
-                return c
-        c = self._compile_trace(tr, wrt_args, compile_forward, disk_key)
-        if disk_key is not None and c.module is not None:
-            _to_disk(disk_key, c)
-        return c
-
-    def _disk_key(self, tr, wrt_args) -> str | None:
-        from llgrad import cache
-        if not (self.use_disk_cache or cache.enabled()) or config.disable_jit():
-            return None
-        return cache.key(fingerprint(tr.fn), repr(wrt_args), sig.describe(tr.in_struct))
-
-    def _compile_trace(self, tr, wrt_args, compile_forward, disk_key) -> "Compiled":
         stats = Stats()
         t1 = time.perf_counter()
         graph_text = print_function(tr.fn)
@@ -239,31 +268,25 @@ class Differentiable:
         c = Compiled(tr, forward, joint, wrt_leaves, stats=stats, graph_text=graph_text)
         c.not_differentiable = not_differentiable
         c.dynamic_reason = None if compile_forward else self.dynamic_reason
-        if not config.disable_jit():
-            from llgrad import codegen
-            entries = {"forward": forward} if compile_forward else {}
-            if joint is not None:
-                entries["joint"] = joint
-            if entries and disk_key is not None:
-                c.module = codegen.compile_functions(entries, symbol_prefix=disk_key[:16],
-                                                     keep_object=True)
-            elif entries:
-                c.module = codegen.compile_functions(entries)
-        t4 = time.perf_counter()
+        c.disk_key = self._disk_key(tr, wrt_args) if compile_forward else None
         stats.update({
             "path": "staged" if compile_forward else f"dynamic ({_reason(self.dynamic_reason)})",
             "signature": sig.describe(tr.in_struct),
             "ops (traced)": sum(1 for _ in tr.fn.walk()),
             "ops (forward)": sum(1 for _ in forward.walk()),
             "ops (forward+backward)": sum(1 for _ in joint.walk()) if joint else 0,
-            "optimize time": t2 - t1, "autodiff time": t3 - t2, "codegen time": t4 - t3,
+            "optimize time": t2 - t1, "autodiff time": t3 - t2,
         })
-        if c.module is not None:
-            stats.update({k: v for k, v in getattr(c.module, "stats", {}).items()})
         if config.dump_dir():
             from llgrad.dump import dump_compiled
             dump_compiled(config.dump_dir(), Inspection(c))
         return c
+
+    def _disk_key(self, tr, wrt_args) -> str | None:
+        from llgrad import cache
+        if not (self.use_disk_cache or cache.enabled()) or config.disable_jit():
+            return None
+        return cache.key(fingerprint(tr.fn), repr(wrt_args), sig.describe(tr.in_struct))
 
     def _vjp_differentiable(self) -> "Differentiable":
         """The compiled vector-Jacobian product of this function (see llgrad/compose.py)."""
@@ -272,39 +295,28 @@ class Differentiable:
         return self._vjp
 
 
-def _to_disk(k: str, c: Compiled) -> None:
-    """Store one compiled signature (See llgrad/cache.py)."""
+def _to_disk(k: str, m) -> None:
+    """Store one compiled entry's object code (See llgrad/cache.py)."""
     from llgrad import cache
-    m = c.module
-    tr = c.trace
-    payload = {"forward": c.forward, "joint": c.joint, "wrt_leaves": c.wrt_leaves,
-               "graph_text": c.graph_text, "stats": dict(c.stats), "object": m.object_code,
-               "layout": m.layout, "llvm_ir": m.llvm_ir, "module_stats": m.stats,
-               "workspace": m.workspace_bytes, "out_struct": tr.out_struct,
-               "not_differentiable": repr(c.not_differentiable) if c.not_differentiable else None}
+    payload = {"object": m.object_code, "layout": m.layout, "llvm_ir": m.llvm_ir,
+               "stats": m.stats, "workspace": m.workspace_bytes}
     try:
-        cache.store(k, payload)
+        cache.store(cache.key(k), payload)
     except OSError as e:  # a read-only or full disk must not break the computation
         import warnings
         warnings.warn(f"llgrad: could not write the compile cache: {e}")
 
 
-def _from_disk(k: str, tr) -> Compiled | None:
+def _from_disk(k: str):
     from llgrad import cache, codegen
-    p = cache.load(k)
+    p = cache.load(cache.key(k))
     if p is None:
         return None
     try:
-        module = codegen.load_object(p["object"], p["layout"], p["llvm_ir"], p["module_stats"],
-                                     p["workspace"])
+        return codegen.load_object(p["object"], p["layout"], p["llvm_ir"], p["stats"],
+                                   p["workspace"])
     except Exception:  # foreign or stale object code: recompile
         return None
-    c = Compiled(tr, p["forward"], p["joint"], p["wrt_leaves"], module=module,
-                 stats=Stats(p["stats"]), graph_text=p["graph_text"])
-    c.stats["disk cache"] = "hit"
-    if p["not_differentiable"] is not None:
-        c.not_differentiable = TypeError(p["not_differentiable"])
-    return c
 
 
 def _assemble(tr, cts: list, wrt_leaves, wrt_args, single, to_python: bool = True):
@@ -402,15 +414,20 @@ class Inspection:
             return Text(f"(not differentiable: {self._c.not_differentiable})")
         return Text(print_function(self._c.joint))
 
+    def _native_text(self, attr: str) -> Text:
+        if config.disable_jit():
+            return Text(f"(LLGRAD_DISABLE_JIT=1: no {attr})")
+        entries = ["forward"] + (["joint"] if self._c.joint is not None else [])
+        return Text("\n".join(getattr(self._c.module(e), attr) for e in entries))
+
     @property
     def llvm_ir(self) -> Text:
-        m = self._c.module
-        return Text(m.llvm_ir if m is not None else "(LLGRAD_DISABLE_JIT=1: no LLVM module)")
+        """The LLVM IR of the forward and the forward+backward entries (compiles them)."""
+        return self._native_text("llvm_ir")
 
     @property
     def asm(self) -> Text:
-        m = self._c.module
-        return Text(m.asm if m is not None else "(LLGRAD_DISABLE_JIT=1: no native code)")
+        return self._native_text("asm")
 
     @property
     def python_source(self) -> Text:
