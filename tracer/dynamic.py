@@ -2,7 +2,10 @@
 `bool(t)` outside converted code, `int(t)` as a shape, indexing a Python container).
 
 Each call is traced eagerly with concrete values: every op is evaluated with numpy as it is
-recorded, so concretisation simply reads the value, and Python control flow runs natively.
+recorded, so concretisation simply reads the value. The converted function runs, with the
+stager in its eager mode: control flow runs as Python (deciding concretises the condition),
+while element writes `y[i] = v` into numpy buffers stay functional updates, so their
+gradient is not lost to numpy's in-place float conversion.
 The result is the dynamic graph of this call; the path it took is implied by the graph
 itself, so graphs are keyed by their structural fingerprint and each distinct graph's
 backward is compiled once (a bounded cache). Concretised values are constants from then on:
@@ -14,12 +17,15 @@ import numpy as np
 
 from llgrad.runtime.errors import ConcretizationError, user_loc
 from llgrad.tracer import signature as sig
-from llgrad.tracer.tracing import Trace, _flatten_outputs, _leaf_name, bind_arguments, call_with
+from llgrad.tracer.tracing import (Trace, _convertible, _flatten_outputs, _leaf_name,
+                                   bind_arguments, call_with)
 from llgrad.transform.builder import Builder
 
 
 class EagerBuilder(Builder):
     """A Builder that also evaluates every op as it is emitted (values in `env`)."""
+
+    eager = True  # the stager runs control flow as Python (See IRStager.eager)
 
     def __init__(self, name: str):
         super().__init__(name)
@@ -65,7 +71,7 @@ def trace_dynamic(fn, args: tuple, kwargs: dict) -> tuple[Trace, list]:
             p = b.param((s.shape, s.dtype), _leaf_name(names, owner, k))
             b.env[p.id] = arr
             params.append(p)
-        out = call_with(fn, names, sig.unflatten(struct, params))
+        out = call_with(_convertible(fn), names, sig.unflatten(struct, params))
         out_leaves, out_struct = _flatten_outputs(out, b)
         b.fn.body.results = out_leaves
     return Trace(b.fn, struct, out_struct, names, owner, fn), [b.env[v.id] for v in out_leaves]

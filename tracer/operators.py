@@ -17,6 +17,8 @@ Staging protocol (implemented by the tracing layer; see tests/tracer/fake_tracer
     stage_not(value, loc) -> value
     stage_setitem(target, index, value) -> new target value
     in_region() -> bool   (optional) True while tracing a branch or loop body
+    eager() -> bool       (optional) True when traced values are concrete (the dynamic
+                          path): control flow runs as Python; fences are off
 
 State: ``symbol_names`` is a tuple of the variable names the statement may change and that
 are used afterwards (for loops: loop-carried or read after the loop). ``get_state()`` returns
@@ -364,7 +366,7 @@ def _region_stager() -> Stager | None:
 
 def fence(kind: str, loc: SourceLoc, values: dict, names: Sequence[str]) -> None:
     """Raise UnsupportedSyntaxError if a value read by an unsupported statement is traced."""
-    if _STAGERS:
+    if _STAGERS and not any(getattr(s, "eager", bool)() for s in _STAGERS.values()):
         from .convert.fence import check_fence
         check_fence(kind, loc, values, tuple(names), is_traced)
 

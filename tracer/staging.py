@@ -130,9 +130,22 @@ class IRStager:
         self.unroll: set = set()  # (loc, reason) of loops run as Python (Note [Unrolled loops])
         self.region_locs: dict = {}  # id(region) -> ("loop" | "if", loc), for scope errors
 
+    # -- the dynamic path ------------------------------------------------------------------
+    # Under an eager builder (tracer/dynamic.py) values are concrete: control flow runs as
+    # Python (each decision concretises its condition, recording a guard), and element
+    # writes stay functional updates, so gradients flow through `y[i] = ...` into a numpy
+    # buffer exactly as on the staged path.
+    def eager(self) -> bool:
+        try:
+            return getattr(current(), "eager", False)
+        except LLGradError:
+            return False
+
     # -- if / ternary ---------------------------------------------------------------------
     def stage_if(self, cond, body_fn, orelse_fn, get_state, set_state, names, loc):
         b = current()
+        if getattr(b, "eager", False):
+            return body_fn() if _truth(cond) else orelse_fn()
         pred = _pred(b, cond, loc)
         s0 = get_state()
         branches = []
@@ -172,6 +185,8 @@ class IRStager:
         set_state(tuple(final))
 
     def stage_if_exp(self, cond, true_fn, false_fn, loc):
+        if self.eager():
+            return true_fn() if _truth(cond) else false_fn()
         box = [None]
         self.stage_if(cond, lambda: box.__setitem__(0, true_fn()),
                       lambda: box.__setitem__(0, false_fn()),
@@ -179,6 +194,8 @@ class IRStager:
         return box[0]
 
     def stage_not(self, value, loc):
+        if self.eager():
+            return not _truth(value)
         return ops.logical_not(_pred(current(), value, loc))
 
     def stage_setitem(self, target, index, value):
@@ -196,6 +213,11 @@ class IRStager:
     # -- loops ----------------------------------------------------------------------------
     def stage_for(self, iterable, extra_test, body_fn, get_state, set_state, names, loc):
         b = current()
+        if getattr(b, "eager", False):
+            if isinstance(iterable, (range, TracedRange)):
+                rng = range(*(int(v) for v in (iterable.start, iterable.stop, iterable.step)))
+                return self._run_python(rng, None, extra_test, body_fn)
+            return self._run_python(range(len(iterable)), iterable, extra_test, body_fn)
         if isinstance(iterable, (range, TracedRange)):
             start, stop, step = iterable.start, iterable.stop, iterable.step
             if _is_val(step) or step == 0:
@@ -233,6 +255,10 @@ class IRStager:
                        may_skip=may_skip)
 
     def stage_while(self, test_fn, body_fn, get_state, set_state, names, loc):
+        if self.eager():
+            while _truth(test_fn()):
+                body_fn()
+            return
         if self._wants_unroll(loc):
             raise _cannot_unroll("while loop", loc, self._reason(loc))
         self._loop(current(), loc, names, get_state, set_state, False, kind="while",

@@ -228,3 +228,55 @@ def test_switch_to_dynamic_is_sticky_and_exact(monkeypatch):
     assert d.inspect(big).path.startswith("dynamic")
     np.testing.assert_allclose(d.grad(big), np.full(4, 2.0))  # float(x[0]) is a constant
     assert d(small) == f(small)
+
+
+# ---- element writes and Python statements on the dynamic path ------------------------------------
+def writes_into_buffer(x):
+    c = float(np.sum(x))
+    y = np.zeros(3)
+    for i in range(3):
+        y[i] = x[i] * c
+    return np.sum(y ** 2)
+
+
+def traced_slice_bounds(x):
+    y = np.zeros(6)
+    for i in range(3):
+        k = np.sum(x > 10.0) + i  # a traced int: slicing with it concretises
+        y[2 * k:2 * k + 2] = x[i] * np.array([1.0, -1.0])
+    return np.sum(y * np.arange(6))
+
+
+def test_writes_into_numpy_buffer_keep_their_gradient(mode):
+    """numpy's `y[i] = t` would call float(t) and silently drop the gradient; the dynamic path
+    runs the converted function, where the write is a functional update."""
+    x = np.array([0.3, 0.5, 0.7])
+    d = llgrad.differentiate(writes_into_buffer)
+    c = float(np.sum(x))
+    assert d(x) == pytest.approx(writes_into_buffer(x), rel=1e-12)
+    np.testing.assert_allclose(d.grad(x), 2 * c * c * x)
+    assert d.inspect(x).path.startswith("dynamic")
+
+
+def test_slice_with_traced_bounds_goes_dynamic_and_is_exact(mode):
+    x = np.array([0.3, -0.5, 0.7])
+    d = llgrad.differentiate(traced_slice_bounds)
+    assert d(x) == pytest.approx(traced_slice_bounds(x), rel=1e-12)
+    np.testing.assert_allclose(d.grad(x), [-1.0, -1.0, -1.0])
+    assert "slice bounds" in d.inspect(x).path
+
+
+def try_after_concretisation(x):
+    c = float(x[0])
+    try:
+        r = np.sum(x) / c
+    except ZeroDivisionError:
+        r = np.sum(x)
+    return r
+
+
+def test_python_statements_run_on_the_dynamic_path(mode):
+    x = np.array([2.0, 1.0, 1.0])
+    d = llgrad.differentiate(try_after_concretisation)
+    assert d(x) == 2.0
+    np.testing.assert_allclose(d.grad(x), [0.5, 0.5, 0.5])
