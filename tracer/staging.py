@@ -11,7 +11,7 @@ import numpy as np
 
 from llgrad.runtime import ops
 from llgrad.runtime.aval import BOOL, F64, I64, Aval, aval_str
-from llgrad.runtime.errors import LLGradError, ShapeError
+from llgrad.runtime.errors import LLGradError, ShapeError, user_loc
 from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
 from llgrad.tracer import operators
 from llgrad.tracer.operators import TracedRange, Undefined
@@ -80,13 +80,15 @@ def _lift_into(b: Builder, region: ir.Region, value, aval: Aval) -> Value:
 
 def _merge_aval(name, a, c, loc):
     """The aval both branch values take, or None when they can stay one Python value."""
+    what = ("the value of a conditional expression (`a if c else b`, or `and`/`or` on a "
+            "traced operand)") if name == "(value)" else f"variable `{name}`"
     if not _is_val(a) and not _is_val(c):
         if a is c:
             return None
         if isinstance(a, np.ndarray) and isinstance(c, np.ndarray):
             aa, ac = Aval(a.shape, a.dtype), Aval(c.shape, c.dtype)
             if aa != ac:
-                raise ShapeError(f"variable `{name}` is {aval_str(*aa)} on one path of a traced "
+                raise ShapeError(f"{what} is {aval_str(*aa)} on one path of a traced "
                                  f"condition but {aval_str(*ac)} on the other", loc=loc,
                                  fix="give both branches the same shape and dtype")
             return aa
@@ -98,13 +100,13 @@ def _merge_aval(name, a, c, loc):
                                                        else I64)
         if a is None or c is None and name.startswith("__lg_"):
             return None
-        raise LLGradError(f"variable `{name}` holds different Python objects on the two paths "
+        raise LLGradError(f"{what} holds different Python objects on the two paths "
                           f"of a traced condition ({type(a).__name__} and {type(c).__name__})",
                           loc=loc, fix="make it an array on both paths, or compute it outside "
                           "the condition")
     if _is_val(a) and _is_val(c):
         if a.aval != c.aval:
-            raise ShapeError(f"variable `{name}` is {aval_str(*a.aval)} on one path of a traced "
+            raise ShapeError(f"{what} is {aval_str(*a.aval)} on one path of a traced "
                              f"condition but {aval_str(*c.aval)} on the other", loc=loc,
                              fix="give both branches the same shape and dtype (cast with "
                              ".astype or broadcast explicitly)")
@@ -114,11 +116,11 @@ def _merge_aval(name, a, c, loc):
         return v.aval
     if isinstance(other, np.ndarray):  # e.g. a buffer written on one path only
         if (other.shape, other.dtype) != (v.aval.shape, v.aval.dtype):
-            raise ShapeError(f"variable `{name}` is {aval_str(*v.aval)} on one path of a traced "
+            raise ShapeError(f"{what} is {aval_str(*v.aval)} on one path of a traced "
                              f"condition but {aval_str(other.shape, other.dtype)} on the other",
                              loc=loc, fix="give both branches the same shape and dtype")
         return v.aval
-    raise LLGradError(f"variable `{name}` is an array on one path of a traced condition and a "
+    raise LLGradError(f"{what} is an array on one path of a traced condition and a "
                       f"{type(other).__name__} on the other", loc=loc,
                       fix="assign an array of the same shape on both paths")
 
@@ -187,6 +189,7 @@ class IRStager:
     def stage_if_exp(self, cond, true_fn, false_fn, loc):
         if self.eager():
             return true_fn() if _truth(cond) else false_fn()
+        loc = loc or user_loc()  # `and`/`or` pass none: the user's line is the caller's
         box = [None]
         self.stage_if(cond, lambda: box.__setitem__(0, true_fn()),
                       lambda: box.__setitem__(0, false_fn()),

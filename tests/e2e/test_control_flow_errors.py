@@ -157,6 +157,19 @@ def test_ternary_shapes_differ():
     assert_at(info.value, ternary_shapes_differ, "return np.sum(")
 
 
+def and_mixes_types(x):
+    s = np.sum(x)
+    r = (s > 0) and s
+    return r * 1.0
+
+
+def test_and_value_types_differ():
+    with pytest.raises(ShapeError, match=r"the value of a conditional expression .*`and`/`or`.* "
+                                         r"is f64\[\] on one path .* bool\[\] on the other") as info:
+        llgrad.differentiate(and_mixes_types)(np.ones(3))
+    assert_at(info.value, and_mixes_types, "r = (s > 0) and s")
+
+
 # ---- non-scalar conditions ----------------------------------------------------------------------
 def array_condition(x):
     if x > 0:
