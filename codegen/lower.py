@@ -566,6 +566,8 @@ class FunctionPlan:
             for blk in u.blocks:
                 for p, o in zip(blk.params, op.outputs):
                     self.storage.setdefault(p, self.storage[o])
+        if op.prim is not cond_p:
+            self._inplace_elementwise(u.blocks[-1], op.prim is for_loop_p)
         for blk in u.blocks:
             for inner in blk.units:
                 self._allocate_unit(inner)
@@ -580,6 +582,27 @@ class FunctionPlan:
                     s = Value(r.aval, "stage")
                     self._assign(s)
                     body.stage[k] = s
+
+    def _inplace_elementwise(self, body, is_for):
+        """A carried array updated elementwise (`acc = acc + g`, read nowhere else) is computed
+        in its own buffer: the group reads element i before it writes element i, and the yield
+        copy disappears (Note [In-place accumulation])."""
+        carried = body.params[1:] if is_for else body.params
+        writer = {}
+        for g in body.units:
+            if isinstance(g, GroupUnit) and not g.reds:
+                for op in g.ops:
+                    for v in op.outputs:
+                        writer[v] = g
+        for r, p in zip(body.results, carried):
+            g = writer.get(r)
+            if (g is None or r.aval.shape == () or r.aval.shape != p.aval.shape
+                    or r in self.alias or r in self.storage or p in self.tape_class
+                    or self.uses.get(r) != 1 or self.uses.get(p) != 1
+                    or not any(v is p for v in g.reads)
+                    or sum(1 for s in body.results if s is r) != 1):
+                continue
+            self.alias[r] = p
 
     def same_storage(self, a, b) -> bool:
         s = self.storage
