@@ -318,3 +318,21 @@ def test_ad_zero_trip_loop_passes_init_gradient():
     g = ad.grad_function(b.fn, [0])
     _, grad = interp.run(g, np.array([0.1, 0.2, 0.3]))
     np.testing.assert_allclose(grad, np.full(3, 0.1))
+
+
+BUILDER_ALIAS = ("transform/builder.py: Builder.lift/const keep a reference to the user's numpy "
+                 "array, so writing into it after its use changes the traced constant")
+
+
+def const_mutated_after_use(x):
+    c = np.ones(3)
+    s = np.sum(x * c)
+    c[0] = 5.0
+    return s + np.sum(c)
+
+
+@pytest.mark.xfail(strict=True, reason=BUILDER_ALIAS)
+def test_constant_array_mutated_after_use(monkeypatch):
+    monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
+    x = np.array([1.0, 2.0, 3.0])
+    assert llgrad.differentiate(const_mutated_after_use)(x) == const_mutated_after_use(x)
