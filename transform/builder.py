@@ -161,7 +161,8 @@ class Builder:
         return outs
 
     def const(self, value) -> Value:
-        arr = np.asarray(value)
+        # A copy: the user may write into their array after this use (Python semantics).
+        arr = np.array(value, copy=True)
         return self.emit(constant_p, [], {"value": arr}, [Aval(arr.shape, arr.dtype)])[0]
 
     def lift(self, a) -> Value:
