@@ -121,18 +121,35 @@ def set_default_interpretation(cls) -> None:
     _DEFAULT[0] = cls
 
 
+# type -> its `_lg_level`, or -2 when it has none (a constant); a failed getattr is slow
+_LEVELS: dict = {}
+
+
+def _level(t) -> int:
+    lv = _LEVELS.get(t)
+    if lv is None:
+        lv = _LEVELS[t] = getattr(t, "_lg_level", -2)
+    return lv
+
+
 def is_value(x) -> bool:
     """True for array values of any interpretation (Tensor, IR value, traced value)."""
-    return hasattr(type(x), "_lg_level")
+    t = type(x)
+    lv = _LEVELS.get(t)
+    return (lv if lv is not None else _level(t)) != -2
 
 
 def bind(prim: Primitive, *args, **params):
     """Apply `prim` in the interpretation of the highest-level operand (eager by default)."""
     top, level = _DEFAULT[0], -1
+    levels = _LEVELS
     for a in args:
-        lv = getattr(type(a), "_lg_level", -1)
+        t = type(a)
+        lv = levels.get(t)
+        if lv is None:
+            lv = _level(t)
         if lv > level:
-            top, level = type(a), lv
+            top, level = t, lv
     return top._lg_process(prim, args, params)
 
 

@@ -32,14 +32,14 @@ def operands(*xs):
     """Coerce operands of an elementwise op: scalars are weak, the rest promote PyTorch-style."""
     if len(xs) == 2:  # fast path for the common binary cases (eager per-op overhead)
         a, b = xs
-        if hasattr(type(a), "_lg_level"):
+        if is_value(a):
             da = a._np_dtype
-            if hasattr(type(b), "_lg_level"):
+            if is_value(b):
                 if b._np_dtype == da:
                     return [a, b], da
             elif type(b) is float and da.kind == "f" or type(b) is int and da.kind in "fi":
                 return [a, np.asarray(b, da)], da
-        elif hasattr(type(b), "_lg_level"):
+        elif is_value(b):
             db = b._np_dtype
             if type(a) is float and db.kind == "f" or type(a) is int and db.kind in "fi":
                 return [np.asarray(a, db), b], db

@@ -272,7 +272,7 @@ def astype(x, dtype):
     dt = to_np(dtype)
     if dtype_of(x) == dt:
         return x
-    if not hasattr(type(x), "_lg_level"):
+    if not is_value(x):
         return np.asarray(x).astype(dt)
     return bind(astype_p, x, dtype=dt)
 
