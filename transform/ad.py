@@ -137,7 +137,16 @@ def _free_values(region: ir.Region) -> list:
 
 
 def _reads(region: ir.Region) -> set:
-    return {v.id for op in region.walk() for v in op.inputs}
+    """Ids of the values the ops of `region` (nested regions included) read: their operands
+    and what nested regions yield (a cond branch may yield an enclosing value unchanged, e.g.
+    a loop-carried flag; recomputing the cond then needs that value). The region's own
+    results are not reads: the reverse sweep does not re-yield them."""
+    ids = set()
+    for op in region.walk():
+        ids.update(v.id for v in op.inputs)
+        for r in op.regions:
+            ids.update(v.id for v in r.results)
+    return ids
 
 
 def _const_int(v):

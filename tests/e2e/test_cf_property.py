@@ -165,7 +165,6 @@ def load(src: str, workdir):
 # hitting them are skipped, so this test checks everything else and regains its full strength
 # by itself once they are fixed.
 KNOWN_BUGS = (
-    (AttributeError, "'NoneType' object has no attribute 'id'"),  # ad.py: carried cond yield
     (AssertionError, "fusion created a cycle"),                    # fuse.py: captured values
 )
 

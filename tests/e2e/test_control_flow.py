@@ -24,9 +24,6 @@ CASES = cf_corpus.CASES
 CODEGEN_CF = "codegen: control-flow ops (cond/for_loop/while_loop) are not lowered yet"
 
 # Corpus cases that hit a known bug outside the tracer (minimal repros at the end of this file).
-AD_CARRIED_YIELD = ("transform/ad.py: a loop-carried value read only as the yield of a nested "
-                    "cond is not stored on the tape (_reads ignores region results); see "
-                    "test_ad_stores_carried_value_yielded_by_inner_cond")
 FUSE_CAPTURE = ("transform/passes/fuse.py: fusion ignores dependencies through values a cond "
                 "region captures ('fusion created a cycle'); see "
                 "test_fuse_respects_values_captured_by_cond")
@@ -34,10 +31,7 @@ AD_ZERO_TRIP = ("transform/ad.py: activity analysis has no edge from a loop's in
                 "output, so a loop that may run zero times (traced trip count) passes no "
                 "gradient to a carried value its body never reads; see "
                 "test_ad_zero_trip_loop_passes_init_gradient")
-KNOWN = {name: AD_CARRIED_YIELD for name in (
-    "break_and_continue", "early_return_loop", "early_return_nested_loop",
-    "early_return_while", "for_break", "nested_break_inner", "swap_in_branch",
-    "while_true_break")}
+KNOWN = {}
 KNOWN["if_no_else"] = FUSE_CAPTURE
 KNOWN["for_traced_zero_trips"] = AD_ZERO_TRIP
 
@@ -269,7 +263,6 @@ def test_stats_report_tape_bytes(monkeypatch):
 
 
 # ---- minimal repros of bugs outside the tracer (transform/) ---------------------------------------
-@pytest.mark.xfail(strict=True, reason=AD_CARRIED_YIELD)
 def test_ad_stores_carried_value_yielded_by_inner_cond():
     from llgrad.transform import ad, control, interp
     from llgrad.transform.builder import Builder

@@ -144,7 +144,31 @@ def loop_in_cond(x):
     return control.cond(np.sum(x) > 0, yes, lambda a: np.exp(a), x[0])[0]
 
 
+def flag_in_while(x):
+    # the carried flag and the swapped pair are yielded by the inner cond only (never read by
+    # another op of the body): they must still be on the tape for the reverse recomputation
+    def body(i, s, t, done):
+        s2 = s + x[i] ** 2 * t
+        done2, a, b = control.cond(s2 > 1.0, lambda a, b: (np.bool_(True), b, a),
+                                   lambda a, b: (done, a, b), s2, t)
+        return i + 1, a, b, done2
+    out = control.while_loop(lambda i, s, t, done: (i < x.shape[0]) & ~done, body,
+                             np.int64(0), np.float64(0.0), np.float64(1.0), np.bool_(False))
+    return out[1] * 2.0 + out[2]
+
+
+def carried_yielded_by_inner_loop(x):
+    def body(i, s, keep):
+        s2 = s * 0.5 + np.sin(x[i])
+        keep2, = control.for_loop(0, 2, 1, lambda j, k: keep, s2)  # yields `keep` (enclosing)
+        return s2, keep2
+    s, keep = control.for_loop(0, x.shape[0], 1, body, np.float64(0.0), x[0] * 3.0)
+    return s + keep
+
+
 @pytest.mark.parametrize("f,args", [
+    (flag_in_while, [np.array([0.3, 0.5, 0.7, 0.2])]),
+    (carried_yielded_by_inner_loop, [np.array([0.3, 0.5, 0.7])]),
     (recurrence, [np.linspace(-1, 1, 8)]),
     (nested, [R.normal(size=3), R.normal(size=4)]),
     (cond_in_loop, [R.normal(size=7)]),
@@ -152,7 +176,7 @@ def loop_in_cond(x):
     (grow, [np.array([0.3, 0.4])]),
     (loop_in_cond, [np.array([0.5, 0.2, 0.1])]),
     (loop_in_cond, [np.array([-0.5, 0.2, 0.1])]),
-], ids=["recurrence", "nested", "cond_in_loop", "rnn", "while", "loop_in_cond+",
+], ids=["flag_in_while", "yield_in_inner_loop", "recurrence", "nested", "cond_in_loop", "rnn", "while", "loop_in_cond+",
         "loop_in_cond-"])
 def test_control_flow_gradient(f, args):
     _check(f, args, eager=False)
