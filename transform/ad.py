@@ -94,6 +94,9 @@ def _activity(fn, wrt, out) -> set:
                         edge(res, p)
             for res, o in zip(body.results, op.outputs):
                 edge(res, o)
+            if op.prim is not fusion_p:  # a loop that runs zero times yields its init
+                for v, o in zip(op.inputs[first:], op.outputs):
+                    edge(v, o)
         elif not op.prim.nondiff:
             for v in op.inputs:
                 for o in op.outputs:
@@ -360,6 +363,11 @@ class _AD:
         return [self.ct_or_zeros(ct2, w) for w in wanted]
 
     def backward_loop(self, op, env, rec, ct) -> None:
+        """The reverse sweep: a for_loop of n (the recorded trip count) iterations carrying the
+        outputs' cotangents back to the iteration's entry, plus those of captured values. When
+        n == 0 the outputs' cotangents reach the init unchanged (the loop yields its init; see
+        the init -> output edge in _activity); otherwise the init gets the cotangent of the
+        first iteration's carried values (zero for those the body does not read)."""
         is_for = op.prim is for_loop_p
         body = op.regions[-1]
         carried = body.params[1:] if is_for else body.params

@@ -27,16 +27,11 @@ CODEGEN_CF = "codegen: control-flow ops (cond/for_loop/while_loop) are not lower
 FUSE_CAPTURE = ("transform/passes/fuse.py: fusion ignores dependencies through values a cond "
                 "region captures ('fusion created a cycle'); see "
                 "test_fuse_respects_values_captured_by_cond")
-AD_ZERO_TRIP = ("transform/ad.py: activity analysis has no edge from a loop's init to its "
-                "output, so a loop that may run zero times (traced trip count) passes no "
-                "gradient to a carried value its body never reads; see "
-                "test_ad_zero_trip_loop_passes_init_gradient")
 KNOWN = {}
 KNOWN["if_no_else"] = FUSE_CAPTURE
-KNOWN["for_traced_zero_trips"] = AD_ZERO_TRIP
 
 
-GRAD_ONLY = {AD_ZERO_TRIP}  # the value is right; only the gradient is wrong
+GRAD_ONLY: set = set()  # reasons where the value is right and only the gradient is wrong
 
 
 def _known(names, grad=True):
@@ -298,7 +293,6 @@ def test_fuse_respects_values_captured_by_cond():
     np.testing.assert_allclose(interp.run(optimize(b.fn), xv)[0], np.sum(a * np.exp(xv) * a))
 
 
-@pytest.mark.xfail(strict=True, reason=AD_ZERO_TRIP)
 def test_ad_zero_trip_loop_passes_init_gradient():
     from llgrad.transform import ad, control, interp
     from llgrad.transform.builder import Builder

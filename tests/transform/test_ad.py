@@ -209,6 +209,33 @@ def test_dynamic_trip_count_grows_the_tape():
                                    atol=1e-9)
 
 
+def overwrite_for(x, n):
+    return control.for_loop(0, n, 1, lambda i, c: np.sin(x[i]), np.sum(x) * 0.1)[0]
+
+
+def overwrite_while(x, n):
+    return control.while_loop(lambda i, c: i < n, lambda i, c: (i + 1, np.sin(x[i])),
+                              np.int64(0), np.sum(x) * 0.1)[1]
+
+
+def half_overwrite_for(x, n):  # one carried value overwritten, one accumulated
+    a, c = control.for_loop(0, n, 1, lambda i, a, c: (a * 0.5 + c, np.cos(x[i])),
+                            x[0] ** 2, np.sum(x) * 0.1)
+    return a + c
+
+
+@pytest.mark.parametrize("f", [overwrite_for, overwrite_while, half_overwrite_for])
+@pytest.mark.parametrize("n", [0, 1, 3])
+def test_loop_output_cotangent_reaches_init_only_on_zero_trips(f, n):
+    """An output's cotangent flows to the init when the loop runs zero times, else through the
+    body: a carried value the body never reads gets a gradient from init only when n == 0."""
+    x = np.array([0.1, 0.2, 0.3, 0.4])
+    joint = verify(ad.grad_function(build(f, x, np.int64(1)), [0]))
+    ref = fd_grad(lambda x: interp.run(build(f, x, np.int64(n)), x, np.int64(n))[0], [x], [0])[0]
+    for g in (joint, verify(optimize(joint))):
+        np.testing.assert_allclose(interp.run(g, x, np.int64(n))[1], ref, rtol=1e-7, atol=1e-10)
+
+
 def f_plain(x, n):
     s = 1.0
     for i in range(n):
