@@ -22,10 +22,7 @@ EXPECTED = {
     "lorenz_fit.py": ([], ["matches finite differences: True",
                                           "fitted sigma="]),
 }
-XFAIL = {
-    # TODO(examples): remove once codegen lowers for_loop natively (issue 6 / codegen).
-    "lorenz_fit.py": "codegen: loops",
-}
+XFAIL: dict[str, str] = {}  # example -> reason it is expected to fail (none today)
 
 
 def test_every_example_is_tested():
