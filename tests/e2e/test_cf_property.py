@@ -161,22 +161,6 @@ def load(src: str, workdir):
     return mod.prog
 
 
-# Failures of known bugs outside the tracer (xfail repros in test_control_flow.py): programs
-# hitting them are skipped, so this test checks everything else and regains its full strength
-# by itself once they are fixed.
-KNOWN_BUGS = (
-    (AssertionError, "fusion created a cycle"),                    # fuse.py: captured values
-)
-
-
-def _compile(d, x, X):
-    try:
-        return d.value_and_grad(x, X)
-    except (AttributeError, AssertionError) as e:
-        assume(not any(isinstance(e, t) and m in str(e) for t, m in KNOWN_BUGS))
-        raise
-
-
 @settings(max_examples=30, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                  HealthCheck.filter_too_much])
@@ -192,7 +176,7 @@ def test_random_control_flow_programs(data, seed, workdir, monkeypatch):
     import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnrollWarning)
-        value, (gx, gX) = _compile(d, x, X)
+        value, (gx, gX) = d.value_and_grad(x, X)
         assert d(x, X) == pytest.approx(expected, rel=1e-10, abs=1e-12), src
     assert value == pytest.approx(expected, rel=1e-10, abs=1e-12), src
     n1 = numerical_vjp(prog, [x, X], np.float64(1.0), [0, 1], eps=1e-6)

@@ -24,11 +24,7 @@ CASES = cf_corpus.CASES
 CODEGEN_CF = "codegen: control-flow ops (cond/for_loop/while_loop) are not lowered yet"
 
 # Corpus cases that hit a known bug outside the tracer (minimal repros at the end of this file).
-FUSE_CAPTURE = ("transform/passes/fuse.py: fusion ignores dependencies through values a cond "
-                "region captures ('fusion created a cycle'); see "
-                "test_fuse_respects_values_captured_by_cond")
-KNOWN = {}
-KNOWN["if_no_else"] = FUSE_CAPTURE
+KNOWN: dict = {}  # case name -> reason (a known bug's description); none at the moment
 
 
 GRAD_ONLY: set = set()  # reasons where the value is right and only the gradient is wrong
@@ -277,7 +273,6 @@ def test_ad_stores_carried_value_yielded_by_inner_cond():
     np.testing.assert_allclose(grad, 2 * xv)
 
 
-@pytest.mark.xfail(strict=True, reason=FUSE_CAPTURE)
 def test_fuse_respects_values_captured_by_cond():
     from llgrad.transform import control, interp
     from llgrad.transform.builder import Builder

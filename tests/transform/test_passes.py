@@ -125,3 +125,32 @@ def test_fusion_of_ad_output_in_loops_stays_acyclic():
     joint = ad.grad_function(build(f, X), [0])
     got = interp.run(verify(optimize(joint)), X)
     np.testing.assert_allclose(got[1], interp.run(joint, X)[1], rtol=1e-12)
+
+
+def captured_by_regions(x):
+    a = x * 1.5
+    c, = control.cond(np.max(x) > 0.2, lambda: a * np.exp(x), lambda: a)  # captures a
+    d, = control.for_loop(0, 2, 1, lambda i, s: control.cond(s[0] > 0, lambda: s + a,
+                                                             lambda: s * a)[0], c)
+    return np.sum(d * a + c)
+
+
+@pytest.mark.parametrize("xv", [np.array([0.1, 0.5, -0.3]), np.array([-0.1, 0.1, -0.3])])
+def test_fusion_respects_values_captured_by_regions(xv):
+    fn = verify(build(captured_by_regions, xv))
+    opt = verify(optimize(fn))
+    assert any(op.name == "fusion" for op in opt.walk())
+    np.testing.assert_allclose(interp.run(opt, xv)[0], interp.run(fn, xv)[0], rtol=1e-12)
+
+
+@pytest.mark.parametrize("f", [captured_by_regions, loop_body])
+def test_fuse_is_idempotent(f):
+    from llgrad.transform.passes.fuse import fuse
+    from llgrad.transform.printers.text import print_function
+    fn = optimize(build(f, X[:3]))
+    before = print_function(fn)
+    again = verify(fuse(fn))
+    assert print_function(again) == before
+    for op in again.walk():
+        if op.name == "fusion":
+            assert not any(inner.regions for inner in op.regions[0].walk())

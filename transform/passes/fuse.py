@@ -6,7 +6,9 @@ shape). Produces: the same IR where each group of two or more elementwise ops (p
 `fusion(*inputs)` op whose region computes the group and yields the values used outside it
 (Note [Control-flow ops]); codegen emits one loop per fusion. Ops are reordered only as far as
 needed to keep SSA dominance; groups never create cycles (an op joins a group only if none of
-its operands depends on the group through an op outside it). Nested regions are fused too.
+its operands depends on the group through an op outside it; a region op depends on the values
+its regions capture as well as on its operands). Nested regions are fused too, except the
+bodies of existing `fusion` ops: running the pass again changes nothing.
 """
 from __future__ import annotations
 
@@ -86,8 +88,8 @@ def _groups(region: ir.Region):
             for o in op.outputs:
                 vdirect[o.id] = frozenset([g])
                 group_of_val[o.id] = g
-        else:
-            deps = frozenset(x for v in op.inputs for x in vdirect.get(v.id, ()))
+        else:  # a region op depends on what its regions capture too (Note [Control-flow ops])
+            deps = frozenset(x for v in _reads(op) for x in vdirect.get(v, ()))
             for o in op.outputs:
                 vdirect[o.id] = deps
         op_group.append(g)
@@ -149,6 +151,8 @@ def _build(ops_in_group, used_outside) -> ir.Op:
 
 def _region(region: ir.Region) -> None:
     for op in region.ops:
+        if op.prim is fusion_p:  # already fused (the pass is idempotent): no fusion in a fusion
+            continue
         for r in op.regions:
             _region(r)
     gs = _groups(region)
