@@ -65,6 +65,47 @@ def grad_function(fn: ir.Function, wrt: list[int], name: str | None = None) -> i
     return ad.run(fn, wrt)
 
 
+def describe_tapes(fn: ir.Function) -> list[dict]:
+    """One entry per `tape_new` op of `fn`, in program order: "row" (the row aval), "rows"
+    (the trip count, or "grows" when only known at run time), "row bytes", "bytes" (rows x
+    row bytes, or "grows") and "in loop" (True when the tape is allocated once per
+    iteration of an enclosing loop, e.g. an inner loop's tape in an outer loop's reverse sweep;
+    "bytes" is then per allocation)."""
+    out = []
+
+    def visit(region, depth):
+        for op in region.ops:
+            if op.prim is tape_new_p:
+                shape, dtype, rows = op.params["shape"], np.dtype(op.params["dtype"]), \
+                    op.params["rows"]
+                row = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                out.append({"row": aval_str(shape, dtype),
+                            "rows": "grows" if rows is None else rows, "row bytes": row,
+                            "bytes": "grows" if rows is None else rows * row,
+                            "in loop": depth > 0})
+            inner = depth + (op.prim in (for_loop_p, while_loop_p))
+            for r in op.regions:
+                visit(r, inner)
+
+    visit(fn.body, 0)
+    return out
+
+
+def tape_stats(fn: ir.Function | None) -> dict:
+    """`inspect().stats` entries for the tapes of a joint function: "tapes" (how many
+    tape_new ops) and "tape bytes (static)" (the sum of the rows x row bytes known at compile
+    time; growing tapes, counted in "tapes (growing)", are not included). Read off the IR, so
+    it reflects the passes run after AD (dce drops tapes the reverse sweep never reads);
+    fn.meta["tapes"] is the AD output's description (describe_tapes)."""
+    tapes = describe_tapes(fn) if fn is not None else []
+    stats = {"tapes": len(tapes),
+             "tape bytes (static)": sum(t["bytes"] for t in tapes if t["rows"] != "grows")}
+    growing = sum(t["rows"] == "grows" for t in tapes)
+    if growing:
+        stats["tapes (growing)"] = growing
+    return stats
+
+
 def _activity(fn, wrt, out) -> set:
     """Ids of values on a differentiable path from a wrt param to `out` (float dtype only)."""
     fwd, bwd, vals = defaultdict(list), defaultdict(list), {}
@@ -221,6 +262,7 @@ class _AD:
             b.fn.body.results = [env[v.id] for v in fn.outputs] + grads
         b.fn.meta.update(fn.meta)
         b.fn.meta["grad_wrt"] = list(wrt)
+        b.fn.meta["tapes"] = describe_tapes(b.fn)
         return b.fn
 
     # ---- forward: clone ops; loops that the backward will visit get tapes ---------------------

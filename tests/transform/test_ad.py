@@ -203,6 +203,8 @@ def test_dynamic_trip_count_grows_the_tape():
     joint = verify(ad.grad_function(build(f, x, np.int64(4)), [0]))
     tapes = [op for op in joint.walk() if op.name == "tape_new"]
     assert tapes and all(op.params["rows"] is None for op in tapes)
+    assert all(t["rows"] == t["bytes"] == "grows" for t in joint.meta["tapes"])
+    assert ad.tape_stats(joint)["tape bytes (static)"] == 0
     for n in (0, 2, 4):
         ref = fd_grad(lambda x: f_plain(x, n), [x], [0])[0]
         np.testing.assert_allclose(interp.run(joint, x, np.int64(n))[1], ref, rtol=1e-6,
@@ -251,9 +253,12 @@ def test_tape_is_o_iterations_times_carried():
     tapes = [op for op in joint.walk() if op.name == "tape_new"]
     assert sorted(op.params["rows"] for op in tapes) == [1000, 1000]
     assert all(op.params["shape"] == () for op in tapes)
+    assert joint.meta["tapes"] == [{"row": "f64[]", "rows": 1000, "row bytes": 8,
+                                    "bytes": 8000, "in loop": False}] * 2
     # after optimisation only what the reverse sweep reads is stored: t, not s
     opt = optimize(joint)
     assert [op.params["rows"] for op in opt.walk() if op.name == "tape_new"] == [1000]
+    assert ad.tape_stats(opt) == {"tapes": 1, "tape bytes (static)": 8000}
     ref = fd_grad(lambda x: interp.run(build(f, x), x)[0], [np.ones(3)], [0])[0]
     np.testing.assert_allclose(interp.run(opt, np.ones(3))[1], ref, rtol=1e-6)
 
