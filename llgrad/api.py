@@ -275,6 +275,7 @@ class Differentiable:
             "ops (traced)": sum(1 for _ in tr.fn.walk()),
             "ops (forward)": sum(1 for _ in forward.walk()),
             "ops (forward+backward)": sum(1 for _ in joint.walk()) if joint else 0,
+            **ad.tape_stats(joint),
             "optimize time": t2 - t1, "autodiff time": t3 - t2,
         })
         if config.dump_dir():
