@@ -35,8 +35,9 @@ def define_kernel(module: ir.Module, name: str, n_buffers: int, noalias: bool = 
     """Define kernel `name` in `module`; yield a builder and the buffer pointers for the body.
 
     The body goes into an internal function `<name>.body(ptr noalias %b0, ...)` (inlined by
-    O3 into the entry, which keeps the no-alias facts as scoped metadata); on exit the body's
-    `ret void` and the `void name(ptr)` entry that unpacks the pointer array are emitted.
+    the pipeline into the entry, which keeps the no-alias facts as scoped metadata); on exit
+    the body's `ret void` and the `void name(ptr)` entry that unpacks the pointer array are
+    emitted.
     Pass `noalias=False` when two buffers may overlap (in-place updates).
 
     Example (y = 2 * x over 100 doubles)::

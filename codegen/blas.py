@@ -1,8 +1,8 @@
 """Matrix products in generated code: BLAS gemm through scipy, or a plain loop nest.
 
-`blas_address("dgemm")` finds the BLAS that scipy ships (via the function pointers that
-`scipy.linalg.cython_blas` exports); `emit_gemm` emits a call to it for row-major
-C = op(A) @ op(B); `emit_loop_matmul` is the dependency-free loop nest, used for small
+`blas_address("dgemm")` finds the BLAS that scipy ships (the OpenBLAS bundled in its wheel,
+else the function pointers that `scipy.linalg.cython_blas` exports); `emit_gemm` emits a call
+to it for row-major C = op(A) @ op(B); `emit_loop_matmul` is the dependency-free loop nest, used for small
 products and whenever scipy is absent; `emit_matmul` picks between them.
 Invariant: all three compute the same row-major product over contiguous buffers.
 See Note [Row-major gemm].
@@ -39,6 +39,9 @@ def blas_address(name: str) -> int | None:
     LP64 (32-bit) integers, no hidden string lengths. scipy is imported here, lazily; without
     it this returns None and callers fall back to loop nests.
     """
+    address = _wheel_openblas(name)
+    if address is not None:
+        return address
     try:
         from scipy.linalg import cython_blas
     except ImportError:
@@ -52,6 +55,40 @@ def blas_address(name: str) -> int | None:
     get_pointer.restype = ctypes.c_void_p
     get_pointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
     return get_pointer(capsule, get_name(capsule))
+
+
+def _wheel_openblas(name: str) -> int | None:
+    """`scipy_<name>_` from the OpenBLAS bundled in scipy's wheel, found without importing
+    scipy (See Note [BLAS without importing scipy]); None when the layout is not the wheel's."""
+    import glob
+    import importlib.util
+    import os
+    try:
+        spec = importlib.util.find_spec("scipy")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin:
+        return None
+    site = os.path.dirname(os.path.dirname(spec.origin))
+    libs = sorted(glob.glob(os.path.join(site, "scipy.libs", "libscipy_openblas-*.so*")))
+    if len(libs) != 1:  # none, or an ILP64/other build next to it: take the slow, sure path
+        return None
+    try:
+        fn = getattr(ctypes.CDLL(libs[0]), f"scipy_{name}_")
+    except (OSError, AttributeError):
+        return None
+    return ctypes.cast(fn, ctypes.c_void_p).value
+
+
+# Note [BLAS without importing scipy]
+# `from scipy.linalg import cython_blas` runs scipy.linalg's __init__ (~0.3 s here: array API
+# shims, f2py), which the first compile of a model with a large matmul paid (gmm's first call).
+# scipy's manylinux wheels bundle OpenBLAS as scipy.libs/libscipy_openblas-<hash>.so, with every
+# BLAS routine exported under a `scipy_` prefix (LP64, Fortran convention, no hidden string
+# lengths: the routines are C). cython_blas's `dgemm` is a thin wrapper over that same
+# `scipy_dgemm_`, so calling it directly computes the same bits. We dlopen the library (the
+# same handle scipy gets later) and look the symbol up; any other layout (conda, system BLAS,
+# an unexpected file) falls back to cython_blas.
 
 
 def blas_available(dtype: str = "f64") -> bool:

@@ -1,9 +1,9 @@
-"""The one process-wide LLVM JIT: host target machine, O3 pipeline, MCJIT engine.
+"""The one process-wide LLVM JIT: host target machine, O2 pipeline, MCJIT engine.
 
 LLVM IR text goes in, native function addresses come out (`compile_module`); `optimized_ir`
 and `assembly` show what the pipeline and the backend made of a module, for inspection.
-Invariants: every module is optimised for the host CPU (name and features) at O3 with the
-new pass builder, and all LLVM state is touched under one lock, so callers may compile from
+Invariants: every module is optimised for the host CPU (name and features) at O2 with the
+new pass builder (vectorisers and unrolling on; see Note [Why O2]), and all LLVM state is touched under one lock, so callers may compile from
 any thread. Nothing here knows about the llgrad IR; lowering lives in the other codegen files.
 """
 from __future__ import annotations
@@ -59,13 +59,13 @@ def _host_target() -> _Target:
 
 
 class Jit:
-    """Owns the target machine, the O3 pass pipeline and the MCJIT engine.
+    """Owns the target machine, the O2 pass pipeline and the MCJIT engine.
 
     Use the process-wide instance from `get_jit()`; modules added to the engine stay alive
     (and their code mapped) for the life of the process.
     """
 
-    def __init__(self, opt_level: int = 3) -> None:
+    def __init__(self, opt_level: int = 2) -> None:
         self.target = _host_target()
         self.opt_level = opt_level
         self._pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
@@ -92,7 +92,7 @@ class Jit:
         return mod
 
     def optimize(self, mod: llvm.ModuleRef) -> llvm.ModuleRef:
-        """Run the O3 (or `opt_level`) module pipeline on `mod` in place."""
+        """Run the O2 (or `opt_level`) module pipeline on `mod` in place."""
         # See Note [Pass managers are single use].
         with _lock:
             pass_builder = llvm.create_pass_builder(self.target.machine, self._pto)
@@ -139,6 +139,18 @@ class Jit:
         mod = self.optimize(self.parse(llvm_ir))
         with _lock:
             return self.target.machine.emit_assembly(mod)
+
+
+# Note [Why O2]
+# First-call latency is mostly LLVM (issue 4: < 1 s per workload). For the benchmark modules
+# O2 (loop and SLP vectorisers, unrolling and interleaving still on) optimises in about half
+# the time of O3 and emits about half the machine code (rnn: 0.8 s -> 0.3 s, gmm: 0.8 s ->
+# 0.45 s for optimise + machine code), with the same run time within noise for gmm, lorenz_rk4,
+# newton, recurrence and elementwise (rnn's small loop-nest matmuls ~10% slower): our elementwise loops are already vectorised by hand
+# (loops.py, Note [Explicit vector loops]), and what O3 adds (more aggressive unrolling and
+# inlining, argument promotion, non-trivial unswitching) buys little on kernels that are one
+# function with straight-line loop bodies. Measured with benchmarks/codegen_micro.py and the
+# per-stage `stats` of compile_functions.
 
 
 # Note [Pass managers are single use]
