@@ -40,16 +40,20 @@ class Primitive:
         numpy: the numpy callables this primitive stands for (dispatch of `np.exp` on values).
         multiple_results: impl returns a tuple.
         node_name: the eager graph node's name (`MulBackward0`).
+        decompose: for composite primitives, `decompose(*inputs, **params)` written with other
+            ops: the compiler's IR builder emits that instead (so AD, passes and codegen never
+            see this primitive), while eager mode runs `impl` as one graph node.
     """
 
     __slots__ = (
         "name", "family", "impl", "shape", "vjp", "nondiff", "saves", "scalar", "numpy",
-        "multiple_results", "node_name", "reads", "__weakref__",
+        "multiple_results", "node_name", "reads", "decompose", "__weakref__",
     )
 
     def __init__(self, name: str, family: str, impl: Callable, shape: Callable, vjp=None, *,
                  nondiff: bool = False, saves=None, scalar=None, numpy=(),
-                 multiple_results: bool = False, node_name: str | None = None):
+                 multiple_results: bool = False, node_name: str | None = None,
+                 decompose: Callable | None = None):
         if not nondiff and vjp is None:
             raise ValueError(f"primitive {name}: give vjp rules or nondiff=True")
         self.name, self.family, self.impl, self.shape = name, family, impl, shape
@@ -58,6 +62,7 @@ class Primitive:
         self.saves = saves
         self.reads = _rule_reads(self.vjp) if saves is None and isinstance(self.vjp, tuple) else None
         self.scalar, self.multiple_results = scalar, multiple_results
+        self.decompose = decompose
         self.numpy = tuple(numpy) if isinstance(numpy, (tuple, list)) else (numpy,)
         self.node_name = node_name or (
             "".join(p.capitalize() for p in name.split("_")) + "Backward0")

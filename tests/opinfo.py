@@ -193,6 +193,12 @@ MATMUL = [((3, 4), (4, 5)), ((4,), (4, 5)), ((3, 4), (4,)), ((4,), (4,)), ((2, 3
 _TAPE = "loop tapes of the IR's reverse mode (See Note [Loop tapes]): tested in tests/transform"
 _STRUCT = "IR control flow (regions): evaluated by transform/interp.py, tested in tests/transform"
 
+def _lse_ref(x, dim=None, keepdim=False):
+    m = np.max(x, axis=dim, keepdims=True)
+    r = np.log(np.sum(np.exp(x - m), axis=dim, keepdims=True)) + m
+    return r if keepdim else np.squeeze(r, axis=dim) if dim is not None else r.reshape(())
+
+
 OP_DB: list[OpSpec] = [
     # arithmetic
     _binary("add", lambda x, y: x + y, np.add),
@@ -296,6 +302,9 @@ OP_DB: list[OpSpec] = [
     OpSpec("tape_new", None, None, structural=_TAPE),
     OpSpec("tape_push", None, None, structural=_TAPE),
     OpSpec("tape_get", None, None, structural=_TAPE),
+    OpSpec("logsumexp", lambda x, **kw: x.logsumexp(**kw), _lse_ref, samples=_samples(
+        (((3, 4),), {"dim": 1}), (((3, 4),), {"dim": 0, "keepdim": True}),
+        (((2, 3, 4),), {"dim": (0, 2)}))),
 ]
 
 OPS = {s.name: s for s in OP_DB}
@@ -303,12 +312,6 @@ OPS = {s.name: s for s in OP_DB}
 
 def _var_ref(x, dim=None, unbiased=True, keepdim=False):
     return np.var(x, axis=dim, ddof=1 if unbiased else 0, keepdims=keepdim)
-
-
-def _lse_ref(x, dim=None, keepdim=False):
-    m = np.max(x, axis=dim, keepdims=True)
-    r = np.log(np.sum(np.exp(x - m), axis=dim, keepdims=True)) + m
-    return r if keepdim else np.squeeze(r, axis=dim) if dim is not None else r.reshape(())
 
 
 def _softmax_ref(x, dim=-1):
@@ -336,9 +339,6 @@ FUNC_DB: list[OpSpec] = [
            lambda x, **kw: np.sqrt(_var_ref(x, **kw)), samples=_samples(
                (((3, 4),), {}), (((3, 4),), {"dim": 1, "keepdim": True})),
            tol={np.dtype(np.float32): (1e-4, 1e-5)}),
-    OpSpec("logsumexp", lambda x, **kw: x.logsumexp(**kw), _lse_ref, samples=_samples(
-        (((3, 4),), {"dim": 1}), (((3, 4),), {"dim": 0, "keepdim": True}),
-        (((2, 3, 4),), {"dim": (0, 2)}))),
     OpSpec("softmax", lambda x, **kw: x.softmax(**kw), _softmax_ref, samples=_samples(
         (((3, 4),), {"dim": 1}), (((3, 4),), {"dim": 0}), (((5,),), {}))),
     OpSpec("log_softmax", lambda x, **kw: x.log_softmax(**kw),

@@ -172,6 +172,8 @@ class Builder:
         return self.const(data if isinstance(data, np.ndarray) else a)
 
     def bind(self, prim: Primitive, args, params):
+        if prim.decompose is not None:  # a composite: the IR holds its parts
+            return prim.decompose(*args, **params)
         ins = [self.lift(a) for a in args]
         if self.home:
             self.check_scope(ins)

@@ -78,6 +78,36 @@ reduce_prod_p = _reduction(
     _prod_vjp, saves=(0,), node_name="ProdBackward1")
 
 
+def _lse_impl(x, axes, keepdims):
+    m = np.max(x, axis=axes, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0).astype(x.dtype, copy=False)
+    with np.errstate(divide="ignore"):  # all -inf: log(0) = -inf, the right answer
+        s = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
+    return s if keepdims else np.squeeze(s, axis=axes)
+
+
+def _lse_vjp(g, out, x, axes, keepdims):
+    # d lse / dx = softmax(x) = exp(x - lse)
+    return ew.mul(_expand_back(g, x, axes, keepdims),
+                  ew.exp(ew.sub(x, _expand_back(out, x, axes, keepdims))))
+
+
+def _lse_decompose(x, axes, keepdims):
+    # The same computation with primitives: max-shifted (the shift carries no gradient).
+    m = ew.stop_gradient(bind(reduce_max_p, x, axes=axes, keepdims=True))
+    m = ew.where(ew.logical_and(ew.gt(m, -np.inf), ew.lt(m, np.inf)), m, 0.0)
+    s = ew.add(ew.log(reduce_sum(ew.exp(ew.sub(x, m)), axes, True)), m)
+    if not keepdims:
+        from llgrad.runtime.ops.shape import reshape
+        s = reshape(s, _reduced_shape(shape_of(x), axes, False))
+    return s
+
+
+logsumexp_p = register(Primitive(
+    "logsumexp", "reduce", _lse_impl, _reduce_shape_rule, (_lse_vjp,), saves=(0, -1),
+    decompose=_lse_decompose, node_name="LogsumexpBackward0"))
+
+
 def _arg_impl(fn):
     def impl(x, axis, keepdims):
         r = fn(x, axis=axis, keepdims=keepdims) if axis is not None else fn(x)
@@ -170,15 +200,11 @@ def std(x, dim=None, unbiased=True, keepdim=False, correction=None):
 
 
 def logsumexp(x, dim=None, keepdim=False):
-    (x,), _ = operands(x)
-    axes = _axes(x, dim)
-    m = ew.stop_gradient(bind(reduce_max_p, x, axes=axes, keepdims=True))
-    m = ew.where(ew.logical_and(ew.gt(m, -np.inf), ew.lt(m, np.inf)), m, 0.0)
-    s = ew.add(ew.log(reduce_sum(ew.exp(ew.sub(x, m)), axes, True)), m)
-    if not keepdim:
-        from llgrad.runtime.ops.shape import reshape
-        s = reshape(s, _reduced_shape(shape_of(x), axes, False))
-    return s
+    """log(sum(exp(x))) over `dim`, stable for large and -inf inputs (one primitive)."""
+    (x,), dt = operands(x)
+    if dt.kind != "f":
+        x = ew.astype(x, np.float32)
+    return bind(logsumexp_p, x, axes=_axes(x, dim), keepdims=keepdim)
 
 
 def log_softmax(x, dim=-1):

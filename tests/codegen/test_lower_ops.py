@@ -98,6 +98,6 @@ def test_primitive_compiles_like_interp(name):
 
 
 def test_every_primitive_has_a_lowering_or_is_structural():
-    missing = [p.name for p in REGISTRY.values()
-               if p.family not in STRUCTURAL and p not in LOWERINGS]
+    missing = [p.name for p in REGISTRY.values()  # composites reach the IR decomposed
+               if p.family not in STRUCTURAL and p not in LOWERINGS and p.decompose is None]
     assert not missing, f"primitives without a codegen lowering: {missing}"

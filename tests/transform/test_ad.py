@@ -67,8 +67,9 @@ def _scalarise(call):
 
 
 def test_every_differentiable_primitive_has_a_sample():
-    missing = sorted(n for n, p in REGISTRY.items()
-                     if not p.nondiff and p.family not in STRUCTURAL and n not in SAMPLES)
+    missing = sorted(n for n, p in REGISTRY.items()  # composites reach the IR decomposed
+                     if not p.nondiff and p.family not in STRUCTURAL and n not in SAMPLES
+                     and p.decompose is None)
     assert not missing, f"add AD samples for {missing}"
 
 
