@@ -15,7 +15,8 @@ from functools import cache
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from .loops import I64, PTR, IndexLike, const, for_range, load, store
+from .loops import I64, PTR, IndexLike, const, elementwise, for_range, load, store
+from .vmath import splat, vector_width
 
 __all__ = [
     "blas_address", "blas_available", "emit_gemm", "emit_loop_matmul", "emit_matmul",
@@ -182,8 +183,9 @@ def emit_loop_matmul(builder: ir.IRBuilder, dtype: str, a: ir.Value, b: ir.Value
                      accumulate: bool = False) -> None:
     """Emit the same product as `emit_gemm` as an i-p-j loop nest (no BLAS needed).
 
-    The innermost loop runs along rows of `c` (and of `b` unless `trans_b`), contiguous, so
-    LLVM's loop vectoriser handles it; buffers should be `noalias` (abi.define_kernel).
+    The innermost loop runs along rows of `c` (and of `b` unless `trans_b`), contiguous, and
+    is emitted as explicit vector code (loops.py, Note [Explicit vector loops]), so the
+    pipeline need not vectorise it; buffers should be `noalias` (abi.define_kernel).
     """
     elem = _GEMM[dtype][1]
     m_v, n_v, k_v = const(m), const(n), const(k)
@@ -196,12 +198,18 @@ def emit_loop_matmul(builder: ir.IRBuilder, dtype: str, a: ir.Value, b: ir.Value
             a_idx = builder.add(builder.mul(p, m_v), i) if trans_a else \
                 builder.add(builder.mul(i, k_v), p)
             a_ip = load(builder, a, a_idx, elem)
-            with for_range(builder, 0, n, name="mm.j") as j:
-                b_idx = builder.add(builder.mul(j, k_v), p) if trans_b else \
-                    builder.add(builder.mul(p, n_v), j)
-                c_idx = builder.add(row_c, j)
-                prod = builder.fmul(a_ip, load(builder, b, b_idx, elem))
-                store(builder, builder.fadd(load(builder, c, c_idx, elem), prod), c, c_idx)
+
+            def row(bld, j, w):
+                b_idx = bld.add(bld.mul(j, k_v), p) if trans_b else bld.add(bld.mul(p, n_v), j)
+                c_idx = bld.add(row_c, j)
+                a_w = a_ip if w == 1 else splat(bld, a_ip, w)
+                prod = bld.fmul(a_w, load(bld, b, b_idx, elem, w))
+                store(bld, bld.fadd(load(bld, c, c_idx, elem, w), prod), c, c_idx)
+
+            # c[i, :] += a[i, p] * b[p, :] as explicit vectors (b's row is contiguous unless
+            # trans_b); the same products and sums per element as the scalar loop.
+            width = 1 if trans_b else vector_width(dtype)
+            elementwise(builder, n, width, row, name="mm.j")
 
 
 def emit_matmul(builder: ir.IRBuilder, dtype: str, a: ir.Value, b: ir.Value, c: ir.Value,

@@ -180,7 +180,7 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
     with jit._lock:  # llvmlite objects are not thread safe (jit.py, Note [One JIT per process])
         mod = j.parse(llvm_ir)
         t2 = time.perf_counter()
-        j.optimize(mod)
+        j.optimize(mod, j.level_for(llvm_ir))
         t3 = time.perf_counter()
         obj = j.target.machine.emit_object(mod) if keep_object else None
         addresses = j.add(mod, [s for s, _ in kernels.values()])

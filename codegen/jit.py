@@ -68,11 +68,7 @@ class Jit:
     def __init__(self, opt_level: int = 2) -> None:
         self.target = _host_target()
         self.opt_level = opt_level
-        self._pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
-        self._pto.loop_vectorization = opt_level >= 2
-        self._pto.slp_vectorization = opt_level >= 2
-        self._pto.loop_unrolling = opt_level >= 2
-        self._pto.loop_interleaving = opt_level >= 2
+        self._pto = self._tuning(opt_level)
         empty = llvm.parse_assembly("")
         empty.triple = self.target.triple
         self._engine = llvm.create_mcjit_compiler(empty, self.target.machine)
@@ -91,11 +87,21 @@ class Jit:
             raise JitError(f"LLVM rejected the generated module: {exc}") from exc
         return mod
 
-    def optimize(self, mod: llvm.ModuleRef) -> llvm.ModuleRef:
+    @staticmethod
+    def _tuning(opt_level: int):
+        pto = llvm.create_pipeline_tuning_options(speed_level=opt_level)
+        pto.loop_vectorization = opt_level >= 2
+        pto.slp_vectorization = opt_level >= 2
+        pto.loop_unrolling = opt_level >= 2
+        pto.loop_interleaving = opt_level >= 2
+        return pto
+
+    def optimize(self, mod: llvm.ModuleRef, opt_level: int | None = None) -> llvm.ModuleRef:
         """Run the O2 (or `opt_level`) module pipeline on `mod` in place."""
         # See Note [Pass managers are single use].
+        pto = self._pto if opt_level in (None, self.opt_level) else self._tuning(opt_level)
         with _lock:
-            pass_builder = llvm.create_pass_builder(self.target.machine, self._pto)
+            pass_builder = llvm.create_pass_builder(self.target.machine, pto)
             pass_builder.getModulePassManager().run(mod, pass_builder)
         return mod
 
@@ -132,13 +138,17 @@ class Jit:
 
     def optimized_ir(self, llvm_ir: str) -> str:
         """The module as the pipeline leaves it (a fresh parse; nothing is added to the JIT)."""
-        return str(self.optimize(self.parse(llvm_ir)))
+        return str(self.optimize(self.parse(llvm_ir), self.level_for(llvm_ir)))
 
     def assembly(self, llvm_ir: str) -> str:
         """Host assembly for the optimised module (a fresh parse; nothing is JIT-compiled)."""
-        mod = self.optimize(self.parse(llvm_ir))
+        mod = self.optimize(self.parse(llvm_ir), self.level_for(llvm_ir))
         with _lock:
             return self.target.machine.emit_assembly(mod)
+
+    def level_for(self, llvm_ir: str) -> int | None:
+        """O3 for a module holding a loop-nest matmul, else the default (Note [Why O2])."""
+        return 3 if "mm.i.header" in llvm_ir else None
 
 
 # Note [Why O2]
@@ -146,10 +156,14 @@ class Jit:
 # O2 (loop and SLP vectorisers, unrolling and interleaving still on) optimises in about half
 # the time of O3 and emits about half the machine code (rnn: 0.8 s -> 0.3 s, gmm: 0.8 s ->
 # 0.45 s for optimise + machine code), with the same run time within noise for gmm, lorenz_rk4,
-# newton, recurrence and elementwise (rnn's small loop-nest matmuls ~10% slower): our elementwise loops are already vectorised by hand
+# newton, recurrence and elementwise: our elementwise loops are already vectorised by hand
 # (loops.py, Note [Explicit vector loops]), and what O3 adds (more aggressive unrolling and
 # inlining, argument promotion, non-trivial unswitching) buys little on kernels that are one
-# function with straight-line loop bodies. Measured with benchmarks/codegen_micro.py and the
+# function with straight-line loop bodies. The exception is small matmuls emitted as loop
+# nests (blas.emit_loop_matmul; rnn's per-step products): O3's unrolling and interleaving of
+# those nests is worth ~10-15% of rnn's run time, so compile_functions asks for O3 when a
+# module holds one (rnn: 0.5 s for optimise + machine code, with the nests emitted as
+# explicit vectors; 0.8 s before). Measured with benchmarks/codegen_micro.py and the
 # per-stage `stats` of compile_functions.
 
 
