@@ -2,8 +2,8 @@
 
 A `Differentiable` traces its function once per call signature (tracer), optimises the IR,
 generates the backward on the IR (transform.ad), and compiles a forward entry and a fused
-forward+backward entry into one native module (codegen); later calls with the same
-signature go straight to native code. `inspect()` returns every stage as text.
+forward+backward entry to native code (codegen), each on first use; later calls with the
+same signature go straight to native code. `inspect()` returns every stage as text.
 """
 from __future__ import annotations
 
@@ -71,7 +71,6 @@ class Compiled:
     graph_text: str = ""
     not_differentiable: Exception | None = None
     dynamic_reason: Exception | None = None
-    values: list | None = None  # the dynamic path: this call's forward values
     disk_key: str | None = None  # the on-disk cache key (llgrad/cache.py), when enabled
     modules: dict = field(default_factory=dict)  # entry -> codegen CompiledModule
 
@@ -164,6 +163,7 @@ class Differentiable:
         functools.update_wrapper(self, fn)
         self.fn, self.wrt, self.use_disk_cache = fn, wrt, cache
         self._cache: dict = {}
+        self._fast: dict = {}  # See Note [Per-call fast path]
         self._graphs: dict = {}  # the dynamic path's compiled graphs, least recently used first
         self.max_dynamic_graphs = 32
         self.dynamic_reason: Exception | None = None
@@ -173,22 +173,31 @@ class Differentiable:
 
     # -- the public calls -----------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        if not kwargs:
+            hit = self._fast.get(_fast_key(args))
+            if hit is not None:  # See Note [Per-call fast path]
+                return hit.value(hit.c.run("forward", hit.leaves(args)))
         if compose.is_traced_call(args, kwargs):  # inside another trace: inline
             names, values = bind_arguments(self.fn, args, kwargs)
             return call_with(_convertible(self.fn), names, values)
         if compose.needs_eager_node(args, kwargs):
             return compose.eager_call(self, args, kwargs)
-        c, leaves, _ = self._compiled(args, kwargs)
-        outs = c.values if c.dynamic_reason is not None else c.run("forward", leaves)
+        c, leaves, _, values = self._compiled(args, kwargs)
+        outs = values if values is not None else c.run("forward", leaves)
         return _rebuild_outputs(c.trace.out_struct, outs)
 
     def value_and_grad(self, *args, **kwargs):
         """(value, gradient) from one native call of the fused forward+backward entry."""
+        if not kwargs:
+            hit = self._fast.get(_fast_key(args))
+            if hit is not None and hit.c.joint is not None:
+                outs = hit.c.run("joint", hit.leaves(args))
+                return hit.value(outs), hit.grads(outs)
         if compose.is_traced_call(args, kwargs):
             names, _ = bind_arguments(self.fn, args, kwargs)
             wrt_args, single = _resolve_wrt(self.wrt, names, self.fn)
             return compose.inline_value_and_grad(self, args, kwargs, wrt_args, single)
-        c, leaves, (wrt_args, single) = self._compiled(args, kwargs)
+        c, leaves, (wrt_args, single), _ = self._compiled(args, kwargs)
         if c.joint is None:
             raise c.not_differentiable
         outs = c.run("joint", leaves)
@@ -206,7 +215,7 @@ class Differentiable:
         return {"signatures": len(self._cache), "traces": self.trace_count}
 
     def inspect(self, *args, **kwargs) -> "Inspection":
-        c, _, _ = self._compiled(args, kwargs)
+        c, _, _, _ = self._compiled(args, kwargs)
         return Inspection(c)
 
     # -- compile --------------------------------------------------------------------------
@@ -215,7 +224,7 @@ class Differentiable:
         wrt_args, single = _resolve_wrt(self.wrt, names, self.fn)
         leaves, struct = sig.flatten(tuple(values))
         if self.dynamic_reason is None:
-            key = (struct, wrt_args, config.disable_jit())
+            key = (struct, wrt_args)  # one trace serves native and LLGRAD_DISABLE_JIT runs
             c = self._cache.get(key)
             if c is None:
                 with self._lock:
@@ -228,27 +237,29 @@ class Differentiable:
                         else:
                             self._cache[key] = c
             if c is not None:
-                return c, leaves, (wrt_args, single)
-        return self._dynamic(args, kwargs, struct, wrt_args), leaves, (wrt_args, single)
+                if not kwargs and len(names) == len(args) and _fast_key(args) is not None:
+                    self._fast[_fast_key(args)] = _FastCall(c, args, wrt_args, single)
+                return c, leaves, (wrt_args, single), None
+        c, values = self._dynamic(args, kwargs, struct, wrt_args)
+        return c, leaves, (wrt_args, single), values
 
-    def _dynamic(self, args, kwargs, struct, wrt_args) -> "Compiled":
+    def _dynamic(self, args, kwargs, struct, wrt_args) -> tuple["Compiled", list]:
         """The dynamic path: trace this call eagerly; reuse the compiled code of its graph."""
         tr, values = trace_dynamic(self.fn, args, kwargs)
         self.trace_count += 1
-        key = (struct, wrt_args, config.disable_jit(), fingerprint(tr.fn))
+        key = (struct, wrt_args, fingerprint(tr.fn))
         with self._lock:
             c = self._graphs.pop(key, None)
             if c is None:
-                c = self._build(tr, wrt_args, compile_forward=False)
+                c = self._build(tr, wrt_args, staged=False)
                 if len(self._graphs) >= self.max_dynamic_graphs:
                     self._graphs.pop(next(iter(self._graphs)))
             self._graphs[key] = c  # most recently used last
-        c.values = values
-        return c
+        return c, values
 
-    def _build(self, tr, wrt_args, compile_forward: bool = True) -> "Compiled":
+    def _build(self, tr, wrt_args, staged: bool = True) -> "Compiled":
         """Optimise and differentiate a trace (native code is compiled per entry on use)."""
-        if compile_forward:
+        if staged:
             self.trace_count += 1
         stats = Stats()
         t1 = time.perf_counter()
@@ -267,10 +278,10 @@ class Differentiable:
         t3 = time.perf_counter()
         c = Compiled(tr, forward, joint, wrt_leaves, stats=stats, graph_text=graph_text)
         c.not_differentiable = not_differentiable
-        c.dynamic_reason = None if compile_forward else self.dynamic_reason
-        c.disk_key = self._disk_key(tr, wrt_args) if compile_forward else None
+        c.dynamic_reason = None if staged else self.dynamic_reason
+        c.disk_key = self._disk_key(tr, wrt_args) if staged else None
         stats.update({
-            "path": "staged" if compile_forward else f"dynamic ({_reason(self.dynamic_reason)})",
+            "path": "staged" if staged else f"dynamic ({_reason(self.dynamic_reason)})",
             "signature": sig.describe(tr.in_struct),
             "ops (traced)": sum(1 for _ in tr.fn.walk()),
             "ops (forward)": sum(1 for _ in forward.walk()),
@@ -318,6 +329,70 @@ def _from_disk(k: str):
                                    p["workspace"])
     except Exception:  # foreign or stale object code: recompile
         return None
+
+
+# Note [Per-call fast path]
+# A call whose arguments are all numpy arrays of the traced dtypes, Python floats, ints or
+# bools (no containers, no keywords) is keyed by their shapes/dtypes/types (and the values of
+# ints and bools, which are static) without binding the signature or flattening pytrees; a
+# hit maps arguments to leaves and results to Python values with plans made once. Anything
+# else takes the general path, which fills this table.
+_LEAF_DTYPES = frozenset(sig.TRACED_DTYPES)
+
+
+def _fast_key(args):
+    key = []
+    for a in args:
+        t = type(a)
+        if t is np.ndarray:
+            if a.dtype not in _LEAF_DTYPES:
+                return None
+            key.append((a.shape, a.dtype))
+        elif t is float:
+            key.append(float)
+        elif t is int or t is bool:
+            key.append((t, a))
+        else:
+            return None
+    return tuple(key)
+
+
+class _FastCall:
+    """Precomputed argument and result plans of one signature (Note [Per-call fast path])."""
+
+    __slots__ = ("c", "arrays", "scalar_out", "grad_plan", "single")
+
+    def __init__(self, c: Compiled, args, wrt_args, single):
+        self.c = c
+        self.arrays = [(i, type(a) is float) for i, a in enumerate(args)
+                       if type(a) is np.ndarray or type(a) is float]
+        specs = sig.leaf_specs(c.trace.out_struct)
+        self.scalar_out = (len(specs) == 1 and isinstance(c.trace.out_struct, sig.Leaf)
+                           and specs[0].shape == () and specs[0].dtype.kind == "f")
+        pos = {i: k for k, (i, _) in enumerate(self.arrays)}
+        n_out = len(c.trace.fn.outputs)
+        # Each wrt argument is one leaf here: where its cotangent is, and whether it is a float.
+        by_leaf = {leaf: n_out + j for j, leaf in enumerate(c.wrt_leaves)}
+        self.grad_plan = [(by_leaf.get(pos.get(a)), type(args[a]) is float,
+                           np.shape(args[a]), getattr(args[a], "dtype", np.float64))
+                          for a in wrt_args]
+        self.single = single
+
+    def leaves(self, args) -> list:
+        return [np.asarray(args[i], np.float64) if is_float else args[i]
+                for i, is_float in self.arrays]
+
+    def value(self, outs):
+        if self.scalar_out:
+            return float(outs[0])
+        return _rebuild_outputs(self.c.trace.out_struct, outs[:len(self.c.trace.fn.outputs)])
+
+    def grads(self, outs):
+        gs = []
+        for k, is_float, shape, dtype in self.grad_plan:
+            g = outs[k] if k is not None else np.zeros(shape, dtype)
+            gs.append(float(g) if is_float else g)
+        return gs[0] if self.single else tuple(gs)
 
 
 def _assemble(tr, cts: list, wrt_leaves, wrt_args, single, to_python: bool = True):
