@@ -11,7 +11,7 @@ import numpy as np
 
 from llgrad.runtime import ops
 from llgrad.runtime.aval import BOOL, F64, I64, Aval, aval_str
-from llgrad.runtime.errors import LLGradError, ShapeError, user_loc
+from llgrad.runtime.errors import ConcretizationError, LLGradError, ShapeError, user_loc
 from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
 from llgrad.tracer import operators
 from llgrad.tracer.operators import TracedRange, Undefined
@@ -249,13 +249,20 @@ class IRStager:
             body_fn(i if item is None else ops.getitem(item, i))
 
         may_skip = not static or len(range(int(start), int(stop), int(step))) == 0
-        if extra_test is None:
-            self._loop(b, loc, names, get_state, set_state, static, kind="for",
-                       bounds=(start_v, stop_v, int(step)), body=body, may_skip=may_skip)
-        else:
-            self._loop(b, loc, names, get_state, set_state, static, kind="while_for",
+        kind = "for" if extra_test is None else "while_for"
+        try:
+            self._loop(b, loc, names, get_state, set_state, static, kind=kind,
                        bounds=(start_v, stop_v, int(step)), body=body, test=extra_test,
                        may_skip=may_skip)
+        except ConcretizationError as e:
+            # See Note [Unrolled loops]: the body needs an integer as a Python value (the
+            # index of a Python list, a shape): with a static trip count, unroll the loop.
+            v = getattr(e, "value", None)
+            if not static or v is None or v.aval.dtype.kind not in "iub":
+                raise
+            reason = "its body uses the loop index as a Python value (e.g. to index a list)"
+            self.unroll.add((loc, reason))
+            raise Unroll(loc, reason) from None
 
     def stage_while(self, test_fn, body_fn, get_state, set_state, names, loc):
         if self.eager():

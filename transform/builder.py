@@ -60,11 +60,13 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
         b = current()
         if b.on_concretize is not None:
             return b.on_concretize(self, what)
-        raise ConcretizationError(
+        e = ConcretizationError(
             f"{what} of a traced value: its value is not known while llgrad compiles the "
             f"function", loc=user_loc(),
             fix="keep it an array (use np.where instead of if, or pass the value as a static "
             "Python argument)")
+        e.value = self  # the tracer may react (e.g. unroll a loop whose index is needed)
+        raise e
 
     def __bool__(self):
         return bool(self._concretize("bool()"))

@@ -330,3 +330,29 @@ def test_constant_array_mutated_after_use(monkeypatch):
     monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
     x = np.array([1.0, 2.0, 3.0])
     assert llgrad.differentiate(const_mutated_after_use)(x) == const_mutated_after_use(x)
+
+
+WEIGHTS = [0.5, 1.5, 2.0]
+
+
+def loop_indexing_a_list(x):
+    y = x
+    for k in range(3):
+        y = np.tanh(y * WEIGHTS[k])
+    return np.sum(y)
+
+
+def test_loop_index_used_on_a_python_list_unrolls_and_stays_staged(monkeypatch):
+    # See Note [Unrolled loops]: the index is needed as a Python int, so the static-range loop
+    # is unrolled (one warning naming the line); the function stays on the staged path.
+    monkeypatch.delenv("LLGRAD_DISABLE_JIT", raising=False)
+    x = np.array([0.3, -0.2])
+    f = llgrad.differentiate(loop_indexing_a_list)
+    with pytest.warns(UserWarning, match=r"test_control_flow.py:\d+ is unrolled .* loop index"):
+        grad = f.grad(x)
+    np.testing.assert_allclose(grad, fd_grad_simple(loop_indexing_a_list, x), rtol=1e-6)
+    assert f.inspect(x).path == "staged"
+
+
+def fd_grad_simple(f, x, eps=1e-6):
+    return np.array([(f(x + eps * e) - f(x - eps * e)) / (2 * eps) for e in np.eye(x.size)])
