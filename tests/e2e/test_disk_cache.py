@@ -90,3 +90,18 @@ def test_global_switch(cache_dir, monkeypatch):
     monkeypatch.setenv("LLGRAD_CACHE", "1")
     llgrad.differentiate(lambda x: np.sum(np.sin(x))).grad(np.ones(2))
     assert cache.info()["entries"] == 1
+
+
+def test_concurrent_writers_of_one_entry(tmp_path, cache_dir):
+    script = tmp_path / "user_script.py"
+    script.write_text(SCRIPT)
+    env = dict(os.environ, LLGRAD_CACHE_DIR=str(cache_dir))
+    env.pop("LLGRAD_DISABLE_JIT", None)
+    procs = [subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env) for _ in range(3)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
+    assert len({o.split()[0] for o, _ in outs}) == 1  # the same value from every process
+    assert _run(tmp_path, cache_dir)[1] == "hit"
+    leftovers = [f for _, _, fs in os.walk(cache_dir) for f in fs if f.startswith(".tmp-")]
+    assert not leftovers
