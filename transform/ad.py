@@ -21,20 +21,38 @@ from llgrad.transform import ir
 from llgrad.transform.builder import Builder
 
 # Note [Loop tapes]
-# The reverse sweep of a loop needs, for each iteration, the values its body computed. We store
-# only the loop-carried values at the entry of each iteration (those the body reads), one tape
-# per carried value: a `tape_new` buffer of trip-count rows (rows known statically when the
-# bounds are constants, else the tape grows), filled by `tape_push` in the forward loop, which
-# also counts its iterations (the trip count n, recorded for for- and while-loops alike). The
-# reverse sweep is a for_loop over k = 0..n-1 that, for iteration j = n-1-k, reads the entry
-# state back (`tape_get`), recomputes the body's forward from it, and runs the body's adjoint
-# (recursively: inner loops get their own tapes inside that recomputation, inner conds re-evaluate
-# their predicate from the stored state, which records the branch taken per iteration).
-# Why: storing every intermediate of the body costs O(n x body values); the carried state costs
-# O(n x carried values) (the bound issue 5 asks for), and the recomputation is one extra forward
-# of the body, which is the cost of a forward sweep. Values the body reads from enclosing
-# regions are loop-invariant and are not stored; their cotangents are accumulated in extra
-# carried values of the reverse loop. A cond's adjoint is a cond on the same (recorded)
+# The reverse sweep of a loop needs, for each iteration, the values its body computed. The
+# forward loop stores per iteration, each on its own tape (a `tape_new` buffer of trip-count rows,
+# rows known statically when the bounds are constants, else the tape grows, filled by
+# `tape_push`; the loop also counts its iterations, the trip count n, for- and while-loops alike):
+#   (a) the loop-carried values at the entry of the iteration that the body reads;
+#   (b) the outputs of the body's expensive top-level ops (`_expensive`: transcendental
+#       elementwise ops, matmul, reductions) that depend on the carried values or the index;
+#   (c) the residuals of the expensive elementwise ops: `split_rule` runs the op's own VJP rules
+#       in the forward body with a placeholder cotangent g; the ops that do not depend on g stay
+#       in the forward and their values the g-dependent ops read are taped (sin's rule
+#       g * cos(x): cos(x) is computed in the forward, next to sin); the g-dependent ops are
+#       replayed in the reverse sweep (`backward_resid`). Derivatives still live only in the
+#       rules; the split is a partial evaluation of them.
+# The reverse sweep is a for_loop over k = 0..n-1 that, for iteration j = n-1-k, reads the entry
+# state back (`tape_get`), recomputes the body's forward from it *except* the values it can read
+# (`forward(pre=...)`): the taped (b) values (row j), and the body's results that are the next
+# iteration's carried values, read from row j+1 of the carried tape (`_next_carried`; such a
+# tape gets one more row, the loop's exit state, pushed after the loop; only for results whose
+# op's rule reads its output or which the body reads itself, so that e.g. tanh's output in an
+# RNN is never recomputed). Then it runs the body's adjoint. Cheap arithmetic is recomputed.
+# Inner loops get their own tapes inside that recomputation, inner conds re-evaluate their
+# predicate from the stored state, which records the branch taken per iteration.
+# Memory is O(n x stored values): carried values read, expensive values, residuals, none of them
+# larger than a carried value or an op output of the body. Reading a stored value gives the
+# very value the recomputation would give, so results do not change. Taping is decided before the
+# reverse sweep is built, so some tapes (and get rows) may go unread: dce drops tapes nothing
+# reads (and recomputation nothing reads), so what is left after optimisation, and what
+# `inspect().stats` "tape bytes (static)" counts (tape_stats: rows x row bytes of every
+# remaining static tape_new: carried values, expensive outputs and residuals alike, the
+# exit-state row included), is what the reverse sweep reads. Values the body reads from
+# enclosing regions are loop-invariant and are not stored; their cotangents are accumulated in
+# extra carried values of the reverse loop. A cond's adjoint is a cond on the same (recorded)
 # predicate whose branches recompute their forward and run its adjoint.
 
 _REGION_PRIMS = (cond_p, for_loop_p, while_loop_p, fusion_p)
@@ -200,6 +218,58 @@ def _const_int(v):
     return None
 
 
+_EXPENSIVE = frozenset({"exp", "log", "sin", "cos", "tan", "tanh", "sigmoid", "pow", "sqrt",
+                        "log1p", "expm1", "matmul"})
+
+
+def _expensive(op) -> bool:
+    """Ops whose output a loop's forward sweep tapes rather than the reverse sweep recomputing
+    (transcendental elementwise ops, matmul, reductions); see Note [Loop tapes]."""
+    return not op.regions and len(op.outputs) == 1 and op.outputs[0].aval.dtype.kind == "f" \
+        and (op.prim.name in _EXPENSIVE or op.prim.family == "reduce")
+
+
+def _rule_reads_output(prim) -> bool:
+    """Whether some VJP rule of `prim` may read its output (conservative)."""
+    if callable(prim.saves):
+        return True
+    if prim.saves is not None:
+        return -1 in prim.saves
+    if prim.reads is None:
+        return True
+    return any(r is None or -1 in r for r in prim.reads)
+
+
+def _variant(body: ir.Region) -> set:
+    """Ids of the values of `body`'s top-level ops that depend on its params (the index and the
+    carried values): the loop-invariant rest is never taped."""
+    var = {p.id for p in body.params}
+    for op in body.ops:
+        reads = [v.id for v in op.inputs] + [v.id for r in op.regions for v in _free_values(r)]
+        if any(k in var for k in reads):
+            var.update(o.id for o in op.outputs)
+    return var
+
+
+def _next_carried(body: ir.Region, carried, stored) -> dict:
+    """{id of body result k: k} for the carried values k on the tape whose next value (the
+    body's result k) is computed by a plain top-level op of the body and may be read by the
+    adjoint (the op's VJP reads its output, or another op of the body reads it): the reverse
+    sweep reads it from the tape's row j+1 (the next iteration's entry state) instead of
+    recomputing it."""
+    top = {id(op) for op in body.ops}
+    read = _reads(body)
+    out = {}
+    for k in stored:
+        res = body.results[k]
+        op = res.op
+        if op is None or id(op) not in top or op.regions or res.id in out:
+            continue
+        if res.id in read or _rule_reads_output(op.prim):
+            out[res.id] = k
+    return out
+
+
 class _AD:
     """One AD run: the activity set, the builder of the joint function, the current loc."""
 
@@ -266,10 +336,18 @@ class _AD:
         return b.fn
 
     # ---- forward: clone ops; loops that the backward will visit get tapes ---------------------
-    def forward(self, op_list, env, taped: bool) -> dict:
+    def forward(self, op_list, env, taped: bool, pre=None) -> dict:
+        """Clone `op_list` into the current region. `pre` maps original value ids to values
+        already available (read from a tape): plain ops whose outputs all are in it are not
+        recomputed."""
         rec = {}
         for op in op_list:
             active = any(o.id in self.act for o in op.outputs)
+            if pre and all(o.id in pre for o in op.outputs) and not (
+                    taped and active and op.prim in (for_loop_p, while_loop_p, fusion_p)):
+                for o in op.outputs:
+                    env[o.id] = pre[o.id]
+                continue
             if taped and active and op.prim in (for_loop_p, while_loop_p):
                 rec[id(op)] = self.forward_loop(op, env)
             elif taped and active and op.prim is fusion_p:  # differentiate the unfused body
@@ -307,54 +385,161 @@ class _AD:
         return new
 
     def forward_loop(self, op, env) -> dict:
-        """The forward loop plus an iteration counter and one tape per stored carried value."""
+        """The forward loop plus an iteration counter and tapes: one per stored carried value,
+        one per taped expensive value, one per residual (Note [Loop tapes])."""
         is_for = op.prim is for_loop_p
         body = op.regions[-1]
         carried = body.params[1:] if is_for else body.params
+        head = 1 if is_for else 0
         used = _reads(body)
         stored = [k for k, p in enumerate(carried) if p.id in used]
+        nxt = _next_carried(body, carried, stored)
+        ext = set(nxt.values())
+        var = _variant(body)
         ins = [env[v.id] for v in op.inputs]
-        init = ins[3:] if is_for else ins
         rows = None
         if is_for:
             bounds = [_const_int(v) for v in ins[:3]]
             if None not in bounds and bounds[2] != 0:
                 rows = len(range(*bounds))
+        b = self.b
         self.loc = op.loc
-        tapes = [self.emit(tape_new_p, [], [Aval((rows,) + p.aval.shape, p.aval.dtype)],
-                           params={"shape": p.aval.shape, "dtype": p.aval.dtype, "rows": rows})[0]
-                 for p in (carried[k] for k in stored)]
-        extra = [self.const(0, I64)] + tapes
+
+        def tape_aval(aval, extra_row=False):
+            r = None if rows is None else rows + extra_row
+            return Aval((r,) + tuple(aval.shape), aval.dtype), r
+
+        def new_tape(aval, extra_row=False):
+            tav, r = tape_aval(aval, extra_row)
+            return self.emit(tape_new_p, [], [tav],
+                             params={"shape": aval.shape, "dtype": aval.dtype, "rows": r})[0]
+
+        ctapes = [new_tape(carried[k].aval, k in ext) for k in stored]
+        counter = self.const(0, I64)
+        params = [b.new_value(p.aval, p.name) for p in body.params]
+        xs = [b.new_value(v.aval) for v in [counter] + ctapes]
+        env2 = self.bind_params(env, body.params, params)
+        extra_vals, saved, resid = [], {}, {}
+        with b.open_region(params + xs) as rb:
+            for inner in body.ops:
+                self.clone(inner, env2)
+                if not _expensive(inner) or inner.outputs[0].id not in var:
+                    continue
+                if inner.outputs[0].id not in nxt:
+                    saved[inner.outputs[0].id] = len(extra_vals)
+                    extra_vals.append(env2[inner.outputs[0].id])
+                self.loc = inner.loc
+                info = self.split_rule(inner, env2)
+                if info is not None:
+                    resid[id(inner)] = (info, list(range(len(extra_vals),
+                                                         len(extra_vals) + len(info["resid"]))))
+                    extra_vals.extend(info["resid"])
+            rb.results = [env2[v.id] for v in body.results]
+            self.loc = op.loc
+            cnt = ops.add(xs[0], np.asarray(1, np.int64))
+            pushed = [self.emit(tape_push_p, [t, params[head + k]], [t.aval])[0]
+                      for t, k in zip(xs[1:], stored)]
+            ys = [b.new_value(tape_aval(v.aval)[0]) for v in extra_vals]
+            for y in ys:
+                b.home[y.id] = rb
+            rb.params += ys
+            pushed += [self.emit(tape_push_p, [y, v], [y.aval])[0] for y, v in zip(ys, extra_vals)]
+            rb.results += [cnt] + pushed
+        extra = [counter] + ctapes + [new_tape(v.aval) for v in extra_vals]
         extra_avals = [v.aval for v in extra]
-
-        def region(src, head, with_body):
-            params = [self.b.new_value(p.aval, p.name) for p in src.params]
-            xs = [self.b.new_value(a) for a in extra_avals]
-            env2 = self.bind_params(env, src.params, params)
-            with self.b.open_region(params + xs) as r:
-                for inner in src.ops:
-                    self.clone(inner, env2)
-                r.results = [env2[v.id] for v in src.results]
-                if with_body:
-                    self.loc = op.loc
-                    cnt = ops.add(xs[0], np.asarray(1, np.int64))
-                    pushed = [self.emit(tape_push_p, [t, params[head + k]], [t.aval])[0]
-                              for t, k in zip(xs[1:], stored)]
-                    r.results += [cnt] + pushed
-            return r
-
         regions = []
         if op.prim is while_loop_p:
-            regions.append(region(op.regions[0], 0, False))
-        regions.append(region(body, 1 if is_for else 0, True))
+            src = op.regions[0]
+            cparams = [b.new_value(p.aval, p.name) for p in src.params]
+            env3 = self.bind_params(env, src.params, cparams)
+            with b.open_region(cparams + [b.new_value(a) for a in extra_avals]) as rc:
+                for inner in src.ops:
+                    self.clone(inner, env3)
+                rc.results = [env3[v.id] for v in src.results]
+            regions.append(rc)
+        regions.append(rb)
         outs = self.emit(op.prim, ins + extra, [v.aval for v in op.outputs] + extra_avals,
                          regions, op.params, loc=op.loc)
         m = len(op.outputs)
         for o, n in zip(op.outputs, outs[:m]):
             n.name = o.name
             env[o.id] = n
-        return {"n": outs[m], "tapes": dict(zip(stored, outs[m + 1:])),
+        tapes = dict(zip(stored, outs[m + 1:m + 1 + len(stored)]))
+        for k in ext:  # the exit state is the row after the last iteration's entry state
+            tapes[k] = self.emit(tape_push_p, [tapes[k], env[op.outputs[k].id]],
+                                 [tapes[k].aval])[0]
+        etapes = outs[m + 1 + len(stored):]
+        return {"n": outs[m], "tapes": tapes, "next": nxt,
+                "saved": {vid: etapes[i] for vid, i in saved.items()},
+                "resid": {key: (info, [etapes[i] for i in idx])
+                          for key, (info, idx) in resid.items()},
                 "start": ins[0] if is_for else None, "step": ins[2] if is_for else None}
+
+    def split_rule(self, op, env) -> dict | None:
+        """Run the VJP rules of an elementwise op of a loop body in the forward loop with a
+        placeholder cotangent g and split what they emitted: the ops that do not depend on g
+        stay in the forward (their values read by the g-dependent ops are the residuals, to be
+        taped), the g-dependent ops are removed here and replayed in the reverse sweep (e.g.
+        sin's rule g * cos(x): cos(x) is computed in the forward). The derivative formulas
+        stay in the rules. None when the op has no active input with a rule, or the rules'
+        ops read something other than g, the op's operands, its output and constants."""
+        if op.prim.family != "elementwise" or op.outputs[0].id not in self.act:
+            return None
+        act = [i for i, v in enumerate(op.inputs)
+               if v.id in self.act and op.prim.vjp_rule(i) is not None]
+        if not act:
+            return None
+        region = self.b.region
+        start = len(region.ops)
+        out, ins = env[op.outputs[0].id], [env[v.id] for v in op.inputs]
+        g = self.b.new_value(out.aval, "g")
+
+        def fail():
+            del region.ops[start:]
+
+        results = []
+        for i in act:
+            r = op.prim.vjp_rule(i)(g, out, *ins, **op.params)
+            if r is None:
+                continue
+            if not isinstance(r, ir.Value):
+                return fail()
+            results.append((i, r))
+        new = region.ops[start:]
+        dep, dep_ops = {g.id}, []
+        for o in new:
+            if o.regions:
+                return fail()
+            if any(v.id in dep for v in o.inputs):
+                dep.update(v.id for v in o.outputs)
+                dep_ops.append(o)
+        known = {out.id: op.outputs[0].id}
+        known.update({v.id: w.id for v, w in zip(ins, op.inputs)})
+        made = {v.id: o for o in new for v in o.outputs}
+        res, consts, seen = [], [], set()
+
+        def boundary(v):
+            if v.id in dep or v.id in known or v.id in seen:
+                return True
+            seen.add(v.id)
+            o = made.get(v.id)
+            if o is None:
+                return False
+            if o.prim is constant_p:
+                consts.append(o)
+            else:
+                res.append(v)
+            return True
+
+        for o in dep_ops:
+            if not all(boundary(v) for v in o.inputs):
+                return fail()
+        if not all(boundary(r) for _, r in results):
+            return fail()
+        dep_set = {id(o) for o in dep_ops}
+        region.ops[start:] = [o for o in new if id(o) not in dep_set]
+        return {"g": g, "ops": consts + dep_ops, "resid": res, "known": known,
+                "results": results}
 
     # ---- backward -----------------------------------------------------------------------------
     def backward(self, op_list, env, rec, ct) -> None:
@@ -374,8 +559,24 @@ class _AD:
                 self.backward(body.ops, env2, rec2, ct)
                 for v, p in zip(op.inputs, body.params):
                     self.accum(ct, v, ct.get(p.id))
+            elif id(op) in rec:
+                self.backward_resid(op, env, ct, *rec[id(op)])
             else:
                 self.backward_plain(op, env, ct)
+
+    def backward_resid(self, op, env, ct, info, values) -> None:
+        """backward_plain for an op whose rules were split by split_rule: replay their
+        g-dependent ops on the taped residuals (`values`)."""
+        env3 = {info["g"].id: ct[op.outputs[0].id]}
+        for new, orig in info["known"].items():
+            if orig in env:
+                env3[new] = env[orig]
+        for v, t in zip(info["resid"], values):
+            env3[v.id] = t
+        for o in info["ops"]:
+            self.clone(o, env3)
+        for i, r in info["results"]:
+            self.accum(ct, op.inputs[i], env3[r.id])
 
     def backward_plain(self, op, env, ct) -> None:
         if len(op.outputs) != 1:
@@ -392,12 +593,14 @@ class _AD:
                 continue
             self.accum(ct, v, rule(g, out, *ins, **op.params))
 
-    def adjoint_region(self, region, env, head_values, seeds, wanted) -> list:
+    def adjoint_region(self, region, env, head_values, seeds, wanted, pre=None,
+                       extra_rec=None) -> list:
         """Recompute `region`'s forward from `head_values`, run its adjoint seeded with
         `seeds` (cotangents of its results, None = zero) and return the cotangents of `wanted`
         (original values; zeros where none flows)."""
         env2 = self.bind_params(env, region.params, head_values)
-        rec = self.forward(region.ops, env2, taped=True)
+        rec = self.forward(region.ops, env2, taped=True, pre=pre)
+        rec.update(extra_rec or {})
         ct2: dict[int, ir.Value] = {}
         for r, g in zip(region.results, seeds):
             self.accum(ct2, r, g)
@@ -430,11 +633,22 @@ class _AD:
                     if k in rec["tapes"] else None for k in range(len(carried))]
             if is_for:
                 head = [ops.add(rec["start"], ops.mul(j, rec["step"]))] + head
+            pre = {}
+            if rec["next"]:
+                j1 = ops.add(j, np.asarray(1, np.int64))
+                for rid, k in rec["next"].items():
+                    pre[rid] = self.emit(tape_get_p, [rec["tapes"][k], j1], [carried[k].aval])[0]
+            for vid, t in rec["saved"].items():
+                pre[vid] = self.emit(tape_get_p, [t, j], [Aval(t.aval.shape[1:], t.aval.dtype)])[0]
+            resid = {key: (info, [self.emit(tape_get_p, [t, j],
+                                            [Aval(t.aval.shape[1:], t.aval.dtype)])[0]
+                                  for t in ts])
+                     for key, (info, ts) in rec["resid"].items()}
             seeds = [None] * len(body.results)
             for k, g in zip(pos, cts):
                 seeds[k] = g
             got = self.adjoint_region(body, env, head, seeds,
-                                      [carried[k] for k in pos] + captured)
+                                      [carried[k] for k in pos] + captured, pre, resid)
             self.loc = op.loc
             r.results = got[:len(pos)] + [ops.add(c, g) for c, g in zip(caps, got[len(pos):])]
         outs = self.emit(for_loop_p, [self.const(0, I64), n, self.const(1, I64)] + seeds0 + caps0,
