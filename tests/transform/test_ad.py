@@ -306,3 +306,81 @@ def test_joint_function_layout():
     n_fwd = len(fn.body.ops)
     assert [op.name for op in joint.body.ops[:n_fwd]] == [op.name for op in fn.body.ops]
     assert joint.outputs[1].name == "ct_x"
+
+
+# ---- store-vs-recompute policy of loop tapes (Note [Loop tapes]) ---------------------------------
+def _reverse_loop(joint):
+    """The reverse sweep's for_loop: the last top-level for_loop of the joint function."""
+    return [op for op in joint.body.ops if op.name == "for_loop"][-1]
+
+
+def _names(op):
+    return [o.name for o in op.regions[-1].walk()]
+
+
+def f_sin_plain(x):
+    s = x[0] * 0.0
+    for i in range(1, x.shape[0]):
+        s = 0.9 * s + np.sin(x[i]) * x[i - 1]
+    return s
+
+
+def test_reverse_sweep_reads_expensive_values_and_residuals():
+    """s = 0.9 s + sin(x[i]) x[i-1]: the forward tapes sin(x[i]) and cos(x[i]) (sin's rule run
+    in the forward up to the cotangent), the reverse sweep computes neither; values unchanged."""
+    def f(x):
+        return control.for_loop(1, x.shape[0], 1,
+                                lambda i, s: 0.9 * s + np.sin(x[i]) * x[i - 1], x[0] * 0.0)[0]
+    x = R.normal(size=7)
+    joint = verify(ad.grad_function(build(f, x), [0]))
+    opt = verify(optimize(joint))
+    want = eager_value_and_grad(f_sin_plain, [x], [0])[1][0]
+    for g in (joint, opt):
+        rev = _reverse_loop(g)
+        assert "sin" not in _names(rev) and "cos" not in _names(rev)
+        np.testing.assert_allclose(interp.run(g, x)[1], want, rtol=1e-13)
+    assert ad.tape_stats(opt) == {"tapes": 2, "tape bytes (static)": 2 * 6 * 8}
+
+
+def test_reverse_sweep_reads_next_carried_value():
+    """h = tanh(h @ W + x[t]): tanh's rule reads its output, the next iteration's entry state,
+    read from row j+1 of h's tape (one more row: the exit state); no tanh or forward matmul is
+    recomputed in the reverse sweep."""
+    def f(W, x):
+        h = control.for_loop(0, x.shape[0], 1, lambda t, h: np.tanh(h @ W + x[t]),
+                             np.zeros((2, 3)))[0]
+        return np.sum(h * h)
+    W, x = R.normal(size=(3, 3)) * 0.5, R.normal(size=(4, 2, 3))
+    joint = verify(ad.grad_function(build(f, W, x), [0, 1]))
+    opt = verify(optimize(joint))
+    rev = _reverse_loop(opt)
+    assert "tanh" not in _names(rev)
+    assert _names(rev).count("matmul") == 2  # the adjoint's: g @ W.T and h.T @ g
+    assert any(t["rows"] == 5 for t in opt.meta.get("tapes", [])) or \
+        any(op.params["rows"] == 5 for op in opt.walk() if op.name == "tape_new")
+    def plain(W, x):
+        h = np.zeros((2, 3))
+        for t in range(x.shape[0]):
+            h = np.tanh(h @ W + x[t])
+        return np.sum(h * h)
+    want = eager_value_and_grad(plain, [W, x], [0, 1])[1]
+    for g in (joint, opt):
+        for got, w in zip(interp.run(g, W, x)[1:], want):
+            np.testing.assert_allclose(got, w, rtol=1e-13)
+
+
+def test_next_carried_value_in_while_loop():
+    """A while loop's exit state is the extra row; Newton iterations read x' from it."""
+    def f(a):
+        x, fx, k = control.while_loop(
+            lambda x, fx, k: (np.abs(fx) > 1e-12) & (k < 50),
+            lambda x, fx, k: (x - fx / (3.0 * x * x + a), None, k + 1)[:1] + (
+                (x - fx / (3.0 * x * x + a)) ** 3 + a * (x - fx / (3.0 * x * x + a)) - 2.0,
+                k + 1),
+            a * 0.0 + 1.0, 1.0 + a - 2.0, np.int64(0))
+        return x * x
+    a = np.float64(0.7)
+    joint = verify(ad.grad_function(build(f, a), [0]))
+    ref = fd_grad(lambda a: interp.run(build(f, a), a)[0], [a], [0])[0]
+    for g in (joint, verify(optimize(joint))):
+        np.testing.assert_allclose(interp.run(g, a)[1], ref, rtol=1e-6)
