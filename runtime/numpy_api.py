@@ -3,6 +3,8 @@
 wrappers for composite functions. Anything not listed is an error, never a silent fallback."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from llgrad.runtime import ops
@@ -126,7 +128,7 @@ FUNCTIONS = {
     np.zeros_like: _like(0), np.ones_like: _like(1),
     np.square: _ufunc_call(_square),
     np.shape: shape_of, np.ndim: lambda a: len(shape_of(a)),
-    np.size: lambda a: int(np.prod(shape_of(a), dtype=np.int64)),
+    np.size: lambda a: math.prod(shape_of(a)),
 }
 
 for _p in REGISTRY.values():

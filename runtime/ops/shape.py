@@ -2,6 +2,8 @@
 (squeeze, unsqueeze, flatten, expand, stack, split, repeat, sum_to, movedim)."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from llgrad.runtime.aval import Aval, ShapeError, normalize_axes
@@ -10,7 +12,7 @@ from llgrad.runtime.prim import Primitive, bind, is_value, register
 
 
 def _reshape_shape(x, shape):
-    if int(np.prod(x.shape, dtype=np.int64)) != int(np.prod(shape, dtype=np.int64)):
+    if math.prod(x.shape) != math.prod(shape):
         raise ShapeError(f"cannot reshape {list(x.shape)} into {list(shape)}: element counts "
                          f"differ", fix="check the target shape (use -1 for one inferred size)")
     return Aval(tuple(shape), x.dtype)
@@ -75,7 +77,7 @@ def _resolve_shape(shape, size):
     if shape.count(-1) > 1:
         raise ShapeError(f"only one dimension can be inferred in shape {shape}")
     if -1 in shape:
-        known = int(np.prod([d for d in shape if d != -1], dtype=np.int64))
+        known = math.prod(d for d in shape if d != -1)
         if known == 0 or size % known:
             raise ShapeError(f"cannot reshape {size} elements into {shape}")
         shape[shape.index(-1)] = size // known
@@ -87,7 +89,7 @@ def reshape(x, *shape):
         shape = shape[0]
     x = as_operand(x)
     old = shape_of(x)
-    new = _resolve_shape(shape, int(np.prod(old, dtype=np.int64)))
+    new = _resolve_shape(shape, math.prod(old))
     if new == old:
         return x
     if not is_value(x):
@@ -147,10 +149,10 @@ def sum_to(g, shape):
     if gs == tuple(shape):
         return g
     lead = len(gs) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, d in enumerate(shape) if d == 1 and gs[lead + i] != 1)
-    if axes:
-        g = reduce_sum(g, axes, keepdims=True)
+    inner = tuple(lead + i for i, d in enumerate(shape) if d == 1 and gs[lead + i] != 1)
+    if not inner:  # only leading axes: one reduction gives the shape (the bias-add case)
+        return reduce_sum(g, tuple(range(lead)), keepdims=False) if lead else g
+    g = reduce_sum(g, tuple(range(lead)) + inner, keepdims=True)
     return reshape(g, shape)
 
 
@@ -176,7 +178,7 @@ def flatten(x, start_dim=0, end_dim=-1):
     if not old:
         return reshape(x, (1,))
     s, e = start_dim % len(old), end_dim % len(old)
-    return reshape(x, old[:s] + (int(np.prod(old[s:e + 1], dtype=np.int64)),) + old[e + 1:])
+    return reshape(x, old[:s] + (math.prod(old[s:e + 1]),) + old[e + 1:])
 
 
 def concatenate(xs, axis=0):
