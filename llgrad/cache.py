@@ -114,3 +114,27 @@ def clear() -> int:
                 os.unlink(os.path.join(root, name))
                 removed += name.endswith(".llgc")
     return removed
+
+
+def store_module(k: str, m) -> None:
+    """Store one compiled entry's object code under entry key `k`."""
+    payload = {"object": m.object_code, "layout": m.layout, "llvm_ir": m.llvm_ir,
+               "stats": m.stats, "workspace": m.workspace_bytes}
+    try:
+        store(key(k), payload)
+    except OSError as e:  # a read-only or full disk must not break the computation
+        import warnings
+        warnings.warn(f"llgrad: could not write the compile cache: {e}")
+
+
+def load_module(k: str):
+    """The native module stored under entry key `k`, or None (then compile)."""
+    from llgrad import codegen
+    p = load(key(k))
+    if p is None:
+        return None
+    try:
+        return codegen.load_object(p["object"], p["layout"], p["llvm_ir"], p["stats"],
+                                   p["workspace"])
+    except Exception:  # foreign or stale object code: recompile
+        return None
