@@ -15,6 +15,7 @@ from llgrad.transform.verify import verify
 
 from cases import CASES
 from helpers import build, eager_value_and_grad, fd_grad
+from cf_builders import cond_in_loop, loop_in_cond, nested, recurrence, rnn  # noqa: E402,F401
 
 R = np.random.default_rng(1)
 POS = R.uniform(0.5, 1.5, size=4)
@@ -106,31 +107,12 @@ def test_composite_gradient(name, rng):
 
 
 # ---- control flow ------------------------------------------------------------------------------
-def recurrence(x):
-    body = lambda i, s: 0.9 * s + np.sin(x[i]) * x[i - 1]  # noqa: E731
-    return control.for_loop(1, x.shape[0], 1, body, np.float64(0.0))[0]
 
 
-def nested(x, w):
-    def outer(i, s):
-        def inner(j, t):
-            return t * 0.5 + w[j] * np.sin(x[i] + t)
-        t, = control.for_loop(0, w.shape[0], 1, inner, s)
-        return t + x[i] ** 2
-    return control.for_loop(0, x.shape[0], 1, outer, np.float64(0.1))[0]
 
 
-def cond_in_loop(x):
-    def body(i, s):
-        return control.cond(x[i] > 0, lambda a: a + x[i] ** 2, lambda a: a * x[i], s)[0]
-    return control.for_loop(0, x.shape[0], 1, body, np.float64(1.0))[0]
 
 
-def rnn(w, x):
-    def body(t, h):
-        return np.tanh(w @ h + x[t])
-    h, = control.for_loop(0, x.shape[0], 1, body, np.zeros(3))
-    return np.sum(h ** 2)
 
 
 def grow(x):
@@ -139,10 +121,6 @@ def grow(x):
     return s * 2.0
 
 
-def loop_in_cond(x):
-    def yes(a):
-        return control.for_loop(0, 3, 1, lambda i, s: s * a + x[i], a)[0]
-    return control.cond(np.sum(x) > 0, yes, lambda a: np.exp(a), x[0])[0]
 
 
 def flag_in_while(x):
