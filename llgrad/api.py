@@ -48,10 +48,13 @@ class Compiled:
     not_differentiable: Exception | None = None
     dynamic_reason: Exception | None = None
     disk_key: str | None = None  # the on-disk cache key (llgrad/cache.py), when enabled
+    # Dynamic-path graphs run through the interpreter until they recur (Note [Compile on
+    # reuse]); staged signatures always compile.
+    uses: int = 2
     modules: dict = field(default_factory=dict)  # entry -> codegen CompiledModule
 
     def run(self, entry: str, leaves: list) -> list:
-        if config.disable_jit():
+        if config.disable_jit() or self.uses < 2:
             return interp.run(self.forward if entry == "forward" else self.joint, *leaves)
         m = self.modules.get(entry) or self.module(entry)
         return m[entry](*leaves)
@@ -228,10 +231,19 @@ class Differentiable:
             c = self._graphs.pop(key, None)
             if c is None:
                 c = self._build(tr, wrt_args, staged=False)
+                c.uses = 0
                 if len(self._graphs) >= self.max_dynamic_graphs:
                     self._graphs.pop(next(iter(self._graphs)))
+            c.uses += 1
             self._graphs[key] = c  # most recently used last
         return c, values
+
+    # Note [Compile on reuse]
+    # On the dynamic path a graph can be new at every call (a concretised float becomes a
+    # constant of the graph), and compiling costs far more than interpreting it once. So a
+    # graph's backward runs through the reference interpreter the first time it is seen and
+    # is compiled to native code when it recurs; a loop over a fixed set of paths compiles
+    # each path once, and a graph that never recurs never pays for LLVM.
 
     def _build(self, tr, wrt_args, staged: bool = True) -> "Compiled":
         """Optimise and differentiate a trace (native code is compiled per entry on use)."""

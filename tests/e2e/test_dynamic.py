@@ -280,3 +280,24 @@ def test_python_statements_run_on_the_dynamic_path(mode):
     d = llgrad.differentiate(try_after_concretisation)
     assert d(x) == 2.0
     np.testing.assert_allclose(d.grad(x), [0.5, 0.5, 0.5])
+
+
+def scale_by_concrete_sum(x):
+    s = float(np.sum(x))  # concretised: a constant of this call's graph
+    return np.sum(np.sin(x)) * s
+
+
+def test_dynamic_graphs_compile_only_when_they_recur(monkeypatch):
+    # Note [Compile on reuse]: a graph seen once runs through the interpreter.
+    monkeypatch.delenv("LLGRAD_DISABLE_JIT", raising=False)
+    f = llgrad.differentiate(scale_by_concrete_sum)
+    x = np.array([0.1, 0.2, 0.3])
+    g1 = f.grad(x)
+    (c,) = f._graphs.values()
+    assert c.modules == {}
+    g2 = f.grad(x)  # the same graph again: now native
+    assert set(c.modules) == {"joint"}
+    np.testing.assert_allclose(g1, g2, rtol=1e-14)
+    np.testing.assert_allclose(g1, np.cos(x) * np.sum(x), rtol=1e-12)  # s is a constant
+    f.grad(x + 1.0)  # a new constant: a new graph, interpreted
+    assert len(f._graphs) == 2 and sum(bool(c.modules) for c in f._graphs.values()) == 1
