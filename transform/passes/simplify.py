@@ -2,7 +2,7 @@
 
 Requires: verified IR with explicit broadcasts. Produces: the same IR with uses rewired to
 simpler values: x*1, 1*x, x+0, 0+x, x-0, x/1 -> x; --x -> x; broadcast_to/reshape/astype/
-transpose to the same aval -> x; reshape of reshape -> one reshape; transpose of transpose ->
+transpose to the same aval and reductions over no axes -> x; reshape of reshape -> one reshape; transpose of transpose ->
 one transpose (or x); and ops whose inputs are all constants folded by running their impl
 (when the result is no larger than 1024 elements or its largest input). Nothing that changes
 NaN/inf propagation (no x*0 -> 0, no x-x -> 0); x+0 -> x only flips the sign of a -0.0 result.
@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from llgrad.runtime.ops import elementwise as ew
+from llgrad.runtime.ops import reduce as rd
 from llgrad.runtime.ops import shape as sh
 from llgrad.runtime.ops.control import constant_p
 from llgrad.transform import ir
@@ -63,6 +64,9 @@ def _identity(op):
             return src.inputs[0]
     elif p in (sh.broadcast_to_p, sh.reshape_p, ew.astype_p, ew.copy_p):
         if _same(op, ins[0]) and p is not ew.copy_p:
+            return ins[0]
+    elif p in (rd.reduce_sum_p, rd.reduce_prod_p, rd.reduce_max_p, rd.reduce_min_p):
+        if not op.params["axes"] and _same(op, ins[0]):  # a reduction over no axes
             return ins[0]
     elif p is sh.transpose_p:
         if tuple(op.params["perm"]) == tuple(range(len(op.params["perm"]))):
