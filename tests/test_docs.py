@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -72,3 +73,18 @@ def test_readme_keeps_quick_start_and_sections():
 def test_docs_pages_exist():
     for page in ("api.md", "how_it_works.md", "ARCHITECTURE.md"):
         assert os.path.getsize(os.path.join(ROOT, "docs", page)) > 1000
+
+
+def test_readme_tour_runs_and_prints_what_it_says(tmp_path):
+    """The README's tour is code a user copies: it must run as written."""
+    import subprocess
+    import sys
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    tour = readme[readme.index("## A tour"):].split("```python")[1].split("```")[0]
+    script = tmp_path / "tour.py"
+    script.write_text(tour)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "func @loss_grad(" in out.stdout
+    assert out.stdout.strip().endswith("tensor([ 5.4366, 22.1672])")
