@@ -429,9 +429,10 @@ class FunctionPlan:
     def _add_elementwise(self, op):
         shape = op.outputs[0].aval.shape
         g = self._group_for(shape) if self.fuse else GroupUnit(shape=shape)
-        for v in op.inputs:  # reading another group's value, or a view of ours, closes it
-            for h in {self.member.get(v), self.member.get(self._root(v))}:
-                if h is not None and (h is not g or self._root(v) is not v):
+        for v in op.inputs:  # reading another group's value, a view of ours, or one of our
+            for h in {self.member.get(v), self.member.get(self._root(v))}:  # reductions
+                if h is not None and (h is not g or self._root(v) is not v
+                                      or any(v is r.outputs[0] for r in h.reds)):
                     self._close(h)
         if not g.open:
             g = self._group_for(shape)

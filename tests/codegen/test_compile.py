@@ -174,3 +174,20 @@ def test_integer_and_bool_paths(rng):
     for g, w in zip(got, interp.run(fn, i, x)):
         assert g.dtype == w.dtype
         np.testing.assert_allclose(g, w, rtol=1e-7)
+
+
+def test_an_elementwise_op_reading_its_groups_reduction_closes_the_group():
+    # `t + v` must run after the loop that reduces into t (the planner closes the group): was
+    # a KeyError. The pipeline's simplify removes reductions over no axes, so build directly.
+    from llgrad.runtime.ops import reduce as R
+    from llgrad.transform.builder import Builder
+    from llgrad.transform import interp
+    b = Builder("f")
+    with b:
+        x = b.param(((3,), np.float64), "x")
+        v = R.reduce_sum(x, (0,))
+        t = R.reduce_sum(np.sin(v), ())
+        b.fn.body.results.append(t + v)
+    xs = np.linspace(0.1, 0.5, 3)
+    np.testing.assert_allclose(codegen.compile_functions({"f": b.fn})["f"](xs)[0],
+                               interp.run(b.fn, xs)[0], rtol=1e-15)
