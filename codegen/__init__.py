@@ -2,8 +2,9 @@
 
 `compile_functions({name: ir.Function}) -> CompiledModule` is the entry point (compile.py).
 Foundations: `jit` (the process-wide JIT), `vmath` (SIMD math), `loops` (loop nests),
-`blas` (gemm and loop matmul), `abi` (kernels as `void(void**)`); lowering: `lower` (plan and
-registry), `elementwise` (the generic loop), `lowerings/` (one module per op family).
+`blas` (gemm and loop matmul), `abi` (kernels as `void(void**)`); lowering: `registry` (one
+lowering per primitive), `plan` (views, groups, storage), `lower` (emission), `elementwise` (the
+generic loop), `lowerings/` (one module per op family).
 Submodules load on first use, so importing the package stays cheap.
 """
 

@@ -18,7 +18,8 @@ from llgrad.runtime.errors import ShapeError
 
 from . import abi, jit
 from .elementwise import memtype
-from .lower import ALIGN, FunctionPlan, emit_function
+from .lower import emit_function
+from .plan import ALIGN, FunctionPlan
 
 _MODULE_IDS = itertools.count()
 

@@ -3,7 +3,7 @@
 Every IR value that owns memory (a parameter, a constant, an op's result) is contiguous
 row-major. View ops (reshape, transpose, broadcast_to, basic getitem) own no memory: their
 layout is computed here from their input's layout, so `x.T`, `x[1:-1]` or a broadcast costs
-no copy where the consumer can read strides. See Note [Views] in lower.py.
+no copy where the consumer can read strides. See Note [Views] in plan.py.
 Invariant: offsets and strides are in elements (not bytes) and are Python ints.
 """
 from __future__ import annotations

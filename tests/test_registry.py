@@ -42,7 +42,7 @@ def test_primitive_is_complete(prim: Primitive):
         assert prim.scalar is not None, "elementwise primitive without a scalar rule"
     if prim.family not in ("const", "control", "tape") and prim.decompose is None:
         import llgrad.codegen.lowerings  # noqa: F401  (registers the lowerings)
-        from llgrad.codegen.lower import LOWERINGS
+        from llgrad.codegen.registry import LOWERINGS
         assert prim in LOWERINGS, f"no codegen lowering for {prim.name} (codegen/lowerings/)"
 
 

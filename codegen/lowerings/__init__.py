@@ -3,14 +3,14 @@ registers all of them (elementwise primitives share the generic lowering, see el
 from llgrad.runtime import ops as _ops  # noqa: F401  (declares every primitive)
 from llgrad.runtime.prim import REGISTRY as _REGISTRY
 
-from .. import lower as _lower
+from .. import registry as _registry
 from . import control, index, linalg, reduce, shape  # noqa: F401
 
 
 def _register_elementwise() -> None:
     for prim in _REGISTRY.values():
         if prim.family == "elementwise" and prim.scalar is not None:
-            _lower.lowers(prim, family="elementwise")(reduce.lower_elementwise)
+            _registry.lowers(prim, family="elementwise")(reduce.lower_elementwise)
 
 
 _register_elementwise()

@@ -1,11 +1,11 @@
 """Structured control flow (cond, for_loop, while_loop), loop tapes (tape_new/push/get) and
 codegen's in-place `accumulate` op.
 
-The planner (lower.py) turns each control op into a ControlUnit whose regions are Blocks of
+The planner (plan.py) turns each control op into a ControlUnit whose regions are Blocks of
 units; `emit_control` emits them as real LLVM control flow: `cond` as a conditional branch (only
 the taken region runs), `for_loop` as a counted loop over an i64 phi with Python `range`
 semantics, `while_loop` as a loop whose header runs the cond region. Where carried values live
-and how the yield copies them is Note [Carried storage] in lower.py; tapes are Note [Tapes in
+and how the yield copies them is Note [Carried storage] in plan.py; tapes are Note [Tapes in
 codegen]; `accumulate` is Note [In-place accumulation].
 """
 from __future__ import annotations
@@ -20,7 +20,8 @@ from llgrad.runtime.ops.control import (cond_p, constant_p, for_loop_p, tape_get
 from .. import elementwise as ew
 from ..layout import Layout, contiguous_strides
 from ..loops import I64, PTR
-from ..lower import ControlUnit, accumulate_p, lowers
+from ..plan import ControlUnit, accumulate_p
+from ..registry import lowers
 from .index import _index_map, _flat
 from .shape import copy_layout
 

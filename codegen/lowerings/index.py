@@ -17,7 +17,7 @@ from llgrad.runtime.ops import index as X
 from .. import elementwise as ew
 from ..layout import Layout, contiguous_strides
 from ..loops import I64, loop_nest
-from ..lower import lowers, view
+from ..registry import lowers, view
 from .shape import copy_layout
 
 

@@ -16,7 +16,7 @@ from .. import blas
 from .. import elementwise as ew
 from ..layout import Layout
 from ..loops import I64, for_range
-from ..lower import lowers
+from ..registry import lowers
 
 _GEMM_DTYPE = {np.dtype(np.float64): "f64", np.dtype(np.float32): "f32"}
 

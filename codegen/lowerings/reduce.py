@@ -1,7 +1,7 @@
 """Reductions (reduce_sum/prod/max/min over any axes, keepdims; argmax/argmin) and the group
 lowering that runs fused elementwise ops and their reductions as one loop nest.
 
-reduce_* ops are planned into GroupUnits (lower.py): alone, or inside the group computing their
+reduce_* ops are planned into GroupUnits (plan.py): alone, or inside the group computing their
 input, so `sum(exp(x) * y)` never stores `exp(x) * y`. Keepdims only changes the shape, not the
 dense memory of the result. argmax/argmin are scalar loops (first extremum, NaN wins, as numpy).
 """
@@ -13,7 +13,7 @@ from llvmlite import ir
 from llgrad.runtime.ops import reduce as R
 
 from .. import elementwise as ew
-from ..lower import lowers
+from ..registry import lowers
 from ..loops import I64, for_range
 
 KIND = {R.reduce_sum_p: "sum", R.reduce_prod_p: "prod", R.reduce_max_p: "max",
@@ -45,14 +45,14 @@ def emit_group(ctx, g) -> None:
 
 def lower_elementwise(ctx, op) -> None:
     """The generic elementwise lowering (the planner normally batches ops into groups)."""
-    from ..lower import GroupUnit
+    from ..plan import GroupUnit
     g = GroupUnit(op, shape=op.outputs[0].aval.shape, ops=[op], open=False)
     g.reads, g.writes = list(dict.fromkeys(op.inputs)), list(op.outputs)
     emit_group(ctx, g)
 
 
 def _lower_reduction(ctx, op) -> None:
-    from ..lower import GroupUnit
+    from ..plan import GroupUnit
     g = GroupUnit(op, shape=op.inputs[0].aval.shape, reds=[op], open=False,
                   red_axes=tuple(op.params["axes"]))
     g.reads, g.writes = [op.inputs[0]], list(op.outputs)

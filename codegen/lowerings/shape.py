@@ -1,5 +1,5 @@
 """Shape primitives: reshape, transpose and broadcast_to are views (no code, see Note [Views]
-in lower.py) and become strided copies only when a consumer needs dense memory; concatenate
+in plan.py) and become strided copies only when a consumer needs dense memory; concatenate
 copies each input into its slab of the result.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ from llgrad.runtime.ops import shape as S
 from .. import elementwise as ew
 from ..layout import Layout, contiguous_strides
 from ..loops import const
-from ..lower import lowers, view
+from ..registry import lowers, view
 
 
 def copy_layout(ctx, src: Layout, dst, dtype, dst_strides=None) -> None:

@@ -14,7 +14,7 @@ from opinfo import OP_DB
 import llgrad as lg
 from llgrad import codegen
 import llgrad.codegen.lowerings  # noqa: F401  (registers the lowerings)
-from llgrad.codegen.lower import LOWERINGS
+from llgrad.codegen.registry import LOWERINGS
 from llgrad.runtime.prim import REGISTRY
 from llgrad.runtime.tensor import Tensor
 from llgrad.transform import interp

@@ -1,0 +1,627 @@
+"""The plan of one kernel: views, fusion groups, units in order, carried storage, tapes,
+in-place accumulations, and workspace offsets by liveness (regions included).
+
+Invariants of a plan: parameters are read only, results are written once into fresh buffers,
+temporaries live in one workspace at offsets chosen by liveness (an op's results never
+overlap its inputs). See Note [Views] and Note [Fusion in codegen].
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from llgrad.runtime.ops.control import (cond_p, constant_p, for_loop_p, fusion_p, tape_new_p,
+                                        tape_push_p, while_loop_p)
+from llgrad.runtime.ops.elementwise import add_p
+from llgrad.runtime.ops.index import scatter_add_p
+from llgrad.runtime.prim import Primitive
+from llgrad.transform.ir import Value
+
+from .layout import Layout, contiguous_strides
+from .registry import LOWERINGS, lowering_of
+
+# Note [Views]
+# reshape (of a dense layout), transpose, broadcast_to and basic getitem emit no code: their
+# result is a Layout over their input's storage (layout.py). Consumers that read strides (fused
+# elementwise loops and reductions, copies, matmul for a transposed operand) read the view
+# directly; for any other consumer the view is materialised once, by a strided copy placed where
+# the view op stood. Storage roots stay alive until the last read of any view of them.
+
+# Note [Fusion in codegen]
+# Elementwise ops of one shape are grouped greedily in program order and emitted as one loop;
+# a reduction of a group value joins the group (its accumulation runs inside the loop). A group
+# is closed (emitted, at the position of its last member) as soon as anything outside it
+# reads one of its values, or a view of one: so every reader runs after the group's loop, and
+# a group never reads its own values through memory. Only values read outside the group (or
+# returned) are stored. The transform layer's `fusion` op, once it exists, can map onto the
+# same GroupUnit.
+
+ALIGN = 64
+
+
+# ---- units: what the kernel runs, in order ---------------------------------------------------
+@dataclass(eq=False)
+class Unit:
+    op: object = None
+    reads: list = field(default_factory=list)
+    writes: list = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class OpUnit(Unit):
+    pass
+
+
+@dataclass(eq=False)
+class GroupUnit(Unit):
+    shape: tuple = ()
+    ops: list = field(default_factory=list)
+    reds: list = field(default_factory=list)
+    red_axes: tuple | None = None
+    open: bool = True
+
+
+@dataclass(eq=False)
+class CopyUnit(Unit):
+    """Materialise a view (at the view op) or copy a value into a result buffer (at the end)."""
+    src: object = None
+    dst: object = None
+    active: bool = True
+
+
+@dataclass(eq=False)
+class ControlUnit(Unit):
+    """A cond/for_loop/while_loop op: its regions as Blocks of units (lowerings/control.py)."""
+    blocks: list = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class Block:
+    """One region of a control op: its params, units in order, and the values it yields.
+    `stage` maps a yielded position to the workspace value the yield copies through (when
+    the yielded value's storage is one of the carried buffers; see Note [Carried storage])."""
+    region: object = None
+    params: list = field(default_factory=list)
+    units: list = field(default_factory=list)
+    results: list = field(default_factory=list)
+    stage: dict = field(default_factory=dict)
+
+
+# Note [Carried storage]
+# A loop's carried values live in one buffer per carried position, shared by the loop op's
+# outputs and the region params (for_loop body; while cond and body): the init values are copied
+# in before the loop, each iteration's yield copies the yielded values into the buffers, and
+# after the loop the outputs are read straight from them (no final copy). 0-d values (carried or
+# not) are `slot`s: allocas in the entry block, which mem2reg/SROA turn into SSA registers and
+# phis, so a scalar loop runs in registers. Arrays get workspace space. The yield is a parallel
+# assignment: 0-d values are all loaded before any store, an array whose storage is one of the
+# carried buffers (a permutation, or a view of a param) is first copied to a staging buffer, and
+# a value already in its own buffer (pass-through, or an in-place accumulation) is not copied.
+# cond region params alias their operands (their layout is the operand's: no copy); each branch
+# copies its results into the cond's outputs. Workspace: every value of a region gets its own
+# space, valid while the outermost control op runs (no reuse inside regions); top-level values
+# read inside a region stay live until the control op ends.
+
+# Note [In-place accumulation]
+# The reverse sweep of a loop accumulates the cotangent of an array the body indexes as
+# `ct_next = ct + scatter_add(g, i) + ...` (ct a carried array). Lowered literally that is O(size)
+# per iteration (zero-fill, scatter, add): O(n^2) for a loop over n elements. The planner
+# rewrites every tree of `add`s whose leaves include scatter_adds used only by the tree into one
+# `accumulate` op (copy the other leaves' sum, then scatter-add each g at its indices), and when
+# one leaf is the loop's carried ct, read only here, and the tree's root is yielded at ct's
+# position, the result takes ct's buffer: the update is O(size of g), in place.
+
+# Note [Tapes in codegen]
+# A tape value is a header {data, rows used, rows allocated}: three allocas (promoted to
+# registers), one per tape *class* (the values one tape_new flows into through tape_push, loop
+# carries and cond operands/results share a header, so pushing never copies a header). tape_new
+# resets the row count and makes sure the heap buffer holds `rows` rows (16 when the count is
+# dynamic, None), reusing a buffer left by an earlier execution; tape_push grows it by
+# realloc (doubling) when full; tape_get copies one row. Every buffer is freed when the kernel
+# returns. Headers start {null, 0, 0} at kernel entry.
+
+
+class _AccumOp:
+    """Codegen's `accumulate` op (Note [In-place accumulation]): out = sum(bases), then
+    out[key_j] += g_j for each scatter. inputs = bases + (g_j, *idx_j) per scatter."""
+
+    __slots__ = ("prim", "inputs", "params", "outputs", "regions", "loc")
+
+    def __init__(self, root, bases, scatters, inplace):
+        self.prim, self.regions, self.loc = accumulate_p, [], root.loc
+        self.outputs = list(root.outputs)
+        self.inputs = list(bases)
+        keys = []
+        for s in scatters:
+            self.inputs += list(s.inputs)
+            keys.append((s.params["key"], len(s.inputs) - 1))
+        self.params = {"nbases": len(bases), "scatters": keys, "inplace": inplace}
+
+
+accumulate_p = Primitive("accumulate", "codegen", None, None, nondiff=True)
+
+
+class FunctionPlan:
+    """Layouts, units, storage and liveness for one IR function (regions included)."""
+
+    def __init__(self, fn, fuse: bool = True):
+        self.fn, self.fuse = fn, fuse
+        self.layout: dict = {}
+        self.consts: list = []
+        self.storage: dict = {}
+        self.alias: dict = {}      # value -> value whose storage it shares (in-place)
+        self.slots = 0
+        self._prepare()
+        for v in fn.params:
+            self.layout[v] = _dense(v)
+        self.top = Block(fn.body, list(fn.params), [], list(fn.outputs))
+        self._build()
+        self.units = self.top.units
+        self._decide()
+        self._allocate()
+
+    # -- 0. flattened op lists, uses, tapes, accumulation trees -------------------------------
+    def _prepare(self):
+        self.flat: dict = {}
+        regions = []   # (region, kind, owner op)
+
+        def visit(region, kind, owner):
+            ops = list(_flatten(region.ops))
+            self.flat[id(region)] = ops
+            regions.append((region, kind, owner))
+            for op in ops:
+                if op.regions:
+                    kinds = {cond_p: ("cond", "cond"), for_loop_p: ("for",),
+                             while_loop_p: ("whilecond", "while")}[op.prim]
+                    for r, k in zip(op.regions, kinds):
+                        visit(r, k, op)
+
+        visit(self.fn.body, "top", None)
+        uses: dict = {}
+        for region, _, _ in regions:
+            for op in self.flat[id(region)]:
+                for v in op.inputs:
+                    uses[v] = uses.get(v, 0) + 1
+            for v in region.results:
+                uses[v] = uses.get(v, 0) + 1
+        self.uses = uses
+        self._tapes(regions)
+        for region, kind, owner in regions:
+            self.flat[id(region)] = self._accumulations(region, kind, owner)
+
+    def _tapes(self, regions):
+        parent: dict = {}
+
+        def find(v):
+            while parent.get(v, v) is not v:
+                v = parent[v]
+            return v
+
+        def union(a, b):
+            ra, rb = find(a), find(b)
+            if ra is not rb:
+                parent[ra] = rb
+
+        seeds = []
+        for region, _, _ in regions:
+            for op in self.flat[id(region)]:
+                if op.prim is tape_new_p:
+                    seeds.append(op.outputs[0])
+                elif op.prim is tape_push_p:
+                    union(op.outputs[0], op.inputs[0])
+                elif op.prim is for_loop_p:
+                    body = op.regions[0]
+                    for a, p, r, o in zip(op.inputs[3:], body.params[1:], body.results,
+                                          op.outputs):
+                        union(a, p), union(r, p), union(o, p)
+                elif op.prim is while_loop_p:
+                    c, body = op.regions
+                    for a, p, q, r, o in zip(op.inputs, c.params, body.params, body.results,
+                                             op.outputs):
+                        union(a, p), union(q, p), union(r, p), union(o, p)
+                elif op.prim is cond_p:
+                    for r in op.regions:
+                        for a, p in zip(op.inputs[1:], r.params):
+                            union(a, p)
+                        for res, o in zip(r.results, op.outputs):
+                            union(res, o)
+        tape_roots = {}
+        for v in seeds:
+            tape_roots.setdefault(find(v), len(tape_roots))
+        self.tape_class: dict = {}
+        self.tape_rows: dict = {}   # class -> (row shape, dtype)
+        for v in set(parent) | set(seeds):
+            k = tape_roots.get(find(v))
+            if k is not None:
+                self.tape_class[v] = k
+                self.tape_rows[k] = (tuple(v.aval.shape[1:]), np.dtype(v.aval.dtype))
+
+    def _accumulations(self, region, kind, owner):
+        ops = self.flat[id(region)]
+        defs = {v: op for op in ops for v in op.outputs}
+        uses = self.uses
+
+        def is_add(op, shape, dtype):
+            return (op.prim is add_p and op.outputs[0].aval.shape == shape
+                    and op.outputs[0].aval.dtype == dtype
+                    and all(v.aval.shape == shape for v in op.inputs))
+
+        absorbed, replace = set(), {}
+        for op in reversed(ops):
+            if id(op) in absorbed or op.prim is not add_p:
+                continue
+            out = op.outputs[0]
+            shape, dtype = out.aval.shape, out.aval.dtype
+            if not shape or not is_add(op, shape, dtype) or dtype.kind != "f":
+                continue
+            bases, scatters, inner = [], [], []
+
+            def expand(v):
+                d = defs.get(v)
+                if d is not None and uses.get(v, 0) == 1 and is_add(d, shape, dtype):
+                    inner.append(d)
+                    for w in d.inputs:
+                        expand(w)
+                elif (d is not None and uses.get(v, 0) == 1 and d.prim is scatter_add_p
+                      and d.outputs[0].aval.dtype == dtype):
+                    scatters.append(d)
+                else:
+                    bases.append(v)
+
+            for w in op.inputs:
+                expand(w)
+            if not scatters:
+                continue
+            inplace = None
+            ks = [k for k, r in enumerate(region.results) if r is out]
+            if kind in ("for", "while") and uses.get(out, 0) == 1 and ks:
+                carried = region.params[1:] if kind == "for" else region.params
+                p = carried[ks[0]]
+                at = [j for j, w in enumerate(bases) if w is p]
+                if at and uses.get(p, 0) == 1 and p not in self.tape_class:
+                    inplace = p
+                    bases.insert(0, bases.pop(at[0]))
+            for d in inner + scatters:
+                absorbed.add(id(d))
+            replace[id(op)] = _AccumOp(op, bases, scatters, inplace)
+            if inplace is not None:
+                self.alias[out] = inplace
+        return [replace.get(id(op), op) for op in ops if id(op) not in absorbed]
+
+    # -- 1. layouts and units -----------------------------------------------------------------
+    def _build(self):
+        self.open: dict = {}
+        self.member: dict = {}  # value -> its open group
+        self.units = self.top.units
+        self._build_ops(self.flat[id(self.fn.body)])
+        self._close_all()
+
+    def _close_all(self):
+        for g in list(self.open.values()):
+            self._close(g)
+
+    def _build_ops(self, ops):
+        for op in ops:
+            if op.regions:
+                self._build_control(op)
+                continue
+            if op.prim is constant_p:
+                self.layout[op.outputs[0]] = _dense(op.outputs[0])
+                self.consts.append(op.outputs[0])
+                continue
+            low = lowering_of(op)
+            ins = op.inputs
+            if low.view is not None:
+                lay = low.view(op, [self.layout[v] for v in ins])
+                if lay is not None:
+                    out = op.outputs[0]
+                    self.layout[out] = lay
+                    self._close_readers_of(ins)
+                    self.units.append(CopyUnit(op, [out], [out], src=out, dst=out,
+                                               active=False))
+                    continue
+            for v in op.outputs:
+                self.layout[v] = _dense(v)
+            if low.family == "elementwise":
+                self._add_elementwise(op)
+            elif low.family == "reduce":
+                self._add_reduction(op)
+            else:
+                self._close_readers_of(ins)
+                self.units.append(OpUnit(op, list(ins), list(op.outputs)))
+
+    def _build_control(self, op):
+        lowering_of(op)
+        self._close_all()  # everything a region may read is in memory before it runs
+        cu = ControlUnit(op, list(op.inputs), list(op.outputs))
+        outer_units, outer_open, outer_member = self.units, self.open, self.member
+        for r in op.regions:
+            blk = Block(r, list(r.params), [], list(r.results))
+            self.units, self.open, self.member = blk.units, {}, {}
+            for k, p in enumerate(r.params):
+                if op.prim is cond_p and p not in self.tape_class:
+                    self.layout[p] = self.layout[op.inputs[1 + k]]
+                    blk.units.append(CopyUnit(None, [p], [p], src=p, dst=p, active=False))
+                else:
+                    self.layout[p] = _dense(p)
+            self._build_ops(self.flat[id(r)])
+            self._close_all()
+            cu.blocks.append(blk)
+        self.units, self.open, self.member = outer_units, outer_open, outer_member
+        for v in op.outputs:
+            self.layout[v] = _dense(v)
+        self.units.append(cu)
+
+    def _root(self, v):
+        return self.layout[v].root
+
+    def _close_readers_of(self, values, keep=None):
+        for v in values:
+            for g in {self.member.get(v), self.member.get(self._root(v))}:
+                if g is not None and g is not keep:
+                    self._close(g)
+
+    def _close(self, g: GroupUnit):
+        if not g.open:
+            return
+        g.open = False
+        if self.open.get((g.shape, id(g))) is g:
+            del self.open[(g.shape, id(g))]
+        for k in [k for k, v in self.member.items() if v is g]:
+            del self.member[k]
+        self.units.append(g)
+
+    def _group_for(self, shape, axes=None) -> GroupUnit:
+        for (s, _), g in self.open.items():
+            if s == shape and (axes is None or g.red_axes in (None, axes)):
+                return g
+        g = GroupUnit(shape=shape)
+        self.open[(shape, id(g))] = g
+        return g
+
+    def _add_elementwise(self, op):
+        shape = op.outputs[0].aval.shape
+        g = self._group_for(shape) if self.fuse else GroupUnit(shape=shape)
+        for v in op.inputs:  # reading another group's value, a view of ours, or one of our
+            for h in {self.member.get(v), self.member.get(self._root(v))}:  # reductions
+                if h is not None and (h is not g or self._root(v) is not v
+                                      or any(v is r.outputs[0] for r in h.reds)):
+                    self._close(h)
+        if not g.open:
+            g = self._group_for(shape)
+        g.ops.append(op)
+        self._member(g, op.outputs)
+        if not self.fuse:
+            self._close(g)
+
+    def _add_reduction(self, op):
+        x = op.inputs[0]
+        axes = tuple(op.params.get("axes", ()))
+        g = self.member.get(x) if self.fuse and self._root(x) is x else None
+        if g is not None and g.shape == x.aval.shape and g.red_axes in (None, axes):
+            g.red_axes = axes
+            g.reds.append(op)
+            self._member(g, op.outputs)
+            return
+        self._close_readers_of([x])
+        g = GroupUnit(shape=x.aval.shape, red_axes=axes, open=False)
+        g.reds.append(op)
+        self.units.append(g)
+
+    def _member(self, g, values):
+        for v in values:
+            self.member[v] = g
+
+    # -- 2. what is read, what is stored, what is materialised --------------------------------
+    def blocks(self):
+        """Every block, the top one first, nested ones in program order."""
+        def walk(blk):
+            yield blk
+            for u in blk.units:
+                if isinstance(u, ControlUnit):
+                    for sub in u.blocks:
+                        yield from walk(sub)
+        return walk(self.top)
+
+    def all_units(self):
+        for blk in self.blocks():
+            yield from blk.units
+
+    def _decide(self):
+        results = self.fn.outputs
+        result_set = set(results)
+        readers: dict = {}
+        for u in self.all_units():
+            if isinstance(u, GroupUnit):
+                inside = {v for op in u.ops + u.reds for v in op.outputs}
+                u.reads = list(dict.fromkeys(
+                    v for op in u.ops + u.reds for v in op.inputs if v not in inside))
+            for v in u.reads:  # a view's reader reads its root too
+                readers.setdefault(v, []).append(u)
+                readers.setdefault(self._root(v), []).append(u)
+        for blk in self.blocks():
+            for v in blk.results:
+                readers.setdefault(v, []).append(blk)
+                readers.setdefault(self._root(v), []).append(blk)
+        for u in self.all_units():
+            if isinstance(u, GroupUnit):
+                u.writes = [v for op in u.ops for v in op.outputs
+                            if v in result_set or any(r is not u for r in readers.get(v, []))]
+                u.writes += [v for op in u.reds for v in op.outputs]
+        self.materialised = set()
+        for u in self.all_units():
+            if isinstance(u, OpUnit):
+                low = LOWERINGS[u.op.prim]
+                for i, v in enumerate(u.reads):
+                    lay = self.layout[v]
+                    if lay.root is not v and not lay.contiguous and not (
+                            low.accepts and low.accepts(u.op, i, lay)):
+                        self.materialised.add(v)
+        for blk in self.blocks():
+            for u in blk.units:
+                if isinstance(u, CopyUnit) and u.src in self.materialised:
+                    u.active = True
+                    u.reads = [self._root(u.src)]
+            blk.units[:] = [u for u in blk.units
+                            if not (isinstance(u, CopyUnit) and not u.active)]
+        # results: write into the result buffer directly when this function computes them
+        owned = {v for u in self.top.units for v in u.writes}
+        for j, r in enumerate(results):
+            if r in owned and r not in self.storage and r not in self.alias:
+                self.storage[r] = ("out", j)
+            else:
+                self.top.units.append(CopyUnit(None, [r], [], src=r, dst=("out", j)))
+
+    def owns(self, v) -> bool:
+        return v in self.storage or self.layout[v].root is v or v in self.materialised
+
+    # -- 3. storage ---------------------------------------------------------------------------
+    def _sroot(self, v):
+        return v if (v in self.materialised or self._root(v) is v) else self._root(v)
+
+    def _unit_reads(self, u):
+        """Values `u` reads, a control unit's regions (and what they yield) included."""
+        yield from u.reads
+        if isinstance(u, ControlUnit):
+            for blk in u.blocks:
+                yield from blk.results
+                for inner in blk.units:
+                    yield from self._unit_reads(inner)
+
+    def _allocate(self):
+        for i, v in enumerate(self.fn.params):
+            self.storage[v] = ("param", i)
+        for v in self.consts:
+            self.storage[v] = ("const", v)
+        for v, k in self.tape_class.items():
+            self.storage[v] = ("tape", k)
+        last: dict = {}
+        for t, u in enumerate(self.top.units):
+            for v in self._unit_reads(u):
+                last[self._sroot(v)] = t
+        self._live: list = []  # (offset, size, value)
+        self.workspace = 0
+        for t, u in enumerate(self.top.units):
+            self._allocate_unit(u)
+            self._live = [e for e in self._live if last.get(e[2], -1) > t]
+
+    def _allocate_unit(self, u):
+        for v in u.writes:
+            self._assign(v)
+        if not isinstance(u, ControlUnit):
+            return
+        op = u.op
+        if op.prim is for_loop_p:
+            body = u.blocks[0]
+            self._assign(body.params[0])
+            for p, o in zip(body.params[1:], op.outputs):
+                self.storage.setdefault(p, self.storage[o])
+        elif op.prim is while_loop_p:
+            for blk in u.blocks:
+                for p, o in zip(blk.params, op.outputs):
+                    self.storage.setdefault(p, self.storage[o])
+        if op.prim is not cond_p:
+            self._inplace_elementwise(u.blocks[-1], op.prim is for_loop_p)
+        for blk in u.blocks:
+            for inner in blk.units:
+                self._allocate_unit(inner)
+        if op.prim is not cond_p:
+            body = u.blocks[-1]
+            carried = body.params[1:] if op.prim is for_loop_p else body.params
+            targets = {skey(self.storage[p]) for p in carried}
+            for k, (r, p) in enumerate(zip(body.results, carried)):
+                if r in self.tape_class or self.same_storage(r, p):
+                    continue
+                if r.aval.shape != () and skey(self.storage.get(self._sroot(r))) in targets:
+                    s = Value(r.aval, "stage")
+                    self._assign(s)
+                    body.stage[k] = s
+
+    def _inplace_elementwise(self, body, is_for):
+        """A carried array updated elementwise (`acc = acc + g`, read nowhere else) is computed
+        in its own buffer: the group reads element i before it writes element i, and the yield
+        copy disappears (Note [In-place accumulation])."""
+        carried = body.params[1:] if is_for else body.params
+        writer = {}
+        for g in body.units:
+            if isinstance(g, GroupUnit) and not g.reds:
+                for op in g.ops:
+                    for v in op.outputs:
+                        writer[v] = g
+        for r, p in zip(body.results, carried):
+            g = writer.get(r)
+            if (g is None or r.aval.shape == () or r.aval.shape != p.aval.shape
+                    or r in self.alias or r in self.storage or p in self.tape_class
+                    or self.uses.get(r) != 1 or self.uses.get(p) != 1
+                    or not any(v is p for v in g.reads)
+                    or sum(1 for s in body.results if s is r) != 1):
+                continue
+            self.alias[r] = p
+
+    def same_storage(self, a, b) -> bool:
+        s = self.storage
+        return a in s and b in s and skey(s[a]) == skey(s[b])
+
+    def _assign(self, v):
+        if v in self.storage:
+            return
+        if v in self.alias:
+            self.storage[v] = self.storage[self.alias[v]]
+            return
+        if v.aval.shape == ():
+            self.storage[v] = ("slot", self.slots)
+            self.slots += 1
+            return
+        size = max(_size(v), 1) * np.dtype(v.aval.dtype).itemsize
+        size = -(-size // ALIGN) * ALIGN
+        off = 0
+        for o, s, _ in sorted(self._live, key=lambda e: e[0]):
+            if off + size <= o:
+                break
+            off = max(off, o + s)
+        self._live.append((off, size, v))
+        self.storage[v] = ("temp", off)
+        self.workspace = max(self.workspace, off + size)
+
+
+def skey(storage):
+    """A storage entry as a comparable key (IR values compare elementwise, not by identity)."""
+    if storage is not None and storage[0] == "const":
+        return ("const", id(storage[1]))
+    return storage
+
+
+class _Inlined:
+    """An op of a `fusion` body, with the region's params/results renamed to the outer values."""
+
+    __slots__ = ("prim", "inputs", "params", "outputs", "regions", "loc")
+
+    def __init__(self, op, env):
+        self.prim, self.params, self.regions, self.loc = op.prim, op.params, op.regions, op.loc
+        self.inputs = [env.get(v, v) for v in op.inputs]
+        self.outputs = [env.get(v, v) for v in op.outputs]
+
+
+def _flatten(ops):
+    """The ops, with each `fusion` op replaced by its body (codegen regroups them, and can then
+    fuse a following reduction into the same loop; Note [Fusion in codegen])."""
+    for op in ops:
+        if op.prim is not fusion_p:
+            yield op
+            continue
+        body = op.regions[0]
+        env = dict(zip(body.params, op.inputs))
+        env.update(zip(body.results, op.outputs))
+        for inner in body.ops:
+            yield _Inlined(inner, env)
+
+
+def _size(v) -> int:
+    return int(np.prod(v.aval.shape, dtype=np.int64))
+
+
+def _dense(v) -> Layout:
+    if None in v.aval.shape:  # a growing tape: no static layout (Note [Tapes in codegen])
+        return Layout(v, (), ())
+    return Layout(v, tuple(v.aval.shape), contiguous_strides(v.aval.shape))
