@@ -15,6 +15,8 @@ from llgrad.codegen import compile_functions
 from llgrad.transform import ad, control, interp
 from llgrad.transform.builder import Builder
 from llgrad.transform.passes.pipeline import optimize
+from cf_corpus import (early_return_loop, early_return_nested_loop, early_return_while,  # noqa: E402
+                       for_break, while_true_break)
 from cf_builders import cond_in_loop, loop_in_cond, nested, recurrence, rnn  # noqa: E402,F401
 
 R = np.random.default_rng(0)
@@ -54,19 +56,11 @@ def check_all(f, args, wrt=(0,), **kw):
 # ---- functions built with the control helpers ---------------------------------------------
 
 
-
-
-
-
-
-
 def grow(x):
     s, n = control.while_loop(lambda s, n: s < 10.0,
                               lambda s, n: (s * 1.5 + np.sum(x ** 2), n + 1),
                               np.sum(x), np.int64(0))
     return s * 2.0
-
-
 
 
 def array_carry(x):
@@ -357,62 +351,12 @@ def test_rnn_64x100(monkeypatch):
           f"{tg * 1e3:.3f} ms; interpreter value_and_grad {ti * 1e3:.1f} ms")
 
 
-def for_break(x):
-    s = 0.0
-    for i in range(x.shape[0]):
-        s = s + x[i] ** 2
-        if s > 0.8:
-            break
-    return s
-
-
-def while_true_break(x):
-    s = 0.0
-    i = 0
-    while True:
-        s = s + x[i] * (i + 1)
-        i = i + 1
-        if s > 4.0:
-            break
-    return s
-
-
 def with_continue(x):
     s = 0.0
     for i in range(x.shape[0]):
         if x[i] < 0:
             continue
         s = s * 0.5 + x[i]
-    return s
-
-
-def early_return_loop(x):
-    s = 0.0
-    for i in range(x.shape[0]):
-        s = s + x[i] * x[i]
-        if s > 0.5:
-            return s * (i + 1)
-    return s
-
-
-def early_return_while(x):
-    s = 1.0
-    i = 0
-    while i < 6:
-        s = s * (1.0 + x[i])
-        if s > 3.0:
-            return s - i
-        i = i + 1
-    return s
-
-
-def early_return_nested_loop(X):
-    s = 0.0
-    for i in range(X.shape[0]):
-        for j in range(X.shape[1]):
-            s = s + X[i, j] * (j + 1)
-            if s > 2.0:
-                return s * s
     return s
 
 

@@ -13,29 +13,12 @@ import pytest
 
 import llgrad as lg
 from llgrad import nn
+from test_scenarios import autograd  # SCENARIOS.md section 3's traversal, as written
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 # -- section 3 ----------------------------------------------------------------------------------
-def autograd(grad_fn, gradient):
-    queue = [[grad_fn, gradient]]
-    while queue:
-        item = queue.pop()
-        gradients = item[0](item[1])
-        functions = [x[0] for x in item[0].next_functions]
-        if type(gradients) is not tuple:
-            gradients = (gradients,)
-        for grad, func in zip(gradients, functions):
-            if type(func).__name__ == 'AccumulateGrad':
-                if hasattr(func.variable, 'auto_grad'):
-                    func.variable.auto_grad = func.variable.auto_grad + grad
-                else:
-                    func.variable.auto_grad = grad
-            else:
-                queue.append([func, grad])
-
-
 class TwoHeads(nn.Module):
     def __init__(self):
         super().__init__()
