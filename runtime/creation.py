@@ -7,7 +7,9 @@ import numpy as np
 from llgrad.runtime.aval import DEFAULT_FLOAT, to_np
 from llgrad.runtime.tensor import Tensor, _from_data
 
-_GEN = [np.random.default_rng(0)]
+# The global generator is made on first use: `np.random` is a lazily imported subpackage
+# (~15 ms), and `import llgrad` should not pay for it in a script that never draws a number.
+_GEN: list = [None]
 
 
 def manual_seed(seed: int):
@@ -17,6 +19,9 @@ def manual_seed(seed: int):
 
 
 def _rng() -> np.random.Generator:
+    """The global generator (seeded with 0 unless `manual_seed` was called)."""
+    if _GEN[0] is None:
+        _GEN[0] = np.random.default_rng(0)
     return _GEN[0]
 
 
