@@ -622,6 +622,87 @@ def triple_loop(A):
     return s
 
 
+# Inner loops whose tapes the outer forward keeps (Note [Stacked inner tapes] in ad.py): trip
+# counts that differ per outer iteration, expensive ops (taped outputs and residuals) inside,
+# vector rows, a while in a while, three levels, a break, and a loop in a branch of a loop.
+@case(lambda r: (r.uniform(-1, 1, 5),), kinds=("nested loops", "triangular", "stacked"))
+def triangular_sin(x):
+    s = 0.0
+    for i in range(x.shape[0]):
+        acc = x[i]
+        for j in range(i):
+            acc = np.sin(acc) * x[j] + 0.5 * acc
+        s = s + acc * acc
+    return s
+
+
+@case(lambda r: (r.uniform(1.0, 3.0, 4),), kinds=("while in while", "stacked"))
+def while_in_while(x):
+    total = 0.0
+    k = 0
+    while k < x.shape[0]:
+        v = x[k]
+        while v < 10.0:
+            v = v * 1.7 + np.exp(-v)
+        total = total + np.log(v) * x[k]
+        k += 1
+    return total
+
+
+@case(lambda r: (r.uniform(-1, 1, (2, 3)), r.uniform(0.5, 1.0, 3)), wrt=(0, 1),
+      kinds=("nested loops", "triple", "while", "stacked"))
+def three_levels_while_middle(A, w):
+    s = 0.0
+    for i in range(A.shape[0]):
+        t = 0.1
+        n = 0
+        while n < 2:
+            for j in range(A.shape[1]):
+                t = np.tanh(t + A[i, j] * w[j])
+            n += 1
+        s = s + t * w[i]
+    return s
+
+
+@case(lambda r: (r.uniform(-1, 1, (3, 4)), r.uniform(-1, 1, 4)), wrt=(0, 1),
+      kinds=("nested loops", "vector carry", "stacked"))
+def inner_vector_carry(A, h0):
+    total = 0.0
+    for i in range(A.shape[0]):
+        h = h0
+        for j in range(A.shape[1]):
+            h = np.tanh(h * A[i, j] + 0.3)
+        total = total + np.sum(h * h)
+    return total
+
+
+@case(lambda r: (r.uniform(0.2, 1.0, (3, 5)),), kinds=("nested loops", "break", "stacked"))
+def inner_break_varies(A):
+    total = 0.0
+    for i in range(A.shape[0]):
+        acc = 0.0
+        for j in range(A.shape[1]):
+            acc = acc + np.sqrt(A[i, j]) * (i + 1)
+            if acc > 1.5:
+                break
+        total = total + acc * acc
+    return total
+
+
+@case(lambda r: (away(r, 4, 0.0),), kinds=("loop in branch in loop",))
+def loop_in_branch_in_loop(x):
+    total = 0.0
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            p = 1.0
+            for j in range(3):
+                p = p * np.cos(x[i] * (j + 1))
+            total = total + p
+        else:
+            total = total - x[i] ** 2
+    return total
+
+
 @case(lambda r: (away(r, 6, 0.0),), kinds=("ternary in loop",))
 def ternary_in_loop(x):
     s = 0.0

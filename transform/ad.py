@@ -55,6 +55,21 @@ from llgrad.transform.builder import Builder
 # extra carried values of the reverse loop. A cond's adjoint is a cond on the same (recorded)
 # predicate whose branches recompute their forward and run its adjoint.
 
+# Note [Stacked inner tapes]
+# A loop nested in a loop body (Newton iterations per element, an inner time loop) would
+# otherwise run twice: untaped in the outer forward, then taped again in the outer reverse
+# sweep's recomputation of the body. Instead the outer forward runs it taped (`forward_loop`
+# with the body's `_Stack`) and keeps its tapes: its counter and tapes become carried values
+# of the outer body (and of every enclosing body, up to the first loop not itself stacked,
+# which creates them), so one growing tape holds the inner rows of all outer iterations in
+# order. The outer body tapes, per iteration, the inner loop's outputs and its counter before
+# and after (`base`, end); the outer reverse sweep reads them for iteration j, does not rerun
+# the inner loop (`forward(given=...)`), and runs its reverse sweep over rows base..end-1.
+# Memory is then O(total inner iterations x stored values), as for a single flat loop, where
+# rerunning needed only one outer iteration's worth at a time; time drops by one run of every
+# inner loop. Stacked loops use no exit-state row (`_next_carried`), and their for-loop tapes
+# grow even when the trip count is static.
+
 _REGION_PRIMS = (cond_p, for_loop_p, while_loop_p, fusion_p)
 
 
@@ -270,6 +285,49 @@ def _next_carried(body: ir.Region, carried, stored) -> dict:
     return out
 
 
+class _Slot:
+    """A counter or tape of a stacked inner loop (Note [Stacked inner tapes]). `value` is the
+    whole tape (or the final count), set when the outermost loop carrying it is emitted; the
+    reverse sweeps read it from there."""
+
+    __slots__ = ("aval", "value")
+
+    def __init__(self, aval):
+        self.aval, self.value = aval, None
+
+
+class _Stack:
+    """The slots a loop body carries for the inner loops it stacks: per slot, the body's param
+    (its value at the iteration's entry) and result (at its exit)."""
+
+    def __init__(self, b: Builder):
+        self.b, self.region = b, None
+        self.slots, self.params, self.finals = [], [], []
+
+    def carry(self, aval, slot: _Slot | None = None) -> ir.Value:
+        """A new carried value of the body for `slot` (a new one by default): its param."""
+        p = self.b.new_value(aval)
+        self.b.home[p.id] = self.region
+        self.slots.append(slot or _Slot(aval))
+        self.params.append(p)
+        self.finals.append(None)
+        return p
+
+    def finish(self, params, finals) -> None:
+        """Record the body values (an inner loop's outputs) the params flow to at exit."""
+        index = {p.id: i for i, p in enumerate(self.params)}
+        for p, f in zip(params, finals):
+            self.finals[index[p.id]] = f
+
+    def slot_of(self, param) -> _Slot:
+        return self.slots[next(i for i, p in enumerate(self.params) if p is param)]
+
+
+def _tape(t) -> ir.Value:
+    """A tape reference of a loop record: a value, or a stacked slot's whole tape."""
+    return t.value if isinstance(t, _Slot) else t
+
+
 class _AD:
     """One AD run: the activity set, the builder of the joint function, the current loc."""
 
@@ -336,15 +394,16 @@ class _AD:
         return b.fn
 
     # ---- forward: clone ops; loops that the backward will visit get tapes ---------------------
-    def forward(self, op_list, env, taped: bool, pre=None) -> dict:
+    def forward(self, op_list, env, taped: bool, pre=None, given=()) -> dict:
         """Clone `op_list` into the current region. `pre` maps original value ids to values
         already available (read from a tape): plain ops whose outputs all are in it are not
-        recomputed."""
+        recomputed, nor are the loops in `given` (ids of stacked inner loops, whose tapes the
+        forward sweep kept; Note [Stacked inner tapes])."""
         rec = {}
         for op in op_list:
             active = any(o.id in self.act for o in op.outputs)
-            if pre and all(o.id in pre for o in op.outputs) and not (
-                    taped and active and op.prim in (for_loop_p, while_loop_p, fusion_p)):
+            if pre and all(o.id in pre for o in op.outputs) and (id(op) in given or not (
+                    taped and active and op.prim in (for_loop_p, while_loop_p, fusion_p))):
                 for o in op.outputs:
                     env[o.id] = pre[o.id]
                 continue
@@ -384,21 +443,23 @@ class _AD:
             new.results = [env2[v.id] for v in r.results]
         return new
 
-    def forward_loop(self, op, env) -> dict:
+    def forward_loop(self, op, env, stack: "_Stack | None" = None) -> dict:
         """The forward loop plus an iteration counter and tapes: one per stored carried value,
-        one per taped expensive value, one per residual (Note [Loop tapes])."""
+        one per taped expensive value, one per residual (Note [Loop tapes]). With `stack` (the
+        enclosing loop's body), the counter and tapes are carried values of that body instead
+        of new ones, so they keep growing across its iterations (Note [Stacked inner tapes])."""
         is_for = op.prim is for_loop_p
         body = op.regions[-1]
         carried = body.params[1:] if is_for else body.params
         head = 1 if is_for else 0
         used = _reads(body)
         stored = [k for k, p in enumerate(carried) if p.id in used]
-        nxt = _next_carried(body, carried, stored)
+        nxt = _next_carried(body, carried, stored) if stack is None else {}
         ext = set(nxt.values())
         var = _variant(body)
         ins = [env[v.id] for v in op.inputs]
         rows = None
-        if is_for:
+        if is_for and stack is None:
             bounds = [_const_int(v) for v in ins[:3]]
             if None not in bounds and bounds[2] != 0:
                 rows = len(range(*bounds))
@@ -407,45 +468,60 @@ class _AD:
 
         def tape_aval(aval, extra_row=False):
             r = None if rows is None else rows + extra_row
-            return Aval((r,) + tuple(aval.shape), aval.dtype), r
+            return Aval((r,) + tuple(aval.shape), aval.dtype)
 
         def new_tape(aval, extra_row=False):
-            tav, r = tape_aval(aval, extra_row)
-            return self.emit(tape_new_p, [], [tav],
-                             params={"shape": aval.shape, "dtype": aval.dtype, "rows": r})[0]
+            tav = tape_aval(aval, extra_row)
+            return self.new_tape(tav) if stack is None else stack.carry(tav)
 
         ctapes = [new_tape(carried[k].aval, k in ext) for k in stored]
-        counter = self.const(0, I64)
+        counter = self.const(0, I64) if stack is None else stack.carry(Aval((), I64))
         params = [b.new_value(p.aval, p.name) for p in body.params]
         xs = [b.new_value(v.aval) for v in [counter] + ctapes]
         env2 = self.bind_params(env, body.params, params)
-        extra_vals, saved, resid = [], {}, {}
+        extra_vals, saved, resid, inner = [], {}, {}, {}
+        mine = _Stack(b)
         with b.open_region(params + xs) as rb:
-            for inner in body.ops:
-                self.clone(inner, env2)
-                if not _expensive(inner) or inner.outputs[0].id not in var:
+            mine.region = rb
+            for iop in body.ops:
+                if iop.prim in (for_loop_p, while_loop_p) and \
+                        any(o.id in self.act for o in iop.outputs):
+                    irec = self.forward_loop(iop, env2, mine)
+                    for o in iop.outputs:
+                        saved[o.id] = len(extra_vals)
+                        extra_vals.append(env2[o.id])
+                    inner[id(iop)] = (irec, len(extra_vals), len(extra_vals) + 1)
+                    extra_vals += [irec["base"], irec["n"]]
                     continue
-                if inner.outputs[0].id not in nxt:
-                    saved[inner.outputs[0].id] = len(extra_vals)
-                    extra_vals.append(env2[inner.outputs[0].id])
-                self.loc = inner.loc
-                info = self.split_rule(inner, env2)
+                self.clone(iop, env2)
+                if not _expensive(iop) or iop.outputs[0].id not in var:
+                    continue
+                if iop.outputs[0].id not in nxt:
+                    saved[iop.outputs[0].id] = len(extra_vals)
+                    extra_vals.append(env2[iop.outputs[0].id])
+                self.loc = iop.loc
+                info = self.split_rule(iop, env2)
                 if info is not None:
-                    resid[id(inner)] = (info, list(range(len(extra_vals),
-                                                         len(extra_vals) + len(info["resid"]))))
+                    resid[id(iop)] = (info, list(range(len(extra_vals),
+                                                       len(extra_vals) + len(info["resid"]))))
                     extra_vals.extend(info["resid"])
             rb.results = [env2[v.id] for v in body.results]
             self.loc = op.loc
             cnt = ops.add(xs[0], np.asarray(1, np.int64))
             pushed = [self.emit(tape_push_p, [t, params[head + k]], [t.aval])[0]
                       for t, k in zip(xs[1:], stored)]
-            ys = [b.new_value(tape_aval(v.aval)[0]) for v in extra_vals]
+            ys = [b.new_value(tape_aval(v.aval)) for v in extra_vals]
             for y in ys:
                 b.home[y.id] = rb
             rb.params += ys
             pushed += [self.emit(tape_push_p, [y, v], [y.aval])[0] for y, v in zip(ys, extra_vals)]
             rb.results += [cnt] + pushed
-        extra = [counter] + ctapes + [new_tape(v.aval) for v in extra_vals]
+            rb.params += mine.params
+            rb.results += mine.finals
+        own = [counter] + ctapes + [new_tape(v.aval) for v in extra_vals]
+        inits = [self.start(s.aval) if stack is None else stack.carry(s.aval, s)
+                 for s in mine.slots]
+        extra = own + inits
         extra_avals = [v.aval for v in extra]
         regions = []
         if op.prim is while_loop_p:
@@ -453,8 +529,8 @@ class _AD:
             cparams = [b.new_value(p.aval, p.name) for p in src.params]
             env3 = self.bind_params(env, src.params, cparams)
             with b.open_region(cparams + [b.new_value(a) for a in extra_avals]) as rc:
-                for inner in src.ops:
-                    self.clone(inner, env3)
+                for iop in src.ops:
+                    self.clone(iop, env3)
                 rc.results = [env3[v.id] for v in src.results]
             regions.append(rc)
         regions.append(rb)
@@ -464,16 +540,35 @@ class _AD:
         for o, n in zip(op.outputs, outs[:m]):
             n.name = o.name
             env[o.id] = n
-        tapes = dict(zip(stored, outs[m + 1:m + 1 + len(stored)]))
+        added = outs[m:]
+        if stack is None:
+            refs = added[:len(own)]
+            for s, v in zip(mine.slots, added[len(own):]):
+                s.value = v
+        else:
+            stack.finish(extra, added)
+            refs = [stack.slot_of(v) for v in own]
+        tapes = dict(zip(stored, refs[1:1 + len(stored)]))
         for k in ext:  # the exit state is the row after the last iteration's entry state
             tapes[k] = self.emit(tape_push_p, [tapes[k], env[op.outputs[k].id]],
                                  [tapes[k].aval])[0]
-        etapes = outs[m + 1 + len(stored):]
-        return {"n": outs[m], "tapes": tapes, "next": nxt,
+        etapes = refs[1 + len(stored):]
+        return {"n": added[0], "base": counter if stack is not None else None,
+                "tapes": tapes, "next": nxt,
                 "saved": {vid: etapes[i] for vid, i in saved.items()},
                 "resid": {key: (info, [etapes[i] for i in idx])
                           for key, (info, idx) in resid.items()},
-                "start": ins[0] if is_for else None, "step": ins[2] if is_for else None}
+                "inner": {key: (irec, etapes[i], etapes[e])
+                          for key, (irec, i, e) in inner.items()}}
+
+    def start(self, aval) -> ir.Value:
+        """The initial value of a stacked slot: 0 for a counter, else an empty growing tape."""
+        return self.const(0, I64) if aval.shape == () else self.new_tape(aval)
+
+    def new_tape(self, aval) -> ir.Value:
+        """A new empty tape of `aval` (rows, *row shape); rows None: it grows."""
+        return self.emit(tape_new_p, [], [aval], params={
+            "shape": tuple(aval.shape[1:]), "dtype": aval.dtype, "rows": aval.shape[0]})[0]
 
     def split_rule(self, op, env) -> dict | None:
         """Run the VJP rules of an elementwise op of a loop body in the forward loop with a
@@ -599,7 +694,7 @@ class _AD:
         `seeds` (cotangents of its results, None = zero) and return the cotangents of `wanted`
         (original values; zeros where none flows)."""
         env2 = self.bind_params(env, region.params, head_values)
-        rec = self.forward(region.ops, env2, taped=True, pre=pre)
+        rec = self.forward(region.ops, env2, taped=True, pre=pre, given=extra_rec or ())
         rec.update(extra_rec or {})
         ct2: dict[int, ir.Value] = {}
         for r, g in zip(region.results, seeds):
@@ -621,7 +716,7 @@ class _AD:
                if {op.outputs[k].id, carried[k].id, body.results[k].id} & self.act]
         captured = [v for v in _free_values(body) if v.id in self.act]
         b = self.b
-        n = rec["n"]
+        n, base = rec["n"], rec["base"]
         seeds0 = [self.ct_or_zeros(ct, op.outputs[k]) for k in pos]
         caps0 = [self.zeros(v.aval) for v in captured]
         k_param = b.new_value(((), I64), "k")
@@ -629,26 +724,33 @@ class _AD:
         caps = [b.new_value(v.aval, "ct") for v in captured]
         with b.open_region([k_param] + cts + caps) as r:
             j = ops.sub(ops.sub(n, np.asarray(1, np.int64)), k_param)  # iteration n-1-k
-            head = [self.emit(tape_get_p, [rec["tapes"][k], j], [carried[k].aval])[0]
-                    if k in rec["tapes"] else None for k in range(len(carried))]
+            row = j if base is None else ops.add(base, j)  # its tape row
+
+            def get(t, at=row):
+                t = _tape(t)
+                return self.emit(tape_get_p, [t, at], [Aval(t.aval.shape[1:], t.aval.dtype)])[0]
+
+            head = [get(rec["tapes"][k]) if k in rec["tapes"] else None
+                    for k in range(len(carried))]
             if is_for:
-                head = [ops.add(rec["start"], ops.mul(j, rec["step"]))] + head
+                start, step = env[op.inputs[0].id], env[op.inputs[2].id]
+                head = [ops.add(start, ops.mul(j, step))] + head
             pre = {}
             if rec["next"]:
-                j1 = ops.add(j, np.asarray(1, np.int64))
+                j1 = ops.add(row, np.asarray(1, np.int64))
                 for rid, k in rec["next"].items():
-                    pre[rid] = self.emit(tape_get_p, [rec["tapes"][k], j1], [carried[k].aval])[0]
+                    pre[rid] = get(rec["tapes"][k], j1)
             for vid, t in rec["saved"].items():
-                pre[vid] = self.emit(tape_get_p, [t, j], [Aval(t.aval.shape[1:], t.aval.dtype)])[0]
-            resid = {key: (info, [self.emit(tape_get_p, [t, j],
-                                            [Aval(t.aval.shape[1:], t.aval.dtype)])[0]
-                                  for t in ts])
-                     for key, (info, ts) in rec["resid"].items()}
+                pre[vid] = get(t)
+            given = {key: (info, [get(t) for t in ts]) for key, (info, ts) in rec["resid"].items()}
+            for key, (irec, tb, te) in rec["inner"].items():
+                ib = get(tb)
+                given[key] = dict(irec, n=ops.sub(get(te), ib), base=ib)
             seeds = [None] * len(body.results)
             for k, g in zip(pos, cts):
                 seeds[k] = g
             got = self.adjoint_region(body, env, head, seeds,
-                                      [carried[k] for k in pos] + captured, pre, resid)
+                                      [carried[k] for k in pos] + captured, pre, given)
             self.loc = op.loc
             r.results = got[:len(pos)] + [ops.add(c, g) for c, g in zip(caps, got[len(pos):])]
         outs = self.emit(for_loop_p, [self.const(0, I64), n, self.const(1, I64)] + seeds0 + caps0,

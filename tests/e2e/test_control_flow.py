@@ -272,6 +272,30 @@ def test_stats_report_tape_bytes(monkeypatch):
     assert stats["tape bytes (static)"] == 0
 
 
+def _loop_ops(fn) -> int:
+    return sum(op.prim.name in ("for_loop", "while_loop") for op in fn.walk())
+
+
+@pytest.mark.parametrize("name", sorted(
+    [n for n, c in CASES.items() if "stacked" in c.kinds]
+    + ["while_in_for", "nested_loops_matvec", "triple_loop", "nested_break_inner"]))
+def test_inner_loops_run_once_per_sweep(name, monkeypatch):
+    """Note [Stacked inner tapes]: the joint function holds each loop twice, its forward and
+    its reverse sweep; the outer reverse sweep does not rerun (re-tape) the inner loops."""
+    monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
+    c = CASES[name]
+    ins = _compiled(c).inspect(*c.args())
+    assert _loop_ops(ins._c.joint) == 2 * _loop_ops(ins._c.forward)
+
+
+def test_loop_in_a_branch_is_rerun_by_the_reverse_sweep(monkeypatch):
+    """Stacking covers loops at the top of a loop body; one under a cond is recomputed."""
+    monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
+    c = CASES["loop_in_branch_in_loop"]
+    ins = _compiled(c).inspect(*c.args())
+    assert _loop_ops(ins._c.joint) == 2 * _loop_ops(ins._c.forward) + 2
+
+
 # ---- minimal repros of bugs outside the tracer (transform/) ---------------------------------------
 def test_ad_stores_carried_value_yielded_by_inner_cond():
     from llgrad.transform import ad, control, interp
