@@ -24,7 +24,7 @@ installation has ``.pyc`` files for every module (pip compiles them), but llgrad
 editable checkout, and a machine may set ``PYTHONDONTWRITEBYTECODE``, in which case Python
 recompiles every llgrad module from source in every process (~100 ms: a cost no installed
 user pays, and one that hides everything else this benchmark measures). So setup compiles the
-checkout's packages and the script directory with ``compileall`` (a no-op when up to date;
+checkout's packages and ``chain.py`` with ``compileall`` (a no-op when up to date;
 ``__pycache__`` is git-ignored), and the children run without ``PYTHONDONTWRITEBYTECODE``. This
 is the same for every implementation; numpy, JAX and torch come with their bytecode.
 """
@@ -121,7 +121,7 @@ def _script_dir() -> str:
                 f.write(text)
         for pkg in PACKAGES:
             compileall.compile_dir(os.path.join(ROOT, pkg), quiet=1)
-        compileall.compile_dir(d, quiet=1)
+        compileall.compile_file(os.path.join(d, "chain.py"), quiet=1)
         _SCRIPT_DIR.append(d)
     return _SCRIPT_DIR[0]
 
