@@ -25,6 +25,7 @@ from llgrad.tracer.dynamic import trace_dynamic
 from llgrad.tracer.tracing import _convertible, bind_arguments, call_with, trace
 from llgrad import compose
 from llgrad.transform import ad, interp
+from llgrad.transform.loop_ad import tape_stats
 from llgrad.transform.hashing import fingerprint
 from llgrad.transform.passes.pipeline import optimize
 from llgrad.transform.printers.text import print_function
@@ -274,7 +275,7 @@ class Differentiable:
             "ops (traced)": sum(1 for _ in tr.fn.walk()),
             "ops (forward)": sum(1 for _ in forward.walk()),
             "ops (forward+backward)": sum(1 for _ in joint.walk()) if joint else 0,
-            **ad.tape_stats(joint),
+            **tape_stats(joint),
             "optimize time": t2 - t1, "autodiff time": t3 - t2,
         })
         if config.dump_dir():

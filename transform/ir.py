@@ -77,6 +77,30 @@ class Region:
             for r in op.regions:
                 yield from r.walk()
 
+    def free_values(self) -> list[Value]:
+        """Values the region (nested regions included) reads but does not define, in first-use
+        order: what a region op captures from the enclosing scope."""
+        inner, out, seen = set(), [], set()
+
+        def use(v):
+            if v.id not in inner and v.id not in seen:
+                seen.add(v.id)
+                out.append(v)
+
+        def visit(r):
+            inner.update(p.id for p in r.params)
+            for op in r.ops:
+                for v in op.inputs:
+                    use(v)
+                for sub in op.regions:
+                    visit(sub)
+                inner.update(v.id for v in op.outputs)
+            for v in r.results:
+                use(v)
+
+        visit(self)
+        return out
+
 
 class Function:
     """A traced function: parameters, a body region and its outputs (body.results)."""

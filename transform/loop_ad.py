@@ -1,0 +1,496 @@
+"""Reverse mode through loops: the tapes a forward loop fills and the reverse sweep that reads
+them (Note [Loop tapes], Note [Stacked inner tapes]).
+
+`LoopAD` holds the loop rules of transform/ad.py's `_AD` (it is mixed into it): `forward_loop`
+emits a loop with its counter and tapes, `backward_loop` its reverse sweep, `split_rule` and
+`backward_resid` the split of an elementwise op's VJP around a tape. `describe_tapes` and
+`tape_stats` read the tapes back off a joint function for `inspect()`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from llgrad.runtime import ops
+from llgrad.runtime.aval import I64, Aval, aval_str
+from llgrad.runtime.ops.control import (constant_p, for_loop_p, tape_get_p, tape_new_p,
+                                        tape_push_p, while_loop_p)
+from llgrad.transform import ir
+from llgrad.transform.builder import Builder
+
+# Note [Loop tapes]
+# The reverse sweep of a loop needs, for each iteration, the values its body computed. The
+# forward loop stores per iteration, each on its own tape (a `tape_new` buffer of trip-count rows,
+# rows known statically when the bounds are constants, else the tape grows, filled by
+# `tape_push`; the loop also counts its iterations, the trip count n, for- and while-loops alike):
+#   (a) the loop-carried values at the entry of the iteration that the body reads;
+#   (b) the outputs of the body's expensive top-level ops (`_expensive`: transcendental
+#       elementwise ops, matmul, reductions) that depend on the carried values or the index;
+#   (c) the residuals of the expensive elementwise ops: `split_rule` runs the op's own VJP rules
+#       in the forward body with a placeholder cotangent g; the ops that do not depend on g stay
+#       in the forward and their values the g-dependent ops read are taped (sin's rule
+#       g * cos(x): cos(x) is computed in the forward, next to sin); the g-dependent ops are
+#       replayed in the reverse sweep (`backward_resid`). Derivatives still live only in the
+#       rules; the split is a partial evaluation of them.
+# The reverse sweep is a for_loop over k = 0..n-1 that, for iteration j = n-1-k, reads the entry
+# state back (`tape_get`), recomputes the body's forward from it *except* the values it can read
+# (`forward(pre=...)`): the taped (b) values (row j), and the body's results that are the next
+# iteration's carried values, read from row j+1 of the carried tape (`_next_carried`; such a
+# tape gets one more row, the loop's exit state, pushed after the loop; only for results whose
+# op's rule reads its output or which the body reads itself, so that e.g. tanh's output in an
+# RNN is never recomputed). Then it runs the body's adjoint. Cheap arithmetic is recomputed.
+# Inner loops get their own tapes inside that recomputation, inner conds re-evaluate their
+# predicate from the stored state, which records the branch taken per iteration.
+# Memory is O(n x stored values): carried values read, expensive values, residuals, none of them
+# larger than a carried value or an op output of the body. Reading a stored value gives the
+# very value the recomputation would give, so results do not change. Taping is decided before the
+# reverse sweep is built, so some tapes (and get rows) may go unread: dce drops tapes nothing
+# reads (and recomputation nothing reads), so what is left after optimisation, and what
+# `inspect().stats` "tape bytes (static)" counts (tape_stats: rows x row bytes of every
+# remaining static tape_new: carried values, expensive outputs and residuals alike, the
+# exit-state row included), is what the reverse sweep reads. Values the body reads from
+# enclosing regions are loop-invariant and are not stored; their cotangents are accumulated in
+# extra carried values of the reverse loop. A cond's adjoint is a cond on the same (recorded)
+# predicate whose branches recompute their forward and run its adjoint.
+
+# Note [Stacked inner tapes]
+# A loop nested in a loop body (Newton iterations per element, an inner time loop) would
+# otherwise run twice: untaped in the outer forward, then taped again in the outer reverse
+# sweep's recomputation of the body. Instead the outer forward runs it taped (`forward_loop`
+# with the body's `_Stack`) and keeps its tapes: its counter and tapes become carried values
+# of the outer body (and of every enclosing body, up to the first loop not itself stacked,
+# which creates them), so one growing tape holds the inner rows of all outer iterations in
+# order. The outer body tapes, per iteration, the inner loop's outputs and its counter before
+# and after (`base`, end); the outer reverse sweep reads them for iteration j, does not rerun
+# the inner loop (`forward(given=...)`), and runs its reverse sweep over rows base..end-1.
+# Memory is then O(total inner iterations x stored values), as for a single flat loop, where
+# rerunning needed only one outer iteration's worth at a time; time drops by one run of every
+# inner loop. Stacked loops use no exit-state row (`_next_carried`), and their for-loop tapes
+# grow even when the trip count is static.
+
+
+def describe_tapes(fn: ir.Function) -> list[dict]:
+    """One entry per `tape_new` op of `fn`, in program order: "row" (the row aval), "rows"
+    (the trip count, or "grows" when only known at run time), "row bytes", "bytes" (rows x
+    row bytes, or "grows") and "in loop" (True when the tape is allocated once per
+    iteration of an enclosing loop, e.g. an inner loop's tape in an outer loop's reverse sweep;
+    "bytes" is then per allocation)."""
+    out = []
+
+    def visit(region, depth):
+        for op in region.ops:
+            if op.prim is tape_new_p:
+                shape, dtype, rows = op.params["shape"], np.dtype(op.params["dtype"]), \
+                    op.params["rows"]
+                row = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+                out.append({"row": aval_str(shape, dtype),
+                            "rows": "grows" if rows is None else rows, "row bytes": row,
+                            "bytes": "grows" if rows is None else rows * row,
+                            "in loop": depth > 0})
+            inner = depth + (op.prim in (for_loop_p, while_loop_p))
+            for r in op.regions:
+                visit(r, inner)
+
+    visit(fn.body, 0)
+    return out
+
+
+def tape_stats(fn: ir.Function | None) -> dict:
+    """`inspect().stats` entries for the tapes of a joint function: "tapes" (how many
+    tape_new ops) and "tape bytes (static)" (the sum of the rows x row bytes known at compile
+    time; growing tapes, counted in "tapes (growing)", are not included). Read off the IR, so
+    it reflects the passes run after AD (dce drops tapes the reverse sweep never reads);
+    fn.meta["tapes"] is the AD output's description (describe_tapes)."""
+    tapes = describe_tapes(fn) if fn is not None else []
+    stats = {"tapes": len(tapes),
+             "tape bytes (static)": sum(t["bytes"] for t in tapes if t["rows"] != "grows")}
+    growing = sum(t["rows"] == "grows" for t in tapes)
+    if growing:
+        stats["tapes (growing)"] = growing
+    return stats
+
+
+def _reads(region: ir.Region) -> set:
+    """Ids of the values the ops of `region` (nested regions included) read: their operands
+    and what nested regions yield (a cond branch may yield an enclosing value unchanged, e.g.
+    a loop-carried flag; recomputing the cond then needs that value). The region's own
+    results are not reads: the reverse sweep does not re-yield them."""
+    ids = set()
+    for op in region.walk():
+        ids.update(v.id for v in op.inputs)
+        for r in op.regions:
+            ids.update(v.id for v in r.results)
+    return ids
+
+
+def _const_int(v):
+    op = v.op
+    if op is not None and op.prim is constant_p and op.params["value"].ndim == 0:
+        return int(op.params["value"])
+    return None
+
+
+_EXPENSIVE = frozenset({"exp", "log", "sin", "cos", "tan", "tanh", "sigmoid", "pow", "sqrt",
+                        "log1p", "expm1", "matmul"})
+
+
+def _expensive(op) -> bool:
+    """Ops whose output a loop's forward sweep tapes rather than the reverse sweep recomputing
+    (transcendental elementwise ops, matmul, reductions); see Note [Loop tapes]."""
+    return not op.regions and len(op.outputs) == 1 and op.outputs[0].aval.dtype.kind == "f" \
+        and (op.prim.name in _EXPENSIVE or op.prim.family == "reduce")
+
+
+def _rule_reads_output(prim) -> bool:
+    """Whether some VJP rule of `prim` may read its output (conservative)."""
+    if callable(prim.saves):
+        return True
+    if prim.saves is not None:
+        return -1 in prim.saves
+    if prim.reads is None:
+        return True
+    return any(r is None or -1 in r for r in prim.reads)
+
+
+def _variant(body: ir.Region) -> set:
+    """Ids of the values of `body`'s top-level ops that depend on its params (the index and the
+    carried values): the loop-invariant rest is never taped."""
+    var = {p.id for p in body.params}
+    for op in body.ops:
+        reads = [v.id for v in op.inputs] + [v.id for r in op.regions for v in r.free_values()]
+        if any(k in var for k in reads):
+            var.update(o.id for o in op.outputs)
+    return var
+
+
+def _next_carried(body: ir.Region, carried, stored) -> dict:
+    """{id of body result k: k} for the carried values k on the tape whose next value (the
+    body's result k) is computed by a plain top-level op of the body and may be read by the
+    adjoint (the op's VJP reads its output, or another op of the body reads it): the reverse
+    sweep reads it from the tape's row j+1 (the next iteration's entry state) instead of
+    recomputing it."""
+    top = {id(op) for op in body.ops}
+    read = _reads(body)
+    out = {}
+    for k in stored:
+        res = body.results[k]
+        op = res.op
+        if op is None or id(op) not in top or op.regions or res.id in out:
+            continue
+        if res.id in read or _rule_reads_output(op.prim):
+            out[res.id] = k
+    return out
+
+
+class _Slot:
+    """A counter or tape of a stacked inner loop (Note [Stacked inner tapes]). `value` is the
+    whole tape (or the final count), set when the outermost loop carrying it is emitted; the
+    reverse sweeps read it from there."""
+
+    __slots__ = ("aval", "value")
+
+    def __init__(self, aval):
+        self.aval, self.value = aval, None
+
+
+class _Stack:
+    """The slots a loop body carries for the inner loops it stacks: per slot, the body's param
+    (its value at the iteration's entry) and result (at its exit)."""
+
+    def __init__(self, b: Builder):
+        self.b, self.region = b, None
+        self.slots, self.params, self.finals = [], [], []
+
+    def carry(self, aval, slot: _Slot | None = None) -> ir.Value:
+        """A new carried value of the body for `slot` (a new one by default): its param."""
+        p = self.b.new_value(aval)
+        self.b.home[p.id] = self.region
+        self.slots.append(slot or _Slot(aval))
+        self.params.append(p)
+        self.finals.append(None)
+        return p
+
+    def finish(self, params, finals) -> None:
+        """Record the body values (an inner loop's outputs) the params flow to at exit."""
+        index = {p.id: i for i, p in enumerate(self.params)}
+        for p, f in zip(params, finals):
+            self.finals[index[p.id]] = f
+
+    def slot_of(self, param) -> _Slot:
+        return self.slots[next(i for i, p in enumerate(self.params) if p is param)]
+
+
+def _tape(t) -> ir.Value:
+    """A tape reference of a loop record: a value, or a stacked slot's whole tape."""
+    return t.value if isinstance(t, _Slot) else t
+
+
+class LoopAD:
+    """The loop rules of reverse mode (mixed into transform/ad.py's `_AD`, whose emission
+    helpers, `forward`, `clone`, `accum` and `adjoint_region` they use)."""
+
+    def forward_loop(self, op, env, stack: "_Stack | None" = None) -> dict:
+        """The forward loop plus an iteration counter and tapes: one per stored carried value,
+        one per taped expensive value, one per residual (Note [Loop tapes]). With `stack` (the
+        enclosing loop's body), the counter and tapes are carried values of that body instead
+        of new ones, so they keep growing across its iterations (Note [Stacked inner tapes])."""
+        is_for = op.prim is for_loop_p
+        body = op.regions[-1]
+        carried = body.params[1:] if is_for else body.params
+        head = 1 if is_for else 0
+        used = _reads(body)
+        stored = [k for k, p in enumerate(carried) if p.id in used]
+        nxt = _next_carried(body, carried, stored) if stack is None else {}
+        ext = set(nxt.values())
+        var = _variant(body)
+        ins = [env[v.id] for v in op.inputs]
+        rows = None
+        if is_for and stack is None:
+            bounds = [_const_int(v) for v in ins[:3]]
+            if None not in bounds and bounds[2] != 0:
+                rows = len(range(*bounds))
+        b = self.b
+        self.loc = op.loc
+
+        def tape_aval(aval, extra_row=False):
+            r = None if rows is None else rows + extra_row
+            return Aval((r,) + tuple(aval.shape), aval.dtype)
+
+        def new_tape(aval, extra_row=False):
+            tav = tape_aval(aval, extra_row)
+            return self.new_tape(tav) if stack is None else stack.carry(tav)
+
+        ctapes = [new_tape(carried[k].aval, k in ext) for k in stored]
+        counter = self.const(0, I64) if stack is None else stack.carry(Aval((), I64))
+        params = [b.new_value(p.aval, p.name) for p in body.params]
+        xs = [b.new_value(v.aval) for v in [counter] + ctapes]
+        env2 = self.bind_params(env, body.params, params)
+        extra_vals, saved, resid, inner = [], {}, {}, {}
+        mine = _Stack(b)
+        with b.open_region(params + xs) as rb:
+            mine.region = rb
+            for iop in body.ops:
+                if iop.prim in (for_loop_p, while_loop_p) and \
+                        any(o.id in self.act for o in iop.outputs):
+                    irec = self.forward_loop(iop, env2, mine)
+                    for o in iop.outputs:
+                        saved[o.id] = len(extra_vals)
+                        extra_vals.append(env2[o.id])
+                    inner[id(iop)] = (irec, len(extra_vals), len(extra_vals) + 1)
+                    extra_vals += [irec["base"], irec["n"]]
+                    continue
+                self.clone(iop, env2)
+                if not _expensive(iop) or iop.outputs[0].id not in var:
+                    continue
+                if iop.outputs[0].id not in nxt:
+                    saved[iop.outputs[0].id] = len(extra_vals)
+                    extra_vals.append(env2[iop.outputs[0].id])
+                self.loc = iop.loc
+                info = self.split_rule(iop, env2)
+                if info is not None:
+                    resid[id(iop)] = (info, list(range(len(extra_vals),
+                                                       len(extra_vals) + len(info["resid"]))))
+                    extra_vals.extend(info["resid"])
+            rb.results = [env2[v.id] for v in body.results]
+            self.loc = op.loc
+            cnt = ops.add(xs[0], np.asarray(1, np.int64))
+            pushed = [self.emit(tape_push_p, [t, params[head + k]], [t.aval])[0]
+                      for t, k in zip(xs[1:], stored)]
+            ys = [b.new_value(tape_aval(v.aval)) for v in extra_vals]
+            for y in ys:
+                b.home[y.id] = rb
+            rb.params += ys
+            pushed += [self.emit(tape_push_p, [y, v], [y.aval])[0] for y, v in zip(ys, extra_vals)]
+            rb.results += [cnt] + pushed
+            rb.params += mine.params
+            rb.results += mine.finals
+        own = [counter] + ctapes + [new_tape(v.aval) for v in extra_vals]
+        inits = [self.start(s.aval) if stack is None else stack.carry(s.aval, s)
+                 for s in mine.slots]
+        extra = own + inits
+        extra_avals = [v.aval for v in extra]
+        regions = []
+        if op.prim is while_loop_p:
+            src = op.regions[0]
+            cparams = [b.new_value(p.aval, p.name) for p in src.params]
+            env3 = self.bind_params(env, src.params, cparams)
+            with b.open_region(cparams + [b.new_value(a) for a in extra_avals]) as rc:
+                for iop in src.ops:
+                    self.clone(iop, env3)
+                rc.results = [env3[v.id] for v in src.results]
+            regions.append(rc)
+        regions.append(rb)
+        outs = self.emit(op.prim, ins + extra, [v.aval for v in op.outputs] + extra_avals,
+                         regions, op.params, loc=op.loc)
+        m = len(op.outputs)
+        for o, n in zip(op.outputs, outs[:m]):
+            n.name = o.name
+            env[o.id] = n
+        added = outs[m:]
+        if stack is None:
+            refs = added[:len(own)]
+            for s, v in zip(mine.slots, added[len(own):]):
+                s.value = v
+        else:
+            stack.finish(extra, added)
+            refs = [stack.slot_of(v) for v in own]
+        tapes = dict(zip(stored, refs[1:1 + len(stored)]))
+        for k in ext:  # the exit state is the row after the last iteration's entry state
+            tapes[k] = self.emit(tape_push_p, [tapes[k], env[op.outputs[k].id]],
+                                 [tapes[k].aval])[0]
+        etapes = refs[1 + len(stored):]
+        return {"n": added[0], "base": counter if stack is not None else None,
+                "tapes": tapes, "next": nxt,
+                "saved": {vid: etapes[i] for vid, i in saved.items()},
+                "resid": {key: (info, [etapes[i] for i in idx])
+                          for key, (info, idx) in resid.items()},
+                "inner": {key: (irec, etapes[i], etapes[e])
+                          for key, (irec, i, e) in inner.items()}}
+
+    def start(self, aval) -> ir.Value:
+        """The initial value of a stacked slot: 0 for a counter, else an empty growing tape."""
+        return self.const(0, I64) if aval.shape == () else self.new_tape(aval)
+
+    def new_tape(self, aval) -> ir.Value:
+        """A new empty tape of `aval` (rows, *row shape); rows None: it grows."""
+        return self.emit(tape_new_p, [], [aval], params={
+            "shape": tuple(aval.shape[1:]), "dtype": aval.dtype, "rows": aval.shape[0]})[0]
+
+    def split_rule(self, op, env) -> dict | None:
+        """Run the VJP rules of an elementwise op of a loop body in the forward loop with a
+        placeholder cotangent g and split what they emitted: the ops that do not depend on g
+        stay in the forward (their values read by the g-dependent ops are the residuals, to be
+        taped), the g-dependent ops are removed here and replayed in the reverse sweep (e.g.
+        sin's rule g * cos(x): cos(x) is computed in the forward). The derivative formulas
+        stay in the rules. None when the op has no active input with a rule, or the rules'
+        ops read something other than g, the op's operands, its output and constants."""
+        if op.prim.family != "elementwise" or op.outputs[0].id not in self.act:
+            return None
+        act = [i for i, v in enumerate(op.inputs)
+               if v.id in self.act and op.prim.vjp_rule(i) is not None]
+        if not act:
+            return None
+        region = self.b.region
+        start = len(region.ops)
+        out, ins = env[op.outputs[0].id], [env[v.id] for v in op.inputs]
+        g = self.b.new_value(out.aval, "g")
+
+        def fail():
+            del region.ops[start:]
+
+        results = []
+        for i in act:
+            r = op.prim.vjp_rule(i)(g, out, *ins, **op.params)
+            if r is None:
+                continue
+            if not isinstance(r, ir.Value):
+                return fail()
+            results.append((i, r))
+        new = region.ops[start:]
+        dep, dep_ops = {g.id}, []
+        for o in new:
+            if o.regions:
+                return fail()
+            if any(v.id in dep for v in o.inputs):
+                dep.update(v.id for v in o.outputs)
+                dep_ops.append(o)
+        known = {out.id: op.outputs[0].id}
+        known.update({v.id: w.id for v, w in zip(ins, op.inputs)})
+        made = {v.id: o for o in new for v in o.outputs}
+        res, consts, seen = [], [], set()
+
+        def boundary(v):
+            if v.id in dep or v.id in known or v.id in seen:
+                return True
+            seen.add(v.id)
+            o = made.get(v.id)
+            if o is None:
+                return False
+            if o.prim is constant_p:
+                consts.append(o)
+            else:
+                res.append(v)
+            return True
+
+        for o in dep_ops:
+            if not all(boundary(v) for v in o.inputs):
+                return fail()
+        if not all(boundary(r) for _, r in results):
+            return fail()
+        dep_set = {id(o) for o in dep_ops}
+        region.ops[start:] = [o for o in new if id(o) not in dep_set]
+        return {"g": g, "ops": consts + dep_ops, "resid": res, "known": known,
+                "results": results}
+
+    # ---- backward -----------------------------------------------------------------------------
+
+    def backward_resid(self, op, env, ct, info, values) -> None:
+        """backward_plain for an op whose rules were split by split_rule: replay their
+        g-dependent ops on the taped residuals (`values`)."""
+        env3 = {info["g"].id: ct[op.outputs[0].id]}
+        for new, orig in info["known"].items():
+            if orig in env:
+                env3[new] = env[orig]
+        for v, t in zip(info["resid"], values):
+            env3[v.id] = t
+        for o in info["ops"]:
+            self.clone(o, env3)
+        for i, r in info["results"]:
+            self.accum(ct, op.inputs[i], env3[r.id])
+
+    def backward_loop(self, op, env, rec, ct) -> None:
+        """The reverse sweep: a for_loop of n (the recorded trip count) iterations carrying the
+        outputs' cotangents back to the iteration's entry, plus those of captured values. When
+        n == 0 the outputs' cotangents reach the init unchanged (the loop yields its init; see
+        the init -> output edge in _activity); otherwise the init gets the cotangent of the
+        first iteration's carried values (zero for those the body does not read)."""
+        is_for = op.prim is for_loop_p
+        body = op.regions[-1]
+        carried = body.params[1:] if is_for else body.params
+        init = op.inputs[3:] if is_for else op.inputs
+        pos = [k for k in range(len(op.outputs))
+               if {op.outputs[k].id, carried[k].id, body.results[k].id} & self.act]
+        captured = [v for v in body.free_values() if v.id in self.act]
+        b = self.b
+        n, base = rec["n"], rec["base"]
+        seeds0 = [self.ct_or_zeros(ct, op.outputs[k]) for k in pos]
+        caps0 = [self.zeros(v.aval) for v in captured]
+        k_param = b.new_value(((), I64), "k")
+        cts = [b.new_value(op.outputs[k].aval, "ct") for k in pos]
+        caps = [b.new_value(v.aval, "ct") for v in captured]
+        with b.open_region([k_param] + cts + caps) as r:
+            j = ops.sub(ops.sub(n, np.asarray(1, np.int64)), k_param)  # iteration n-1-k
+            row = j if base is None else ops.add(base, j)  # its tape row
+
+            def get(t, at=row):
+                t = _tape(t)
+                return self.emit(tape_get_p, [t, at], [Aval(t.aval.shape[1:], t.aval.dtype)])[0]
+
+            head = [get(rec["tapes"][k]) if k in rec["tapes"] else None
+                    for k in range(len(carried))]
+            if is_for:
+                start, step = env[op.inputs[0].id], env[op.inputs[2].id]
+                head = [ops.add(start, ops.mul(j, step))] + head
+            pre = {}
+            if rec["next"]:
+                j1 = ops.add(row, np.asarray(1, np.int64))
+                for rid, k in rec["next"].items():
+                    pre[rid] = get(rec["tapes"][k], j1)
+            for vid, t in rec["saved"].items():
+                pre[vid] = get(t)
+            given = {key: (info, [get(t) for t in ts]) for key, (info, ts) in rec["resid"].items()}
+            for key, (irec, tb, te) in rec["inner"].items():
+                ib = get(tb)
+                given[key] = dict(irec, n=ops.sub(get(te), ib), base=ib)
+            seeds = [None] * len(body.results)
+            for k, g in zip(pos, cts):
+                seeds[k] = g
+            got = self.adjoint_region(body, env, head, seeds,
+                                      [carried[k] for k in pos] + captured, pre, given)
+            self.loc = op.loc
+            r.results = got[:len(pos)] + [ops.add(c, g) for c, g in zip(caps, got[len(pos):])]
+        outs = self.emit(for_loop_p, [self.const(0, I64), n, self.const(1, I64)] + seeds0 + caps0,
+                         [v.aval for v in cts + caps], [r], loc=op.loc)
+        for k, g in zip(pos, outs):
+            self.accum(ct, init[k], g)
+        for v, g in zip(captured, outs[len(pos):]):
+            self.accum(ct, v, g)
