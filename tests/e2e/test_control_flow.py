@@ -3,8 +3,6 @@ gradients against central finite differences and the eager runtime; trace counts
 loops; tape memory of long loops.
 
 Every case runs twice: through the reference interpreter (LLGRAD_DISABLE_JIT=1) and natively.
-Native runs that stop at codegen's "cannot lower the control-flow op" become xfails (codegen of
-loops is in progress); any other native failure is a failure.
 """
 from __future__ import annotations
 
@@ -15,24 +13,11 @@ import numpy as np
 import pytest
 
 import llgrad
-from llgrad.runtime.errors import UnsupportedError
 from llgrad.tracer.tracing import UnrollWarning
 from tests import cf_corpus
 from tests.fd import numerical_vjp
 
 CASES = cf_corpus.CASES
-CODEGEN_CF = "codegen: control-flow ops (cond/for_loop/while_loop) are not lowered yet"
-
-# Corpus cases that hit a known bug outside the tracer (minimal repros at the end of this file).
-KNOWN: dict = {}  # case name -> reason (a known bug's description); none at the moment
-
-
-GRAD_ONLY: set = set()  # reasons where the value is right and only the gradient is wrong
-
-
-def _known(names, grad=True):
-    return [pytest.param(n, marks=pytest.mark.xfail(reason=KNOWN[n], strict=False))
-            if n in KNOWN and (grad or KNOWN[n] not in GRAD_ONLY) else n for n in names]
 
 
 @pytest.fixture(params=["interp", "native"])
@@ -42,16 +27,6 @@ def mode(request, monkeypatch):
     else:
         monkeypatch.delenv("LLGRAD_DISABLE_JIT", raising=False)
     return request.param
-
-
-def _native_guard(fn, *args):
-    """Run fn; a codegen 'cannot lower the control-flow op' becomes an xfail."""
-    try:
-        return fn(*args)
-    except UnsupportedError as e:
-        if "cannot lower the control-flow op" in str(e):
-            pytest.xfail(CODEGEN_CF)
-        raise
 
 
 def _wrt_tuple(c):
@@ -65,7 +40,7 @@ def _compiled(c):
 def _call(c, d, what, *args):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore" if c.unrolls else "error", UnrollWarning)
-        return _native_guard(getattr(d, what) if what else d, *args)
+        return (getattr(d, what) if what else d)(*args)
 
 
 def _as_float_args(args, wrt):
@@ -73,7 +48,7 @@ def _as_float_args(args, wrt):
                  for i, a in enumerate(args))
 
 
-@pytest.mark.parametrize("name", _known(sorted(CASES), grad=False))
+@pytest.mark.parametrize("name", sorted(CASES))
 def test_value_matches_python(name, mode):
     c = CASES[name]
     args = c.args()
@@ -82,7 +57,7 @@ def test_value_matches_python(name, mode):
     np.testing.assert_allclose(np.asarray(got), np.asarray(expected), rtol=1e-10, atol=1e-12)
 
 
-@pytest.mark.parametrize("name", _known(sorted(CASES)))
+@pytest.mark.parametrize("name", sorted(CASES))
 def test_grad_matches_finite_differences(name, mode):
     c = CASES[name]
     args = c.args()
@@ -112,7 +87,7 @@ def _eager_grads(c, args):
 EAGER = sorted(n for n, c in CASES.items() if c.eager)
 
 
-@pytest.mark.parametrize("name", _known(EAGER))
+@pytest.mark.parametrize("name", EAGER)
 def test_grad_matches_eager(name, monkeypatch):
     monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
     c = CASES[name]
@@ -136,9 +111,9 @@ def test_corpus_size_and_kinds():
 
 
 # ---- trace counts -------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", _known(["recurrence", "nested_loops_cond", "newton_sqrt",
-                                         "lstm", "early_return_loop", "for_traced_stop",
-                                         "for_rows_cond", "while_traced_limit"]))
+@pytest.mark.parametrize("name", ["recurrence", "nested_loops_cond", "newton_sqrt", "lstm",
+                                  "early_return_loop", "for_traced_stop", "for_rows_cond",
+                                  "while_traced_limit"])
 def test_staged_traces_once_per_signature(name, monkeypatch):
     monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
     c = CASES[name]

@@ -14,7 +14,6 @@ import numpy as np
 import pytest
 
 import llgrad
-from llgrad.runtime.errors import UnsupportedError
 from tests.fd import numerical_vjp
 
 FILE = __file__.rsplit("/", 1)[-1]
@@ -134,13 +133,7 @@ def test_dynamic_and_staged_give_the_same_numbers(mode):
     for seed in range(4):
         x = np.random.default_rng(seed).uniform(-1, 2, 4)
         ds, dd = llgrad.differentiate(staged), llgrad.differentiate(branchy_python)
-        try:
-            vs, gs = ds.value_and_grad(x)
-        except UnsupportedError as e:
-            if "cannot lower the control-flow op" in str(e):
-                pytest.xfail("codegen: control-flow ops (cond/for_loop/while_loop) are not "
-                             "lowered yet")
-            raise
+        vs, gs = ds.value_and_grad(x)
         vd, gd = dd.value_and_grad(x)
         assert vs == vd
         np.testing.assert_array_equal(gs, gd)
