@@ -102,7 +102,8 @@ def pointer_array(arrays: Sequence[np.ndarray]) -> ctypes.Array:
 # against ctypes once; if the check fails (an unusual interpreter build) we fall back to
 # `pointer_array`. The tuple keeps the arrays alive during the call; ctypes releases the GIL.
 # Every element must be an `np.ndarray` (or subclass): `Kernel.__call__` checks, `call_unchecked`
-# does not.
+# does not. Compiling the trampoline costs ~15-20 ms of LLVM per process; with the disk cache
+# on, its object code is cached like a kernel's (keyed by its IR, which holds the offsets).
 
 _setup_lock = threading.Lock()
 _trampoline: ctypes._CFuncPtr | None = None
@@ -149,14 +150,19 @@ def _trampoline_ir() -> str:
     return str(module)
 
 
-def fast_path_available() -> bool:
-    """True when kernels are called through the native trampoline (see the Note above)."""
+def fast_path_available(cache: jit.ObjectCache | None = None) -> bool:
+    """True when kernels are called through the native trampoline (see the Note above).
+
+    The first call sets the trampoline up, once per process: from `cache` when it holds the
+    trampoline's object code (a warm start then runs no LLVM pass for it), else compiled
+    (and stored in `cache`, if given). Later calls ignore `cache`.
+    """
     global _fast_path, _trampoline
     if _fast_path is None:
         with _setup_lock:
             if _fast_path is None:
                 if _offsets_hold():
-                    addr = jit.compile_module(_trampoline_ir(), ["llgrad_call_arrays"])
+                    addr = jit.compile_module(_trampoline_ir(), ["llgrad_call_arrays"], cache)
                     _trampoline = _TRAMPOLINE_CFUNC(addr["llgrad_call_arrays"])
                     _fast_path = True
                 else:

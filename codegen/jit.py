@@ -12,17 +12,31 @@ import threading
 import time
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Protocol
 
 import llvmlite.binding as llvm
 
 __all__ = [
-    "JitError", "Jit", "get_jit", "compile_module", "optimized_ir", "assembly",
+    "JitError", "ObjectCache", "Jit", "get_jit", "compile_module", "optimized_ir", "assembly",
     "host_cpu_name", "host_cpu_features", "has_host_features", "load_library",
 ]
 
 
 class JitError(RuntimeError):
     """LLVM refused a module (parse or verification failure) or a symbol is missing."""
+
+
+class ObjectCache(Protocol):
+    """Where `compile_module` may find and keep a module's native object code, by its IR text.
+
+    The disk cache (llgrad/cache.py) implements it; codegen does not depend on llgrad/.
+    `load` returns None for a missing entry and must never return damaged bytes (LLVM
+    crashes on malformed object code rather than raising).
+    """
+
+    def load(self, llvm_ir: str) -> bytes | None: ...
+
+    def store(self, llvm_ir: str, object_code: bytes) -> None: ...
 
 
 # See Note [One JIT per process].
@@ -128,12 +142,28 @@ class Jit:
             raise JitError(f"symbols {missing} not found in the loaded object code")
         return addresses
 
-    def compile_module(self, llvm_ir: str, names: list[str]) -> dict[str, int]:
-        """Parse, optimise and JIT `llvm_ir`; return the address of each function in `names`."""
+    def compile_module(self, llvm_ir: str, names: list[str], cache: ObjectCache | None = None,
+                       ) -> dict[str, int]:
+        """Parse, optimise and JIT `llvm_ir`; return the address of each function in `names`.
+
+        With `cache`, object code stored for this IR is loaded instead (no LLVM passes), and
+        freshly compiled object code is stored; object code that does not load is recompiled.
+        """
+        if cache is not None:
+            object_code = cache.load(llvm_ir)
+            if object_code is not None:
+                try:
+                    return self.add_object(object_code, names)
+                except RuntimeError:  # object code without `names` (JitError): compile
+                    pass
         start = time.perf_counter()
         with _lock:
-            addresses = self.add(self.optimize(self.parse(llvm_ir)), names)
+            mod = self.optimize(self.parse(llvm_ir))
+            object_code = self.target.machine.emit_object(mod) if cache is not None else None
+            addresses = self.add(mod, names)
             self.compile_seconds += time.perf_counter() - start
+        if object_code is not None:
+            cache.store(llvm_ir, object_code)
         return addresses
 
     def optimized_ir(self, llvm_ir: str) -> str:
@@ -194,8 +224,11 @@ def get_jit() -> Jit:
     return _jit
 
 
-def compile_module(llvm_ir: str, names: list[str]) -> dict[str, int]:
+def compile_module(llvm_ir: str, names: list[str], cache: ObjectCache | None = None,
+                   ) -> dict[str, int]:
     """Compile LLVM IR text with the process-wide JIT; return {name: function address}.
+
+    `cache` (optional) supplies and keeps the module's object code (see `ObjectCache`).
 
     Example:
         >>> src = 'define i64 @twice(i64 %x) {\\n  %y = add i64 %x, %x\\n  ret i64 %y\\n}'
@@ -204,7 +237,7 @@ def compile_module(llvm_ir: str, names: list[str]) -> dict[str, int]:
         >>> ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(addr)(21)
         42
     """
-    return get_jit().compile_module(llvm_ir, names)
+    return get_jit().compile_module(llvm_ir, names, cache)
 
 
 def optimized_ir(llvm_ir: str) -> str:

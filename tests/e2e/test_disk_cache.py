@@ -10,6 +10,7 @@ import pytest
 
 import llgrad
 from llgrad import cache
+from llgrad.codegen import abi
 
 SCRIPT = textwrap.dedent("""
     import numpy as np, llgrad
@@ -24,6 +25,9 @@ SCRIPT = textwrap.dedent("""
 
 @pytest.fixture
 def cache_dir(tmp_path, monkeypatch):
+    # The calling trampoline is set up once per process (here, before this cache exists), so
+    # in-process entry counts below are compiled functions only.
+    abi.fast_path_available()
     d = tmp_path / "cache"
     monkeypatch.setenv("LLGRAD_CACHE_DIR", str(d))
     monkeypatch.delenv("LLGRAD_DISABLE_JIT", raising=False)
@@ -46,7 +50,7 @@ def test_second_process_hits_the_cache(tmp_path, cache_dir):
     v2, state2 = _run(tmp_path, cache_dir)
     assert (state1, state2) == ("miss", "hit")
     assert v1 == v2
-    assert cache.info()["entries"] == 1
+    assert cache.info()["entries"] == 2  # the function's entry and the calling trampoline's
     assert oct(os.stat(cache_dir).st_mode & 0o777) == "0o700"
 
 
@@ -77,6 +81,70 @@ def test_corrupt_and_foreign_entries_are_ignored(cache_dir):
     with open(entry, "wb") as f:
         f.write(b"not an llgrad cache entry")
     np.testing.assert_allclose(llgrad.differentiate(h, cache=True).grad(x), 3 * x ** 2)
+    _flip_a_byte(entry)  # damaged object code would crash LLVM: the digest rejects it
+    d = llgrad.differentiate(h, cache=True)
+    np.testing.assert_allclose(d.grad(x), 3 * x ** 2)
+    assert "disk cache" not in d.inspect(x).stats
+
+
+def _flip_a_byte(path) -> None:
+    with open(path, "r+b") as f:
+        data = bytearray(f.read())
+        data[len(data) // 2] ^= 0xFF
+        f.seek(0)
+        f.write(data)
+
+
+TRAMPOLINE_SCRIPT = textwrap.dedent("""
+    import numpy as np, llgrad
+    from llgrad.codegen import abi, jit
+    @llgrad.differentiate(cache=CACHE)
+    def f(x):
+        return np.sum(np.sin(x) * x)
+    v, g = f.value_and_grad(np.linspace(-1, 1, 5))
+    assert abi.fast_path_available()
+    print(repr(v), "llvm" if jit.get_jit().compile_seconds > 0 else "no-llvm")
+""")
+
+
+def _run_trampoline_script(tmp_path, cache_dir, use_cache=True):
+    script = tmp_path / "trampoline_script.py"
+    script.write_text(TRAMPOLINE_SCRIPT.replace("CACHE", str(use_cache)))
+    env = dict(os.environ, LLGRAD_CACHE_DIR=str(cache_dir))
+    env.pop("LLGRAD_DISABLE_JIT", None)
+    env.pop("LLGRAD_CACHE", None)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout.split()
+
+
+def _trampoline_entry() -> str:
+    """The trampoline's entry file (this interpreter builds the same IR as the child's)."""
+    path = cache._path(cache.key("object", abi._trampoline_ir()))
+    assert os.path.exists(path)
+    return path
+
+
+def test_warm_process_loads_the_trampoline_without_llvm(tmp_path, cache_dir):
+    v1, llvm1 = _run_trampoline_script(tmp_path, cache_dir)
+    v2, llvm2 = _run_trampoline_script(tmp_path, cache_dir)
+    assert (llvm1, llvm2) == ("llvm", "no-llvm")
+    assert v1 == v2
+    assert cache.info()["entries"] == 2  # the function's entry and the trampoline's
+
+
+def test_corrupt_trampoline_entry_is_recompiled(tmp_path, cache_dir):
+    v1, _ = _run_trampoline_script(tmp_path, cache_dir)
+    _flip_a_byte(_trampoline_entry())
+    v2, llvm2 = _run_trampoline_script(tmp_path, cache_dir)
+    assert (v2, llvm2) == (v1, "llvm")  # recompiled, and rewritten:
+    assert _run_trampoline_script(tmp_path, cache_dir)[1] == "no-llvm"
+
+
+def test_trampoline_is_compiled_and_not_stored_without_the_cache(tmp_path, cache_dir):
+    assert _run_trampoline_script(tmp_path, cache_dir, use_cache=False)[1] == "llvm"
+    assert not cache_dir.exists()
 
 
 def test_clear_and_info(cache_dir):
