@@ -196,7 +196,9 @@ def _tensor_methods() -> list[str]:
         (documented if d else plain).append((n, _summary(d and inspect.cleandoc(d))))
     out = ["### `llgrad.Tensor` methods and attributes", "",
            "Tensor methods follow `torch.Tensor` (same names, arguments and semantics, "
-           "including in-place `_` variants and their version counters). Documented here:", ""]
+           "including in-place `_` variants, in-place augmented assignment (`x += y`), their "
+           "version counters, and in-place ops through views updating the base's graph). "
+           "Documented here:", ""]
     out += [f"- `Tensor.{n}`: {d}" for n, d in documented]
     out += ["", "Also (as in PyTorch): " + ", ".join(f"`{n}`" for n, _ in plain) + ".", ""]
     return out

@@ -13,6 +13,7 @@ import numpy as np
 from llgrad.runtime import ops
 from llgrad.runtime.arraylike import ArrayOperators
 from llgrad.runtime.autograd import graph as _graph
+from llgrad.runtime.autograd import views as _views
 from llgrad.runtime.autograd.graph import _PLANS, AccumulateGrad, PrimNode, save_plan
 from llgrad.runtime.autograd.state import PROFILER, STATE
 from llgrad.runtime.aval import to_dtype, to_np
@@ -29,7 +30,7 @@ class Tensor(ArrayOperators):
 
     _lg_level = 0
     __slots__ = ("_data", "_requires_grad", "_grad", "_grad_fn", "_output_nr", "_vc", "_hooks",
-                 "_acc", "__dict__", "__weakref__")
+                 "_acc", "_view", "_views", "__dict__", "__weakref__")
 
     def __init__(self, data, requires_grad: bool = False):
         t = _from_data(data, None)
@@ -115,6 +116,8 @@ class Tensor(ArrayOperators):
         else:
             t._grad_fn = None
             t._requires_grad = False
+        if vc is not None:
+            _views.record(t, args[0], prim, args, params)
         return t
 
     @staticmethod
@@ -336,25 +339,36 @@ class Tensor(ArrayOperators):
 
     # -- in place -------------------------------------------------------------------------
     def _inplace(self, result, op: str) -> "Tensor":
+        """Write `result` into self (and, for a view, its base), moving the graph along
+        (runtime/autograd/views.py for views)."""
         if self._grad_fn is None and self._requires_grad and STATE.grad_enabled:
             raise AutogradError(
                 f"a leaf Variable that requires grad is being used in an in-place operation "
                 f"({op}).", fix="wrap the update in `with llgrad.no_grad():`, or use an "
                 "out-of-place operation")
+        view = getattr(self, "_view", None)
+        if view is not None:
+            _views.check_inplace(self, op)
         r = result._data if isinstance(result, Tensor) else np.asarray(result)
         if not np.can_cast(r.dtype, self._data.dtype, "same_kind"):
             raise RuntimeError(f"result type {r.dtype} can't be cast to the desired output "
                                f"type {self._data.dtype} in {op}")
         if isinstance(result, Tensor) and result._grad_fn is not None:
             _snapshot_saved_self(result._grad_fn, self)
-        if not self._data.flags.writeable:
+        if not self._data.flags.writeable:  # a read-only view (broadcast): now its own array
             self._data = self._data.copy()
+            self._view = view = None
         self._data[...] = r
         self._vc[0] += 1
         if isinstance(result, Tensor) and result._grad_fn is not None:
             self._grad_fn, self._output_nr = result._grad_fn, result._output_nr
             self._requires_grad = True
             # The node's saved output is `result`'s buffer, which in-place ops never touch.
+        if STATE.grad_enabled:
+            if view is not None:
+                _views.rebase(self, result, _edge)
+            elif self._requires_grad and getattr(self, "_views", None):
+                _views.refresh(self)
         return self
 
     def _inplace_direct(self, ufunc, other) -> bool:
@@ -398,6 +412,14 @@ class Tensor(ArrayOperators):
             return self
         return self._inplace(ops.div(self, other), "div_")
     def pow_(self, other): return self._inplace(ops.pow(self, other), "pow_")
+
+    # Augmented assignment is in place, as in PyTorch and numpy: `x += y` is `x.add_(y)`, seen
+    # through every alias and view of x (and refused on a leaf that requires grad).
+    def __iadd__(self, other): return self.add_(other)
+    def __isub__(self, other): return self.sub_(other)
+    def __imul__(self, other): return self.mul_(other)
+    def __itruediv__(self, other): return self.div_(other)
+    def __ipow__(self, other): return self.pow_(other)
     def neg_(self): return self._inplace(ops.neg(self), "neg_")
     def exp_(self): return self._inplace(ops.exp(self), "exp_")
     def clamp_(self, min=None, max=None): return self._inplace(ops.clip(self, min, max), "clamp_")
@@ -518,13 +540,17 @@ def _process_results(prim, args, params, arrays, out, req):
             np.may_share_memory(outs[0], arrays[0]):
         vc = args[0]._vc  # a view: in-place changes are seen through both
     if not record:
-        return tuple(Tensor._wrap(o, vc=vc) for o in outs)
-    plan = save_plan(prim, args)
-    node = PrimNode(prim, params, args, plan, tuple(_edge(args[i]) for i in plan.edges),
-                    [(o.shape, o.dtype) for o in outs])
-    res = tuple(Tensor._wrap(o, node, i, vc) for i, o in enumerate(outs))
-    if plan.saves_out:
-        node.save_output(res[0])
+        res = tuple(Tensor._wrap(o, vc=vc) for o in outs)
+    else:
+        plan = save_plan(prim, args)
+        node = PrimNode(prim, params, args, plan, tuple(_edge(args[i]) for i in plan.edges),
+                        [(o.shape, o.dtype) for o in outs])
+        res = tuple(Tensor._wrap(o, node, i, vc) for i, o in enumerate(outs))
+        if plan.saves_out:
+            node.save_output(res[0])
+    if vc is not None:
+        for i, t in enumerate(res):
+            _views.record(t, args[0], prim, args, params, i)
     return res
 
 

@@ -1,10 +1,13 @@
 """In-place ops and version counters: the "modified by an inplace operation" error, leaf
-checks, views sharing versions, setitem."""
+checks, views sharing versions, setitem, in-place ops through views (the base's graph follows)."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 import llgrad as lg
+from llgrad.autograd.gradcheck import gradcheck, gradgradcheck
+from tests.fd import numerical_vjp
 
 
 def test_inplace_ops_values_and_versions():
@@ -122,3 +125,146 @@ def test_data_updates_bypass_autograd():
     w = lg.tensor([1.0], requires_grad=True)
     w.data.sub_(0.5)
     assert w.tolist() == [0.5] and w.is_leaf
+
+
+# ---- in-place ops through views (runtime/autograd/views.py) ------------------------------------
+# Each program runs unchanged on numpy arrays (the reference values) and on llgrad tensors; the
+# gradient of the llgrad run is checked against central differences of the numpy run.
+def through_slice(x):
+    y = x * 1.0
+    v = y[:2]
+    v *= x[1:3]
+    return (y * y).sum()
+
+
+def view_of_view(x):
+    y = x * 1.0
+    v = y.reshape(2, 2)[1]
+    v += x[:2] * x[:2]
+    return (y * y * y).sum()
+
+
+def transposed_column(x):
+    y = x.reshape(2, 2) * 1.0
+    c = y.T[0]
+    c -= x[2:] * 3.0
+    return (y * x.reshape(2, 2)).sum()
+
+
+def other_live_view_sees_the_write(x):
+    y = x * 2.0
+    a = y[:3]
+    b = y[1:]
+    a *= x[:3]
+    return (b * b).sum() + y[0]
+
+
+def base_written_while_a_view_lives(x):
+    y = x * 1.0
+    v = y[1:]
+    y *= x
+    return (v * v).sum()
+
+
+def setitem_on_a_view(x):
+    y = x * 1.0
+    v = y[1:]
+    v[0] = x[3] * x[0]
+    return (y * y).sum()
+
+
+def twice_through_one_view(x):
+    y = x + 0.0
+    v = y[::2]
+    v *= x[1::2]
+    v += x[::2]
+    return (y * y).sum()
+
+
+VIEW_PROGRAMS = [through_slice, view_of_view, transposed_column, other_live_view_sees_the_write,
+                 base_written_while_a_view_lives, setitem_on_a_view, twice_through_one_view]
+
+
+@pytest.mark.parametrize("prog", VIEW_PROGRAMS, ids=lambda p: p.__name__)
+def test_inplace_through_view_gradient_matches_finite_differences(prog):
+    x0 = np.array([0.7, -1.3, 2.1, 0.4])
+    x = lg.tensor(x0, requires_grad=True)
+    out = prog(x)
+    assert out.item() == pytest.approx(prog(x0.copy()), rel=1e-12)
+    out.backward()
+    fd = numerical_vjp(lambda a: prog(a.copy()), [x0], 1.0, wrt=[0])[0]
+    np.testing.assert_allclose(x.grad.numpy(), fd, rtol=1e-6, atol=1e-8)
+
+
+def test_inplace_through_view_rebases_the_base_graph():
+    x = lg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = x * 1.0
+    before = y.grad_fn
+    v = y[:2]
+    v.mul_(x[:2])
+    assert y.grad_fn.name() == "CopySlices"
+    (old, _), (res, _) = y.grad_fn.next_functions
+    assert old is before and res.name() == "MulBackward0"
+    assert v.grad_fn is not res  # the view's graph is rebuilt on the rebased base
+
+
+@pytest.mark.parametrize("prog", [through_slice, other_live_view_sees_the_write],
+                         ids=lambda p: p.__name__)
+def test_inplace_through_view_second_order(prog):
+    x = lg.tensor(np.array([0.7, -1.3, 2.1, 0.4]), requires_grad=True)
+    assert gradcheck(prog, (x,)) and gradgradcheck(prog, (x,))
+
+
+def test_inplace_into_a_fresh_buffer_through_a_view_makes_it_require_grad():
+    x = lg.tensor([1.0, 2.0], requires_grad=True)
+    buf = lg.zeros(4, dtype=lg.float64)
+    buf[1:3].copy_(x * 3.0)
+    assert buf.requires_grad and buf.grad_fn.name() == "CopySlices"
+    (buf * buf).sum().backward()
+    assert x.grad.tolist() == [18.0, 36.0]
+
+
+def test_view_of_leaf_cannot_be_modified_in_place():
+    x = lg.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad is "
+                                           "being used in an in-place operation"):
+        x[:1].mul_(2)
+    with lg.no_grad():
+        x[:1].mul_(2)  # allowed: not recorded
+    assert x.tolist() == [2.0, 2.0]
+
+
+def test_view_made_under_no_grad_cannot_be_modified_with_grad_on():
+    x = lg.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 1.0
+    with lg.no_grad():
+        v = y[:1]
+    with pytest.raises(RuntimeError, match="created in no_grad mode.*modified in place"):
+        v.mul_(2)
+
+
+def test_views_without_grad_stay_plain():
+    y = lg.tensor([1.0, 2.0, 3.0])
+    y[1:].mul_(2)
+    assert y.tolist() == [1.0, 4.0, 6.0] and not y.requires_grad and y.grad_fn is None
+
+
+def test_augmented_assignment_is_in_place_as_in_pytorch():
+    x = lg.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 1.0
+    alias = y
+    y += x
+    y *= 2.0
+    assert y is alias and alias.tolist() == [4.0, 8.0] and y.grad_fn.name() == "MulBackward0"
+    y.sum().backward()
+    assert x.grad.tolist() == [4.0, 4.0]
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in "
+                                           "an in-place operation"):
+        x -= 1.0
+    w = x
+    with lg.no_grad():  # the SGD update a PyTorch user writes: w stays the same leaf
+        w -= 0.5 * x.grad
+    assert w is x and x.is_leaf and x.requires_grad and x.tolist() == [-1.0, 0.0]
+    i = lg.tensor([1, 2])
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        i /= 2
