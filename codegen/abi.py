@@ -20,11 +20,15 @@ from . import jit
 from .loops import I64, PTR, for_range
 
 __all__ = [
-    "ENTRY_TYPE", "define_kernel", "Kernel", "callable_pointer", "pointer_array",
+    "ENTRY_TYPE", "ALIGN", "define_kernel", "Kernel", "callable_pointer", "pointer_array",
     "fast_path_available",
 ]
 
 ENTRY_TYPE = ir.FunctionType(ir.VoidType(), [PTR])
+# The workspace buffer starts on a 64-byte boundary (a cache line), and so does every temporary
+# the planner places in it (plan.py) and every constant global (compile.py). Kernels assume
+# only element alignment for their loads and stores (loops.py); this is for the cache.
+ALIGN = 64
 _ENTRY_CFUNC = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 _TRAMPOLINE_CFUNC = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.py_object)
 

@@ -18,6 +18,7 @@ from llgrad.runtime.ops.index import scatter_add_p
 from llgrad.runtime.prim import Primitive
 from llgrad.transform.ir import Value
 
+from .abi import ALIGN
 from .layout import Layout, contiguous_strides
 from .registry import LOWERINGS, lowering_of
 
@@ -36,8 +37,6 @@ from .registry import LOWERINGS, lowering_of
 # a group never reads its own values through memory. Only values read outside the group (or
 # returned) are stored. The transform layer's `fusion` op, once it exists, can map onto the
 # same GroupUnit.
-
-ALIGN = 64
 
 
 # ---- units: what the kernel runs, in order ---------------------------------------------------

@@ -96,6 +96,7 @@ def _flip_a_byte(path) -> None:
 
 
 TRAMPOLINE_SCRIPT = textwrap.dedent("""
+    import sys
     import numpy as np, llgrad
     from llgrad.codegen import abi, jit
     @llgrad.differentiate(cache=CACHE)
@@ -103,7 +104,9 @@ TRAMPOLINE_SCRIPT = textwrap.dedent("""
         return np.sum(np.sin(x) * x)
     v, g = f.value_and_grad(np.linspace(-1, 1, 5))
     assert abi.fast_path_available()
-    print(repr(v), "llvm" if jit.get_jit().compile_seconds > 0 else "no-llvm")
+    lowering = [m for m in ("llgrad.codegen.lower", "llgrad.codegen.plan") if m in sys.modules]
+    print(repr(v), "llvm" if jit.get_jit().compile_seconds > 0 else "no-llvm",
+          "lowering" if lowering else "no-lowering")
 """)
 
 
@@ -126,18 +129,19 @@ def _trampoline_entry() -> str:
     return path
 
 
-def test_warm_process_loads_the_trampoline_without_llvm(tmp_path, cache_dir):
-    v1, llvm1 = _run_trampoline_script(tmp_path, cache_dir)
-    v2, llvm2 = _run_trampoline_script(tmp_path, cache_dir)
-    assert (llvm1, llvm2) == ("llvm", "no-llvm")
+def test_warm_process_runs_neither_llvm_nor_the_lowering(tmp_path, cache_dir):
+    v1, llvm1, lowering1 = _run_trampoline_script(tmp_path, cache_dir)
+    v2, llvm2, lowering2 = _run_trampoline_script(tmp_path, cache_dir)
+    assert (llvm1, llvm2) == ("llvm", "no-llvm")  # the trampoline came from the cache
+    assert (lowering1, lowering2) == ("lowering", "no-lowering")  # not even imported
     assert v1 == v2
     assert cache.info()["entries"] == 2  # the function's entry and the trampoline's
 
 
 def test_corrupt_trampoline_entry_is_recompiled(tmp_path, cache_dir):
-    v1, _ = _run_trampoline_script(tmp_path, cache_dir)
+    v1, *_ = _run_trampoline_script(tmp_path, cache_dir)
     _flip_a_byte(_trampoline_entry())
-    v2, llvm2 = _run_trampoline_script(tmp_path, cache_dir)
+    v2, llvm2, _ = _run_trampoline_script(tmp_path, cache_dir)
     assert (v2, llvm2) == (v1, "llvm")  # recompiled, and rewritten:
     assert _run_trampoline_script(tmp_path, cache_dir)[1] == "no-llvm"
 
