@@ -125,12 +125,12 @@ def _convertible(fn: Callable) -> Callable:
     """The gast-converted function; lambdas and callable objects run as they are (a lambda
     holds no statements to convert, so tracing it directly is exact)."""
     import types
-    from llgrad.tracer.convert import convert
+    from llgrad.tracer.convert import convert, source_lines
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
     if not isinstance(target, types.FunctionType) or target.__name__ == "<lambda>":
         return fn
     try:
-        inspect.getsourcelines(target)
+        source_lines(target)  # read once: convert() below reuses it
     except (OSError, TypeError):
         # No source (a REPL, exec): trace as written; Python control flow on traced values
         # then takes the dynamic path, which is exact but re-traces per call.

@@ -7,5 +7,6 @@ ternaries, chained comparisons, break/continue/return, element updates and calls
 
 from .api import ConvertedFunction, convert
 from .errors import SourceLoc, UnsupportedSyntaxError
+from .parsing import source_lines
 
-__all__ = ["ConvertedFunction", "SourceLoc", "UnsupportedSyntaxError", "convert"]
+__all__ = ["ConvertedFunction", "SourceLoc", "UnsupportedSyntaxError", "convert", "source_lines"]

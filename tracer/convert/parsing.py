@@ -8,9 +8,13 @@ undecorated body).
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
+import re
 import textwrap
+import types
+import weakref
 from typing import Callable
 
 import gast
@@ -35,7 +39,7 @@ def parse_function(fn: Callable) -> ParsedFunction:
     code = fn.__code__
     filename = inspect.getsourcefile(fn) or code.co_filename
     try:
-        lines, firstlineno = inspect.getsourcelines(fn)
+        lines, firstlineno = source_lines(fn)
     except (OSError, TypeError) as e:
         raise UnsupportedSyntaxError(
             f"cannot read the source of {fn.__qualname__!r} ({e})",
@@ -72,3 +76,72 @@ def parse_function(fn: Callable) -> ParsedFunction:
 
 def _indent(line: str) -> int:
     return len(line) - len(line.lstrip())
+
+
+def source_lines(fn: Callable) -> tuple[list[str], int]:
+    """``inspect.getsourcelines(fn)``, read once per code object (Note [Finding the source]).
+
+    Raises what ``inspect.getsourcelines`` raises when there is no source (OSError, TypeError).
+    The list is shared: do not modify it.
+    """
+    target = inspect.unwrap(fn)
+    code = getattr(target, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        return inspect.getsourcelines(fn)
+    found = _SOURCES.get(code)
+    if found is None:
+        lines, lnum = inspect.findsource(target)
+        block = None if code.co_name == "<lambda>" else _def_block(lines, lnum, code.co_name)
+        found = _SOURCES[code] = (block or inspect.getblock(lines[lnum:]), lnum + 1)
+    return found
+
+
+_SOURCES: "weakref.WeakKeyDictionary[types.CodeType, tuple[list[str], int]]" = \
+    weakref.WeakKeyDictionary()
+_DEF = re.compile(r"(async\s+)?def\s")
+
+
+def _def_block(lines: list[str], start: int, name: str) -> list[str] | None:
+    """The lines of the ``def`` of `name` (decorators included) at ``lines[start]``, found by
+    indentation; None when that is not certain (then inspect's tokenizer decides)."""
+    base = _indent(lines[start])
+    i = start
+    while i < len(lines) and not (_indent(lines[i]) == base and _DEF.match(lines[i].lstrip())):
+        i += 1  # decorators
+    end = len(lines)
+    for j in range(i + 1, len(lines)):
+        text = lines[j].lstrip()
+        if text and not text.startswith("#") and _indent(lines[j]) <= base:
+            end = j  # the first statement after the body
+            break
+    while end > i + 1 and lines[end - 1].lstrip()[:1] in ("", "#"):
+        end -= 1  # trailing blank and comment lines
+    block = lines[start:end]
+    if any(line.strip() and line[:_indent(line)].strip(" ") for line in block):
+        return None  # a tab or form feed in an indentation: columns are not characters
+    try:
+        tree = ast.parse(textwrap.dedent("".join(block)))
+    except SyntaxError:
+        return None  # cut inside a string, bracket or continuation line
+    if len(tree.body) != 1 or not isinstance(tree.body[0], (ast.FunctionDef,
+                                                            ast.AsyncFunctionDef)):
+        return None
+    node = tree.body[0]
+    first = min([node.lineno] + [d.lineno for d in node.decorator_list])
+    return block if node.name == name and first == 1 else None
+
+
+# Note [Finding the source]
+# `inspect.getsourcelines` finds a function's first line from `co_firstlineno` (its first
+# decorator, or the `def`) and its last by tokenizing from there (`inspect.getblock`); the first
+# tokenize of a process compiles tokenize's large regular expressions (~11 ms, issue 6). For a
+# `def` the end is also where indentation says: the first statement after the `def` line that
+# is indented no deeper than the `def` (blank and comment lines do not count). That cut is
+# certain when the lines before it parse as exactly this one `def`: had the cut fallen inside a
+# string, a bracket or a continued line, that prefix would not parse. So `_def_block` cuts by
+# indentation and checks with `ast.parse`; when the check fails (a tab in an indentation, a
+# lambda, an odd layout) `inspect.getblock` decides, as before. Both give the same first line,
+# so every file:line is unchanged; the block may end before trailing comments, which carry no
+# code. The result is kept per code object: tracing asks for it twice (tracing._convertible,
+# then parse_function), and it stays the text the code was compiled from even if the file is
+# edited while the process runs.
