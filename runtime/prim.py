@@ -39,7 +39,9 @@ class Primitive:
             (an LLVM intrinsic `"llvm.exp"`, a libm/libmvec name, or a formula tuple).
         numpy: the numpy callables this primitive stands for (dispatch of `np.exp` on values).
         multiple_results: impl returns a tuple.
-        node_name: the eager graph node's name (`MulBackward0`).
+        node_name: the eager graph node's name (`MulBackward0`), or for primitives whose
+            PyTorch name depends on the call (`SumBackward0` / `SumBackward1`) a function
+            `node_name(out_shape, **params) -> str`.
         decompose: for composite primitives, `decompose(*inputs, **params)` written with other
             ops: the compiler's IR builder emits that instead (so AD, passes and codegen never
             see this primitive), while eager mode runs `impl` as one graph node.
@@ -52,7 +54,7 @@ class Primitive:
 
     def __init__(self, name: str, family: str, impl: Callable, shape: Callable, vjp=None, *,
                  nondiff: bool = False, saves=None, scalar=None, numpy=(),
-                 multiple_results: bool = False, node_name: str | None = None,
+                 multiple_results: bool = False, node_name: str | Callable | None = None,
                  decompose: Callable | None = None):
         if not nondiff and vjp is None:
             raise ValueError(f"primitive {name}: give vjp rules or nondiff=True")

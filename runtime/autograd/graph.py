@@ -323,7 +323,8 @@ class PrimNode(Node):
         self.saved_out = SavedTensor(out_tensor, is_output=True)
 
     def name(self) -> str:
-        return self.prim.node_name
+        n = self.prim.node_name  # a str, or a function of the call (see Primitive.node_name)
+        return n if type(n) is str else n(self.out_meta[0][0], **self.params)
 
     def release(self) -> None:
         saved = self._plan.saved
