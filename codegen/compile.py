@@ -87,8 +87,12 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
         t2 = time.perf_counter()
         j.optimize(mod, j.level_for(llvm_ir))
         t3 = time.perf_counter()
-        obj = j.target.machine.emit_object(mod) if keep_object else None
-        addresses = j.add(mod, [s for s, _ in kernels.values()])
+        names = [s for s, _ in kernels.values()]
+        if keep_object:  # one machine-code pass: load the object code the disk cache keeps
+            obj = j.target.machine.emit_object(mod)
+            addresses = j.add_object(obj, names)
+        else:
+            obj, addresses = None, j.add(mod, names)
         t4 = time.perf_counter()
     stats.update({"workspace bytes": workspace, "lower seconds": t1 - t0,
                   "parse seconds": t2 - t1, "optimize seconds": t3 - t2,

@@ -159,8 +159,11 @@ class Jit:
         start = time.perf_counter()
         with _lock:
             mod = self.optimize(self.parse(llvm_ir))
-            object_code = self.target.machine.emit_object(mod) if cache is not None else None
-            addresses = self.add(mod, names)
+            if cache is not None:  # one machine-code pass: load the object code to be stored
+                object_code = self.target.machine.emit_object(mod)
+                addresses = self.add_object(object_code, names)
+            else:
+                object_code, addresses = None, self.add(mod, names)
             self.compile_seconds += time.perf_counter() - start
         if object_code is not None:
             cache.store(llvm_ir, object_code)
@@ -210,8 +213,8 @@ class Jit:
 # engine holds every compiled kernel. llvmlite objects are not thread safe: one re-entrant lock
 # serialises parse/optimise/add. Compiled code itself is immutable and may run on any thread
 # without the lock. We use MCJIT (what numba uses) rather than OrcJIT: it is the engine
-# llvmlite documents first, and it supports `set_object_cache`, which the on-disk kernel cache
-# (cache.py) will use.
+# llvmlite documents first. With the on-disk cache (llgrad/cache.py) a module is compiled once to
+# object code (`emit_object`), which is both stored and loaded (`add_object`).
 
 
 def get_jit() -> Jit:
