@@ -689,6 +689,22 @@ def inner_break_varies(A):
     return total
 
 
+@case(lambda r: (r.uniform(-1, 1, 5),), kinds=("nested loops", "two inner", "stacked"))
+def two_inner_loops(x):
+    total = 0.0
+    for i in range(x.shape[0]):
+        a = x[i]
+        for j in range(3):
+            a = np.sin(a) + 0.1 * x[j]
+        b = a
+        k = 0
+        while k < i + 1:
+            b = b * 0.9 + np.cos(b)
+            k += 1
+        total = total + a * b
+    return total
+
+
 @case(lambda r: (away(r, 4, 0.0),), kinds=("loop in branch in loop",))
 def loop_in_branch_in_loop(x):
     total = 0.0
