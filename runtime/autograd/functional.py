@@ -1,17 +1,16 @@
 """Functional higher-level autograd API, as torch.autograd.functional: jacobian, hessian, vjp,
 jvp (the double-vjp trick), hvp, vhp. Inputs and outputs are a Tensor or a tuple of Tensors;
 results nest like PyTorch's (see each function). Nothing here touches the caller's tensors'
-.grad; inputs are detached copies unless create_graph=True. See Note [Vectorized jacobian].
+.grad; inputs are detached copies unless create_graph=True. jacobian(vectorize=True) is in
+vectorized.py (Note [Vectorized jacobian]).
 """
 from __future__ import annotations
-
-import threading
-import warnings
 
 import numpy as np
 
 from llgrad.runtime.autograd.grad_mode import enable_grad, set_grad_enabled
 from llgrad.runtime.autograd.state import STATE
+from llgrad.runtime.autograd.vectorized import BATCHED, vectorized_jacobian
 
 __all__ = ["vjp", "jvp", "jacobian", "hessian", "hvp", "vhp"]
 
@@ -249,7 +248,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
 
     vectorize=True computes all rows in one batched backward where that is provably the same
     as one backward per row, and otherwise falls back to the row loop with a warning.
-    See Note [Vectorized jacobian].
+    See Note [Vectorized jacobian] in runtime/autograd/vectorized.py.
 
     Example:
         >>> import llgrad as lg
@@ -272,7 +271,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
                 raise RuntimeError("llgrad.autograd.functional.jacobian: `strict=True` and "
                                    "`vectorized=True` are not supported together. Please "
                                    "either set `strict=False` or `vectorize=False`.")
-            jac = _vectorized(func, inputs, outputs, create_graph)
+            jac = vectorized_jacobian(func, inputs, outputs, create_graph)
             if jac is not None:
                 jac = _grad_postprocess(jac, create_graph)
                 return _tuple_postprocess(jac, (is_outputs_tuple, is_inputs_tuple))
@@ -315,209 +314,6 @@ def _jacobian_rows(i, out, inputs, create_graph, strict):
     return tuple(res)
 
 
-# Note [Vectorized jacobian]
-# vectorize=True runs `func` once more on inputs with a leading batch dimension of size N (the
-# total number of output elements: copies of each input, as fresh leaves) and then makes ONE
-# backward pass with a batch of one-hot grad_outputs (row k of the batch selects output element
-# k), so gradient k of the batched inputs is row k of the Jacobian. That is only right when
-# `func` treats the leading dimension as a batch (examples never mix), so before trusting it we
-#  1. check every node of the batched graph against a table of batch-preserving primitives
-#     (_BATCH_RULES: elementwise ops whose batched operands keep axis 0 aligned, reductions and
-#     transposes that leave axis 0 alone, reshapes that keep it, matmul with a batched left
-#     operand, ...); custom Functions and any other op reject;
-#  2. check every batch slice of the batched outputs equals the unbatched outputs (this catches
-#     mixing through detached values or Python control flow on concretised values).
-# When a check fails (or the batched call raises) we fall back to one backward per row, with a
-# warning naming the op, as PyTorch does when vmap lacks a batching rule. Residual risk: a
-# function whose Python control flow depends on a batch-mixing concrete value yet returns equal
-# values on both paths with different gradients would pass check 2.
-_BATCHED = threading.local()
-
-
-def _shape(x):
-    from llgrad.runtime.autograd.graph import SavedTensor, ShapeOnly
-    if isinstance(x, SavedTensor):
-        return (x.tensor._data if x.tensor is not None else x.data).shape
-    if isinstance(x, ShapeOnly):
-        return x.shape
-    return np.shape(x)
-
-
-def _full_first(key):
-    return bool(key) and (key[0] == ("e",) or key[0] == ("s", None, None, None))
-
-
-def _adjacent_arrays(key):
-    pos = [k for k, e in enumerate(key) if e[0] == "a"]
-    return not pos or pos[-1] - pos[0] == len(pos) - 1
-
-
-def _uniform(x) -> bool:
-    """An unbatched operand of the batch's shape is fine if the backward does not read it
-    (ShapeOnly) or it is the same for every example (e.g. a ones cotangent)."""
-    from llgrad.runtime.autograd.graph import SavedTensor, ShapeOnly
-    if isinstance(x, ShapeOnly):
-        return True
-    d = (x.tensor._data if x.tensor is not None else x.data) if isinstance(x, SavedTensor) \
-        else np.asarray(x)
-    return bool(np.all(d == d[:1]))
-
-
-def _elementwise_ok(b, shapes, outs, params, inputs):
-    nd = len(outs[0])
-    return all((len(s) == nd) if bk else (len(s) < nd or s[0] == 1 or _uniform(x))
-               for bk, s, x in zip(b, shapes, inputs))
-
-
-_BATCH_RULES = {
-    "reduce": lambda b, s, o, p: 0 not in p["axes"],
-    "reshape": lambda b, s, o, p: s[0][0] == o[0][0],
-    "transpose": lambda b, s, o, p: p["perm"][0] == 0,
-    "broadcast_to": lambda b, s, o, p: len(s[0]) == len(p["shape"]),
-    "concatenate": lambda b, s, o, p: all(b) and p["axis"] % len(o[0]) != 0,
-    "matmul": lambda b, s, o, p: (b[0] and not b[1] and len(s[0]) >= 2) or
-    (b[1] and len(s[1]) >= 3 and (not b[0] or len(s[0]) >= 3)),
-    "getitem": lambda b, s, o, p: b[0] and not any(b[1:]) and _full_first(p["key"]) and
-    _adjacent_arrays(p["key"]),
-    "scatter_add": lambda b, s, o, p: b[0] and not any(b[1:]) and _full_first(p["key"]) and
-    _adjacent_arrays(p["key"]),
-}
-
-
-def _batch_safe(node, batched, n):
-    """Whether `node` keeps batch examples apart; returns (ok, its outputs are batched)."""
-    from llgrad.runtime.autograd.graph import AccumulateGrad, PrimNode
-    if isinstance(node, AccumulateGrad):
-        return True, id(node.variable) in batched
-    flags = [nxt is not None and _batched_node(nxt, batched, n) for nxt, _ in node.next_functions]
-    if not any(flags):
-        return True, False
-    if not isinstance(node, PrimNode):
-        return False, True
-    b = [False] * len(node.inputs)
-    for pos, f in zip(node.edges, flags):
-        b[pos] = f
-    shapes = [_shape(x) for x in node.inputs]
-    outs = [m[0] for m in node.out_meta]
-    if any(not o or o[0] != n for o in outs) or any(bk and (not s or s[0] != n)
-                                                    for bk, s in zip(b, shapes)):
-        return False, True
-    prim = node.prim
-    rule = _BATCH_RULES.get(prim.name) or _BATCH_RULES.get(prim.family)
-    if prim.family == "elementwise":
-        return _elementwise_ok(b, shapes, outs, node.params, node.inputs), True
-    return bool(rule is not None and rule(b, shapes, outs, node.params)), True
-
-
-def _batched_node(node, batched, n):
-    memo = batched["memo"]
-    if node not in memo:
-        ok, is_b = _batch_safe(node, batched, n)
-        if not ok:
-            raise _Unbatchable(node)
-        memo[node] = is_b
-    return memo[node]
-
-
-class _Unbatchable(Exception):
-    pass
-
-
-def _check_batched_graph(outputs, leaves, n):
-    import sys
-    batched = {id(t): True for t in leaves if t.grad_fn is None}
-    batched["memo"] = {t.grad_fn: True for t in leaves if t.grad_fn is not None}
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 20000))
-    try:
-        for o in outputs:
-            if o.grad_fn is not None:
-                _batched_node(o.grad_fn, batched, n)
-    except _Unbatchable as e:
-        node = e.args[0]
-        return f"{node.name()}" + (f" (created at {node.loc})" if node.loc else "")
-    finally:
-        sys.setrecursionlimit(limit)
-    return None
-
-
-def _same_values(batched, single):
-    # batched kernels (gemm vs gemv) may round differently: allow a few ulps
-    tol = 64 * np.finfo(single.dtype).eps if single.dtype.kind == "f" else 0
-    scale = float(np.max(np.abs(single), initial=0.0)) if single.size else 0.0
-    return bool(np.allclose(batched, np.broadcast_to(single, batched.shape), rtol=tol,
-                            atol=tol * scale, equal_nan=True))
-
-
-def _vectorized(func, inputs, outputs, create_graph):
-    """See Note [Vectorized jacobian]. Returns the Jacobian tuples, or None to fall back."""
-    from llgrad.runtime import ops
-    from llgrad.runtime.autograd import grad
-    Tensor = _tensor_cls()
-    numels = [o.numel() for o in outputs]
-    n = sum(numels)
-    if n == 0 or not any(o.requires_grad for o in outputs):
-        return None
-    if create_graph and any(i.grad_fn is not None for i in inputs):
-        # batched copies that stay connected to the caller's graph (their nodes are the
-        # batch sources for the check)
-        leaves = tuple(ops.broadcast_to(ops.unsqueeze(i, 0), (n,) + tuple(i.shape)) * 1
-                       for i in inputs)
-    else:
-        leaves = tuple(Tensor._wrap(np.ascontiguousarray(
-            np.broadcast_to(i._data, (n,) + i._data.shape))).requires_grad_(i.requires_grad)
-            for i in inputs)
-    reason = None
-    prev = getattr(_BATCHED, "on", False)
-    _BATCHED.on = True
-    try:
-        bouts = func(*leaves)
-    except Exception as e:  # func is not batch-polymorphic
-        reason = f"calling the function on batched inputs raised {type(e).__name__}: {e}"
-    finally:
-        _BATCHED.on = prev
-    if reason is None:
-        bouts = bouts if isinstance(bouts, tuple) else (bouts,)
-        if len(bouts) != len(outputs) or any(
-                not isinstance(b, Tensor) or tuple(b.shape) != (n,) + tuple(o.shape)
-                for b, o in zip(bouts, outputs)):
-            reason = "the function does not treat a leading dimension as a batch"
-        elif any(not _same_values(b._data, o._data) for b, o in zip(bouts, outputs)):
-            reason = "batch examples mix (outputs of the batched call differ per example)"
-        else:
-            bad = _check_batched_graph(bouts, leaves, n)
-            if bad is not None:
-                reason = f"{bad} has no batching rule or mixes the batch dimension"
-    if reason is not None:
-        warnings.warn(f"jacobian(vectorize=True): falling back to one backward per row: "
-                      f"{reason}.", UserWarning, stacklevel=3)
-        return None
-    # one-hot rows: row k of the batch selects element k of the concatenated flat outputs
-    eye = np.eye(n)
-    gos, start = [], 0
-    for b, o, m in zip(bouts, outputs, numels):
-        gos.append(Tensor._wrap(eye[:, start:start + m].reshape(b.shape).astype(b._data.dtype)))
-        start += m
-    diff = [k for k, leaf in enumerate(leaves) if leaf.requires_grad]
-    pairs = [(b, g) for b, g in zip(bouts, gos) if b.requires_grad]
-    gs = grad(tuple(p[0] for p in pairs), tuple(leaves[k] for k in diff),
-              tuple(p[1] for p in pairs), allow_unused=True, create_graph=create_graph)
-    per_input = [None] * len(inputs)
-    for k, g in zip(diff, gs):
-        per_input[k] = g
-    jac = []
-    for o, m, off in zip(outputs, numels, np.cumsum([0] + numels[:-1])):
-        row = []
-        for g, inp in zip(per_input, inputs):
-            shape = tuple(o.shape) + tuple(inp.shape)
-            if g is None:
-                row.append(Tensor._wrap(np.zeros(shape, inp._data.dtype)))
-            else:
-                row.append(ops.reshape(g[int(off):int(off) + m], shape))
-        jac.append(tuple(row))
-    return tuple(jac)
-
-
 def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
             outer_jacobian_strategy="reverse-mode"):
     """The Hessian of a scalar function `func` at `inputs`.
@@ -552,7 +348,7 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
         return out.reshape(())
 
     def jac_func(*inp):
-        if getattr(_BATCHED, "on", False):  # batched call: per-example gradients in one vjp
+        if getattr(BATCHED, "on", False):  # batched call: per-example gradients in one vjp
             out = func(*inp)
             n = inp[0].shape[0]
             if not isinstance(out, Tensor) or out.numel() != n:
