@@ -13,13 +13,14 @@ __all__ = [
     "var", "std", "softmax", "log_softmax", "matmul", "mm", "dot", "outer", "reshape",
     "transpose", "permute", "squeeze", "unsqueeze", "flatten", "cat", "concatenate", "stack",
     "split", "broadcast_to", "all", "any", "allclose", "equal", "isnan", "isfinite", "max", "min",
-    "eq", "ne", "lt", "le", "gt", "ge", "square", "numel", "is_tensor", "t", "detach", "floor",
-    "remainder", "floor_divide",
+    "eq", "ne", "lt", "le", "gt", "ge", "square", "rsqrt", "norm", "numel", "is_tensor", "t",
+    "detach", "floor", "remainder", "floor_divide",
 ]
 
 exp, log, log1p, expm1, sin, cos, tan, tanh = (
     ops.exp, ops.log, ops.log1p, ops.expm1, ops.sin, ops.cos, ops.tan, ops.tanh)
 sqrt, abs, sign, sigmoid, relu, neg = ops.sqrt, ops.abs, ops.sign, ops.sigmoid, ops.relu, ops.neg
+square, rsqrt = ops.square, ops.rsqrt
 add, sub, mul, div, pow = ops.add, ops.sub, ops.mul, ops.div, ops.pow
 maximum, minimum, where = ops.maximum, ops.minimum, ops.where
 floor, remainder, floor_divide = ops.floor, ops.remainder, ops.floor_divide
@@ -66,8 +67,11 @@ def cat(tensors, dim=0):
 concatenate = cat
 
 
-def square(input):
-    return ops.mul(input, input)
+def norm(input, p="fro", dim=None, keepdim=False, dtype=None):
+    """A vector norm of `input` over `dim` (all dims by default), as torch.norm: p='fro' (the
+    default) and p=2 are the 2-norm; any number, inf and -inf give the p-norm. Matrix norms
+    (p='nuc') are not supported."""
+    return ops.norm(input, p, dim, keepdim, dtype)
 
 
 def max(input, dim=None, keepdim=False):

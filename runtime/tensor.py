@@ -474,8 +474,7 @@ class Tensor(ArrayOperators):
     argmax, argmin, amax, amin, prod = ops.argmax, ops.argmin, ops.amax, ops.amin, ops.prod
     dot, outer, mm = ops.dot, ops.outer, ops.matmul
 
-    def square(self): return ops.mul(self, self)
-    def rsqrt(self): return ops.div(1.0, ops.sqrt(self))
+    square, rsqrt = ops.square, ops.rsqrt
     def reciprocal(self): return ops.div(1.0, self)
     def sum(self, dim=None, keepdim=False, dtype=None): return ops.sum(self, dim, keepdim, dtype)
     def mean(self, dim=None, keepdim=False): return ops.mean(self, dim, keepdim)
@@ -483,6 +482,8 @@ class Tensor(ArrayOperators):
         return ops.var(self, dim, unbiased, keepdim, correction)
     def std(self, dim=None, unbiased=True, keepdim=False, correction=None):
         return ops.std(self, dim, unbiased, keepdim, correction)
+    def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
+        return ops.norm(self, p, dim, keepdim, dtype)
     def clamp(self, min=None, max=None): return ops.clip(self, min, max)
     clip = clamp
     def view_as(self, other): return ops.reshape(self, other.shape)

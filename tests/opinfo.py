@@ -199,6 +199,21 @@ def _lse_ref(x, dim=None, keepdim=False):
     return r if keepdim else np.squeeze(r, axis=dim) if dim is not None else r.reshape(())
 
 
+def _var_ref(x, dim=None, unbiased=True, keepdim=False):
+    return np.var(x, axis=dim, ddof=1 if unbiased else 0, keepdims=keepdim)
+
+
+def _softmax_ref(x, dim=-1):
+    e = np.exp(x - x.max(axis=dim, keepdims=True))
+    return e / e.sum(axis=dim, keepdims=True)
+
+def _norm_ref(x, ord=2, dim=None, keepdim=False):
+    a = np.abs(x)
+    if ord == np.inf:
+        return np.max(a, axis=dim, keepdims=keepdim)
+    return np.sum(a ** ord, axis=dim, keepdims=keepdim) ** (1 / ord)
+
+
 OP_DB: list[OpSpec] = [
     # arithmetic
     _binary("add", lambda x, y: x + y, np.add),
@@ -305,18 +320,30 @@ OP_DB: list[OpSpec] = [
     OpSpec("logsumexp", lambda x, **kw: x.logsumexp(**kw), _lse_ref, samples=_samples(
         (((3, 4),), {"dim": 1}), (((3, 4),), {"dim": 0, "keepdim": True}),
         (((2, 3, 4),), {"dim": (0, 2)}))),
+    OpSpec("mean", lambda x, **kw: x.mean(**kw), _red(np.mean), samples=_samples(*REDUCE)),
+    OpSpec("var", lambda x, **kw: x.var(**kw), _var_ref, samples=_samples(
+        (((3, 4),), {}), (((3, 4),), {"dim": 1}), (((3, 4),), {"dim": 0, "unbiased": False}),
+        (((2, 3, 4),), {"dim": (0, 2), "keepdim": True})), tol={np.dtype(np.float32): (1e-4, 1e-5)}),
+    OpSpec("std", lambda x, **kw: x.std(**kw),
+           lambda x, **kw: np.sqrt(_var_ref(x, **kw)), samples=_samples(
+               (((3, 4),), {}), (((3, 4),), {"dim": 1, "keepdim": True})),
+           tol={np.dtype(np.float32): (1e-4, 1e-5)}),
+    OpSpec("softmax", lambda x, **kw: x.softmax(**kw), _softmax_ref, samples=_samples(
+        (((3, 4),), {"dim": 1}), (((3, 4),), {"dim": 0}), (((5,),), {}))),
+    OpSpec("log_softmax", lambda x, **kw: x.log_softmax(**kw),
+           lambda x, dim=-1: np.log(_softmax_ref(x, dim)), samples=_samples(
+               (((3, 4),), {"dim": 1}), (((2, 3, 4),), {"dim": 0}))),
+    OpSpec("square", lambda x: x.square(), np.square, [((3, 4),)]),
+    OpSpec("rsqrt", lambda x: x.rsqrt(), lambda x: 1 / np.sqrt(x), [((3, 4),)], "positive"),
+    OpSpec("vector_norm", lambda x, *a, **kw: lg.linalg.vector_norm(x, *a, **kw), _norm_ref,
+           samples=_samples((((3, 4),), {}), (((3, 4),), {"dim": 1}),
+                            (((3, 4),), {"ord": 1, "dim": 0, "keepdim": True}),
+                            (((2, 3, 4),), {"ord": 3, "dim": (0, 2)}),
+                            (((3, 4),), {"ord": np.inf, "dim": 1}), (((5,),), {})),
+           tol={np.dtype(np.float32): (1e-5, 1e-6)}),
 ]
 
 OPS = {s.name: s for s in OP_DB}
-
-
-def _var_ref(x, dim=None, unbiased=True, keepdim=False):
-    return np.var(x, axis=dim, ddof=1 if unbiased else 0, keepdims=keepdim)
-
-
-def _softmax_ref(x, dim=-1):
-    e = np.exp(x - x.max(axis=dim, keepdims=True))
-    return e / e.sum(axis=dim, keepdims=True)
 
 
 def _split_ref(x, size, dim=0):
@@ -331,19 +358,12 @@ def _repeat_ref(x, *reps):
 
 _R = "real"
 FUNC_DB: list[OpSpec] = [
-    OpSpec("mean", lambda x, **kw: x.mean(**kw), _red(np.mean), samples=_samples(*REDUCE)),
-    OpSpec("var", lambda x, **kw: x.var(**kw), _var_ref, samples=_samples(
-        (((3, 4),), {}), (((3, 4),), {"dim": 1}), (((3, 4),), {"dim": 0, "unbiased": False}),
-        (((2, 3, 4),), {"dim": (0, 2), "keepdim": True})), tol={np.dtype(np.float32): (1e-4, 1e-5)}),
-    OpSpec("std", lambda x, **kw: x.std(**kw),
-           lambda x, **kw: np.sqrt(_var_ref(x, **kw)), samples=_samples(
-               (((3, 4),), {}), (((3, 4),), {"dim": 1, "keepdim": True})),
-           tol={np.dtype(np.float32): (1e-4, 1e-5)}),
-    OpSpec("softmax", lambda x, **kw: x.softmax(**kw), _softmax_ref, samples=_samples(
-        (((3, 4),), {"dim": 1}), (((3, 4),), {"dim": 0}), (((5,),), {}))),
-    OpSpec("log_softmax", lambda x, **kw: x.log_softmax(**kw),
-           lambda x, dim=-1: np.log(_softmax_ref(x, dim)), samples=_samples(
-               (((3, 4),), {"dim": 1}), (((2, 3, 4),), {"dim": 0}))),
+    OpSpec("norm", lambda x, *a, **kw: x.norm(*a, **kw),
+           lambda x, p="fro", dim=None, keepdim=False: _norm_ref(
+               x, 2 if p == "fro" else p, dim, keepdim), samples=_samples(
+               (((3, 4),), {}), (((3, 4),), {"p": 2, "dim": 1}), (((3, 4),), {"p": 1}),
+               (((2, 3, 4),), {"dim": (1, 2), "keepdim": True})),
+           tol={np.dtype(np.float32): (1e-5, 1e-6)}),
     OpSpec("stack", lambda *xs, dim=0: lg.stack(xs, dim), lambda *xs, dim=0: np.stack(xs, dim),
            samples=_samples((((3,), (3,)), {}), (((2, 3), (2, 3), (2, 3)), {"dim": 1}),
                             (((2, 3), (2, 3)), {"dim": -1}))),
@@ -384,8 +404,6 @@ FUNC_DB: list[OpSpec] = [
     OpSpec("masked_fill", lambda x, m: x.masked_fill(m, 0.5),
            lambda x, m: np.where(m, np.asarray(0.5, x.dtype), x), [((3, 4), (3, 4))],
            (_R, "bool")),
-    OpSpec("square", lambda x: x.square(), np.square, [((3, 4),)]),
-    OpSpec("rsqrt", lambda x: x.rsqrt(), lambda x: 1 / np.sqrt(x), [((3, 4),)], "positive"),
     OpSpec("reciprocal", lambda x: x.reciprocal(), np.reciprocal, [((3, 4),)], "away0"),
     OpSpec("chunk", lambda x: x.chunk(2), lambda x: tuple(np.array_split(x, 2)), [((5, 2),)]),
     OpSpec("sub_alpha", lambda x, y: x.sub(y, alpha=2), lambda x, y: x - 2 * y,

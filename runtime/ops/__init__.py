@@ -6,13 +6,13 @@ gradients and the compiler's AD. Each primitive is declared once in its family m
 from llgrad.runtime.ops.elementwise import (  # noqa: F401
     abs, add, astype, clip, copy, cos, div, eq, exp, expm1, floor, floor_divide, ge, gt, le, log,
     log1p, logical_and, logical_not, logical_or, lt, maximum, minimum, mul, ne, neg, pow, relu,
-    remainder, sigmoid, sign, sin, sqrt, stop_gradient, sub, tan, tanh, where,
+    remainder, rsqrt, sigmoid, sign, sin, sqrt, square, stop_gradient, sub, tan, tanh, where,
 )
 from llgrad.runtime.ops.index import getitem, setitem, slice_axis  # noqa: F401
 from llgrad.runtime.ops.linalg import dot, matmul, outer  # noqa: F401
 from llgrad.runtime.ops.reduce import (  # noqa: F401
-    amax, amin, argmax, argmin, log_softmax, logsumexp, mean, prod, reduce_prod, reduce_sum,
-    softmax, std, sum, var,
+    amax, amin, argmax, argmin, log_softmax, logsumexp, mean, norm, prod, reduce_prod, reduce_sum,
+    softmax, std, sum, var, vector_norm,
 )
 from llgrad.runtime.ops.shape import (  # noqa: F401
     broadcast_to, concatenate, expand, flatten, movedim, ravel, repeat, reshape, split, squeeze,

@@ -21,11 +21,11 @@ def _shape_rule(name, out_dtype=None):
 
 
 def elementwise(name, impl, vjp=None, scalar=None, *, nondiff=False, saves=None, numpy=(),
-                out_dtype=None, node_name=None) -> Primitive:
+                out_dtype=None, node_name=None, decompose=None) -> Primitive:
     """Declare an elementwise primitive (the common case is one call)."""
     return register(Primitive(
         name, "elementwise", impl, _shape_rule(name, out_dtype), vjp, nondiff=nondiff,
-        saves=saves, scalar=scalar, numpy=numpy, node_name=node_name))
+        saves=saves, scalar=scalar, numpy=numpy, node_name=node_name, decompose=decompose))
 
 
 # ---- arithmetic -------------------------------------------------------------------------------
@@ -81,6 +81,16 @@ tanh_p = elementwise("tanh", np.tanh, (lambda g, out, x: mul(g, sub(1, mul(out, 
                      lambda s, x: s.tanh(x), saves=(-1,), numpy=np.tanh)
 sqrt_p = elementwise("sqrt", np.sqrt, (lambda g, out, x: div(g, mul(out, 2)),),
                      lambda s, x: s.sqrt(x), saves=(-1,), numpy=np.sqrt)
+# square and rsqrt are one node each in eager graphs (PyTorch's PowBackward0, RsqrtBackward0);
+# the compiler sees x * x and 1 / sqrt(x), as before they were primitives.
+square_p = elementwise("square", lambda x: np.multiply(x, x),
+                       (lambda g, out, x: mul(g, mul(x, 2.0)),),
+                       lambda s, x: s.mul(x, x), saves=(0,), node_name="PowBackward0",
+                       decompose=lambda x: mul(x, x))
+rsqrt_p = elementwise("rsqrt", lambda x: 1.0 / np.sqrt(x),
+                      (lambda g, out, x: mul(g, mul(mul(out, mul(out, out)), -0.5)),),
+                      lambda s, x: s.div(1.0, s.sqrt(x)), saves=(-1,),
+                      decompose=lambda x: div(1.0, sqrt(x)))
 abs_p = elementwise("abs", np.abs, (lambda g, out, x: mul(g, sign(x)),),
                     lambda s, x: s.abs(x), saves=(0,), numpy=(np.absolute, np.abs, np.fabs))
 sign_p = elementwise("sign", np.sign, (lambda g, out, x: mul(g, 0),),
@@ -249,6 +259,7 @@ relu = _unary(relu_p, floating=False)
 exp, log, log1p, expm1, sin, cos, tan, tanh, sqrt, sigmoid = (
     _unary(p) for p in (exp_p, log_p, log1p_p, expm1_p, sin_p, cos_p, tan_p, tanh_p, sqrt_p,
                         sigmoid_p))
+rsqrt = _unary(rsqrt_p)
 
 
 def where(cond, x, y):
@@ -275,6 +286,12 @@ def astype(x, dtype):
     if not is_value(x):
         return np.asarray(x).astype(dt)
     return bind(astype_p, x, dtype=dt)
+
+
+def square(x):
+    """x * x; bool promotes to int64, as PyTorch's square (pow(x, 2)) does."""
+    (x,), dt = operands(x)
+    return bind(square_p, astype(x, np.int64) if dt == BOOL else x)
 
 
 def copy(x):

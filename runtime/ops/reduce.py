@@ -1,5 +1,6 @@
-"""Reductions: reduce_sum/max/min/prod and argmax/argmin primitives; mean, var, std,
-logsumexp, softmax and log_softmax composed from them.
+"""Reductions: reduce_sum/max/min/prod and argmax/argmin primitives, and the composites mean,
+var, std, logsumexp, softmax, log_softmax and vector_norm (one eager node each, as in PyTorch;
+the compiler sees their `decompose`, so they need no lowering).
 
 Reductions take `axes` (a sorted tuple of non-negative ints) and `keepdims`.
 """
@@ -64,9 +65,17 @@ def _reduction(name, impl, vjp, saves, numpy=(), node_name=None):
                               numpy=numpy, node_name=node_name))
 
 
+def _variant(op):
+    # PyTorch names a reduction over every dim (no dim given) `<op>Backward0` and one over
+    # given dims `<op>Backward1`. Axes arrive normalised, so "the result is 0-d and not
+    # keepdim" stands in for "no dim given" (a 1-d x.sum(0) is named SumBackward0 here).
+    names = (op + "Backward0", op + "Backward1")
+    return lambda out_shape, axes, keepdims, **_: names[out_shape != () or keepdims]
+
+
 reduce_sum_p = _reduction(
     "reduce_sum", lambda x, axes, keepdims: np.sum(x, axis=axes, keepdims=keepdims), _sum_vjp,
-    saves=(), node_name="SumBackward1")
+    saves=(), node_name=_variant("Sum"))
 reduce_max_p = _reduction(
     "reduce_max", lambda x, axes, keepdims: np.max(x, axis=axes, keepdims=keepdims),
     _extremum_vjp, saves=(0, -1), node_name="AmaxBackward0")
@@ -106,6 +115,148 @@ def _lse_decompose(x, axes, keepdims):
 logsumexp_p = register(Primitive(
     "logsumexp", "reduce", _lse_impl, _reduce_shape_rule, (_lse_vjp,), saves=(0, -1),
     decompose=_lse_decompose, node_name="LogsumexpBackward0"))
+
+
+# ---- composites: one eager node each (PyTorch's names), decomposed for the compiler ----------
+# Each impl computes exactly what its decomposition does (sum / n for mean, ...), so eager and
+# compiled values agree, and the VJP rules are PyTorch's (mean_backward, var_backward, ...).
+def _count(x, axes):
+    n = 1
+    for a in axes:
+        n *= shape_of(x)[a]
+    return n
+
+
+def _mean_impl(x, axes, keepdims):
+    return np.true_divide(np.sum(x, axis=axes, keepdims=keepdims),
+                          np.asarray(float(_count(x, axes)), x.dtype))
+
+
+def _mean_vjp(g, out, x, axes, keepdims):
+    return _expand_back(ew.div(g, float(_count(x, axes))), x, axes, keepdims)
+
+
+mean_p = register(Primitive(
+    "mean", "reduce", _mean_impl, _reduce_shape_rule, (_mean_vjp,), saves=(),
+    decompose=lambda x, axes, keepdims: ew.div(reduce_sum(x, axes, keepdims),
+                                               float(_count(x, axes))),
+    node_name=_variant("Mean")))
+
+
+def _var_shape(x, axes, correction, keepdims):
+    return _reduce_shape_rule(x, axes, keepdims)
+
+
+def _var_denominator(x, axes, correction):
+    return float(max(_count(x, axes) - correction, 0))
+
+
+def _var_impl(x, axes, correction, keepdims):
+    c = x - _mean_impl(x, axes, True)
+    return np.true_divide(np.sum(c * c, axis=axes, keepdims=keepdims),
+                          np.asarray(_var_denominator(x, axes, correction), x.dtype))
+
+
+def _var_vjp(g, out, x, axes, correction, keepdims):
+    # d var / dx = 2 (x - mean) / (n - correction); the mean's own gradient sums to zero.
+    d = _var_denominator(x, axes, correction)
+    g = ew.mul(g, 2.0 / d if d else np.inf)
+    return ew.mul(_expand_back(g, x, axes, keepdims), ew.sub(x, mean(x, axes, keepdim=True)))
+
+
+def _var_decompose(x, axes, correction, keepdims):
+    centred = ew.sub(x, mean(x, axes, keepdim=True))
+    ss = reduce_sum(ew.mul(centred, centred), axes, keepdims)
+    return ew.div(ss, _var_denominator(x, axes, correction))
+
+
+var_p = register(Primitive(
+    "var", "reduce", _var_impl, _var_shape, (_var_vjp,), saves=(0,),
+    decompose=_var_decompose, node_name="VarBackward0"))
+
+
+def _std_vjp(g, out, x, axes, correction, keepdims):
+    # d std / dx = (x - mean) / ((n - correction) std)
+    g = ew.div(g, ew.mul(out, _var_denominator(x, axes, correction)))
+    return ew.mul(_expand_back(g, x, axes, keepdims), ew.sub(x, mean(x, axes, keepdim=True)))
+
+
+std_p = register(Primitive(
+    "std", "reduce", lambda x, **p: np.sqrt(_var_impl(x, **p)), _var_shape, (_std_vjp,),
+    saves=(0, -1), decompose=lambda x, **p: ew.sqrt(_var_decompose(x, **p)),
+    node_name="StdBackward0"))
+
+
+def _same_shape(x, axes):
+    return Aval(x.shape, x.dtype)
+
+
+def _lse_kept(x, axes):
+    return bind(logsumexp_p, x, axes=axes, keepdims=True)
+
+
+softmax_p = register(Primitive(
+    "softmax", "reduce", lambda x, axes: np.exp(x - _lse_impl(x, axes, True)), _same_shape,
+    (lambda g, out, x, axes: ew.mul(out, ew.sub(g, reduce_sum(ew.mul(g, out), axes, True))),),
+    saves=(-1,), decompose=lambda x, axes: ew.exp(ew.sub(x, _lse_kept(x, axes))),
+    node_name="SoftmaxBackward0"))
+log_softmax_p = register(Primitive(
+    "log_softmax", "reduce", lambda x, axes: x - _lse_impl(x, axes, True), _same_shape,
+    (lambda g, out, x, axes: ew.sub(g, ew.mul(ew.exp(out), reduce_sum(g, axes, True))),),
+    saves=(-1,), decompose=lambda x, axes: ew.sub(x, _lse_kept(x, axes)),
+    node_name="LogSoftmaxBackward0"))
+
+
+def _norm_impl(x, ord, axes, keepdims):
+    if ord == 2:
+        r = np.sqrt(np.sum(x * x, axis=axes, keepdims=keepdims))
+    elif ord == 0:
+        r = np.sum((x != 0).astype(x.dtype), axis=axes, keepdims=keepdims)
+    elif ord == 1:
+        r = np.sum(np.abs(x), axis=axes, keepdims=keepdims)
+    elif ord == np.inf:
+        r = np.max(np.abs(x), axis=axes, keepdims=keepdims)
+    elif ord == -np.inf:
+        r = np.min(np.abs(x), axis=axes, keepdims=keepdims)
+    else:
+        r = np.sum(np.abs(x) ** ord, axis=axes, keepdims=keepdims) ** (1.0 / ord)
+    return np.asarray(r).astype(x.dtype, copy=False)
+
+
+def _norm_vjp(g, out, x, ord, axes, keepdims):
+    # PyTorch's norm_backward: 0 where the norm is 0; the inf-norms share ties evenly.
+    g, out = _expand_back(g, x, axes, keepdims), _expand_back(out, x, axes, keepdims)
+    if ord == 0:
+        return ew.mul(g, 0.0)
+    if ord == 1:
+        return ew.mul(g, ew.sign(x))
+    if ord in (np.inf, -np.inf):
+        mask = ew.astype(ew.eq(ew.abs(x), out), dtype_of(x))
+        return ew.mul(ew.mul(g, ew.sign(x)), ew.div(mask, reduce_sum(mask, axes, True)))
+    if ord == 2:
+        scaled = ew.div(x, out)
+    else:  # x |x|^(p-2) / norm^(p-1)
+        scaled = ew.div(ew.mul(x, ew.pow(ew.abs(x), ord - 2.0)), ew.pow(out, ord - 1.0))
+    return ew.where(ew.eq(out, 0.0), 0.0, ew.mul(g, scaled))
+
+
+def _norm_decompose(x, ord, axes, keepdims):
+    if ord == 2:
+        return ew.sqrt(reduce_sum(ew.mul(x, x), axes, keepdims))
+    if ord == 0:
+        return reduce_sum(ew.astype(ew.ne(x, 0.0), dtype_of(x)), axes, keepdims)
+    a = ew.abs(x)
+    if ord == 1:
+        return reduce_sum(a, axes, keepdims)
+    if ord in (np.inf, -np.inf):
+        return bind(reduce_max_p if ord > 0 else reduce_min_p, a, axes=axes, keepdims=keepdims)
+    return ew.pow(reduce_sum(ew.pow(a, ord), axes, keepdims), 1.0 / ord)
+
+
+vector_norm_p = register(Primitive(
+    "vector_norm", "reduce", _norm_impl,
+    lambda x, ord, axes, keepdims: _reduce_shape_rule(x, axes, keepdims), (_norm_vjp,),
+    saves=(0, -1), decompose=_norm_decompose, node_name="LinalgVectorNormBackward0"))
 
 
 def _arg_impl(fn):
@@ -171,45 +322,56 @@ def argmin(x, dim=None, keepdim=False):
     return bind(argmin_p, x, axis=None if dim is None else _axes(x, dim)[0], keepdims=keepdim)
 
 
-def _count(x, axes):
-    n = 1
-    for a in axes:
-        n *= shape_of(x)[a]
-    return n
+def _floating(x):
+    (x,), dt = operands(x)
+    return x if dt.kind == "f" else ew.astype(x, np.float32)
 
 
 def mean(x, dim=None, keepdim=False):
-    (x,), dt = operands(x)
-    if dt.kind != "f":
-        x = ew.astype(x, np.float32)
-    axes = _axes(x, dim)
-    return ew.div(reduce_sum(x, axes, keepdim), float(_count(x, axes)))
+    x = _floating(x)
+    return bind(mean_p, x, axes=_axes(x, dim), keepdims=keepdim)
 
 
 def var(x, dim=None, unbiased=True, keepdim=False, correction=None):
-    (x,), _ = operands(x)
-    axes = _axes(x, dim)
-    ddof = (1 if unbiased else 0) if correction is None else correction
-    centred = ew.sub(x, mean(x, axes, keepdim=True))
-    ss = reduce_sum(ew.mul(centred, centred), axes, keepdim)
-    return ew.div(ss, float(max(_count(x, axes) - ddof, 0)))
+    x = _floating(x)
+    correction = (1 if unbiased else 0) if correction is None else correction
+    return bind(var_p, x, axes=_axes(x, dim), correction=correction, keepdims=keepdim)
 
 
 def std(x, dim=None, unbiased=True, keepdim=False, correction=None):
-    return ew.sqrt(var(x, dim, unbiased, keepdim, correction))
+    x = _floating(x)
+    correction = (1 if unbiased else 0) if correction is None else correction
+    return bind(std_p, x, axes=_axes(x, dim), correction=correction, keepdims=keepdim)
 
 
 def logsumexp(x, dim=None, keepdim=False):
     """log(sum(exp(x))) over `dim`, stable for large and -inf inputs (one primitive)."""
-    (x,), dt = operands(x)
-    if dt.kind != "f":
-        x = ew.astype(x, np.float32)
+    x = _floating(x)
     return bind(logsumexp_p, x, axes=_axes(x, dim), keepdims=keepdim)
 
 
 def log_softmax(x, dim=-1):
-    return ew.sub(x, logsumexp(x, dim, keepdim=True))
+    x = _floating(x)
+    return bind(log_softmax_p, x, axes=_axes(x, dim))
 
 
 def softmax(x, dim=-1):
-    return ew.exp(log_softmax(x, dim))
+    x = _floating(x)
+    return bind(softmax_p, x, axes=_axes(x, dim))
+
+
+def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """The `ord`-norm of x over `dim` (all dims by default): (sum |x|^ord)^(1/ord); ord may be
+    inf, -inf (max, min of |x|) or 0 (the count of non-zeros). As torch.linalg.vector_norm."""
+    x = _floating(x) if dtype is None else ew.astype(x, dtype)
+    return bind(vector_norm_p, x, ord=float(ord), axes=_axes(x, dim), keepdims=keepdim)
+
+
+def norm(x, p="fro", dim=None, keepdim=False, dtype=None):
+    """torch.norm: a vector norm over `dim` (all dims by default); p='fro' is the 2-norm."""
+    if isinstance(p, str):
+        if p != "fro" or not (dim is None or isinstance(dim, int) or len(dim) <= 2):
+            raise NotImplementedError(f"norm(p={p!r}): only vector norms are supported; "
+                                      "use p='fro', p=2 or another number")
+        p = 2.0
+    return vector_norm(x, 2.0 if p is None else p, dim, keepdim, dtype=dtype)

@@ -1,0 +1,150 @@
+"""Eager graphs have PyTorch's shape: one node per user-facing op, named as PyTorch names it
+(`x.mean()` is MeanBackward0 over AccumulateGrad, not DivBackward0 over SumBackward1). The
+composites behind them (mean, var, std, softmax, log_softmax, square, rsqrt, vector_norm) are
+one eager node each and decompose for the compiler; their impl computes what the
+decomposition computes, and compiled code agrees with eager."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import llgrad as lg
+from llgrad.runtime.prim import REGISTRY
+from llgrad.runtime.tensor import Tensor
+
+# (expression, PyTorch's grad_fn name, PyTorch's next_functions names). Checked against
+# torch 2.13.0+cpu (torch prints AccumulateGrad as torch::autograd::AccumulateGrad).
+CASES = [
+    ("x.mean()", "MeanBackward0", ["AccumulateGrad"]),
+    ("x.mean(1)", "MeanBackward1", ["AccumulateGrad"]),
+    ("x.mean(1, keepdim=True)", "MeanBackward1", ["AccumulateGrad"]),
+    ("x.var()", "VarBackward0", ["AccumulateGrad"]),
+    ("x.var(1)", "VarBackward0", ["AccumulateGrad"]),
+    ("x.var(correction=0)", "VarBackward0", ["AccumulateGrad"]),
+    ("x.std()", "StdBackward0", ["AccumulateGrad"]),
+    ("x.std(1)", "StdBackward0", ["AccumulateGrad"]),
+    ("x.softmax(1)", "SoftmaxBackward0", ["AccumulateGrad"]),
+    ("x.log_softmax(1)", "LogSoftmaxBackward0", ["AccumulateGrad"]),
+    ("x.logsumexp(1)", "LogsumexpBackward0", ["AccumulateGrad"]),
+    ("x.sum()", "SumBackward0", ["AccumulateGrad"]),
+    ("x.sum(1)", "SumBackward1", ["AccumulateGrad"]),
+    ("x.square()", "PowBackward0", ["AccumulateGrad"]),
+    ("x.rsqrt()", "RsqrtBackward0", ["AccumulateGrad"]),
+    ("x.norm()", "LinalgVectorNormBackward0", ["AccumulateGrad"]),
+    ("x.norm(dim=1)", "LinalgVectorNormBackward0", ["AccumulateGrad"]),
+    ("x.norm(p=1)", "LinalgVectorNormBackward0", ["AccumulateGrad"]),
+    ("lg.norm(x)", "LinalgVectorNormBackward0", ["AccumulateGrad"]),
+    ("lg.linalg.vector_norm(x)", "LinalgVectorNormBackward0", ["AccumulateGrad"]),
+    ("lg.linalg.vector_norm(x, 1)", "LinalgVectorNormBackward0", ["AccumulateGrad"]),
+    ("lg.linalg.vector_norm(x, float('inf'))", "LinalgVectorNormBackward0",
+     ["AccumulateGrad"]),
+    ("lg.nn.functional.cross_entropy(x, lg.tensor([0, 1, 2]))", "DivBackward0",
+     ["SumBackward0"]),  # PyTorch: NllLossBackward0 over LogSoftmaxBackward0 (no nll primitive)
+]
+
+
+@pytest.mark.parametrize("expr,name,nexts", CASES, ids=[c[0] for c in CASES])
+def test_grad_fn_names_match_pytorch(expr, name, nexts):
+    x = lg.tensor(np.random.default_rng(0).random((3, 4)) + 0.5, requires_grad=True)
+    y = eval(expr, {"lg": lg, "x": x})
+    assert y.grad_fn.name() == name
+    assert f"<{name} object" in repr(y.grad_fn)
+    assert [n.name() for n, _ in y.grad_fn.next_functions] == nexts
+    assert all(i == 0 for _, i in y.grad_fn.next_functions)
+    if nexts == ["AccumulateGrad"]:
+        assert y.grad_fn.next_functions[0][0].variable is x
+
+
+def test_cross_entropy_goes_through_log_softmax():
+    # PyTorch: NllLossBackward0 -> LogSoftmaxBackward0; here the NLL part is arithmetic, but the
+    # log_softmax is one node, as in PyTorch.
+    x = lg.tensor(np.random.default_rng(0).random((3, 4)), requires_grad=True)
+    y = lg.nn.functional.cross_entropy(x, lg.tensor([0, 1, 2]))
+    seen, todo = set(), [y.grad_fn]
+    while todo:
+        n = todo.pop()
+        seen.add(n.name())
+        todo += [m for m, _ in n.next_functions if m is not None]
+    assert "LogSoftmaxBackward0" in seen and "LogsumexpBackward0" not in seen
+
+
+def test_names_survive_backward():
+    x = lg.tensor([1.0, 2.0], requires_grad=True)
+    y = x.mean()
+    y.backward()
+    assert y.grad_fn.name() == "MeanBackward0"
+    assert x.grad.tolist() == [0.5, 0.5]
+
+
+COMPOSITES = ["mean", "var", "std", "softmax", "log_softmax", "square", "rsqrt", "vector_norm"]
+PARAMS = {
+    "mean": [{"axes": (0, 1), "keepdims": False}, {"axes": (1,), "keepdims": True}],
+    "var": [{"axes": (0, 1), "correction": 1, "keepdims": False},
+            {"axes": (0,), "correction": 0, "keepdims": True}],
+    "softmax": [{"axes": (1,)}, {"axes": (0,)}],
+    "square": [{}], "rsqrt": [{}],
+    "vector_norm": [{"ord": o, "axes": a, "keepdims": False}
+                    for o in (2.0, 1.0, 3.0, np.inf, -np.inf, 0.0) for a in ((0, 1), (1,))],
+}
+PARAMS["std"], PARAMS["log_softmax"] = PARAMS["var"], PARAMS["softmax"]
+
+
+@pytest.mark.parametrize("name", COMPOSITES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_impl_computes_the_decomposition(name, dtype):
+    """Eager (impl) and compiled (decompose) give the same numbers, bit for bit."""
+    prim = REGISTRY[name]
+    x = np.random.default_rng(1).random((3, 4)).astype(dtype) + 0.5
+    for params in PARAMS[name]:
+        got = np.asarray(prim.impl(x, **params))
+        want = prim.decompose(lg.tensor(x), **params).numpy()
+        assert got.dtype == want.dtype == dtype and got.shape == want.shape, params
+        np.testing.assert_array_equal(got, want, err_msg=f"{name}{params}")
+
+
+# A compiled function using each op; the compiler sees the decomposition, eager the primitive.
+FUNCS = {
+    "mean": lambda x: np.mean(x, axis=1),
+    "var": lambda x: np.var(x, axis=0, ddof=1),
+    "std": lambda x: np.std(x),
+    "softmax": lambda x: lg.softmax(x, 1),
+    "log_softmax": lambda x: lg.log_softmax(x, 0),
+    "square": lambda x: np.square(x),
+    "rsqrt": lambda x: lg.rsqrt(x),
+    "norm": lambda x: lg.linalg.vector_norm(x, 2, 1),
+    "norm3": lambda x: lg.linalg.vector_norm(x, 3),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FUNCS))
+def test_compiled_agrees_with_eager(name):
+    fn = FUNCS[name]
+    rng = np.random.default_rng(2)
+    x = rng.random((3, 4)) + 0.5
+    w = rng.standard_normal(np.shape(fn(lg.tensor(x)).numpy()))
+
+    def loss(x):
+        return np.sum(fn(x) * w)
+
+    compiled = lg.differentiate(loss)
+    value, grad = compiled.value_and_grad(x)
+    t = lg.tensor(x, requires_grad=True)
+    out = (fn(t) * lg.tensor(w)).sum()
+    out.backward()
+    np.testing.assert_allclose(value, out.item(), rtol=1e-12)
+    np.testing.assert_allclose(grad, t.grad.numpy(), rtol=1e-10, atol=1e-12)
+    assert isinstance(t.grad, Tensor)
+
+
+def test_square_and_norm_follow_pytorch_semantics():
+    # torch 2.13: bool.square() is int64; norm's default p='fro' is the 2-norm over all dims;
+    # a tuple dim and ord=0 (the count of non-zeros) are vector norms too.
+    assert lg.tensor([True, False]).square().tolist() == [1, 0]
+    assert lg.tensor([True, False]).square().dtype == lg.int64
+    x = lg.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=lg.float64)
+    assert x.norm().item() == pytest.approx(30 ** 0.5)
+    assert lg.norm(x, dim=(0, 1)).item() == pytest.approx(30 ** 0.5)
+    assert x.norm(p=1, dim=0, keepdim=True).tolist() == [[4.0, 6.0]]
+    assert lg.linalg.vector_norm(x - 1, 0).item() == 3.0
+    with pytest.raises(NotImplementedError, match="only vector norms"):
+        x.norm(p="nuc")
