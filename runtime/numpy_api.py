@@ -95,7 +95,8 @@ def _tensordot_free(a, b):
 
 
 def _square(x, **kw):
-    return ops.mul(x, x)
+    """np.square keeps bool as bool (ops.square promotes it, as PyTorch does)."""
+    return ops.mul(x, x) if dtype_of(x) == np.bool_ else ops.elementwise.square_p.bind(x)
 
 
 def _ufunc_call(fn):
