@@ -233,16 +233,25 @@ def _norm_vjp(g, out, x, ord, axes, keepdims):
     if ord in (np.inf, -np.inf):
         mask = ew.astype(ew.eq(ew.abs(x), out), dtype_of(x))
         return ew.mul(ew.mul(g, ew.sign(x)), ew.div(mask, reduce_sum(mask, axes, True)))
+    zero = ew.eq(out, 0.0)
+    safe = ew.where(zero, 1.0, out)  # no 0/0 (and no warning) where the mask gives 0 anyway
     if ord == 2:
-        scaled = ew.div(x, out)
+        scaled = ew.div(x, safe)
     else:  # x |x|^(p-2) / norm^(p-1)
-        scaled = ew.div(ew.mul(x, ew.pow(ew.abs(x), ord - 2.0)), ew.pow(out, ord - 1.0))
-    return ew.where(ew.eq(out, 0.0), 0.0, ew.mul(g, scaled))
+        scaled = ew.div(ew.mul(x, ew.pow(ew.abs(x), ord - 2.0)), ew.pow(safe, ord - 1.0))
+    return ew.where(zero, 0.0, ew.mul(g, scaled))
+
+
+def _root_at_zero_is_zero(s, root):
+    """root(s) for s >= 0, with gradient 0 where s == 0 (PyTorch's norm_backward) instead of
+    0 * inf = nan: the inner where keeps root's rule away from 0; values are unchanged."""
+    zero = ew.eq(s, 0.0)  # (not s > 0: a nan must stay nan)
+    return ew.where(zero, 0.0, root(ew.where(zero, 1.0, s)))
 
 
 def _norm_decompose(x, ord, axes, keepdims):
     if ord == 2:
-        return ew.sqrt(reduce_sum(ew.mul(x, x), axes, keepdims))
+        return _root_at_zero_is_zero(reduce_sum(ew.mul(x, x), axes, keepdims), ew.sqrt)
     if ord == 0:
         return reduce_sum(ew.astype(ew.ne(x, 0.0), dtype_of(x)), axes, keepdims)
     a = ew.abs(x)
@@ -250,7 +259,8 @@ def _norm_decompose(x, ord, axes, keepdims):
         return reduce_sum(a, axes, keepdims)
     if ord in (np.inf, -np.inf):
         return bind(reduce_max_p if ord > 0 else reduce_min_p, a, axes=axes, keepdims=keepdims)
-    return ew.pow(reduce_sum(ew.pow(a, ord), axes, keepdims), 1.0 / ord)
+    return _root_at_zero_is_zero(reduce_sum(ew.pow(a, ord), axes, keepdims),
+                                 lambda s: ew.pow(s, 1.0 / ord))
 
 
 vector_norm_p = register(Primitive(

@@ -148,3 +148,19 @@ def test_square_and_norm_follow_pytorch_semantics():
     assert lg.linalg.vector_norm(x - 1, 0).item() == 3.0
     with pytest.raises(NotImplementedError, match="only vector norms"):
         x.norm(p="nuc")
+
+
+@pytest.mark.parametrize("ord", [2.0, 3.0])
+def test_norm_gradient_at_zero_is_zero_compiled_and_eager(ord):
+    # PyTorch's norm_backward gives 0 where the norm is 0; the compiled decomposition must not
+    # give 0 * inf = nan there, and nan inputs must still give nan.
+    def loss(x, y):
+        return lg.linalg.vector_norm(x, ord) + np.sum(y * y)
+
+    f = lg.differentiate(loss, wrt=(0, 1))
+    value, (gx, gy) = f.value_and_grad(np.zeros(3), np.ones(2))
+    t = lg.tensor(np.zeros(3), requires_grad=True)
+    lg.linalg.vector_norm(t, ord).backward()
+    assert value == 2.0 and gx.tolist() == [0.0] * 3 == t.grad.tolist()
+    assert gy.tolist() == [2.0, 2.0]
+    assert np.isnan(f(np.array([np.nan, 1.0, 0.0]), np.ones(2)))
