@@ -24,6 +24,7 @@ from llgrad.tracer.tracing import UnrollWarning
 from tests.fd import numerical_vjp
 
 N = 4  # length of x; X is (N, 3)
+MAX_DEPTH = 2  # statements nest this deep (loops in loops, branches in loops, ...)
 SCALARS = ("a", "b")
 _counter = itertools.count()
 
@@ -90,7 +91,7 @@ class Gen:
 
     def stmt(self, depth) -> list[str]:
         kinds = ["assign", "assign"]
-        if depth < 2:
+        if depth < MAX_DEPTH:
             kinds += ["if", "for", "for_traced", "rows", "while"]
         if self.in_loop:
             kinds += ["break", "continue"]
@@ -116,8 +117,8 @@ class Gen:
         self.in_loop = True
         if kind == "for":
             head = f"for {i} in range({self.pick([1, 2, 3])}, {N}):"
-        elif kind == "for_traced":  # 1..N trips (zero trips: see KNOWN_BUGS)
-            head = f"for {i} in range(1 + np.sum(x[1:] > {self.const()})):"
+        elif kind == "for_traced":  # 0..N-1 trips
+            head = f"for {i} in range(np.sum(x[1:] > {self.const()})):"
         elif kind == "rows":
             head = f"for r{depth} in X:"
             i = None
