@@ -30,7 +30,11 @@ class Tensor(ArrayOperators):
 
     _lg_level = 0
     __slots__ = ("_data", "_requires_grad", "_grad", "_grad_fn", "_output_nr", "_vc", "_hooks",
-                 "_acc", "_view", "_views", "__dict__", "__weakref__")
+                 "_acc", "__dict__", "__weakref__")
+    # Set (in the instance dict) only on views and on bases that have views
+    # (runtime/autograd/views.py); reading them on any other tensor is a class lookup.
+    _view = None
+    _views = None
 
     def __init__(self, data, requires_grad: bool = False):
         t = _from_data(data, None)
@@ -346,7 +350,7 @@ class Tensor(ArrayOperators):
                 f"a leaf Variable that requires grad is being used in an in-place operation "
                 f"({op}).", fix="wrap the update in `with llgrad.no_grad():`, or use an "
                 "out-of-place operation")
-        view = getattr(self, "_view", None)
+        view = self._view
         if view is not None:
             _views.check_inplace(self, op)
         r = result._data if isinstance(result, Tensor) else np.asarray(result)
@@ -367,7 +371,7 @@ class Tensor(ArrayOperators):
         if STATE.grad_enabled:
             if view is not None:
                 _views.rebase(self, result, _edge)
-            elif self._requires_grad and getattr(self, "_views", None):
+            elif self._requires_grad and self._views:
                 _views.refresh(self)
         return self
 

@@ -20,26 +20,22 @@ from llgrad.runtime.autograd.state import STATE
 from llgrad.runtime.errors import AutogradError, InternalError
 
 
-class View:
-    """How a view tensor is made from its root base: `steps` of (prim, other operands, params,
-    result index or None), and whether grad mode was on when it was made."""
-
-    __slots__ = ("base", "steps", "grad_mode")
-
-    def __init__(self, base, steps: tuple, grad_mode: bool):
-        self.base, self.steps, self.grad_mode = base, steps, grad_mode
-
-
 def record(out, operand, prim, args, params, index=None) -> None:
-    """Mark `out` (a Tensor sharing `operand`'s buffer) as a view made by `prim`."""
+    """Mark `out` (a Tensor sharing `operand`'s buffer) as a view made by `prim`: `out._view` is
+    (root base, steps, grad mode at creation), a step being (prim, other operands, params,
+    result index or None). Views made with grad on are registered with the base (weakly) so
+    `refresh` can find them. This runs for every view op: keep it lean."""
     step = (prim, args[1:], params, index)
-    parent = getattr(operand, "_view", None)
+    parent = operand._view
     if parent is None:
         base, steps = operand, (step,)
     else:
-        base, steps = parent.base, parent.steps + (step,)
-    out._view = View(base, steps, STATE.grad_enabled)
-    views = getattr(base, "_views", None)
+        base, steps = parent[0], parent[1] + (step,)
+    grad_mode = STATE.grad_enabled
+    out._view = (base, steps, grad_mode)
+    if not grad_mode:
+        return
+    views = base._views
     if views is None:
         views = base._views = []
     elif len(views) >= 64 and len(views) & (len(views) - 1) == 0:  # prune dead refs, amortised
@@ -84,16 +80,16 @@ class CopySlices(Node):
 
 def check_inplace(t, op: str) -> None:
     """Raise PyTorch's errors for in-place ops a view's graph cannot follow."""
-    view = getattr(t, "_view", None)
+    view = t._view
     if view is None or not STATE.grad_enabled:
         return
-    base = view.base
+    base, _, grad_mode = view
     if base._grad_fn is None and base._requires_grad:
         raise AutogradError(
             f"a view of a leaf Variable that requires grad is being used in an in-place "
             f"operation ({op}).", fix="clone the leaf first (x.clone()), or wrap the update "
             "in `with llgrad.no_grad():`")
-    if not view.grad_mode and base._requires_grad:
+    if not grad_mode and base._requires_grad:
         raise AutogradError(
             f"a view was created in no_grad mode and is being modified in place ({op}) with "
             f"grad mode enabled; its base requires grad, so the gradient would be wrong",
@@ -104,14 +100,13 @@ def rebase(t, result, edge_of) -> None:
     """After an in-place op wrote `result` through view `t`: the base's grad_fn becomes a
     CopySlices node and `t`'s (and the base's other live views') grad_fn are rebuilt on it.
     `edge_of(tensor)` is the tensor's (node, output_nr) edge."""
-    view = t._view
-    base = view.base
+    base, steps, _ = t._view
     tensor_result = hasattr(result, "_grad_fn")
     if not (base._requires_grad or (tensor_result and result._requires_grad)):
         return
     result_edge = edge_of(result) if tensor_result and result._requires_grad else (None, 0)
     node = CopySlices(edge_of(base) if base._requires_grad else (None, 0), result_edge,
-                      view.steps, base._data.shape)
+                      steps, base._data.shape)
     base._grad_fn, base._output_nr, base._requires_grad = node, 0, True
     refresh(base)
 
@@ -120,9 +115,9 @@ def refresh(base) -> None:
     """Rebuild the grad_fn of `base`'s live views on its current graph."""
     if not base._requires_grad:
         return
-    for ref in list(getattr(base, "_views", None) or ()):
+    for ref in list(base._views or ()):
         v = ref()
-        if v is None or not v._view.grad_mode:
+        if v is None:
             continue
-        fresh = replay(base, v._view.steps)
+        fresh = replay(base, v._view[1])
         v._grad_fn, v._output_nr, v._requires_grad = fresh._grad_fn, fresh._output_nr, True
