@@ -214,6 +214,36 @@ def _norm_ref(x, ord=2, dim=None, keepdim=False):
     return np.sum(a ** ord, axis=dim, keepdims=keepdim) ** (1 / ord)
 
 
+def _mse_ref(x, t, reduction="mean"):
+    loss = (x - t) * (x - t)
+    return loss if reduction == "none" else loss.sum() if reduction == "sum" else loss.mean()
+
+
+def _nll_samples(rng, dtype):
+    w = rng.uniform(0.5, 2.0, 4).astype(dtype)
+
+    def s(shape, target, **kw):
+        return Sample((make_input(rng, shape, "real", dtype), np.asarray(target, np.int64)), kw)
+    return [s((3, 4), [0, 3, 1]), s((3, 4), [0, 3, 1], reduction="sum"),
+            s((3, 4), [2, 2, 1], reduction="none"), s((3, 4), [0, 3, -100], weight=w),
+            s((3, 4), [0, 3, 1], weight=w, ignore_index=3, reduction="sum"),
+            s((2, 4, 3), [[0, 1, 2], [3, 3, 0]]),
+            s((2, 4, 3), [[0, 1, 2], [3, 3, 0]], weight=w, reduction="none"), s((4,), 2)]
+
+
+def _nll_ref(x, t, weight=None, ignore_index=-100, reduction="mean"):
+    c = x.shape[0] if x.ndim == 1 else x.shape[1]
+    logp = x.reshape(1, c) if x.ndim == 1 else np.moveaxis(x, 1, -1).reshape(-1, c)
+    tt = t.reshape(-1)
+    keep = tt != ignore_index
+    safe = np.where(keep, tt, 0)
+    w = keep * (1.0 if weight is None else weight[safe])
+    loss = (-logp[np.arange(tt.size), safe] * w).astype(x.dtype)
+    if reduction == "none":
+        return loss.reshape(t.shape)
+    return loss.sum() if reduction == "sum" else (loss.sum() / w.sum()).astype(x.dtype)
+
+
 OP_DB: list[OpSpec] = [
     # arithmetic
     _binary("add", lambda x, y: x + y, np.add),
@@ -341,6 +371,15 @@ OP_DB: list[OpSpec] = [
                             (((2, 3, 4),), {"ord": 3, "dim": (0, 2)}),
                             (((3, 4),), {"ord": np.inf, "dim": 1}), (((5,),), {})),
            tol={np.dtype(np.float32): (1e-5, 1e-6)}),
+    # losses (composites: one eager node each, decomposed for the compiler)
+    OpSpec("mse_loss", lambda x, t, **kw: lg.nn.functional.mse_loss(x, t, **kw), _mse_ref,
+           samples=_samples((((3, 4), (3, 4)), {}), (((3, 4), (3, 4)), {"reduction": "sum"}),
+                            (((2, 3, 4), (2, 3, 4)), {"reduction": "none"}),
+                            (((3, 4), (4,)), {"reduction": "none"}), (((3, 4), ()), {}),
+                            (((), ()), {"reduction": "sum"})),
+           tol={np.dtype(np.float32): (1e-5, 1e-6)}),
+    OpSpec("nll_loss", lambda x, t, **kw: lg.nn.functional.nll_loss(x, t, **kw), _nll_ref,
+           samples=_nll_samples, tol={np.dtype(np.float32): (1e-5, 1e-6)}),
 ]
 
 OPS = {s.name: s for s in OP_DB}

@@ -153,23 +153,16 @@ def _reduce(loss: Tensor, reduction: str) -> Tensor:
 
 
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
-    """(input - target)**2, reduced by 'mean' (default), 'sum' or 'none'."""
+    """(input - target)**2, reduced by 'mean' (default), 'sum' or 'none'; one
+    `MseLossBackward0` node, as in PyTorch."""
     if tuple(input.shape) != tuple(target.shape):
         warnings.warn(f"Using a target size ({list(target.shape)}) that is different to the "
                       f"input size ({list(input.shape)}). This will likely lead to incorrect "
                       "results due to broadcasting. Please ensure they have the same size.",
                       stacklevel=2)
-    d = ops.sub(input, target)
-    return _reduce(ops.mul(d, d), reduction)
-
-
-def _classes_last(x: Tensor) -> Tensor:
-    """(N, C, d1, ...) -> (N*d1*..., C); (C,) -> (1, C)."""
-    if x.ndim == 1:
-        return ops.reshape(x, (1, x.shape[0]))
-    if x.ndim > 2:
-        x = ops.movedim(x, 1, -1)
-    return ops.reshape(x, (-1, x.shape[-1]))
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    return ops.mse_loss(input, target, reduction)  # one MseLossBackward0 node, as PyTorch
 
 
 def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
@@ -177,7 +170,8 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     """Negative log likelihood of class indices `target` (int64) under log-probabilities
     `input` of shape (N, C), (C,) or (N, C, d1, ...).
 
-    With 'mean' the sum is divided by the total weight of the non-ignored targets.
+    With 'mean' the sum is divided by the total weight of the non-ignored targets. One
+    `NllLossBackward0` node, as in PyTorch (cross_entropy's grad_fn, over LogSoftmaxBackward0).
     """
     if reduction not in _REDUCTIONS:
         raise ValueError(f"{reduction} is not a valid value for reduction")
@@ -191,24 +185,19 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
         raise ValueError(f"Expected target of shape {list(want)} for input of shape "
                          f"{list(input.shape)}, got {list(t.shape)}")
     c = input.shape[1] if input.ndim > 1 else input.shape[0]
-    out_shape = t.shape
     t = t.reshape(-1)
     keep = t != ignore_index
     bad = t[keep & ((t < 0) | (t >= c))]
     if bad.size:
         raise IndexError(f"Target {int(bad[0])} is out of bounds (number of classes is {c}).")
     safe = np.where(keep, t, 0)
-    logp = _classes_last(input)
-    picked = logp[np.arange(t.shape[0]), safe]
     w = np.asarray(keep, input._np_dtype)
     if weight is not None:
         w = w * np.asarray(weight._data if isinstance(weight, Tensor) else weight)[safe]
         w = w.astype(input._np_dtype)
-    loss = ops.neg(ops.mul(picked, w))
-    if reduction == "none":
-        return ops.reshape(loss, out_shape)
-    total = ops.sum(loss)
-    return total if reduction == "sum" else ops.div(total, float(w.sum()))
+    # One NllLossBackward0 node, as PyTorch (the rows of the classes-last input, their classes
+    # and weights; 'mean' divides by the weights' sum).
+    return ops.nll_loss(input, safe, w, reduction, float(w.sum()))
 
 
 def cross_entropy(input: Tensor, target: Tensor, weight: Tensor | None = None,

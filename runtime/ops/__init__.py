@@ -10,6 +10,7 @@ from llgrad.runtime.ops.elementwise import (  # noqa: F401
 )
 from llgrad.runtime.ops.index import getitem, setitem, slice_axis  # noqa: F401
 from llgrad.runtime.ops.linalg import dot, matmul, outer  # noqa: F401
+from llgrad.runtime.ops.loss import mse_loss, nll_loss  # noqa: F401
 from llgrad.runtime.ops.reduce import (  # noqa: F401
     amax, amin, argmax, argmin, log_softmax, logsumexp, mean, norm, prod, reduce_prod, reduce_sum,
     softmax, std, sum, var, vector_norm,

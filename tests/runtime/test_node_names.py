@@ -1,7 +1,7 @@
 """Eager graphs have PyTorch's shape: one node per user-facing op, named as PyTorch names it
 (`x.mean()` is MeanBackward0 over AccumulateGrad, not DivBackward0 over SumBackward1). The
-composites behind them (mean, var, std, softmax, log_softmax, square, rsqrt, vector_norm) are
-one eager node each and decompose for the compiler; their impl computes what the
+composites behind them (mean, var, std, softmax, log_softmax, square, rsqrt, vector_norm,
+mse_loss, nll_loss) are one eager node each and decompose for the compiler; their impl computes what the
 decomposition computes, and compiled code agrees with eager."""
 from __future__ import annotations
 
@@ -38,8 +38,39 @@ CASES = [
     ("lg.linalg.vector_norm(x, 1)", "LinalgVectorNormBackward0", ["AccumulateGrad"]),
     ("lg.linalg.vector_norm(x, float('inf'))", "LinalgVectorNormBackward0",
      ["AccumulateGrad"]),
-    ("lg.nn.functional.cross_entropy(x, lg.tensor([0, 1, 2]))", "DivBackward0",
-     ["SumBackward0"]),  # PyTorch: NllLossBackward0 over LogSoftmaxBackward0 (no nll primitive)
+    # Losses (torch 2.13 too): one node each; a target that needs no gradient is a None edge,
+    # as in PyTorch; nll_loss's target and weight get no edge at all.
+    ("lg.nn.functional.mse_loss(x, x.detach() * 2)", "MseLossBackward0",
+     ["AccumulateGrad", None]),
+    ("lg.nn.functional.mse_loss(x, x.detach() * 2, reduction='sum')", "MseLossBackward0",
+     ["AccumulateGrad", None]),
+    ("lg.nn.functional.mse_loss(x, x.detach() * 2, reduction='none')", "MseLossBackward0",
+     ["AccumulateGrad", None]),
+    ("lg.nn.functional.mse_loss(x, x * 2)", "MseLossBackward0",
+     ["AccumulateGrad", "MulBackward0"]),
+    ("lg.nn.functional.mse_loss(x, lg.tensor([1.0, 2.0, 3.0, 4.0], dtype=x.dtype))",
+     "MseLossBackward0", ["AccumulateGrad", None]),
+    ("lg.nn.MSELoss()(x, x.detach())", "MseLossBackward0", ["AccumulateGrad", None]),
+    ("lg.nn.functional.nll_loss(x, lg.tensor([0, 1, 2]))", "NllLossBackward0",
+     ["AccumulateGrad"]),
+    ("lg.nn.functional.nll_loss(x, lg.tensor([0, 1, 2]), reduction='sum')", "NllLossBackward0",
+     ["AccumulateGrad"]),
+    ("lg.nn.functional.nll_loss(x, lg.tensor([0, 1, 2]), reduction='none')",
+     "NllLossBackward0", ["AccumulateGrad"]),
+    ("lg.nn.functional.nll_loss(x, lg.tensor([0, -100, 3]), "
+     "weight=lg.tensor([1.0, 2.0, 3.0, 4.0], dtype=x.dtype))", "NllLossBackward0",
+     ["AccumulateGrad"]),
+    ("lg.nn.functional.nll_loss(x.log_softmax(1), lg.tensor([0, 1, 2]))", "NllLossBackward0",
+     ["LogSoftmaxBackward0"]),
+    ("lg.nn.NLLLoss()(x, lg.tensor([0, 1, 2]))", "NllLossBackward0", ["AccumulateGrad"]),
+    ("lg.nn.functional.cross_entropy(x, lg.tensor([0, 1, 2]))", "NllLossBackward0",
+     ["LogSoftmaxBackward0"]),
+    ("lg.nn.functional.cross_entropy(x, lg.tensor([0, 1, 2]), reduction='none')",
+     "NllLossBackward0", ["LogSoftmaxBackward0"]),
+    ("lg.nn.functional.cross_entropy(x, lg.tensor([0, 1, 3]), ignore_index=3, "
+     "reduction='sum')", "NllLossBackward0", ["LogSoftmaxBackward0"]),
+    ("lg.nn.CrossEntropyLoss()(x, lg.tensor([0, 1, 2]))", "NllLossBackward0",
+     ["LogSoftmaxBackward0"]),
 ]
 
 
@@ -49,23 +80,22 @@ def test_grad_fn_names_match_pytorch(expr, name, nexts):
     y = eval(expr, {"lg": lg, "x": x})
     assert y.grad_fn.name() == name
     assert f"<{name} object" in repr(y.grad_fn)
-    assert [n.name() for n, _ in y.grad_fn.next_functions] == nexts
+    assert [None if n is None else n.name() for n, _ in y.grad_fn.next_functions] == nexts
     assert all(i == 0 for _, i in y.grad_fn.next_functions)
     if nexts == ["AccumulateGrad"]:
         assert y.grad_fn.next_functions[0][0].variable is x
 
 
 def test_cross_entropy_goes_through_log_softmax():
-    # PyTorch: NllLossBackward0 -> LogSoftmaxBackward0; here the NLL part is arithmetic, but the
-    # log_softmax is one node, as in PyTorch.
+    # PyTorch: NllLossBackward0 -> LogSoftmaxBackward0 -> AccumulateGrad, nothing else.
     x = lg.tensor(np.random.default_rng(0).random((3, 4)), requires_grad=True)
     y = lg.nn.functional.cross_entropy(x, lg.tensor([0, 1, 2]))
-    seen, todo = set(), [y.grad_fn]
+    seen, todo = [], [y.grad_fn]
     while todo:
         n = todo.pop()
-        seen.add(n.name())
+        seen.append(n.name())
         todo += [m for m, _ in n.next_functions if m is not None]
-    assert "LogSoftmaxBackward0" in seen and "LogsumexpBackward0" not in seen
+    assert seen == ["NllLossBackward0", "LogSoftmaxBackward0", "AccumulateGrad"]
 
 
 def test_names_survive_backward():
@@ -76,7 +106,8 @@ def test_names_survive_backward():
     assert x.grad.tolist() == [0.5, 0.5]
 
 
-COMPOSITES = ["mean", "var", "std", "softmax", "log_softmax", "square", "rsqrt", "vector_norm"]
+COMPOSITES = ["mean", "var", "std", "softmax", "log_softmax", "square", "rsqrt", "vector_norm",
+              "mse_loss", "nll_loss"]
 PARAMS = {
     "mean": [{"axes": (0, 1), "keepdims": False}, {"axes": (1,), "keepdims": True}],
     "var": [{"axes": (0, 1), "correction": 1, "keepdims": False},
@@ -87,6 +118,26 @@ PARAMS = {
                     for o in (2.0, 1.0, 3.0, np.inf, -np.inf, 0.0) for a in ((0, 1), (1,))],
 }
 PARAMS["std"], PARAMS["log_softmax"] = PARAMS["var"], PARAMS["softmax"]
+REDUCTIONS = ("mean", "sum", "none")
+
+
+def _nll_args(x, target, weight):
+    w = np.asarray(weight, x.dtype)
+    return (x, np.asarray(target, np.int64), w), float(w.sum())
+
+
+def _loss_calls(name, x):
+    """(all inputs, params) of the losses' calls: targets (broadcast too), row weights (0 for
+    an ignored row) and inputs of shape (N, C), (N, C, d) and (C,)."""
+    if name == "mse_loss":
+        return [((x, t), {"reduction": r}) for t in (x[::-1] * 0.5, x[0] * 0.5, x[0, 0])
+                for r in REDUCTIONS]
+    calls = []
+    for args, total in (_nll_args(x, [0, 3, 1], [1.0, 0.0, 0.5]),
+                        _nll_args(x.reshape(3, 2, 2), [0, 1, 1, 1, 0, 0], [1.0] * 6),
+                        _nll_args(x[1], [2], [0.25])):
+        calls += [(args, {"reduction": r, "total_weight": total}) for r in REDUCTIONS]
+    return calls
 
 
 @pytest.mark.parametrize("name", COMPOSITES)
@@ -95,9 +146,12 @@ def test_impl_computes_the_decomposition(name, dtype):
     """Eager (impl) and compiled (decompose) give the same numbers, bit for bit."""
     prim = REGISTRY[name]
     x = np.random.default_rng(1).random((3, 4)).astype(dtype) + 0.5
-    for params in PARAMS[name]:
-        got = np.asarray(prim.impl(x, **params))
-        want = prim.decompose(lg.tensor(x), **params).numpy()
+    calls = _loss_calls(name, x) if name in ("mse_loss", "nll_loss") else [
+        ((x,), params) for params in PARAMS[name]]
+    for args, params in calls:
+        got = np.asarray(prim.impl(*args, **params))
+        want = prim.decompose(*[lg.tensor(a) if a.dtype.kind == "f" else a for a in args],
+                              **params).numpy()
         assert got.dtype == want.dtype == dtype and got.shape == want.shape, params
         np.testing.assert_array_equal(got, want, err_msg=f"{name}{params}")
 
@@ -113,6 +167,13 @@ FUNCS = {
     "rsqrt": lambda x: lg.rsqrt(x),
     "norm": lambda x: lg.linalg.vector_norm(x, 2, 1),
     "norm3": lambda x: lg.linalg.vector_norm(x, 3),
+    "mse_loss": lambda x: lg.nn.functional.mse_loss(x, np.full((3, 4), 0.75)),
+    "mse_loss_none": lambda x: lg.nn.functional.mse_loss(x, np.arange(4.0), reduction="none"),
+    "nll_loss": lambda x: lg.nn.functional.nll_loss(x, np.array([0, 3, -100]),
+                                                    weight=np.array([1.0, 2.0, 3.0, 4.0])),
+    "nll_loss_none": lambda x: lg.nn.functional.nll_loss(x, np.array([2, 1, 0]),
+                                                         reduction="none"),
+    "cross_entropy": lambda x: lg.nn.functional.cross_entropy(x, np.array([1, 3, 0])),
 }
 
 
