@@ -14,8 +14,9 @@ import numpy as np
 
 from llgrad.runtime import ops
 from llgrad.runtime.aval import Aval, aval_str
-from llgrad.runtime.errors import InternalError, ShapeError
-from llgrad.runtime.ops.control import cond_p, for_loop_p, fusion_p, while_loop_p
+from llgrad.runtime.errors import InternalError, ShapeError, UnsupportedError
+from llgrad.runtime.ops.control import (cond_p, for_loop_p, fusion_p, tape_get_p, tape_push_p,
+                                        while_loop_p)
 from llgrad.runtime.ops.shape import broadcast_to_p
 from llgrad.transform import ir
 from llgrad.transform.builder import Builder
@@ -34,6 +35,8 @@ def grad_function(fn: ir.Function, wrt: list[int], name: str | None = None) -> i
         per `wrt` param (zeros where no path leads to output 0; integer params get zeros).
     Raises:
         ShapeError: output 0 is not a float scalar.
+        UnsupportedError: the derivative would flow through a loop tape (Note [No AD through
+            tapes]).
     Example:
         >>> g = grad_function(fn, [0]); interp.run(g, x)[-1]  # doctest: +SKIP
     """
@@ -43,12 +46,39 @@ def grad_function(fn: ir.Function, wrt: list[int], name: str | None = None) -> i
     if out0.aval.shape != () or out0.aval.dtype.kind != "f":
         raise ShapeError(f"the differentiated output of {fn.name} must be a float scalar, got "
                          f"{aval_str(*out0.aval)}", fix="reduce it first, e.g. with np.sum")
-    ad = _AD(_activity(fn, [fn.params[i] for i in wrt], out0), name or f"{fn.name}_grad")
+    wrt_params = [fn.params[i] for i in wrt]
+    _check_no_tape_derivative(fn, wrt_params, out0)
+    ad = _AD(_activity(fn, wrt_params, out0), name or f"{fn.name}_grad")
     return ad.run(fn, wrt)
 
 
-def _activity(fn, wrt, out) -> set:
-    """Ids of values on a differentiable path from a wrt param to `out` (float dtype only)."""
+# Note [No AD through tapes]
+# A joint function (the output of grad_function) passes values from a loop's forward sweep to
+# its reverse sweep through tapes, which are storage, not math: tape_push and tape_get have no
+# VJP rules. Differentiating such a function again (grad of grad, hessian, hvp of a function
+# with a staged loop, or a function calling a differentiated one) would lose every derivative
+# that flows through a tape, and give a wrong second derivative. So before AD runs, activity is
+# recomputed as if tapes passed derivatives on; if a tape_get would then carry one, that is an
+# UnsupportedError at the loop's line, never a wrong result.
+def _check_no_tape_derivative(fn, wrt, out) -> None:
+    gets = [op for op in fn.walk() if op.prim is tape_get_p]
+    if not gets:
+        return
+    through = _activity(fn, wrt, out, through=(tape_push_p, tape_get_p))
+    for op in gets:
+        if op.outputs[0].id in through:
+            raise UnsupportedError(
+                "llgrad cannot differentiate through the reverse sweep of a compiled loop (a "
+                "second derivative of a function with a loop: grad of grad, hessian, hvp, or "
+                "differentiating a function that calls a differentiated one)", loc=op.loc,
+                fix="compute this higher-order derivative with the eager runtime, e.g. "
+                "llgrad.autograd.functional.hessian(f, llgrad.tensor(x)), where loops run as "
+                "Python")
+
+
+def _activity(fn, wrt, out, through=()) -> set:
+    """Ids of values on a differentiable path from a wrt param to `out` (float dtype only);
+    the primitives in `through` count as differentiable although they are not."""
     fwd, bwd, vals = defaultdict(list), defaultdict(list), {}
 
     def edge(a, b):
@@ -79,7 +109,7 @@ def _activity(fn, wrt, out) -> set:
             if op.prim is not fusion_p:  # a loop that runs zero times yields its init
                 for v, o in zip(op.inputs[first:], op.outputs):
                     edge(v, o)
-        elif not op.prim.nondiff:
+        elif not op.prim.nondiff or op.prim in through:
             for v in op.inputs:
                 for o in op.outputs:
                     edge(v, o)

@@ -64,6 +64,56 @@ def test_hvp_equals_hessian_times_vector(mode):
                                rtol=1e-10, atol=1e-12)
 
 
+def loop_recurrence(x):
+    s = 0.0
+    for i in range(x.shape[0]):  # staged: its reverse sweep reads tapes
+        s = np.sin(s) + x[i] * x[i]
+    return s
+
+
+def loop_on_constant_only(x, c):
+    t = 0.0
+    for i in range(c.shape[0]):  # depends on c only: nothing derivative-carrying is taped
+        t = np.sin(t) + c[i]
+    return np.sum(np.sin(x) * x ** 2) * t
+
+
+@pytest.mark.parametrize("second", ["grad_of_grad", "hessian", "hvp"])
+def test_second_derivative_through_a_loop_is_refused_at_the_loop(mode, second):
+    """Note [No AD through tapes]: an error naming the loop's line, never a wrong Hessian
+    (derivatives through a loop's tapes would be lost)."""
+    def total_grad(x):
+        return np.sum(llgrad.grad(loop_recurrence)(x))
+    call = {"grad_of_grad": lambda: llgrad.grad(total_grad)(X),
+            "hessian": lambda: llgrad.hessian(loop_recurrence)(X),
+            "hvp": lambda: llgrad.hvp(loop_recurrence)(X, X)}[second]
+    with pytest.raises(llgrad.errors.UnsupportedError) as e:
+        call()
+    msg = str(e.value)
+    assert "cannot differentiate through the reverse sweep of a compiled loop" in msg
+    assert "test_composition.py:" in msg and "for i in range(x.shape[0])" in msg
+    assert "llgrad.autograd.functional.hessian" in msg
+
+
+def test_eager_hessian_of_a_loop_as_the_error_suggests():
+    h = lg.autograd.functional.hessian(loop_recurrence, lg.tensor(X))
+    g = lg.autograd.functional.jacobian(loop_recurrence, lg.tensor(X))
+    assert g.shape == (4,)
+
+    def grad_np(x):
+        return lg.autograd.functional.jacobian(loop_recurrence, lg.tensor(x)).numpy()
+    fd = np.stack([fd_grad(lambda x, i=i: grad_np(x)[i], X) for i in range(X.size)])
+    np.testing.assert_allclose(h.numpy(), fd, rtol=1e-6, atol=1e-7)
+
+
+def test_hessian_with_a_loop_that_tapes_nothing_it_needs(mode):
+    c = np.array([0.2, -0.5, 0.9])
+    h = llgrad.hessian(loop_on_constant_only, 0)(X, c)
+    g = llgrad.grad(loop_on_constant_only, 0)
+    fd = np.stack([fd_grad(lambda x, i=i: g(x, c)[i], X) for i in range(X.size)])
+    np.testing.assert_allclose(h, fd, rtol=1e-6, atol=1e-7)
+
+
 def test_jacobian_of_vector_function(mode):
     def f(x, w):
         return np.tanh(w @ x)
