@@ -15,8 +15,10 @@ from typing import Callable
 import numpy as np
 
 from llgrad.runtime.autograd.function import Function
-from llgrad.runtime.errors import UnsupportedError
-from llgrad.runtime.tensor import Tensor
+from llgrad.runtime.autograd.graph import Node
+from llgrad.runtime.autograd.state import STATE
+from llgrad.runtime.errors import AutogradError, UnsupportedError
+from llgrad.runtime.tensor import Tensor, _edge
 from llgrad.tracer import signature as sig
 from llgrad.tracer.tracing import bind_arguments, call_with, trace
 from llgrad.transform import ad, ir
@@ -130,8 +132,31 @@ class CompiledFunction(Function):
         vjp = ctx.d._vjp_differentiable()
         arrays = [t._data for t in tensors]
         grads = vjp.grad(arrays, np.asarray(grad_output._data), tuple(ctx.names), ctx.template)
-        return (None, None, None) + tuple(Tensor._wrap(np.asarray(g, dtype=t._data.dtype))
+        # The gradient is computed natively: with create_graph it must not pass for a constant.
+        twice = STATE.grad_enabled and (grad_output.requires_grad or
+                                        any(t.requires_grad for t in tensors))
+        node = _OnceDifferentiable(ctx.d.__name__, [grad_output, *tensors]) if twice else None
+        return (None, None, None) + tuple(Tensor._wrap(np.asarray(g, dtype=t._data.dtype), node)
                                           for g, t in zip(grads, tensors))
+
+
+class _OnceDifferentiable(Node):
+    """grad_fn of a compiled function's gradient taken with create_graph=True inside an eager
+    graph: a backward pass that reaches it raises (as PyTorch's `once_differentiable`), so a
+    second derivative is never silently dropped."""
+
+    def __init__(self, fname: str, inputs):
+        super().__init__(tuple(_edge(t) for t in inputs if t.requires_grad))
+        self.fname = fname
+
+    def apply(self, grads: list) -> list:
+        raise AutogradError(
+            f"the gradient of the compiled function {self.fname} was taken with "
+            f"create_graph=True inside an eager graph, and llgrad cannot differentiate it a "
+            f"second time there", loc=self.loc,
+            fix="take both derivatives in compiled code (llgrad.grad(llgrad.grad(f)), "
+            "llgrad.hessian(f), llgrad.hvp(f)), or run f on eager tensors without "
+            "@differentiate")
 
 
 def eager_call(d, args, kwargs):

@@ -192,3 +192,19 @@ def test_compiled_loss_trains_an_nn_module(mode):
         opt.step()
         first = first if first is not None else loss.item()
     assert loss.item() < first / 10
+
+
+def test_double_backward_through_a_compiled_node_raises_instead_of_dropping(mode):
+    """create_graph through CompiledFunctionBackward: the gradient's values are right, but a
+    second backward through it is an error (PyTorch's once_differentiable), not a silent 0."""
+    cf = llgrad.differentiate(f_sin)
+    x = lg.tensor(X, requires_grad=True)
+    (gx,) = lg.autograd.grad(cf(x), x, create_graph=True)
+    np.testing.assert_allclose(gx.detach().numpy(), llgrad.grad(f_sin)(X), rtol=1e-12)
+    w = lg.tensor(np.ones(4), requires_grad=True)
+    penalty = (gx * gx).sum() + (w * x).sum()  # a gradient penalty, as in WGAN-GP
+    with pytest.raises(RuntimeError, match="cannot differentiate it a second time") as e:
+        penalty.backward()
+    assert "test_composition.py" in str(e.value) and "create_graph=True" in str(e.value)
+    (gx1,) = lg.autograd.grad(cf(x), x)  # without create_graph: a plain constant
+    assert gx1.grad_fn is None
