@@ -19,6 +19,7 @@ from llgrad.runtime.errors import ConcretizationError, user_loc
 from llgrad.tracer import signature as sig
 from llgrad.tracer.tracing import (Trace, _convertible, _flatten_outputs, _leaf_name,
                                    bind_arguments, call_with)
+from llgrad.tracer.aliasing import check_unaliased
 from llgrad.transform.builder import Builder
 
 
@@ -32,6 +33,7 @@ class EagerBuilder(Builder):
         self.env: dict[int, np.ndarray] = {}
         self.concrete = lambda v: self.env[v.id]
         self.on_concretize = self._concretize
+        self.on_inplace = check_unaliased
         self.guards: list = []
 
     def _concretize(self, v, what: str):

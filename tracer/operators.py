@@ -344,6 +344,8 @@ def setitem(target, index, value) -> Any:
     if stager is None and _STAGERS and type(target).__name__ == "ndarray":
         stager = _region_stager()
     if stager is not None:
+        from .aliasing import check_unaliased
+        check_unaliased(target, "update", index)  # Note [In-place updates are by value]
         return stager.stage_setitem(target, index, value)
     target[index] = value
     return target

@@ -15,6 +15,7 @@ import numpy as np
 from llgrad.runtime.errors import DTypeError, LLGradError, SourceLoc, UnsupportedError
 from llgrad.tracer import signature as sig
 from llgrad.transform import ir
+from llgrad.tracer.aliasing import check_unaliased
 from llgrad.transform.builder import Builder, ScopeError, Value
 
 
@@ -155,6 +156,7 @@ def _trace_once(fn: Callable, args: tuple, kwargs: dict, call: Callable) -> Trac
     names, values = bind_arguments(fn, args, kwargs)
     leaves, struct = sig.flatten(tuple(values))
     builder = Builder(getattr(fn, "__name__", "f"))
+    builder.on_inplace = check_unaliased
     owner = []
     for i, v in enumerate(values):
         n = len(sig.flatten(v)[0])

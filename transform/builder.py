@@ -13,6 +13,7 @@ from typing import Callable
 
 import numpy as np
 
+from llgrad.runtime import ops
 from llgrad.runtime.arraylike import ArrayOperators, NumpyMethods
 from llgrad.runtime.aval import Aval
 from llgrad.runtime.errors import ConcretizationError, LLGradError, SourceLoc, user_loc
@@ -55,6 +56,21 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
     def _lg_concrete(v):
         b = current()
         return b.concrete(v) if b.concrete is not None else None
+
+    # Augmented assignment computes a new value (IR values are immutable); the tracer's
+    # `on_inplace` hook refuses it where numpy's in-place update would be seen through another
+    # reference (tracer/aliasing.py, Note [In-place updates are by value]).
+    def _inplace(self, fn, other, what: str):
+        hook = current().on_inplace
+        if hook is not None:
+            hook(self, what)
+        return fn(self, other)
+
+    def __iadd__(self, o): return self._inplace(ops.add, o, "+=")
+    def __isub__(self, o): return self._inplace(ops.sub, o, "-=")
+    def __imul__(self, o): return self._inplace(ops.mul, o, "*=")
+    def __itruediv__(self, o): return self._inplace(ops.div, o, "/=")
+    def __ipow__(self, o): return self._inplace(ops.pow, o, "**=")
 
     def _concretize(self, what: str):
         b = current()
@@ -107,6 +123,7 @@ class Builder:
         self.loc = loc
         self.concrete = None
         self.on_concretize = None
+        self.on_inplace = None
         self.home: dict = {}  # value id -> the (non-root) region defining it
 
     def __enter__(self) -> "Builder":

@@ -1,0 +1,153 @@
+"""In-place updates of traced arrays and the other names that would see them.
+
+Note [In-place updates are by value]
+In numpy an in-place statement changes the array object, so every other name for it sees the
+change: `z = y; z += 1`, `w = y; w[0] = a`, `v = y[:2]; v *= 3`, a helper that writes into its
+argument. A traced array is an immutable IR value: the converted statement computes the new
+value and rebinds only the name it writes (`operators.setitem`, `operators.inplace`). Where
+another live reference would have seen the write, the compiled function would silently compute
+something else, so the update is refused instead: `check_unaliased` looks through the frames of
+the function being traced (the user's function and the helpers it called, up to the trace's
+entry) for another reference to the written array: the same object under another name or in a
+caller, or an array the written one is a view of (numpy's basic indexing, reshape, transpose).
+The error names the line and says to `.copy()` first.
+A view taken earlier of the written array (`r = y[0]; y[0, 1] = a; f(r)`) counts only when
+the parts provably overlap (`_overlaps`, static indices): with an index known only at run time
+(`Y[i]` in a staged loop) the write is let through, since refusing it would refuse the common
+`prev = Y[i - 1]; Y[i] = f(prev)`; README lists that case under limitations.
+"""
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from llgrad.runtime.errors import UnsupportedError, is_internal_file, user_loc
+from llgrad.transform import ir
+
+_GENERATED = "__lg_"  # converter-made names (naming.PREFIX): never the user's references
+_ENTRY_FILES = ("tracing.py", "dynamic.py")  # the trace's entry: the user's caller is beyond
+_VIEW_PRIMS = frozenset({"reshape", "transpose", "squeeze", "expand_dims", "swapaxes"})
+
+
+def _view_base(v):
+    """The array `v` is a numpy view of (one step), or None."""
+    op = v.op if isinstance(v, ir.Value) else None
+    if op is None:
+        return None
+    name = op.prim.name
+    if name in _VIEW_PRIMS:
+        return op.inputs[0]
+    if name == "getitem" and v.aval.shape != () and all(e[0] != "a" for e in op.params["key"]):
+        return op.inputs[0]  # basic indexing (no index arrays) keeping an axis: a view
+    return None
+
+
+def _bases(v) -> list:
+    out = []
+    b = _view_base(v)
+    while b is not None:
+        out.append(b)
+        b = _view_base(b)
+    return out
+
+
+def _overlaps(view, target, index) -> bool:
+    """Whether the traced `view` of `target` shares elements with `target[index]`; False when
+    that is only known at run time (a traced index)."""
+    chain, v = [], view
+    while v is not target:
+        chain.append(v.op)
+        v = _view_base(v)
+    ids = np.arange(int(np.prod(target.aval.shape, dtype=np.int64))).reshape(target.aval.shape)
+    seen = ids
+    for op in reversed(chain):
+        if len(op.inputs) > 1:  # an index only known at run time
+            return False
+        seen = op.prim.impl(seen, **op.params)
+    try:
+        written = ids if index is None else ids[index]
+    except Exception:  # a traced index
+        return False
+    return bool(np.intersect1d(np.asarray(seen).ravel(), np.asarray(written).ravel()).size)
+
+
+def _user_frames(start):
+    """The frames of the traced function and its helpers, innermost first."""
+    f = start
+    while f is not None:
+        fn = f.f_code.co_filename
+        if is_internal_file(fn):
+            if fn.endswith(_ENTRY_FILES):
+                return
+        else:
+            yield f
+        f = f.f_back
+
+
+def _same_variable(inner, outer, name) -> bool:
+    """A closure cell shared by two frames (a converted branch or loop body and its function)."""
+    return name in inner.f_code.co_freevars and (name in outer.f_code.co_cellvars or
+                                                 name in outer.f_code.co_freevars)
+
+
+def _written(target, index):
+    """The part of a numpy `target` that `target[index] = ...` writes, or None if the index is
+    not known before run time."""
+    if index is None:
+        return target
+    try:
+        return target[index]
+    except Exception:  # a traced index
+        return None
+
+
+def check_unaliased(target, what: str, index=None) -> None:
+    """Raise UnsupportedError if an in-place `what` on the array `target` (at `index`, for an
+    element update) would, in numpy, be seen through another reference (Note [In-place
+    updates are by value])."""
+    bases = _bases(target)
+    written = _written(target, index) if isinstance(target, np.ndarray) else None
+    refs = []  # (frame, name, relation)
+    frames = list(_user_frames(sys._getframe(1)))
+    for f in frames:
+        for name, value in f.f_locals.items():
+            if name.startswith(_GENERATED):
+                continue
+            if value is target:
+                rel = "same"
+            elif any(value is b for b in bases):
+                rel = "base"
+            elif isinstance(written, np.ndarray) and isinstance(value, np.ndarray) and \
+                    np.shares_memory(value, written):
+                rel = "shares"
+            elif isinstance(value, ir.Value) and any(b is target for b in _bases(value)) and \
+                    _overlaps(value, target, index):
+                rel = "viewed"
+            else:
+                continue
+            if any(g is not f and n == name and _same_variable(g, f, name) for g, n, _ in refs):
+                continue  # one variable seen from a nested converted body and its function
+            refs.append((f, name, rel))
+    # The statement's own name must hold the array: `y[:2] *= 3` updates a temporary view
+    # that the converter writes back into `y` (operators.setitem), as numpy would.
+    if len(refs) < 2 or not any(f is frames[0] and rel == "same" for f, _, rel in refs):
+        return
+    mine = [n for f, n, rel in refs if f is frames[0] and rel == "same"]
+    others = {}
+    for f, n, rel in refs:
+        if not (f is frames[0] and rel == "same"):
+            others.setdefault(rel, []).append(f"`{n}` (in {f.f_code.co_name})" if rel == "same"
+                                              else f"`{n}`")
+    what_of = f"`{mine[0]}`" if len(mine) == 1 else "an array bound to " + " and ".join(
+        f"`{n}`" for n in mine)
+    why = "; ".join({"same": "the same array is also ", "base": "it is a view of ",
+                     "shares": "it shares memory with ",
+                     "viewed": "the written part is seen through the earlier view "}[rel]
+                    + ", ".join(names) for rel, names in others.items())
+    raise UnsupportedError(
+        f"in-place {what} of {what_of}" + (f", but {why}" if why else "") + ": numpy would "
+        "change what every one of them sees, while llgrad's compiled code updates arrays by "
+        "value and changes only the name written",
+        loc=user_loc(), fix="copy the array before updating it (`y = y.copy()`), or compute "
+        "the new value without an in-place statement (`y = y + ...`)")
