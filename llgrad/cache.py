@@ -7,7 +7,8 @@ LLVM version, and the host CPU name and features. The kernels' calling trampolin
 all. Entries are written to a temporary file and renamed (atomic: a crash never leaves a
 half-written entry that is used; concurrent writers of one entry are safe, the last rename
 wins), and carry a digest of their contents. A corrupt or foreign entry is ignored and
-recompiled (never loaded: LLVM crashes on damaged object code). The directory (LLGRAD_CACHE_DIR, default ~/.cache/llgrad) is private (0700).
+recompiled (never loaded: LLVM crashes on damaged object code). The directory
+(LLGRAD_CACHE_DIR, default ~/.cache/llgrad) is private (0700).
 Enabled per function with `@differentiate(cache=True)`, or globally with LLGRAD_CACHE=1 or
 `llgrad.cache.enable()`.
 """

@@ -622,9 +622,10 @@ def triple_loop(A):
     return s
 
 
-# Inner loops whose tapes the outer forward keeps (Note [Stacked inner tapes] in transform/loop_ad.py): trip
-# counts that differ per outer iteration, expensive ops (taped outputs and residuals) inside,
-# vector rows, a while in a while, three levels, a break, and a loop in a branch of a loop.
+# Inner loops whose tapes the outer forward keeps (Note [Stacked inner tapes] in
+# transform/loop_ad.py): trip counts that differ per outer iteration, expensive ops (taped
+# outputs and residuals) inside, vector rows, a while in a while, three levels, a break, two
+# inner loops in one body, and a loop in a branch of a loop.
 @case(lambda r: (r.uniform(-1, 1, 5),), kinds=("nested loops", "triangular", "stacked"))
 def triangular_sin(x):
     s = 0.0
