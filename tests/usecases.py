@@ -216,6 +216,12 @@ def reduce_var_std(m, x):
     return np.var(x) + np.std(m, axis=0) @ np.ones(4) + np.sum(np.var(m, axis=1, keepdims=True))
 
 
+@usecase
+def reduce_linalg_norm(m, x):
+    return (np.linalg.norm(x) + np.linalg.norm(m, "fro") + np.linalg.norm(m, 1, axis=0) @ x
+            + np.sum(np.linalg.norm(m, axis=1, keepdims=True)) + np.linalg.norm(x, np.inf))
+
+
 @usecase(eager=NUMPY_METHOD)
 def reduce_methods(m, x):
     return m.sum(axis=0) @ x + m.mean() + m.max(axis=1).sum() - x.min() + m.prod(axis=0).sum()
