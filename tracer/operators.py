@@ -55,6 +55,8 @@ from operator import (iadd, iand, ifloordiv, ilshift, imatmul, imod, imul, ior, 
                       ipow, irshift, isub, itruediv, ixor)
 from typing import Any, Callable, Protocol, Sequence
 
+from llgrad.runtime.errors import ConcretizationError, user_loc
+
 from .convert.errors import SourceLoc, UnsupportedSyntaxError  # noqa: F401
 
 
@@ -407,8 +409,32 @@ def traced_builtins() -> dict:
     return _TRACED_BUILTINS
 
 
+def is_random(f: Any) -> bool:
+    """True for numpy.random's functions and the methods of its generators."""
+    if (getattr(f, "__module__", None) or "").startswith("numpy.random"):
+        return True
+    owner = getattr(f, "__self__", None)
+    return owner is not None and type(owner).__module__.startswith("numpy.random")
+
+
+def _random_draw(f: Callable) -> None:
+    """Note [Random draws run per call]: numbers drawn while the staged trace runs would be
+    constants of the compiled code, the same at every call, where Python draws new ones; so
+    a draw switches the function to the dynamic path (traced per call, drawn per call)."""
+    if _STAGERS and not any(getattr(s, "eager", bool)() for s in _STAGERS.values()):
+        name = getattr(f, "__qualname__", None) or getattr(f, "__name__", repr(f))
+        raise ConcretizationError(
+            f"a call drawing random numbers (numpy.random: {name}): compiled once, it would "
+            f"return the same numbers at every call", loc=user_loc(),
+            fix="pass the random numbers as an argument to keep the function on the staged "
+            "path")
+
+
 def _converted_target(f: Callable, args=()) -> Callable:
     from .convert import api
+    if is_random(f):
+        _random_draw(f)
+        return f
     if _STAGERS and any(is_traced(a) for a in args):
         try:
             g = traced_builtins().get(f)

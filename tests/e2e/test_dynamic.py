@@ -1,8 +1,8 @@
 """The dynamic path (tracer/dynamic.py): functions that concretise traced values.
 
 `float(t)`, `t.item()`, `bool(t)` in code llgrad did not convert, `int(t)` as a range bound or
-a shape, and a Python list indexed by a traced value switch the function to per-call eager
-tracing. Results must be identical to plain Python; concretised values are constants (no
+a shape, a Python list indexed by a traced value, and a numpy.random draw switch the function
+to per-call eager tracing. Results must be identical to plain Python; concretised values are constants (no
 gradient flows through them, as in PyTorch); each distinct graph (branch pattern) is compiled
 once and reused; `inspect().path` says `dynamic` and names the file:line of the concretisation.
 """
@@ -294,3 +294,42 @@ def test_dynamic_graphs_compile_only_when_they_recur(monkeypatch):
     np.testing.assert_allclose(g1, np.cos(x) * np.sum(x), rtol=1e-12)  # s is a constant
     f.grad(x + 1.0)  # a new constant: a new graph, interpreted
     assert len(f._graphs) == 2 and sum(bool(c.modules) for c in f._graphs.values()) == 1
+
+
+def noisy_loss(x):
+    noise = np.random.standard_normal(x.shape[0])
+    s = 0.0
+    for i in range(x.shape[0]):
+        s = s + np.sin(x[i]) * (1.0 + 0.1 * np.random.rand())
+    return s + np.sum(x * noise)
+
+
+_RNG = np.random.default_rng(7)
+
+
+def generator_loss(x):
+    return np.sum(x * _RNG.standard_normal(x.shape[0]))
+
+
+def test_random_draws_run_per_call_as_in_python(mode):
+    """Note [Random draws run per call]: a draw switches the function to the dynamic path,
+    so every call draws new numbers (and a seed gives Python's numbers exactly)."""
+    x = np.array([0.3, 0.5, -0.2])
+    d = llgrad.differentiate(noisy_loss)
+    np.random.seed(1)
+    expected = [noisy_loss(x) for _ in range(3)]
+    np.random.seed(1)
+    assert [float(d(x)) for _ in range(3)] == expected
+    np.random.seed(2)
+    value, grad = d.value_and_grad(x)
+
+    def seeded(a):
+        np.random.seed(2)
+        return noisy_loss(a)
+    assert value == seeded(x)
+    np.testing.assert_allclose(grad, numerical_vjp(seeded, [x], 1.0, wrt=[0])[0], atol=1e-7)
+    path = d.inspect(x).path
+    assert path.startswith("dynamic") and "drawing random numbers" in path
+    assert f"{FILE}:" in path
+    g = llgrad.differentiate(generator_loss)
+    assert len({float(g(x)) for _ in range(3)}) == 3  # a Generator's method draws per call

@@ -46,6 +46,11 @@ def is_library_object(value: Any) -> bool:
     return module.split(".")[0] in LIBRARY_ROOTS or type(value).__name__ == "ufunc"
 
 
+def _is_random(value: Any) -> bool:
+    from ..operators import is_random
+    return is_random(value)
+
+
 def _has_traced_form(value: Any) -> bool:
     """math.* and max/min have numpy counterparts for traced arguments (operators.py), so
     their calls go through converted_call (else they would concretise a traced scalar)."""
@@ -84,7 +89,8 @@ class _Calls(gast.NodeTransformer):
     def visit_Call(self, node):
         self.generic_visit(node)
         value = self._static_value(node.func)
-        if value is not _MISSING and is_library_object(value) and not _has_traced_form(value):
+        if value is not _MISSING and is_library_object(value) and not _has_traced_form(value) \
+                and not _is_random(value):  # a draw goes through converted_call's check
             return node
         args = gast.Tuple(elts=node.args, ctx=gast.Load())
         if node.keywords:
