@@ -4,7 +4,8 @@ Note [In-place updates are by value]
 In numpy an in-place statement changes the array object, so every other name for it sees the
 change: `z = y; z += 1`, `w = y; w[0] = a`, `v = y[:2]; v *= 3`, a helper that writes into its
 argument. A traced array is an immutable IR value: the converted statement computes the new
-value and rebinds only the name it writes (`operators.setitem`, `operators.inplace`). Where
+value and rebinds only the name it writes (`operators.setitem` for element updates, the
+`on_inplace` hook of `transform.builder.Value` for augmented assignment). Where
 another live reference would have seen the write, the compiled function would silently compute
 something else, so the update is refused instead: `check_unaliased` looks through the frames of
 the function being traced (the user's function and the helpers it called, up to the trace's
@@ -23,9 +24,10 @@ import sys
 import numpy as np
 
 from llgrad.runtime.errors import UnsupportedError, is_internal_file, user_loc
+from llgrad.tracer.convert.naming import PREFIX
 from llgrad.transform import ir
 
-_GENERATED = "__lg_"  # converter-made names (naming.PREFIX): never the user's references
+_GENERATED = PREFIX  # converter-made names: never the user's references
 _ENTRY_FILES = ("tracing.py", "dynamic.py")  # the trace's entry: the user's caller is beyond
 _VIEW_PRIMS = frozenset({"reshape", "transpose", "squeeze", "expand_dims", "swapaxes"})
 
