@@ -21,6 +21,7 @@ from llgrad.runtime.aval import aval_str
 from llgrad.runtime.errors import (ConcretizationError, DTypeError, ShapeError, SourceLoc,
                                    _compose)
 from llgrad.tracer import signature as sig
+from llgrad.tracer.captures import hold, note_function
 from llgrad.tracer.dynamic import trace_dynamic
 from llgrad.tracer.tracing import _convertible, bind_arguments, call_with, trace
 from llgrad import compose
@@ -155,10 +156,11 @@ class Differentiable:
     def __call__(self, *args, **kwargs):
         if not kwargs:
             hit = self._fast.get(_fast_key(args))
-            if hit is not None:  # See Note [Per-call fast path]
-                return hit.value(hit.c.run("forward", hit.leaves(args)))
+            if hit is not None and (not hit.guards or hold(hit.guards)):  # Note [Per-call
+                return hit.value(hit.c.run("forward", hit.leaves(args)))  # fast path]
         if compose.is_traced_call(args, kwargs):  # inside another trace: inline
             names, values = bind_arguments(self.fn, args, kwargs)
+            note_function(self.fn)
             return call_with(_convertible(self.fn), names, values)
         if compose.needs_eager_node(args, kwargs):
             return compose.eager_call(self, args, kwargs)
@@ -170,7 +172,8 @@ class Differentiable:
         """(value, gradient) from one native call of the fused forward+backward entry."""
         if not kwargs:
             hit = self._fast.get(_fast_key(args))
-            if hit is not None and hit.c.joint is not None:
+            if hit is not None and hit.c.joint is not None and (not hit.guards or
+                                                                hold(hit.guards)):
                 outs = hit.c.run("joint", hit.leaves(args))
                 return hit.value(outs), hit.grads(outs)
         if compose.is_traced_call(args, kwargs):
@@ -206,6 +209,11 @@ class Differentiable:
         if self.dynamic_reason is None:
             key = (struct, wrt_args)  # one trace serves native and LLGRAD_DISABLE_JIT runs
             c = self._cache.get(key)
+            if c is not None and c.trace.guards and not hold(c.trace.guards):
+                with self._lock:  # a global it read changed: trace again (Note [Captured
+                    self._cache.pop(key, None)  # values are guarded])
+                    self._fast.clear()
+                c = None
             if c is None:
                 with self._lock:
                     c = self._cache.get(key)
@@ -325,10 +333,10 @@ def _fast_key(args):
 class _FastCall:
     """Precomputed argument and result plans of one signature (Note [Per-call fast path])."""
 
-    __slots__ = ("c", "arrays", "scalar_out", "grad_plan", "single")
+    __slots__ = ("c", "arrays", "scalar_out", "grad_plan", "single", "guards")
 
     def __init__(self, c: Compiled, args, wrt_args, single):
-        self.c = c
+        self.c, self.guards = c, c.trace.guards
         self.arrays = [(i, type(a) is float) for i, a in enumerate(args)
                        if type(a) is np.ndarray or type(a) is float]
         specs = sig.leaf_specs(c.trace.out_struct)

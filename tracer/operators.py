@@ -57,6 +57,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 from llgrad.runtime.errors import ConcretizationError, user_loc
 
+from . import captures
 from .convert.errors import SourceLoc, UnsupportedSyntaxError  # noqa: F401
 
 
@@ -444,8 +445,12 @@ def _converted_target(f: Callable, args=()) -> Callable:
             return g
     if isinstance(f, types.MethodType):
         inner = api.try_convert(f.__func__)
+        if inner is not None:
+            captures.note_function(f.__func__)
         return f if inner is None else types.MethodType(inner, f.__self__)
     if isinstance(f, types.FunctionType):
         converted = api.try_convert(f)
+        if converted is not None:
+            captures.note_function(f)
         return f if converted is None else converted
     return f

@@ -15,6 +15,7 @@ import numpy as np
 from llgrad.runtime.errors import DTypeError, LLGradError, SourceLoc, UnsupportedError
 from llgrad.tracer import signature as sig
 from llgrad.transform import ir
+from llgrad.tracer import captures
 from llgrad.tracer.aliasing import check_unaliased
 from llgrad.transform.builder import Builder, ScopeError, Value
 
@@ -29,6 +30,7 @@ class Trace:
     arg_names: list = field(default_factory=list)
     leaf_owner: list = field(default_factory=list)  # leaf index -> top-level argument index
     source_fn: Any = None  # the user's function
+    guards: list = field(default_factory=list)  # Note [Captured values are guarded]
 
 
 def bind_arguments(fn: Callable, args: tuple, kwargs: dict) -> tuple[list[str], list]:
@@ -162,14 +164,19 @@ def _trace_once(fn: Callable, args: tuple, kwargs: dict, call: Callable) -> Trac
         n = len(sig.flatten(v)[0])
         owner += [i] * n
     specs = sig.leaf_specs(struct)
-    with builder:
-        params = [builder.param((s.shape, s.dtype), _leaf_name(names, owner, k))
-                  for k, s in enumerate(specs)]
-        traced = sig.unflatten(struct, params)
-        out = call_with(call, names, traced)
-        out_leaves, out_struct = _flatten_outputs(out, builder, fn)
-        builder.fn.body.results = out_leaves
-    return Trace(builder.fn, struct, out_struct, names, owner, fn)
+    rec = captures.recording()
+    try:
+        rec.add_function(fn)
+        with builder:
+            params = [builder.param((s.shape, s.dtype), _leaf_name(names, owner, k))
+                      for k, s in enumerate(specs)]
+            traced = sig.unflatten(struct, params)
+            out = call_with(call, names, traced)
+            out_leaves, out_struct = _flatten_outputs(out, builder, fn)
+            builder.fn.body.results = out_leaves
+    finally:
+        captures.stop(rec)
+    return Trace(builder.fn, struct, out_struct, names, owner, fn, rec.guards)
 
 
 def _leaf_name(names, owner, k):
