@@ -19,6 +19,8 @@ from typing import Callable
 
 import numpy as np
 
+from llgrad.runtime.tensor import Tensor
+
 _TLS = threading.local()
 
 
@@ -55,9 +57,7 @@ _UNBOUND = object()
 
 
 def _is_data(value) -> bool:
-    if isinstance(value, (bool, int, float, complex, np.generic, np.ndarray)):
-        return True
-    return type(value).__name__ == "Tensor" and hasattr(value, "_data")
+    return isinstance(value, (bool, int, float, complex, np.generic, np.ndarray, Tensor))
 
 
 def _names(code: types.CodeType, out: set) -> set:

@@ -5,7 +5,8 @@
   `__array_function__`), then `.backward()`;
 - `compiled(fn, wrt)`: one `llgrad.differentiate` object per (function, wrt), shared by the
   tests of a session so each signature compiles once;
-- `finite_differences`: central differences of the plain function in float64.
+- `finite_differences`: central differences of the plain function in float64;
+- the `mode` fixture: each test twice, through the reference interpreter and natively.
 """
 from __future__ import annotations
 
@@ -54,3 +55,13 @@ def finite_differences(fn, args, wrt, eps: float = 1e-6) -> list[np.ndarray]:
 def no_jit(monkeypatch):
     """Run compiled functions through the reference interpreter (LLGRAD_DISABLE_JIT=1)."""
     monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
+
+
+@pytest.fixture(params=["interp", "native"])
+def mode(request, monkeypatch):
+    """Run the test through the reference interpreter (LLGRAD_DISABLE_JIT=1) and natively."""
+    if request.param == "interp":
+        monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
+    else:
+        monkeypatch.delenv("LLGRAD_DISABLE_JIT", raising=False)
+    return request.param

@@ -6,7 +6,6 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-import pytest
 
 import llgrad
 
@@ -27,15 +26,6 @@ def uses_globals(x):
 
 def uses_nan_global(x):
     return np.sum(np.where(np.isnan(WITH_NAN), 0.0, WITH_NAN) * x)
-
-
-@pytest.fixture(params=["interp", "native"])
-def mode(request, monkeypatch):
-    if request.param == "interp":
-        monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
-    else:
-        monkeypatch.delenv("LLGRAD_DISABLE_JIT", raising=False)
-    return request.param
 
 
 def _agree(d, fn):

@@ -8,15 +8,6 @@ import llgrad as lg
 from llgrad import nn
 
 
-@pytest.fixture(params=["interp", "native"])
-def mode(request, monkeypatch):
-    if request.param == "interp":
-        monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
-    else:
-        monkeypatch.delenv("LLGRAD_DISABLE_JIT", raising=False)
-    return request.param
-
-
 def fd_grad(f, x, eps=1e-6):
     x = np.array(x, dtype=float)
     g = np.zeros_like(x)

@@ -20,15 +20,6 @@ from tests.fd import numerical_vjp
 CASES = cf_corpus.CASES
 
 
-@pytest.fixture(params=["interp", "native"])
-def mode(request, monkeypatch):
-    if request.param == "interp":
-        monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
-    else:
-        monkeypatch.delenv("LLGRAD_DISABLE_JIT", raising=False)
-    return request.param
-
-
 def _wrt_tuple(c):
     return c.wrt if isinstance(c.wrt, tuple) else (c.wrt,)
 

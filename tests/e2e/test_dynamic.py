@@ -19,15 +19,6 @@ from tests.fd import numerical_vjp
 FILE = __file__.rsplit("/", 1)[-1]
 
 
-@pytest.fixture(params=["interp", "native"])
-def mode(request, monkeypatch):
-    if request.param == "interp":
-        monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
-    else:
-        monkeypatch.delenv("LLGRAD_DISABLE_JIT", raising=False)
-    return request.param
-
-
 def line_of(fn, text: str) -> int:
     lines, first = inspect.getsourcelines(fn)
     return first + next(k for k, s in enumerate(lines) if text in s)
