@@ -219,7 +219,10 @@ def _norm_impl(x, ord, axes, keepdims):
     elif ord == -np.inf:
         r = np.min(np.abs(x), axis=axes, keepdims=keepdims)
     else:
-        r = np.sum(np.abs(x) ** ord, axis=axes, keepdims=keepdims) ** (1.0 / ord)
+        # np.power on arrays, not a numpy scalar's ** (libm's pow): the same bits as the
+        # decomposition's pow ops.
+        s = np.asarray(np.sum(np.power(np.abs(x), ord), axis=axes, keepdims=keepdims))
+        r = np.power(s, 1.0 / ord)
     return np.asarray(r).astype(x.dtype, copy=False)
 
 
