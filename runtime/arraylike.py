@@ -82,7 +82,7 @@ class ArrayOperators:
     # -- numpy dispatch ---------------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         from llgrad.runtime.numpy_api import FUNCTIONS
-        fn = FUNCTIONS.get(ufunc) if method == "__call__" else None
+        fn = FUNCTIONS.get(ufunc if method == "__call__" else getattr(ufunc, method))
         if fn is None:
             return self._lg_numpy_fallback(ufunc if method == "__call__" else
                                            getattr(ufunc, method), inputs, kwargs)

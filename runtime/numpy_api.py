@@ -157,6 +157,11 @@ for _p in REGISTRY.values():
 FUNCTIONS[np.divide] = FUNCTIONS[np.true_divide] = _ufunc_call(ops.div)
 FUNCTIONS[np.power] = _ufunc_call(ops.pow)
 
+# ---- reductions, scans, sorting, shape and contraction functions (issue 11, npshape) -------
+from llgrad.runtime.numpy_shape import FUNCTIONS as _SHAPE_FUNCTIONS  # noqa: E402
+
+FUNCTIONS.update(_SHAPE_FUNCTIONS)
+
 
 def numpy_name(func) -> str:
     """How the user wrote `func`: np.exp, np.fft.fft, np.linalg.inv, np.add.reduce."""
