@@ -5,6 +5,8 @@ import numpy as np
 
 from llgrad.runtime import ops
 from llgrad.runtime.tensor import Tensor
+from llgrad.runtime.torch_shape import *  # noqa: F401,F403  (cumsum, sort, flip, einsum, ...)
+from llgrad.runtime.torch_shape import __all__ as _shape_all
 
 __all__ = [
     "exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sqrt", "abs", "sign",
@@ -15,7 +17,7 @@ __all__ = [
     "split", "broadcast_to", "all", "any", "allclose", "equal", "isnan", "isfinite", "max", "min",
     "eq", "ne", "lt", "le", "gt", "ge", "square", "rsqrt", "norm", "numel", "is_tensor", "t",
     "detach", "floor", "remainder", "floor_divide",
-]
+] + _shape_all
 
 exp, log, log1p, expm1, sin, cos, tan, tanh = (
     ops.exp, ops.log, ops.log1p, ops.expm1, ops.sin, ops.cos, ops.tan, ops.tanh)

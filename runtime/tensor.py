@@ -11,6 +11,7 @@ from collections import namedtuple
 import numpy as np
 
 from llgrad.runtime import ops
+from llgrad.runtime import torch_shape as _ts
 from llgrad.runtime.arraylike import ArrayOperators
 from llgrad.runtime.autograd import graph as _graph
 from llgrad.runtime.autograd import views as _views
@@ -519,6 +520,14 @@ class Tensor(ArrayOperators):
     def new_zeros(self, *size): return Tensor._wrap(np.zeros(_size(size), self._data.dtype))
     def new_ones(self, *size): return Tensor._wrap(np.ones(_size(size), self._data.dtype))
     def new_tensor(self, data): return Tensor._wrap(np.array(data, dtype=self._data.dtype))
+
+    # scans, sorting and structure with PyTorch's signatures (runtime/torch_shape.py)
+    cumsum, cumprod, cummax, cummin, sort, argsort = (
+        _ts.cumsum, _ts.cumprod, _ts.cummax, _ts.cummin, _ts.sort, _ts.argsort)
+    flip, roll, tril, triu, diag, diagonal, trace = (
+        _ts.flip, _ts.roll, _ts.tril, _ts.triu, _ts.diag, _ts.diagonal, _ts.trace)
+    diff, tile, repeat_interleave, take_along_dim, kron, cross = (
+        _ts.diff, _ts.tile, _ts.repeat_interleave, _ts.take_along_dim, _ts.kron, _ts.cross)
 
     def max(self, dim=None, keepdim=False):
         if dim is None:

@@ -382,6 +382,10 @@ OP_DB: list[OpSpec] = [
            samples=_nll_samples, tol={np.dtype(np.float32): (1e-5, 1e-6)}),
 ]
 
+# scans, sorting, structure and contractions (issue 11): tests/opinfo_shape.py
+from opinfo_shape import SHAPE_FUNCS, SHAPE_OPS  # noqa: E402
+
+OP_DB += SHAPE_OPS
 OPS = {s.name: s for s in OP_DB}
 
 
@@ -452,3 +456,4 @@ FUNC_DB: list[OpSpec] = [
     OpSpec("rsub", lambda x: 1 - x, lambda x: 1 - x, [((4,),)]),
     OpSpec("rdiv", lambda x: 1 / x, lambda x: 1 / x, [((4,),)], "away0"),
 ]
+FUNC_DB += SHAPE_FUNCS

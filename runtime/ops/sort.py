@@ -140,6 +140,10 @@ def quantile(x, q, axis=None, keepdims=False, method="linear"):
     if qs.ndim > 1 or np.any((qs < 0) | (qs > 1)) or np.any(np.isnan(qs)):
         raise ShapeError("quantile: q must be a number or a 1-d sequence of numbers in [0, 1]")
     shape = shape_of(x)
+    if not isinstance(q, (int, float)):  # an array of q promotes, as in numpy (f32 -> f64)
+        x = _floating(x)
+        dt = np.result_type(dtype_of(x), np.asarray(q))
+        x = x if dt == dtype_of(x) else ew.astype(x, dt)
     s, n, axes = _sorted_along(x, axis)
     dt = dtype_of(s)
     out = []
