@@ -56,6 +56,13 @@ SAMPLES = {
     "reduce_prod": (lambda a: rd.reduce_prod_p.bind(a, axes=(0, 1), keepdims=False),
                     [R.normal(size=(2, 3))]),
 }
+# scans (issue 11); the other new primitives are composites and reach the IR decomposed
+from llgrad.runtime.ops import scan as sc  # noqa: E402
+SAMPLES.update({
+    "cumsum": (lambda a: sc.cumsum_p.bind(a, axis=1, reverse=False), [R.normal(size=(2, 3))]),
+    "linrec": (lambda a, b: sc.linrec_p.bind(a, b, axis=0, reverse=True),
+               [R.normal(size=(4, 2)), R.normal(size=(4, 2))]),
+})
 STRUCTURAL = {"control", "const", "tape"}
 
 
