@@ -75,6 +75,8 @@ def _check_bounds(idx, n, what):
 
 
 def _index_operand(indices):
+    if getattr(type(indices), "_lg_level", None) == 0:  # an eager Tensor: its (integer)
+        indices = type(indices)._lg_concrete(indices)   # data, no graph edge (PyTorch)
     idx = as_operand(indices)
     if dtype_of(idx).kind not in "iu":
         raise ShapeError(f"indices must be integers, got {dtype_of(idx)}",
