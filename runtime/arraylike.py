@@ -172,10 +172,15 @@ class NumpyMethods:
     def cumsum(self, axis=None, dtype=None): return self._np("cumsum", axis=axis, dtype=dtype)
     def cumprod(self, axis=None, dtype=None): return self._np("cumprod", axis=axis, dtype=dtype)
     def argsort(self, axis=-1, kind=None): return self._np("argsort", axis=axis, kind=kind)
-    def diagonal(self, offset=0, axis1=0, axis2=1): return self._np("diagonal", offset, axis1, axis2)
+    def diagonal(self, offset=0, axis1=0, axis2=1):
+        return self._np("diagonal", offset, axis1, axis2)
+
     def trace(self, offset=0, axis1=0, axis2=1): return self._np("trace", offset, axis1, axis2)
     def repeat(self, repeats, axis=None): return self._np("repeat", repeats, axis)
-    def take(self, indices, axis=None, mode="raise"): return self._np("take", indices, axis, mode=mode)
+
+    def take(self, indices, axis=None, mode="raise"):
+        return self._np("take", indices, axis, mode=mode)
+
     def all(self, axis=None, keepdims=False): return self._np("all", axis=axis, keepdims=keepdims)
     def any(self, axis=None, keepdims=False): return self._np("any", axis=axis, keepdims=keepdims)
 

@@ -18,14 +18,6 @@ def _axis(x, axis):
     return None if axis is None else normalize_axes(axis, len(shape_of(x)))
 
 
-def _reducer(fn):
-    def impl(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
-        _no_out(out)
-        r = fn(a, _axis(a, axis), keepdims)
-        return r if dtype is None else ops.astype(r, dtype)
-    return impl
-
-
 def _no_out(out):
     if out is not None:
         raise UnsupportedError("out= is not supported on llgrad values", loc=user_loc(),
@@ -52,10 +44,6 @@ def _clip(a, a_min=None, a_max=None, **kw):
     lo = kw.get("min", a_min)
     hi = kw.get("max", a_max)
     return ops.clip(a, lo, hi)
-
-
-def _sum(a, axis, keepdims):
-    return ops.sum(a, axis, keepdims)
 
 
 def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
@@ -129,14 +117,7 @@ def _ufunc_call(fn):
 
 
 FUNCTIONS = {
-    np.sum: _reducer(_sum),
-    np.mean: _reducer(lambda a, ax, k: ops.mean(a, ax, k)),
-    np.prod: _reducer(lambda a, ax, k: ops.prod(a, ax, k)),
-    np.max: _reducer(lambda a, ax, k: ops.amax(a, ax, k)),
-    np.amax: _reducer(lambda a, ax, k: ops.amax(a, ax, k)),
-    np.min: _reducer(lambda a, ax, k: ops.amin(a, ax, k)),
-    np.amin: _reducer(lambda a, ax, k: ops.amin(a, ax, k)),
-    np.var: _var, np.std: _std,
+    np.var: _var, np.std: _std,  # np.sum/mean/prod/max/min: runtime/numpy_shape.py
     np.argmax: _argreduce(ops.argmax), np.argmin: _argreduce(ops.argmin),
     np.dot: _tensordot_free, np.matmul: _ufunc_call(ops.matmul), np.outer: ops.outer,
     np.where: ops.where, np.clip: _clip,

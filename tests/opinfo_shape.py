@@ -170,7 +170,8 @@ SHAPE_FUNCS: list[OpSpec] = [
     OpSpec("median", lambda x, **kw: ops.median(x, **kw),
            lambda x, **kw: np.median(x, **kw), samples=_s(
                (((7,),), (), {}), (((3, 4),), (), {"axis": 1}),
-               (((3, 4),), (), {"axis": 0, "keepdims": True}), (((2, 3, 4),), (), {"axis": (0, 2)}))),
+               (((3, 4),), (), {"axis": 0, "keepdims": True}),
+               (((2, 3, 4),), (), {"axis": (0, 2)}))),
     OpSpec("quantile", lambda x, q, **kw: ops.quantile(x, q, **kw),
            lambda x, q, **kw: np.quantile(x, q, **kw), samples=_s(
                (((7,),), (0.3,), {}), (((3, 5),), ([0.0, 0.25, 0.9, 1.0],), {"axis": 1}),
