@@ -53,13 +53,15 @@ def put_along_axis_add(g, idx, axis, shape):
     return bind(scatter_add_p, g, *arrays, key=key, shape=tuple(shape))
 
 
+def _gather_decompose(x, idx, axis):
+    key, arrays = _along_key(shape_of(x), idx, axis)
+    return bind(getitem_p, x, *arrays, key=key)
+
+
 gather_p = register(Primitive(
     "gather", "index", lambda x, idx, axis: np.take_along_axis(x, idx, axis), _gather_shape,
     (lambda g, out, x, idx, axis: put_along_axis_add(g, idx, axis, shape_of(x)), None),
-    saves=(1,), decompose=lambda x, idx, axis: bind(
-        getitem_p, x, *_along_key(shape_of(x), idx, axis)[1],
-        key=_along_key(shape_of(x), idx, axis)[0]),
-    node_name="GatherBackward0"))
+    saves=(1,), decompose=_gather_decompose, node_name="GatherBackward0"))
 
 
 # ---- the ops API ------------------------------------------------------------------------------
