@@ -96,8 +96,8 @@ def _sections(data: bytes, machine: int) -> list[tuple]:
                         f"relocatable object (1) for machine {machine}, version 1")
     if (ehsize, phnum, shentsize) != (_EHDR.size, 0, _SHDR.size):
         raise BadObject("unexpected ELF header, program header or section header size")
-    if not 1 <= shnum <= _MAX_SECTIONS or not shstrndx < shnum:
-        raise BadObject(f"{shnum} sections, section name table {shstrndx}")
+    if not 1 <= shnum <= _MAX_SECTIONS or not shstrndx < shnum or shoff % 8:
+        raise BadObject(f"{shnum} sections at {shoff}, section name table {shstrndx}")
     _within(data, shoff, shnum * _SHDR.size, "the section header table")
     sections = [_SHDR.unpack_from(data, shoff + i * _SHDR.size) for i in range(shnum)]
     nobits = 0
@@ -110,8 +110,10 @@ def _sections(data: bytes, machine: int) -> list[tuple]:
             nobits += size
         elif typ != _NULL:
             _within(data, offset, size, f"section {i}")
-        if (typ in (_SYMTAB, _RELA_T)) and (entsize != 24 or size % 24 or link >= shnum):
-            raise BadObject(f"section {i}: entry size {entsize}, size {size}, link {link}")
+        if typ in (_SYMTAB, _RELA_T) and (entsize != 24 or size % 24 or offset % 8
+                                          or link >= shnum):
+            raise BadObject(f"section {i}: entry size {entsize}, size {size} at {offset}, "
+                            f"link {link}")
         if typ == _RELA_T and not (0 < info < shnum and sections[info][2] & _SHF_ALLOC):
             raise BadObject(f"relocation section {i} applies to section {info}")
     if nobits > _MAX_NOBITS:
@@ -205,9 +207,11 @@ def _check_eh_frame(frame: bytes) -> None:
 # outside and wrong inside (a bug, a foreign LLVM, a hand-made file with a recomputed
 # digest), so `check_object` walks the structures RuntimeDyld reads without checking:
 # - the ELF header: 64-bit little-endian relocatable object for the host machine, sane
-#   header sizes, the section header table inside the file;
-# - every section: a known type, a power-of-two alignment, contents inside the file, symbol
-#   and relocation tables with 24-byte entries, relocations aimed at a loaded section;
+#   header sizes, the section header table aligned and inside the file;
+# - every section: a known type and flags (no TLS), a power-of-two alignment, contents
+#   inside the file, symbol and relocation tables aligned with 24-byte entries, relocations
+#   aimed at a loaded section. (LLVM does check some of this, but an error it reports
+#   while loading is fatal too: MCJIT turns it into report_fatal_error);
 # - string tables NUL-terminated, every name offset inside its table;
 # - every symbol: a plain type (no TLS, common or ifunc), an existing section, and its bytes
 #   inside that section; no global defined twice; every undefined symbol resolvable here (an

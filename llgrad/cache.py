@@ -225,13 +225,9 @@ def info() -> dict:
 
 
 def clear() -> int:
-    """Delete every entry; returns how many were removed (none, after a warning, when the
-    directory is refused)."""
-    try:
-        return _scan(remove=True)[0]
-    except OSError as e:
-        _warn_once(e)
-        return 0
+    """Delete every entry; returns how many were removed. Raises OSError (UnsafeDirectory)
+    when the directory is refused: then nothing is touched."""
+    return _scan(remove=True)[0]
 
 
 def _avals(avals) -> list:

@@ -7,8 +7,6 @@ import glob
 import hashlib
 import os
 import pickle
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -39,7 +37,7 @@ def _files(root) -> list[str]:
 
 
 @pytest.mark.parametrize("mode", [0o770, 0o707, 0o1777], ids=oct)
-def test_directory_writable_by_others_is_refused(cache_dir, mode):
+def test_directory_writable_by_others_is_refused(cache_dir, mode, capsys):
     os.mkdir(cache_dir)
     os.chmod(cache_dir, mode)
     planted = cache_dir / "ab" / ("ab" + "0" * 62 + ".llgc")
@@ -55,8 +53,9 @@ def test_directory_writable_by_others_is_refused(cache_dir, mode):
                             "refused": f"{cache_dir} is writable by group or others (mode "
                                        f"{mode:o}); run `chmod go-w {cache_dir}` or use a "
                                        "private directory"}
-    assert cache.clear() == 0
-    assert planted.read_bytes() == b"someone else's"  # and nothing removed
+    assert main(["cache", "clear"]) == 1
+    assert f"not clearing: {cache_dir} is writable" in capsys.readouterr().err
+    assert planted.read_bytes() == b"someone else's"  # nothing removed
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="making a directory someone else's needs root")

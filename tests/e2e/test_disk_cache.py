@@ -11,7 +11,6 @@ import sys
 import textwrap
 
 import numpy as np
-import pytest
 
 import llgrad
 from llgrad import cache
