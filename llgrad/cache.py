@@ -100,6 +100,8 @@ def _open_root(create: bool) -> int | None:
 def _open_subdir(k: str, create: bool) -> int | None:
     """The descriptor of the subdirectory holding entry `k`; None (after a warning, when
     refused) if there is none to use."""
+    if not _ENTRY.match(k + ".llgc"):  # (a name with a "/" would reach past O_NOFOLLOW)
+        raise ValueError(f"not a cache key: {k!r}")
     try:
         root = _open_root(create)
         if root is None:
