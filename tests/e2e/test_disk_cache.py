@@ -87,12 +87,17 @@ def test_corrupt_and_foreign_entries_are_ignored(cache_dir):
     assert "disk cache" not in d.inspect(x).stats
 
 
+def _flip(data: bytes, i: int) -> bytes:
+    out = bytearray(data)
+    out[i] ^= 0xFF
+    return bytes(out)
+
+
 def _flip_a_byte(path) -> None:
-    with open(path, "r+b") as f:
-        data = bytearray(f.read())
-        data[len(data) // 2] ^= 0xFF
-        f.seek(0)
-        f.write(data)
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(_flip(data, len(data) // 2))
 
 
 TRAMPOLINE_SCRIPT = textwrap.dedent("""
@@ -159,12 +164,6 @@ def test_damaged_kernel_entry_with_a_valid_checksum_is_recompiled(tmp_path, cach
     _replace_object(entry, lambda obj: obj[:100])
     assert _run(tmp_path, cache_dir) == [v1, "miss"]  # recompiled, and rewritten:
     assert _run(tmp_path, cache_dir) == [v1, "hit"]
-
-
-def _flip(data: bytes, i: int) -> bytes:
-    out = bytearray(data)
-    out[i] ^= 0xFF
-    return bytes(out)
 
 
 DAMAGED_CHILD = textwrap.dedent("""
