@@ -81,8 +81,11 @@ class ArrayOperators:
 
     # -- numpy dispatch ---------------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from llgrad.runtime.numpy_api import FUNCTIONS
+        from llgrad.runtime.numpy_api import FUNCTIONS, LAZY, resolve_lazy
         fn = FUNCTIONS.get(ufunc) if method == "__call__" else None
+        if fn is None and LAZY and method == "__call__":  # scipy.special's ufuncs
+            resolve_lazy()
+            fn = FUNCTIONS.get(ufunc)
         if fn is None:
             return self._lg_numpy_fallback(ufunc if method == "__call__" else
                                            getattr(ufunc, method), inputs, kwargs)
