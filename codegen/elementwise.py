@@ -212,6 +212,7 @@ class Emitter:
             fix = self.and_(self.cmp("!=", r, 0), self.cmp("!=", self.cmp("<", r, 0),
                                                             self.cmp("<", y, 0)))
             r = self.select(fix, self.add(r, y), r)
+            r = self.select(self.cmp("==", r, 0), self.call("copysign", 0.0, y), r)  # numpy's
             return self.floor(self.div(x, y)), r
         zero = self.cmp("==", y, 0)
         safe = self.select(zero, 1, y)  # integer division by zero traps: numpy gives 0
@@ -291,6 +292,10 @@ class Emitter:
     def not_(self, x):
         x = self.to_bool(x)
         return (not x) if _py(x) else self.b.xor(x, self.const(1, I1))
+
+    def dtype(self, x):
+        """The numpy dtype of an LLVM value (its element type)."""
+        return np.dtype(_NP[str(_elem(x.type))])
 
     def cast(self, x, dtype):
         dst = lltype(dtype)

@@ -13,7 +13,7 @@ from llgrad.runtime.aval import normalize_axes
 from llgrad.runtime.conversions import array_from, numpy_operands, stand_in
 from llgrad.runtime.errors import UnsupportedError, user_loc
 from llgrad.runtime.ops._util import dtype_of, shape_of
-from llgrad.runtime.prim import REGISTRY
+from llgrad.runtime.prim import REGISTRY, is_value
 
 
 def _axis(x, axis):
@@ -255,7 +255,21 @@ def resolve_lazy() -> None:
     """Move the LAZY names of modules imported by now into FUNCTIONS."""
     for name in [n for n in LAZY if n.rpartition(".")[0] in sys.modules]:
         mod, _, attr = name.rpartition(".")
-        FUNCTIONS[getattr(sys.modules[mod], attr)] = LAZY.pop(name)
+        f, fn = getattr(sys.modules[mod], attr), LAZY.pop(name)
+        FUNCTIONS[f] = _typed_like(f, fn) if isinstance(f, np.ufunc) else fn
+
+
+def _typed_like(ufunc, fn):
+    """`fn` with its operands cast to the dtype `ufunc` itself resolves to: scipy's ufuncs
+    compute a float32 array with a Python float (or an int64 array) in float64."""
+    def impl(*args, **kw):
+        probe = [np.zeros((), dtype_of(a)) if is_value(a) or isinstance(a, np.ndarray) else a
+                 for a in args]
+        with np.errstate(all="ignore"):
+            dt = np.asarray(ufunc(*probe)).dtype
+        return fn(*[ops.astype(a, dt) if is_value(a) else np.asarray(a, dt) for a in args],
+                  **kw)
+    return impl
 
 
 def traced_forms() -> dict:

@@ -32,9 +32,12 @@ def _special(name: str, fallback):
 
 
 def _lgamma(x: float) -> float:
+    """scipy's gammaln: log|Gamma(x)|, +inf at the poles 0, -1, -2, ..., -inf at -inf."""
+    if x == -math.inf:
+        return x
     try:
         return math.lgamma(x)
-    except (ValueError, OverflowError):  # the poles 0, -1, -2, ...: log|Gamma| is +inf
+    except (ValueError, OverflowError):
         return math.inf
 
 
@@ -80,6 +83,10 @@ class NumpyScalar:
     @staticmethod
     def cast(x, dtype):
         return np.asarray(x).astype(dtype)
+
+    @staticmethod
+    def dtype(x):
+        return np.asarray(x).dtype
 
 
 _CMP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
