@@ -179,7 +179,8 @@ def _sp_logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     a = array_from(a)
     if b is None:
         return ops.logsumexp(a, _axis(a, axis), keepdims)
-    a, b = ops.broadcast_to(a, np.broadcast_shapes(shape_of(a), shape_of(array_from(b)))), b
+    b = array_from(b)
+    a = ops.broadcast_to(a, np.broadcast_shapes(shape_of(a), shape_of(b)))
     axes = _axis(a, axis)
     m = ops.stop_gradient(ops.amax(a, axes, True))  # its gradient cancels exactly
     m = ops.where(ops.isfinite(m), m, 0.0)

@@ -52,6 +52,11 @@ LIBM = {
 }
 
 
+def libm_rule(name: str):
+    """The scalar rule of a primitive that is one libm function: `s.call(name, *xs)`."""
+    return lambda s, *xs: s.call(name, *xs)
+
+
 class NumpyScalar:
     """The scalar-rule emitter on ndarrays (Python numbers stay weak, as in the rules)."""
 

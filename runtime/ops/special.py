@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from llgrad.runtime.errors import UnsupportedError
-from llgrad.runtime.ops._scalar import LIBM, formula_impl
+from llgrad.runtime.ops._scalar import LIBM, formula_impl, libm_rule
 from llgrad.runtime.ops.elementwise import (
     _float_binary, _unary, add, div, elementwise, exp, mul, ne, neg, sub,
 )
@@ -22,16 +22,12 @@ from llgrad.runtime.ops.elementwise import (
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
 
-def _libm(name):
-    return lambda s, *xs: s.call(name, *xs)
-
-
 erf_p = elementwise("erf", LIBM["erf"],
                     (lambda g, out, x: mul(g, mul(exp(neg(mul(x, x))), _TWO_OVER_SQRT_PI)),),
-                    _libm("erf"), numpy="scipy.special.erf")
+                    libm_rule("erf"), numpy="scipy.special.erf")
 erfc_p = elementwise("erfc", LIBM["erfc"],
                      (lambda g, out, x: mul(g, mul(exp(neg(mul(x, x))), -_TWO_OVER_SQRT_PI)),),
-                     _libm("erfc"), numpy="scipy.special.erfc")
+                     libm_rule("erfc"), numpy="scipy.special.erfc")
 # log|Gamma(x)|; at -inf scipy's -inf (C's lgamma says +inf)
 lgamma_p = elementwise("lgamma", LIBM["lgamma"], (lambda g, out, x: mul(g, digamma(x)),),
                        lambda s, x: s.select(s.cmp("==", x, -math.inf), -math.inf,

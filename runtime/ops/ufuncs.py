@@ -17,6 +17,7 @@ import math
 import numpy as np
 
 from llgrad.runtime.errors import UnsupportedError
+from llgrad.runtime.ops._scalar import libm_rule
 from llgrad.runtime.ops._util import dtype_of, operands
 from llgrad.runtime.ops.elementwise import (
     _binary, _float_binary, _unary, abs, add, astype, copy, div, elementwise, eq, exp, gt, lt,
@@ -26,35 +27,31 @@ from llgrad.runtime.ops.elementwise import (
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
 
 
-def _libm(name):
-    return lambda s, *xs: s.call(name, *xs)
-
-
 def _zero_vjp(g, out, x):
     return mul(g, 0)
 
 
 # ---- hyperbolic and inverse trigonometric functions -------------------------------------------
-sinh_p = elementwise("sinh", np.sinh, (lambda g, out, x: mul(g, cosh(x)),), _libm("sinh"),
+sinh_p = elementwise("sinh", np.sinh, (lambda g, out, x: mul(g, cosh(x)),), libm_rule("sinh"),
                      numpy=np.sinh)
-cosh_p = elementwise("cosh", np.cosh, (lambda g, out, x: mul(g, sinh(x)),), _libm("cosh"),
+cosh_p = elementwise("cosh", np.cosh, (lambda g, out, x: mul(g, sinh(x)),), libm_rule("cosh"),
                      numpy=np.cosh)
 arcsin_p = elementwise("arcsin", np.arcsin,
                        (lambda g, out, x: div(g, sqrt(sub(1, mul(x, x)))),),
-                       _libm("asin"), numpy=np.arcsin, node_name="AsinBackward0")
+                       libm_rule("asin"), numpy=np.arcsin, node_name="AsinBackward0")
 arccos_p = elementwise("arccos", np.arccos,
                        (lambda g, out, x: neg(div(g, sqrt(sub(1, mul(x, x))))),),
-                       _libm("acos"), numpy=np.arccos, node_name="AcosBackward0")
+                       libm_rule("acos"), numpy=np.arccos, node_name="AcosBackward0")
 arctan_p = elementwise("arctan", np.arctan, (lambda g, out, x: div(g, add(mul(x, x), 1)),),
-                       _libm("atan"), numpy=np.arctan, node_name="AtanBackward0")
+                       libm_rule("atan"), numpy=np.arctan, node_name="AtanBackward0")
 arcsinh_p = elementwise("arcsinh", np.arcsinh,
                         (lambda g, out, x: div(g, sqrt(add(mul(x, x), 1))),),
-                        _libm("asinh"), numpy=np.arcsinh, node_name="AsinhBackward0")
+                        libm_rule("asinh"), numpy=np.arcsinh, node_name="AsinhBackward0")
 arccosh_p = elementwise("arccosh", np.arccosh,
                         (lambda g, out, x: div(g, sqrt(sub(mul(x, x), 1))),),
-                        _libm("acosh"), numpy=np.arccosh, node_name="AcoshBackward0")
+                        libm_rule("acosh"), numpy=np.arccosh, node_name="AcoshBackward0")
 arctanh_p = elementwise("arctanh", np.arctanh, (lambda g, out, x: div(g, sub(1, mul(x, x))),),
-                        _libm("atanh"), numpy=np.arctanh, node_name="AtanhBackward0")
+                        libm_rule("atanh"), numpy=np.arctanh, node_name="AtanhBackward0")
 
 
 def _atan2_den(y, x):
@@ -65,17 +62,17 @@ def _atan2_den(y, x):
 arctan2_p = elementwise("arctan2", np.arctan2,
                         (lambda g, out, y, x: div(mul(g, x), _atan2_den(y, x)),
                          lambda g, out, y, x: neg(div(mul(g, y), _atan2_den(y, x)))),
-                        _libm("atan2"), numpy=np.arctan2, node_name="Atan2Backward0")
+                        libm_rule("atan2"), numpy=np.arctan2, node_name="Atan2Backward0")
 
 # ---- exponentials and logarithms ----------------------------------------------------------------
 exp2_p = elementwise("exp2", np.exp2, (lambda g, out, x: mul(g, mul(out, _LN2)),),
-                     _libm("exp2"), saves=(-1,), numpy=np.exp2)
+                     libm_rule("exp2"), saves=(-1,), numpy=np.exp2)
 log2_p = elementwise("log2", np.log2, (lambda g, out, x: div(g, mul(x, _LN2)),),
-                     _libm("log2"), numpy=np.log2)
+                     libm_rule("log2"), numpy=np.log2)
 log10_p = elementwise("log10", np.log10, (lambda g, out, x: div(g, mul(x, _LN10)),),
-                      _libm("log10"), numpy=np.log10)
+                      libm_rule("log10"), numpy=np.log10)
 cbrt_p = elementwise("cbrt", np.cbrt, (lambda g, out, x: div(g, mul(mul(out, out), 3)),),
-                     _libm("cbrt"), saves=(-1,), numpy=np.cbrt)
+                     libm_rule("cbrt"), saves=(-1,), numpy=np.cbrt)
 
 
 def _logaddexp_scalar(base):
@@ -106,23 +103,23 @@ logaddexp2_p = elementwise("logaddexp2", np.logaddexp2,
 # ---- hypot, copysign, fmod ----------------------------------------------------------------------
 hypot_p = elementwise("hypot", np.hypot, (lambda g, out, x, y: mul(g, div(x, out)),
                                           lambda g, out, x, y: mul(g, div(y, out))),
-                      _libm("hypot"), numpy=np.hypot)
+                      libm_rule("hypot"), numpy=np.hypot)
 # PyTorch's copysign gradient: out / x (the sign flip), 0 where x == 0; none for the sign.
 copysign_p = elementwise("copysign", np.copysign,
                          (lambda g, out, x, y: mul(g, where(eq(x, 0), 0.0, div(out, x))),
                           lambda g, out, x, y: mul(g, 0)),
-                         _libm("copysign"), numpy=np.copysign)
+                         libm_rule("copysign"), numpy=np.copysign)
 # C's fmod: the remainder takes the dividend's sign (x - trunc(x / y) * y).
 fmod_p = elementwise("fmod", np.fmod, (lambda g, out, x, y: g,
                                        lambda g, out, x, y: neg(mul(g, trunc(div(x, y))))),
                      lambda s, x, y: s.fmod(x, y), numpy=np.fmod)
 
 # ---- rounding (zero gradient) -------------------------------------------------------------------
-ceil_p = elementwise("ceil", np.ceil, (_zero_vjp,), _libm("ceil"), saves=(), numpy=np.ceil)
-trunc_p = elementwise("trunc", np.trunc, (_zero_vjp,), _libm("trunc"), saves=(),
+ceil_p = elementwise("ceil", np.ceil, (_zero_vjp,), libm_rule("ceil"), saves=(), numpy=np.ceil)
+trunc_p = elementwise("trunc", np.trunc, (_zero_vjp,), libm_rule("trunc"), saves=(),
                       numpy=(np.trunc, np.fix))
 # rint rounds half to even (the default rounding mode), as numpy's rint and round do.
-rint_p = elementwise("rint", np.rint, (_zero_vjp,), _libm("rint"), saves=(), numpy=np.rint,
+rint_p = elementwise("rint", np.rint, (_zero_vjp,), libm_rule("rint"), saves=(), numpy=np.rint,
                      node_name="RoundBackward0")
 
 # ---- the ops API ---------------------------------------------------------------------------------
