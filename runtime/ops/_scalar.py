@@ -8,37 +8,16 @@ its numpy `impl` too: eager mode, the interpreter and native code compute the sa
 """
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 
-def _special(name: str, fallback):
-    """scipy.special's ufunc `name` when scipy is installed (imported on first use only, so
-    `import llgrad` stays light), else `fallback` (a Python float function) per element."""
-    cache: list = []
-
-    def fn(x):
-        if not cache:
-            try:
-                import scipy.special
-                cache.append(getattr(scipy.special, name))
-            except ImportError:
-                cache.append(np.frompyfunc(fallback, 1, 1))
-        out = cache[0](x)
-        return np.asarray(out, dtype=np.asarray(x).dtype)
+def _special(name: str):
+    """scipy.special's ufunc `name`, imported on first use (so `import llgrad` stays light)."""
+    def fn(*xs):
+        import scipy.special
+        return getattr(scipy.special, name)(*xs)
     fn.__name__ = name
     return fn
-
-
-def _lgamma(x: float) -> float:
-    """scipy's gammaln: log|Gamma(x)|, +inf at the poles 0, -1, -2, ..., -inf at -inf."""
-    if x == -math.inf:
-        return x
-    try:
-        return math.lgamma(x)
-    except (ValueError, OverflowError):
-        return math.inf
 
 
 # libm name -> numpy function (the same function, to a few ulp).
@@ -47,8 +26,8 @@ LIBM = {
     "asinh": np.arcsinh, "acosh": np.arccosh, "atanh": np.arctanh, "exp2": np.exp2,
     "log2": np.log2, "log10": np.log10, "cbrt": np.cbrt, "ceil": np.ceil, "trunc": np.trunc,
     "rint": np.rint, "fabs": np.fabs, "atan2": np.arctan2, "hypot": np.hypot,
-    "copysign": np.copysign, "erf": _special("erf", math.erf),
-    "erfc": _special("erfc", math.erfc), "lgamma": _special("gammaln", _lgamma),
+    "copysign": np.copysign, "erf": _special("erf"), "erfc": _special("erfc"),
+    "lgamma": _special("gammaln"),  # scipy's: at -inf, -inf (C's lgamma: +inf)
 }
 
 

@@ -114,6 +114,16 @@ def test_asarray_aliases_and_array_copies_as_in_numpy(mode):
     _value_and_grad_match_numpy(updates_a_copy, np.array([0.5, -1.5, 2.0]))
 
 
+def astype_copies(x):
+    y = x.astype(np.float64)  # a copy, as numpy's (copy=False would alias x: refused below)
+    y += 1.0
+    return np.sum(x * y) + np.sum(y.round(1)) + np.sum(x.astype(np.float64, copy=False) ** 2)
+
+
+def test_astype_copies_and_the_round_method(mode):
+    _value_and_grad_match_numpy(astype_copies, np.array([0.21, 1.33, 2.07]))
+
+
 def ragged_list(x):
     return np.sum(np.array([x, x[:2]]))
 
