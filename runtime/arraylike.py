@@ -81,8 +81,11 @@ class ArrayOperators:
 
     # -- numpy dispatch ---------------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from llgrad.runtime.numpy_api import FUNCTIONS
+        from llgrad.runtime.numpy_api import FUNCTIONS, LAZY, resolve_lazy
         fn = FUNCTIONS.get(ufunc if method == "__call__" else getattr(ufunc, method))
+        if fn is None and LAZY and method == "__call__":  # scipy.special's ufuncs
+            resolve_lazy()
+            fn = FUNCTIONS.get(ufunc)
         if fn is None:
             return self._lg_numpy_fallback(ufunc if method == "__call__" else
                                            getattr(ufunc, method), inputs, kwargs)
@@ -196,7 +199,11 @@ class NumpyMethods:
     def argmin(self, axis=None): return ops.argmin(self, axis)
     def dot(self, other): return ops.dot(self, other)
     def clip(self, a_min=None, a_max=None): return ops.clip(self, a_min, a_max)
-    def astype(self, dtype): return ops.astype(self, dtype)
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        out = ops.astype(self, dtype)
+        return ops.copy(out) if copy and out is self else out  # numpy copies by default
+
+    def round(self, decimals=0): return self._np("round", decimals)
     def copy(self): return ops.copy(self)
     def ravel(self): return ops.ravel(self)
     def flatten(self): return ops.ravel(self)

@@ -19,6 +19,15 @@ from llgrad.runtime.ops.shape import (  # noqa: F401
     broadcast_to, concatenate, expand, flatten, movedim, ravel, repeat, reshape, split, squeeze,
     stack, sum_to, swapaxes, transpose, unsqueeze,
 )
+from llgrad.runtime.ops.special import (  # noqa: F401
+    digamma, erf, erfc, lgamma, logit, polygamma, trigamma, xlog1py, xlogy,
+)
+from llgrad.runtime.ops.ufuncs import (  # noqa: F401
+    arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh, cbrt, ceil, copysign, cosh,
+    deg2rad, exp2, fmod, heaviside, hypot, isfinite, isinf, isnan, log2, log10, logaddexp,
+    logaddexp2, nan_to_num, positive, rad2deg, reciprocal, rint, round, signbit, sinc, sinh,
+    trunc,
+)
 from llgrad.runtime.ops import control  # noqa: F401,E402  (registers IR structural prims)
 
 # ---- numpy scans, sorting, structural and contraction functions (issue 11, branch npshape) ----
