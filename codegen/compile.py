@@ -90,7 +90,7 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
         names = [s for s, _ in kernels.values()]
         if keep_object:  # one machine-code pass: load the object code the disk cache keeps
             obj = j.target.machine.emit_object(mod)
-            addresses = j.add_object(obj, names)
+            addresses = j.add_object(obj, names, check=False)  # LLVM's own output
         else:
             obj, addresses = None, j.add(mod, names)
         t4 = time.perf_counter()

@@ -16,6 +16,8 @@ from typing import Protocol
 
 import llvmlite.binding as llvm
 
+from .objfile import BadObject, check_object
+
 __all__ = [
     "JitError", "ObjectCache", "Jit", "get_jit", "compile_module", "optimized_ir", "assembly",
     "host_cpu_name", "host_cpu_features", "has_host_features", "load_library",
@@ -30,8 +32,8 @@ class ObjectCache(Protocol):
     """Where `compile_module` may find and keep a module's native object code, by its IR text.
 
     The disk cache (llgrad/cache.py) implements it; codegen does not depend on llgrad/.
-    `load` returns None for a missing entry and must never return damaged bytes (LLVM
-    crashes on malformed object code rather than raising).
+    `load` returns None for a missing entry; what it returns is checked (objfile.py) before
+    LLVM sees it, and a refused object is compiled afresh and stored again.
     """
 
     def load(self, llvm_ir: str) -> bytes | None: ...
@@ -131,8 +133,25 @@ class Jit:
             raise JitError(f"symbols not found after compiling the module: {missing}")
         return addresses
 
-    def add_object(self, object_code: bytes, names: list[str]) -> dict[str, int]:
-        """Load native object code (e.g. from the disk cache) and look up `names`."""
+    def check_object(self, object_code: bytes, names: list[str]) -> str | None:
+        """Why LLVM must not load `object_code` (objfile.py), or None when it may."""
+        try:
+            check_object(object_code, names, self.target.triple.split("-")[0],
+                         lambda name: llvm.address_of_symbol(name) is not None)
+        except BadObject as e:
+            return str(e)
+        return None
+
+    def add_object(self, object_code: bytes, names: list[str], check: bool = True,
+                   ) -> dict[str, int]:
+        """Load native object code (e.g. from the disk cache) and look up `names`.
+
+        Raises JitError, and gives LLVM nothing, when the object fails `check_object`; pass
+        `check=False` only for object code LLVM just emitted in this process.
+        """
+        problem = self.check_object(object_code, names) if check else None
+        if problem is not None:
+            raise JitError(f"object code rejected before loading: {problem}")
         with _lock:
             self._engine.add_object_file(llvm.ObjectFileRef.from_data(object_code))
             self._engine.finalize_object()
@@ -147,7 +166,7 @@ class Jit:
         """Parse, optimise and JIT `llvm_ir`; return the address of each function in `names`.
 
         With `cache`, object code stored for this IR is loaded instead (no LLVM passes), and
-        freshly compiled object code is stored; object code that does not load is recompiled.
+        freshly compiled object code is stored; object code that fails the check is recompiled.
         """
         if cache is not None:
             object_code = cache.load(llvm_ir)
@@ -161,12 +180,12 @@ class Jit:
             mod = self.optimize(self.parse(llvm_ir))
             if cache is not None:  # one machine-code pass: load the object code to be stored
                 object_code = self.target.machine.emit_object(mod)
-                addresses = self.add_object(object_code, names)
+                addresses = self.add_object(object_code, names, check=False)
             else:
                 object_code, addresses = None, self.add(mod, names)
             self.compile_seconds += time.perf_counter() - start
-        if object_code is not None:
-            cache.store(llvm_ir, object_code)
+        if object_code is not None and self.check_object(object_code, names) is None:
+            cache.store(llvm_ir, object_code)  # (what would be refused on loading is not kept)
         return addresses
 
     def optimized_ir(self, llvm_ir: str) -> str:

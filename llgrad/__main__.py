@@ -255,7 +255,11 @@ def cmd_cache(args) -> int:
     if args.action == "info":
         _print_result(cache.info())
     else:
-        n = cache.clear()
+        try:
+            n = cache.clear()
+        except OSError as e:
+            print(f"llgrad cache: not clearing: {e}", file=sys.stderr)
+            return 1
         print(f"removed {n} cache entries" if isinstance(n, int) else ("cleared" if n is None
                                                                          else n))
     return 0

@@ -4,25 +4,42 @@ second run skips optimisation, AD and LLVM (it still traces, to compute the key)
 Key: the traced IR's structural fingerprint, the entries and `wrt`, llgrad's version, the
 LLVM version, and the host CPU name and features. The kernels' calling trampoline
 (codegen/abi.py) is an entry too, keyed by its LLVM IR, so a warm start runs no LLVM pass at
-all. Entries are written to a temporary file and renamed (atomic: a crash never leaves a
-half-written entry that is used; concurrent writers of one entry are safe, the last rename
-wins), and carry a digest of their contents. A corrupt or foreign entry is ignored and
-recompiled (never loaded: LLVM crashes on damaged object code). The directory
-(LLGRAD_CACHE_DIR, default ~/.cache/llgrad) is private (0700).
+all. An entry is DIR/<first two hex digits of the key>/<key>.llgc, in the fixed format of
+Note [Cache entry format] (no pickle: reading an entry runs no code); it is written to a
+fresh temporary file and renamed (a crash never leaves a half-written entry that is used;
+concurrent writers of one entry are safe, the last rename wins). A corrupt, foreign or
+malformed entry is a miss: recompiled and overwritten, with a debug-level log note
+(logger "llgrad.cache"); object code is checked before LLVM sees it (codegen/objfile.py).
+The directory (LLGRAD_CACHE_DIR, default ~/.cache/llgrad) must be the user's own and not
+writable by others (Note [Cache threat model]); otherwise llgrad warns and runs without it.
 Enabled per function with `@differentiate(cache=True)`, or globally with LLGRAD_CACHE=1 or
 `llgrad.cache.enable()`.
 """
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-import pickle
-import tempfile
+import re
+import struct
 
+import numpy as np
+
+from llgrad import safefs
 from llgrad.runtime import config
 
-_MAGIC = b"llgrad-cache-2\n"  # then a sha256 of the rest, then the pickle
+_MAGIC, _FORMAT = b"LLGRADC\0", 3
+_PREFIX = struct.Struct("<8sIIQ")  # magic, format, metadata bytes, object bytes
+_HEADER = _PREFIX.size + 32        # ... then the sha256 of everything else
+_MAX_META, _MAX_OBJECT = 1 << 26, 1 << 28
+_ENTRY = re.compile(r"[0-9a-f]{64}\.llgc\Z")
+_SUBDIR = re.compile(r"[0-9a-f]{2}\Z")
+_TMP = re.compile(re.escape(safefs.TMP_PREFIX) + r"[0-9a-z_]{8,16}\Z")
+_SYMBOL = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*\Z")
+_DTYPES = frozenset("bool int8 int16 int32 int64 uint8 uint16 uint32 uint64 float16 float32 "
+                    "float64 complex64 complex128".split())
 _ENABLED = [None]  # None: follow LLGRAD_CACHE
+_warned: set = set()
 
 
 def enable(on: bool = True) -> None:
@@ -34,12 +51,6 @@ def enabled() -> bool:
     if _ENABLED[0] is not None:
         return _ENABLED[0]
     return os.environ.get("LLGRAD_CACHE", "").lower() not in ("", "0", "false", "no", "off")
-
-
-def directory() -> str:
-    d = config.cache_dir()
-    os.makedirs(d, mode=0o700, exist_ok=True)
-    return d
 
 
 def _environment() -> str:
@@ -60,81 +71,209 @@ def key(*parts: str) -> str:
     return h.hexdigest()
 
 
-def _path(k: str) -> str:
-    return os.path.join(directory(), k[:2], k + ".llgc")
+def entry_path(k: str) -> str:
+    """Where the entry for key `k` is kept."""
+    return os.path.join(config.cache_dir(), k[:2], k + ".llgc")
 
 
-def load(k: str):
-    """The stored payload for key `k`, or None (missing, corrupt or foreign: recompile)."""
+def _warn_once(problem: OSError) -> None:
+    if str(problem) not in _warned:
+        _warned.add(str(problem))
+        import warnings
+        warnings.warn(f"llgrad: running without the compile cache: {problem}", stacklevel=3)
+
+
+def _note(message: str) -> None:
+    import logging
+    logging.getLogger("llgrad.cache").debug(message)
+
+
+def _open_root(create: bool) -> int | None:
+    """The cache directory's descriptor; None when it is absent and not `create`. Raises
+    OSError (safefs.UnsafeDirectory) when it is refused."""
+    d = config.cache_dir()
+    if not create and not os.path.lexists(d):
+        return None
+    return safefs.open_root(d, private=True)
+
+
+def _open_subdir(k: str, create: bool) -> int | None:
+    """The descriptor of the subdirectory holding entry `k`; None (after a warning, when
+    refused) if there is none to use."""
+    if not _ENTRY.match(k + ".llgc"):  # (a name with a "/" would reach past O_NOFOLLOW)
+        raise ValueError(f"not a cache key: {k!r}")
     try:
-        with open(_path(k), "rb") as f:
-            data = f.read()
-        n = len(_MAGIC)
-        body = data[n + 32:]
-        if data[:n] != _MAGIC or data[n:n + 32] != hashlib.sha256(body).digest():
+        root = _open_root(create)
+        if root is None:
             return None
-        stored_key, payload = pickle.loads(body)
-        return payload if stored_key == k else None
-    except FileNotFoundError:
-        return None
-    except Exception:  # a corrupt entry is never used
-        return None
-
-
-def store(k: str, payload) -> None:
-    path = _path(k)
-    os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
-    try:
-        body = pickle.dumps((k, payload), protocol=pickle.HIGHEST_PROTOCOL)
-        with os.fdopen(fd, "wb") as f:
-            f.write(_MAGIC + hashlib.sha256(body).digest() + body)
-        os.replace(tmp, path)
-    except BaseException:
         try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+            return safefs.open_subdir(root, k[:2], os.path.join(config.cache_dir(), k[:2]),
+                                      private=True, create=create)
+        finally:
+            os.close(root)
+    except OSError as e:
+        _warn_once(e)
+        return None
+
+
+def _encode(k: str, meta: dict, object_code: bytes) -> bytes:
+    body = json.dumps(dict(meta, key=k), separators=(",", ":"), default=str).encode()
+    prefix = _PREFIX.pack(_MAGIC, _FORMAT, len(body), len(object_code))
+    return prefix + hashlib.sha256(prefix + body + object_code).digest() + body + object_code
+
+
+def _decode(k: str, data: bytes) -> tuple[dict, bytes]:
+    if len(data) < _HEADER:
+        raise ValueError(f"{len(data)} bytes: shorter than the header")
+    magic, fmt, n_meta, n_object = _PREFIX.unpack_from(data)
+    if (magic, fmt) != (_MAGIC, _FORMAT) or len(data) != _HEADER + n_meta + n_object:
+        raise ValueError("not an entry of this format, or of the wrong length")
+    h = hashlib.sha256(data[:_PREFIX.size])
+    h.update(memoryview(data)[_HEADER:])
+    if h.digest() != data[_PREFIX.size:_HEADER]:
+        raise ValueError("the checksum does not match (a damaged entry)")
+    meta = json.loads(data[_HEADER:_HEADER + n_meta].decode("utf-8"))
+    if not isinstance(meta, dict) or meta.get("key") != k:
+        raise ValueError("the entry is stored under another key")
+    return meta, data[_HEADER + n_meta:]
+
+
+def load(k: str) -> tuple[dict, bytes] | None:
+    """The metadata and object code stored under key `k`, or None (missing, corrupt or
+    refused: recompile)."""
+    fd = _open_subdir(k, create=False)
+    if fd is None:
+        return None
+    try:
+        data = safefs.read_file(fd, k + ".llgc", _HEADER + _MAX_META + _MAX_OBJECT)
+    finally:
+        os.close(fd)
+    if data is None:
+        return None
+    try:
+        return _decode(k, data)
+    except ValueError as e:  # UnicodeDecodeError and JSONDecodeError too
+        _note(f"cache entry {k} not used: {e}")
+        return None
+
+
+def store(k: str, meta: dict, object_code: bytes) -> None:
+    """Keep `meta` (plain JSON data) and `object_code` under key `k`. A directory that
+    cannot be written, or is refused, costs a warning, not the computation."""
+    try:
+        fd = _open_subdir(k, create=True)
+        if fd is None:
+            return
+        try:
+            safefs.write_file(fd, k + ".llgc", _encode(k, meta, object_code))
+        finally:
+            os.close(fd)
+    except OSError as e:
+        _warn_once(OSError(f"could not write to {config.cache_dir()}: {e}"))
+
+
+def _scan(remove: bool) -> tuple[int, int]:
+    """(entries, bytes) in the cache directory, removing them (and leftover temporary files)
+    when `remove`. Only regular files named like llgrad's entries, in subdirectories named
+    like llgrad's, are touched; links, foreign files and unsafe directories are left alone.
+    Raises OSError when the directory is refused."""
+    root = _open_root(create=False)
+    if root is None:
+        return 0, 0
+    d, n, size = config.cache_dir(), 0, 0
+    try:
+        with os.scandir(root) as it:
+            subdirs = [e.name for e in it
+                       if _SUBDIR.match(e.name) and e.is_dir(follow_symlinks=False)]
+        for name in subdirs:
+            try:
+                sub = safefs.open_subdir(root, name, os.path.join(d, name), private=True,
+                                         create=False)
+            except OSError:
+                continue
+            if sub is None:
+                continue
+            try:
+                with os.scandir(sub) as it:
+                    files = [(e.name, e.stat(follow_symlinks=False).st_size) for e in it
+                             if (_ENTRY.match(e.name) and e.name.startswith(name)
+                                 or _TMP.match(e.name)) and e.is_file(follow_symlinks=False)]
+                for fname, fsize in files:
+                    if remove:
+                        os.unlink(fname, dir_fd=sub)  # (a link put there meanwhile: the link)
+                    if _ENTRY.match(fname):
+                        n, size = n + 1, size + fsize
+            finally:
+                os.close(sub)
+            if remove:
+                try:
+                    os.rmdir(name, dir_fd=root)
+                except OSError:  # not empty: foreign files stay
+                    pass
+    finally:
+        os.close(root)
+    return n, size
 
 
 def info() -> dict:
-    """Directory, number of entries and their total size in bytes."""
-    d = config.cache_dir()
-    n = size = 0
-    for root, _, files in os.walk(d) if os.path.isdir(d) else ():
-        for name in files:
-            if name.endswith(".llgc"):
-                n += 1
-                size += os.path.getsize(os.path.join(root, name))
-    return {"directory": d, "entries": n, "bytes": size}
+    """Directory, number of entries and their total size in bytes (and, when the directory
+    is not used, why)."""
+    out = {"directory": config.cache_dir(), "entries": 0, "bytes": 0}
+    try:
+        out["entries"], out["bytes"] = _scan(remove=False)
+    except OSError as e:
+        out["refused"] = str(e)
+    return out
 
 
 def clear() -> int:
-    """Delete every entry; returns how many were removed."""
-    d = config.cache_dir()
-    removed = 0
-    for root, _, files in os.walk(d) if os.path.isdir(d) else ():
-        for name in files:
-            if name.endswith(".llgc") or name.startswith(".tmp-"):
-                os.unlink(os.path.join(root, name))
-                removed += name.endswith(".llgc")
-    return removed
+    """Delete every entry; returns how many were removed. Raises OSError (UnsafeDirectory)
+    when the directory is refused: then nothing is touched."""
+    return _scan(remove=True)[0]
 
 
-def _store_quietly(k: str, payload) -> None:
-    try:
-        store(k, payload)
-    except OSError as e:  # a read-only or full disk must not break the computation
-        import warnings
-        warnings.warn(f"llgrad: could not write the compile cache: {e}")
+def _avals(avals) -> list:
+    return [[list(shape), dt.name] for shape, dt in avals]
+
+
+def _read_avals(raw) -> list:
+    out = []
+    for shape, dtype in raw:
+        if not (isinstance(shape, list) and all(type(d) is int and 0 <= d < 1 << 62
+                                                 for d in shape) and dtype in _DTYPES):
+            raise ValueError(f"bad argument description {shape!r} {dtype!r}")
+        out.append((tuple(shape), np.dtype(dtype)))
+    return out
+
+
+def _read_layout(raw) -> dict:
+    """The entry layout of `store_module`, each field checked: the buffer count must match
+    the arguments and results (a kernel reads that many pointers)."""
+    if not isinstance(raw, dict) or not raw:
+        raise ValueError("no entry layout")
+    out = {}
+    for name, (symbol, n, ins, outs) in raw.items():
+        if not (isinstance(symbol, str) and _SYMBOL.match(symbol) and type(n) is int):
+            raise ValueError(f"bad entry {name!r}")
+        out[name] = (symbol, n, _read_avals(ins), _read_avals(outs))
+        if n != len(ins) + len(outs) + 1:  # + the workspace
+            raise ValueError(f"entry {name!r}: {n} buffers for {len(ins)} + {len(outs)} arrays")
+    return out
 
 
 def store_module(k: str, m) -> None:
-    """Store one compiled entry's object code under entry key `k`."""
-    payload = {"object": m.object_code, "layout": m.layout, "llvm_ir": m.llvm_ir,
-               "stats": m.stats, "workspace": m.workspace_bytes}
-    _store_quietly(key(k), payload)
+    """Store one compiled entry's object code under entry key `k` (unless the loader's check
+    would refuse it: then it would never be used)."""
+    from llgrad.codegen import jit
+    problem = jit.get_jit().check_object(m.object_code, [s for s, *_ in m.layout.values()])
+    if problem is not None:
+        _note(f"compiled object code not stored: {problem}")
+        return
+    meta = {"kind": "module", "llvm_ir": m.llvm_ir, "stats": m.stats,
+            "workspace": m.workspace_bytes,
+            "layout": {name: [symbol, n, _avals(ins), _avals(outs)]
+                       for name, (symbol, n, ins, outs) in m.layout.items()}}
+    store(key(k), meta, m.object_code)
 
 
 class _ObjectCache:
@@ -142,11 +281,11 @@ class _ObjectCache:
     calling trampoline), keyed by its LLVM IR text and the compiler environment."""
 
     def load(self, llvm_ir: str) -> bytes | None:
-        payload = load(key("object", llvm_ir))
-        return payload if isinstance(payload, bytes) else None
+        entry = load(key("object", llvm_ir))
+        return entry[1] if entry is not None and entry[0].get("kind") == "object" else None
 
     def store(self, llvm_ir: str, object_code: bytes) -> None:
-        _store_quietly(key("object", llvm_ir), object_code)
+        store(key("object", llvm_ir), {"kind": "object"}, object_code)
 
 
 def load_module(k: str):
@@ -158,11 +297,51 @@ def load_module(k: str):
     from llgrad import codegen
     from llgrad.codegen import abi
     abi.fast_path_available(_ObjectCache())
-    p = load(key(k))
-    if p is None:
+    entry = load(key(k))
+    if entry is None:
         return None
+    meta, object_code = entry
     try:
-        return codegen.load_object(p["object"], p["layout"], p["llvm_ir"], p["stats"],
-                                   p["workspace"])
-    except Exception:  # foreign or stale object code: recompile
+        if meta.get("kind") != "module":
+            raise ValueError(f"an entry of kind {meta.get('kind')!r}")
+        layout, llvm_ir, stats, ws = (_read_layout(meta["layout"]), meta["llvm_ir"],
+                                      meta["stats"], meta["workspace"])
+        if not (isinstance(llvm_ir, str) and isinstance(stats, dict) and type(ws) is int
+                and 0 <= ws < 1 << 40):
+            raise ValueError("bad IR text, statistics or workspace size")
+        return codegen.load_object(object_code, layout, llvm_ir, stats, ws)
+    except (KeyError, TypeError, ValueError, RuntimeError) as e:  # JitError: refused object
+        _note(f"cache entry for {k} not used: {type(e).__name__}: {e}")
         return None
+
+
+# Note [Cache entry format]
+# An entry file is, in order: the 8-byte magic "LLGRADC\0"; the format number (3) as a
+# little-endian u32; the metadata length (u32) and the object code length (u64); the sha256
+# of the 24 bytes so far, the metadata and the object code; the metadata, UTF-8 JSON; the
+# object code (an ELF relocatable object). The file's length must be exactly the sum. The
+# metadata is {"key": the entry's key, "kind": "module" | "object", ...}; a module adds
+# "layout" ({entry: [symbol, buffer count, [[shape, dtype name], ...] for the arguments, the
+# same for the results]}), "llvm_ir", "stats" and "workspace". Everything is checked as it
+# is read (types, dtype names from a fixed list, buffer counts against the avals), and the
+# object code by codegen/objfile.py, which also requires it to define the layout's symbols.
+# Format 2 (a pickle) and anything else is not an entry of this format: a miss, then
+# overwritten. There is no fsync: a torn write after a power loss fails the checksum.
+
+
+# Note [Cache threat model]
+# The cache directory is trusted only when it is owned by the user running llgrad and not
+# writable by group or others; then nobody else can add, replace or rename anything inside
+# it (root aside, who is trusted anyway). That is checked on the directory actually opened
+# (fstat of its descriptor) and on each subdirectory, every file inside is opened relative to
+# those descriptors with O_NOFOLLOW (a symlink, to a file or a directory, is never
+# followed; a FIFO or someone else's file is not read), and nothing in an entry is code
+# that runs when read (a fixed binary layout and JSON, no pickle). A directory that fails
+# the check is not used at all: a warning names it and says why, and the computation runs
+# without the disk cache. The sha256 in each entry is not a signature: it guards against
+# corruption only (anyone who can write an entry can recompute it), and the object check
+# (codegen/objfile.py) guards LLVM against malformed code, not against malicious code.
+# Keys are not secret either: they hash public data (IR, versions, CPU), so keying the
+# calling trampoline per program (it is shared by all programs, keyed by its IR alone) would
+# not stop someone who can write into the directory from planting an entry for any program
+# - only the ownership check can - and would cost every program its own ~20 ms compile.

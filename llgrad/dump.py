@@ -2,8 +2,11 @@
 
 One directory per compiled signature (`sig-<sha1 of the signature description>`, which also
 covers wrt and, on the dynamic path, the graph), holding graph.txt, forward.ir, backward.ir,
-module.ll, module.s, backward.py and stats.json. Each file is written to a temporary name and
-renamed, so a reader never sees a half-written file.
+module.ll, module.s, backward.py and stats.json. Each file is written to a fresh temporary
+name and renamed, so a reader never sees a half-written file. DIR and the directories below it
+must be the user's own, and nothing below DIR is reached through a symbolic link (safefs.py):
+another user who pre-creates the tree cannot make a dump overwrite other files. A tree that
+fails those checks is not written; a warning says which directory and why.
 """
 from __future__ import annotations
 
@@ -11,6 +14,9 @@ import hashlib
 import json
 import os
 import re
+import warnings
+
+from llgrad import safefs
 
 FILES = {  # file name -> Inspection attribute
     "graph.txt": "graph",
@@ -38,14 +44,12 @@ def signature_hash(inspection) -> str:
 
 
 def _safe(name: str) -> str:
-    return re.sub(r"[^\w.-]", "_", name) or "function"
+    return re.sub(r"^\.|[^\w.-]", "_", name) or "function"  # (never "." or "..")
 
 
-def _atomic_write(path: str, text: str) -> None:
-    tmp = f"{path}.tmp.{os.getpid()}"
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text if text.endswith("\n") else text + "\n")
-    os.replace(tmp, path)
+def _write(dir_fd: int, name: str, text: str) -> None:
+    data = (text if text.endswith("\n") else text + "\n").encode("utf-8")
+    safefs.write_file(dir_fd, name, data, mode=0o666)
 
 
 def _jsonable(v):
@@ -58,22 +62,38 @@ def _jsonable(v):
     return str(v)
 
 
-def dump_compiled(root: str, inspection) -> str:
-    """Write the stages of one compiled signature; returns the directory written.
+def dump_compiled(root: str, inspection) -> str | None:
+    """Write the stages of one compiled signature; returns the directory written, or None
+    (after a warning) when the dump tree is refused (see the module docstring).
 
     A stage that fails to print is written as a one-line `(failed: ...)` note, so a dump
     taken to report a compiler bug is as complete as it can be.
     """
     c = inspection._c
-    d = os.path.join(root, _safe(c.trace.fn.name), "sig-" + signature_hash(inspection))
-    os.makedirs(d, exist_ok=True)
+    parts = [_safe(c.trace.fn.name), "sig-" + signature_hash(inspection)]
+    texts = {}
     for fname, attr in FILES.items():
         try:
-            text = str(getattr(inspection, attr))
+            texts[fname] = str(getattr(inspection, attr))
         except Exception as e:  # noqa: BLE001  see the docstring
-            text = f"(failed: {type(e).__name__}: {e})"
-        _atomic_write(os.path.join(d, fname), text)
+            texts[fname] = f"(failed: {type(e).__name__}: {e})"
     stats = {"function": c.trace.fn.name, "signature_key": signature_key(inspection)}
     stats.update(_jsonable(dict(inspection.stats)))
-    _atomic_write(os.path.join(d, "stats.json"), json.dumps(stats, indent=2))
-    return d
+    texts["stats.json"] = json.dumps(stats, indent=2)
+    fds = []
+    try:
+        fds.append(safefs.open_root(root, private=False, mode=0o777))
+        path = root
+        for part in parts:
+            path = os.path.join(path, part)
+            fds.append(safefs.open_subdir(fds[-1], part, path, private=False, mode=0o777))
+        for fname, text in texts.items():
+            _write(fds[-1], fname, text)
+    except OSError as e:
+        warnings.warn(f"llgrad: LLGRAD_DUMP: not writing the dump of {c.trace.fn.name}: {e}",
+                      stacklevel=2)
+        return None
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return path

@@ -81,8 +81,11 @@ class ArrayOperators:
 
     # -- numpy dispatch ---------------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from llgrad.runtime.numpy_api import FUNCTIONS
-        fn = FUNCTIONS.get(ufunc) if method == "__call__" else None
+        from llgrad.runtime.numpy_api import FUNCTIONS, LAZY, resolve_lazy
+        fn = FUNCTIONS.get(ufunc if method == "__call__" else getattr(ufunc, method))
+        if fn is None and LAZY and method == "__call__":  # scipy.special's ufuncs
+            resolve_lazy()
+            fn = FUNCTIONS.get(ufunc)
         if fn is None:
             return self._lg_numpy_fallback(ufunc if method == "__call__" else
                                            getattr(ufunc, method), inputs, kwargs)
@@ -156,10 +159,38 @@ class NumpyMethods:
         except LLGradError as e:
             raise _locate(e) from None
 
-    def mean(self, axis=None, keepdims=False): return self._np("mean", axis=axis, keepdims=keepdims)
-    def prod(self, axis=None, keepdims=False): return self._np("prod", axis=axis, keepdims=keepdims)
-    def max(self, axis=None, keepdims=False): return self._np("max", axis=axis, keepdims=keepdims)
-    def min(self, axis=None, keepdims=False): return self._np("min", axis=axis, keepdims=keepdims)
+    def mean(self, axis=None, keepdims=False, **kw):
+        return self._np("mean", axis=axis, keepdims=keepdims, **kw)
+
+    def prod(self, axis=None, keepdims=False, **kw):
+        return self._np("prod", axis=axis, keepdims=keepdims, **kw)
+
+    def max(self, axis=None, keepdims=False, **kw):
+        return self._np("max", axis=axis, keepdims=keepdims, **kw)
+
+    def min(self, axis=None, keepdims=False, **kw):
+        return self._np("min", axis=axis, keepdims=keepdims, **kw)
+
+    # scans, sorting and structure (issue 11): ndarray's methods, by value
+    def cumsum(self, axis=None, dtype=None): return self._np("cumsum", axis=axis, dtype=dtype)
+    def cumprod(self, axis=None, dtype=None): return self._np("cumprod", axis=axis, dtype=dtype)
+    def argsort(self, axis=-1, kind=None): return self._np("argsort", axis=axis, kind=kind)
+    def diagonal(self, offset=0, axis1=0, axis2=1):
+        return self._np("diagonal", offset, axis1, axis2)
+
+    def trace(self, offset=0, axis1=0, axis2=1): return self._np("trace", offset, axis1, axis2)
+    def repeat(self, repeats, axis=None): return self._np("repeat", repeats, axis)
+
+    def take(self, indices, axis=None, mode="raise"):
+        return self._np("take", indices, axis, mode=mode)
+
+    def all(self, axis=None, keepdims=False): return self._np("all", axis=axis, keepdims=keepdims)
+    def any(self, axis=None, keepdims=False): return self._np("any", axis=axis, keepdims=keepdims)
+
+    def sort(self, axis=-1, kind=None):
+        raise UnsupportedError(
+            "x.sort() sorts x in place, which a traced array cannot do (it is an immutable "
+            "value)", loc=user_loc(), fix="write `x = np.sort(x)` instead of `x.sort()`")
     def var(self, axis=None, ddof=0, keepdims=False):
         return self._np("var", axis=axis, ddof=ddof, keepdims=keepdims)
     def std(self, axis=None, ddof=0, keepdims=False):
@@ -168,7 +199,11 @@ class NumpyMethods:
     def argmin(self, axis=None): return ops.argmin(self, axis)
     def dot(self, other): return ops.dot(self, other)
     def clip(self, a_min=None, a_max=None): return ops.clip(self, a_min, a_max)
-    def astype(self, dtype): return ops.astype(self, dtype)
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        out = ops.astype(self, dtype)
+        return ops.copy(out) if copy and out is self else out  # numpy copies by default
+
+    def round(self, decimals=0): return self._np("round", decimals)
     def copy(self): return ops.copy(self)
     def ravel(self): return ops.ravel(self)
     def flatten(self): return ops.ravel(self)

@@ -10,10 +10,23 @@ import sys
 from dataclasses import dataclass
 from types import FrameType
 
+
+
+def _library_dirs() -> tuple:
+    """numpy's and scipy's package directories (scipy's found beside numpy's, not imported):
+    where numpy calls back into a value (`np.sum([a, b])` converting its list), the user's
+    line is the call, not a frame inside numpy."""
+    import numpy
+    base = os.path.dirname(os.path.abspath(numpy.__file__))
+    return base + os.sep, os.path.join(os.path.dirname(base), "scipy") + os.sep
+
+
+# Frames in these directories are never the user's: llgrad's own packages and the libraries
+# above.
 _PKG_DIRS = tuple(
     os.path.dirname(os.path.abspath(__file__)).rsplit(os.sep, 1)[0] + os.sep + d + os.sep
     for d in ("runtime", "tracer", "transform", "codegen", "llgrad")
-)
+) + _library_dirs()
 
 
 @dataclass(frozen=True)

@@ -4,26 +4,20 @@ wrappers for composite functions. Anything not listed is an error, never a silen
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
 from llgrad.runtime import ops
 from llgrad.runtime.aval import normalize_axes
+from llgrad.runtime.conversions import array_from, numpy_operands, stand_in
 from llgrad.runtime.errors import UnsupportedError, user_loc
 from llgrad.runtime.ops._util import dtype_of, shape_of
-from llgrad.runtime.prim import REGISTRY
+from llgrad.runtime.prim import REGISTRY, is_value
 
 
 def _axis(x, axis):
     return None if axis is None else normalize_axes(axis, len(shape_of(x)))
-
-
-def _reducer(fn):
-    def impl(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
-        _no_out(out)
-        r = fn(a, _axis(a, axis), keepdims)
-        return r if dtype is None else ops.astype(r, dtype)
-    return impl
 
 
 def _no_out(out):
@@ -54,10 +48,6 @@ def _clip(a, a_min=None, a_max=None, **kw):
     return ops.clip(a, lo, hi)
 
 
-def _sum(a, axis, keepdims):
-    return ops.sum(a, axis, keepdims)
-
-
 def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     return ops.var(a, _axis(a, axis), keepdim=keepdims, correction=ddof)
 
@@ -86,12 +76,12 @@ def _linalg_norm(x, ord=None, axis=None, keepdims=False):
 
 def _concat(arrays, axis=0, out=None, **kw):
     _no_out(out)
-    return ops.concatenate(list(arrays), axis)
+    return ops.concatenate(numpy_operands(np.concatenate, arrays, axis=axis), axis)
 
 
 def _stack(arrays, axis=0, out=None, **kw):
     _no_out(out)
-    return ops.stack(list(arrays), axis)
+    return ops.stack(numpy_operands(np.stack, arrays, axis=axis), axis)
 
 
 def _squeeze(a, axis=None):
@@ -129,14 +119,7 @@ def _ufunc_call(fn):
 
 
 FUNCTIONS = {
-    np.sum: _reducer(_sum),
-    np.mean: _reducer(lambda a, ax, k: ops.mean(a, ax, k)),
-    np.prod: _reducer(lambda a, ax, k: ops.prod(a, ax, k)),
-    np.max: _reducer(lambda a, ax, k: ops.amax(a, ax, k)),
-    np.amax: _reducer(lambda a, ax, k: ops.amax(a, ax, k)),
-    np.min: _reducer(lambda a, ax, k: ops.amin(a, ax, k)),
-    np.amin: _reducer(lambda a, ax, k: ops.amin(a, ax, k)),
-    np.var: _var, np.std: _std,
+    np.var: _var, np.std: _std,  # np.sum/mean/prod/max/min: runtime/numpy_shape.py
     np.argmax: _argreduce(ops.argmax), np.argmin: _argreduce(ops.argmin),
     np.dot: _tensordot_free, np.matmul: _ufunc_call(ops.matmul), np.outer: ops.outer,
     np.where: ops.where, np.clip: _clip,
@@ -150,12 +133,141 @@ FUNCTIONS = {
     np.size: lambda a: math.prod(shape_of(a)),
 }
 
+
+
+# ---- elementwise math, scipy.special, conversions ---------------------------------------------
+def _round(a, decimals=0, out=None):
+    _no_out(out)
+    return ops.round(a, decimals)
+
+
+def _reciprocal(x, **kw):
+    if dtype_of(x).kind != "f":  # numpy's integer reciprocal truncates: 1 / 2 -> 0
+        raise UnsupportedError("np.reciprocal of an integer array is not supported on llgrad "
+                               "values", loc=user_loc(), fix="write 1 / x for a float result")
+    return ops.reciprocal(x)
+
+
+def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    return ops.nan_to_num(x, copy, nan, posinf, neginf)
+
+
+def _sp_logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
+    """scipy.special.logsumexp: log(sum(b * exp(a))) over `axis`, with optional weights b."""
+    if return_sign:
+        raise UnsupportedError("scipy.special.logsumexp(return_sign=True) is not supported on "
+                               "llgrad values", loc=user_loc())
+    a = array_from(a)
+    if b is None:
+        return ops.logsumexp(a, _axis(a, axis), keepdims)
+    b = array_from(b)
+    a = ops.broadcast_to(a, np.broadcast_shapes(shape_of(a), shape_of(b)))
+    axes = _axis(a, axis)
+    m = ops.stop_gradient(ops.amax(a, axes, True))  # its gradient cancels exactly
+    m = ops.where(ops.isfinite(m), m, 0.0)
+    total = ops.sum(ops.mul(b, ops.exp(ops.sub(a, m))), axes, keepdims)
+    return ops.add(ops.log(total), m if keepdims else ops.reshape(m, shape_of(total)))
+
+
+def _sp_softmax(fn):
+    def impl(x, axis=None):
+        x = array_from(x)
+        return fn(x, _axis(x, axis))
+    return impl
+
+
+def _as_type(dtype):
+    def impl(x=0):
+        return array_from(x, dtype)
+    return impl
+
+
+def _asarray(a, dtype=None, order=None, *, copy=None, **kw):
+    out = array_from(a, dtype)
+    return ops.copy(out) if copy and out is a else out
+
+
+def _array(obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, **kw):
+    out = _asarray(obj, dtype, copy=copy)
+    extra = ndmin - len(shape_of(out))
+    return ops.reshape(out, (1,) * extra + shape_of(out)) if extra > 0 else out
+
+
+FUNCTIONS.update({
+    np.round: _round, np.around: _round, np.reciprocal: _ufunc_call(_reciprocal),
+    np.positive: _ufunc_call(ops.positive), np.sinc: ops.sinc,
+    np.deg2rad: _ufunc_call(ops.deg2rad), np.radians: _ufunc_call(ops.deg2rad),
+    np.rad2deg: _ufunc_call(ops.rad2deg), np.degrees: _ufunc_call(ops.rad2deg),
+    np.isnan: _ufunc_call(ops.isnan), np.isinf: _ufunc_call(ops.isinf),
+    np.isfinite: _ufunc_call(ops.isfinite), np.signbit: _ufunc_call(ops.signbit),
+    np.heaviside: _ufunc_call(ops.heaviside), np.nan_to_num: _nan_to_num,
+    np.copy: lambda a, order="K", subok=False: ops.copy(a),
+    np.result_type: lambda *a: np.result_type(*stand_in(list(a))),
+})
+
+# numpy's conversions are no __array_function__ overrides (they would call `__array__`): the
+# tracer calls these instead where a converted function passes them a value (traced_forms).
+CONVERSIONS = {
+    np.asarray: _asarray, np.asanyarray: _asarray, np.ascontiguousarray: _asarray,
+    np.asfortranarray: _asarray, np.array: _array,
+    np.float64: _as_type(np.float64), np.float32: _as_type(np.float32),
+}
+
 for _p in REGISTRY.values():
     for _f in _p.numpy:
         if _f is not None and _f not in FUNCTIONS:
             FUNCTIONS[_f] = _ufunc_call(getattr(ops, _p.name))
 FUNCTIONS[np.divide] = FUNCTIONS[np.true_divide] = _ufunc_call(ops.div)
 FUNCTIONS[np.power] = _ufunc_call(ops.pow)
+
+# ---- reductions, scans, sorting, shape and contraction functions (issue 11, npshape) -------
+from llgrad.runtime.numpy_shape import FUNCTIONS as _SHAPE_FUNCTIONS  # noqa: E402
+
+FUNCTIONS.update(_SHAPE_FUNCTIONS)
+
+
+# Note [Lazily named functions]
+# A primitive's `numpy` entry may name a function of a module runtime must not import (scipy:
+# `numpy="scipy.special.erf"`), so `import llgrad` stays fast. Such names wait in LAZY (with
+# FUNCTIONS-style wrappers, or an adapter to the library's signature) and move to FUNCTIONS
+# once their module has been imported by someone: before that, no user code can hold one.
+LAZY = {f: FUNCTIONS.pop(f) for f in [f for f in FUNCTIONS if isinstance(f, str)]}
+LAZY.update({
+    "scipy.special.logsumexp": _sp_logsumexp,
+    "scipy.special.softmax": _sp_softmax(ops.softmax),
+    "scipy.special.log_softmax": _sp_softmax(ops.log_softmax),
+})
+
+
+def resolve_lazy() -> None:
+    """Move the LAZY names of modules imported by now into FUNCTIONS."""
+    for name in [n for n in LAZY if n.rpartition(".")[0] in sys.modules]:
+        mod, _, attr = name.rpartition(".")
+        f, fn = getattr(sys.modules[mod], attr), LAZY.pop(name)
+        FUNCTIONS[f] = _typed_like(f, fn) if isinstance(f, np.ufunc) else fn
+
+
+def _typed_like(ufunc, fn):
+    """`fn` with its operands cast to the dtype `ufunc` itself resolves to: scipy's ufuncs
+    compute a float32 array with a Python float (or an int64 array) in float64."""
+    def impl(*args, **kw):
+        probe = [np.zeros((), dtype_of(a)) if is_value(a) or isinstance(a, np.ndarray) else a
+                 for a in args]
+        with np.errstate(all="ignore"):
+            dt = np.asarray(ufunc(*probe)).dtype
+        return fn(*[ops.astype(a, dt) if is_value(a) else np.asarray(a, dt) for a in args],
+                  **kw)
+    return impl
+
+
+def traced_forms() -> dict:
+    """Library callables whose Python implementation cannot run on llgrad values (numpy's
+    conversions, scipy's Python-level functions), each with the llgrad function to call."""
+    resolve_lazy()
+    out = dict(CONVERSIONS)
+    out.update((f, fn) for f, fn in FUNCTIONS.items() if not isinstance(f, np.ufunc)
+               and (getattr(f, "__module__", None) or "").startswith("scipy"))
+    return out
 
 
 def numpy_name(func) -> str:
@@ -164,9 +276,12 @@ def numpy_name(func) -> str:
     if isinstance(owner, np.ufunc):  # a ufunc method (np.add.reduce)
         return f"{numpy_name(owner)}.{func.__name__}"
     name = getattr(func, "__name__", repr(func))
+    special = sys.modules.get("scipy.special")
+    if isinstance(func, np.ufunc) and getattr(special, name, None) is func:
+        return f"scipy.special.{name}"
     mod = getattr(func, "__module__", None) or "numpy"
-    if not mod.startswith("numpy"):
-        return f"{mod}.{name}"
+    if not mod.startswith("numpy"):  # scipy.special._logsumexp -> scipy.special
+        return ".".join([p for p in mod.split(".") if not p.startswith("_")] + [name])
     # public submodules keep their name (numpy.fft, numpy.linalg._linalg -> np.linalg)
     parts = [p for p in mod.split(".")[1:] if not p.startswith("_")]
     sub = parts[0] if parts and hasattr(np, parts[0]) else None

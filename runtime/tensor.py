@@ -11,6 +11,7 @@ from collections import namedtuple
 import numpy as np
 
 from llgrad.runtime import ops
+from llgrad.runtime import torch_shape as _ts
 from llgrad.runtime.arraylike import ArrayOperators
 from llgrad.runtime.autograd import graph as _graph
 from llgrad.runtime.autograd import views as _views
@@ -479,7 +480,29 @@ class Tensor(ArrayOperators):
     dot, outer, mm = ops.dot, ops.outer, ops.matmul
 
     square, rsqrt = ops.square, ops.rsqrt
-    def reciprocal(self): return ops.div(1.0, self)
+    # numpy's elementwise math and torch.special's functions, under PyTorch's names
+    sinh, cosh, log2, log10, exp2, ceil, trunc, fix = (
+        ops.sinh, ops.cosh, ops.log2, ops.log10, ops.exp2, ops.ceil, ops.trunc, ops.trunc)
+    asin = arcsin = ops.arcsin
+    acos = arccos = ops.arccos
+    atan = arctan = ops.arctan
+    asinh = arcsinh = ops.arcsinh
+    acosh = arccosh = ops.arccosh
+    atanh = arctanh = ops.arctanh
+    atan2 = arctan2 = ops.arctan2
+    logaddexp, logaddexp2, hypot, fmod, copysign = (
+        ops.logaddexp, ops.logaddexp2, ops.hypot, ops.fmod, ops.copysign)
+    heaviside, sinc, deg2rad, rad2deg = ops.heaviside, ops.sinc, ops.deg2rad, ops.rad2deg
+    isnan, isinf, isfinite, signbit = ops.isnan, ops.isinf, ops.isfinite, ops.signbit
+    erf, erfc, lgamma, digamma, xlogy = ops.erf, ops.erfc, ops.lgamma, ops.digamma, ops.xlogy
+    reciprocal = ops.reciprocal
+    def positive(self): return self
+    def round(self, decimals=0): return ops.round(self, decimals)
+    def polygamma(self, n): return ops.polygamma(n, self)
+    def nan_to_num(self, nan=0.0, posinf=None, neginf=None):
+        return ops.nan_to_num(self, nan=nan, posinf=posinf, neginf=neginf)
+    def logit(self, eps=None):
+        return ops.logit(self if eps is None else ops.clip(self, eps, 1 - eps))
     def sum(self, dim=None, keepdim=False, dtype=None): return ops.sum(self, dim, keepdim, dtype)
     def mean(self, dim=None, keepdim=False): return ops.mean(self, dim, keepdim)
     def var(self, dim=None, unbiased=True, keepdim=False, correction=None):
@@ -519,6 +542,14 @@ class Tensor(ArrayOperators):
     def new_zeros(self, *size): return Tensor._wrap(np.zeros(_size(size), self._data.dtype))
     def new_ones(self, *size): return Tensor._wrap(np.ones(_size(size), self._data.dtype))
     def new_tensor(self, data): return Tensor._wrap(np.array(data, dtype=self._data.dtype))
+
+    # scans, sorting and structure with PyTorch's signatures (runtime/torch_shape.py)
+    cumsum, cumprod, cummax, cummin, sort, argsort = (
+        _ts.cumsum, _ts.cumprod, _ts.cummax, _ts.cummin, _ts.sort, _ts.argsort)
+    flip, roll, tril, triu, diag, diagonal, trace = (
+        _ts.flip, _ts.roll, _ts.tril, _ts.triu, _ts.diag, _ts.diagonal, _ts.trace)
+    diff, tile, repeat_interleave, take_along_dim, kron, cross = (
+        _ts.diff, _ts.tile, _ts.repeat_interleave, _ts.take_along_dim, _ts.kron, _ts.cross)
 
     def max(self, dim=None, keepdim=False):
         if dim is None:

@@ -32,3 +32,16 @@ def test_unseeded_generator_is_seeded_with_zero():
         creation.manual_seed(3)
         assert (creation._rng().random(4) == np.random.default_rng(3).random(4)).all()
     """)
+
+
+def test_import_and_compiling_do_not_load_scipy():
+    # scipy.special's functions are known by name until the user imports scipy
+    # (Note [Lazily named functions] in runtime/numpy_api.py)
+    _run("""
+        import sys
+        import numpy as np
+        import llgrad
+        f = llgrad.differentiate(lambda x: np.sum(np.arctan(x) + np.logaddexp(x, 1.0)))
+        f.grad(np.ones(3))
+        assert "scipy" not in sys.modules, sorted(m for m in sys.modules if "scipy" in m)
+    """)

@@ -449,3 +449,8 @@ def comparison_operators(x, w, m):
     rows = np.shape(m)[0]
     keep = (x <= w) | (x >= 1.0) | (x != w)
     return np.sum(np.where(keep, x * w, 0.0)) * rows + np.sum((m >= 0.0) * m)
+
+
+# scans, sorting, structure and contractions (issue 11): more use cases, registered on import
+from tests import usecases_shape  # noqa: E402,F401
+from tests import usecases_math  # noqa: E402,F401  (numpy's math, scipy.special, conversions)

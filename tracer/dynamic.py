@@ -39,10 +39,12 @@ class EagerBuilder(Builder):
     def _concretize(self, v, what: str):
         if what.startswith("conversion to a numpy array"):
             raise ConcretizationError(
-                "a traced value was passed to code that converts it to a numpy array "
-                "(np.asarray / a library llgrad does not know); its gradient would be lost",
-                loc=user_loc(), fix="use numpy functions llgrad supports, or make the "
-                "conversion explicit with float(x) / x.item() if it is meant as a constant")
+                "a traced value was passed to code that converts it to a numpy array (a "
+                "library llgrad does not know, or a Python list of traced values held in a "
+                "variable); its gradient would be lost", loc=user_loc(),
+                fix="build a list of traced values as an array first, np.array([...]) or "
+                "np.stack(...); use numpy functions llgrad supports; or make the conversion "
+                "explicit with float(x) / x.item() if it is meant as a constant")
         value = self.env[v.id]
         self.guards.append((what, value))
         return value

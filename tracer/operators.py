@@ -55,6 +55,8 @@ from operator import (iadd, iand, ifloordiv, ilshift, imatmul, imod, imul, ior, 
                       ipow, irshift, isub, itruediv, ixor)
 from typing import Any, Callable, Protocol, Sequence
 
+import numpy as np
+
 from llgrad.runtime.errors import ConcretizationError, user_loc
 
 from . import captures
@@ -382,7 +384,7 @@ def converted_call(f: Callable, args: tuple, kwargs: dict | None) -> Any:
     _check_defined(args)
     if kwargs:
         _check_defined(kwargs.values())
-    target = _converted_target(f, args)
+    target = _converted_target(f, args + tuple(kwargs.values()) if kwargs else args)
     return target(*args, **(kwargs or {}))
 
 
@@ -401,13 +403,62 @@ def _traced_builtins() -> dict:
 
 
 _TRACED_BUILTINS: dict = {}
+_LAZY_LEFT = [-1]  # how many of numpy_api.LAZY were unresolved when the table was built
 
 
 def traced_builtins() -> dict:
-    """Library callables with a traced counterpart (see _converted_target)."""
-    if not _TRACED_BUILTINS:
+    """Library callables with a traced counterpart (see _converted_target): math.*, max/min,
+    numpy's conversions (np.asarray, np.array, ...) and scipy's Python-level functions, the
+    latter known once scipy is imported (Note [Lazily named functions] in numpy_api.py)."""
+    from llgrad.runtime import numpy_api
+    numpy_api.resolve_lazy()
+    if len(numpy_api.LAZY) != _LAZY_LEFT[0]:
         _TRACED_BUILTINS.update(_traced_builtins())
+        _TRACED_BUILTINS.update(numpy_api.traced_forms())
+        _LAZY_LEFT[0] = len(numpy_api.LAZY)
     return _TRACED_BUILTINS
+
+
+# Note [Lists of traced values]
+# numpy converts a Python list argument with np.asarray, which calls each traced element's
+# `__array__` and loses the graph: `np.sum([1, a * a, 2])`. A converted call to a numpy
+# function with such a list (or tuple) builds it as one traced array first (stack, with the
+# dtype numpy would give: runtime/conversions.py). Not for functions that take a sequence of
+# arrays (np.stack, np.concatenate, ...): numpy dispatches those to llgrad by itself, and
+# their arrays need not have one shape. Lists of integer values are left alone: they are
+# shapes or indices, which the dynamic path reads as numbers.
+_SEQUENCE_FUNCTIONS = frozenset(
+    getattr(np, n) for n in ("concatenate", "stack", "hstack", "vstack", "dstack",
+                             "column_stack", "block", "choose", "select", "piecewise",
+                             "lexsort", "broadcast_arrays", "meshgrid", "einsum", "ix_")
+    if hasattr(np, n))
+
+
+def _traced_list(x) -> bool:
+    if type(x) not in (list, tuple):
+        return False
+    leaves = list(_traced_leaves(x))
+    return bool(leaves) and any(getattr(v, "dtype", None) is None or v.dtype.kind != "i"
+                                for v in leaves)
+
+
+def _traced_leaves(x):
+    if type(x) in (list, tuple):
+        for e in x:
+            yield from _traced_leaves(e)
+    elif is_traced(x):
+        yield x
+
+
+def _with_arrays(f: Callable) -> Callable:
+    """`f` with its list arguments holding traced values built as arrays."""
+    from llgrad.runtime.conversions import array_from
+
+    def call(*args, **kwargs):
+        args = [array_from(a) if _traced_list(a) else a for a in args]
+        kwargs = {k: array_from(v) if _traced_list(v) else v for k, v in kwargs.items()}
+        return f(*args, **kwargs)
+    return call
 
 
 def is_random(f: Any) -> bool:
@@ -431,26 +482,38 @@ def _random_draw(f: Callable) -> None:
             "path")
 
 
+def _is_numpy(f) -> bool:
+    return isinstance(f, np.ufunc) or (getattr(f, "__module__", None) or "").startswith("numpy")
+
+
 def _converted_target(f: Callable, args=()) -> Callable:
     from .convert import api
     if is_random(f):
         _random_draw(f)
         return f
-    if _STAGERS and any(is_traced(a) for a in args):
+    traced = bool(_STAGERS) and any(is_traced(a) or _traced_list(a) for a in args)
+    if traced:
         try:
             g = traced_builtins().get(f)
         except TypeError:
             g = None
         if g is not None and (f not in (max, min) or len(args) == 2):
             return g
+        if _is_numpy(f) and f not in _SEQUENCE_FUNCTIONS and any(map(_traced_list, args)):
+            return _with_arrays(f)
     if isinstance(f, types.MethodType):
-        inner = api.try_convert(f.__func__)
-        if inner is not None:
-            captures.note_function(f.__func__)
+        inner = _convert(f.__func__, traced)
         return f if inner is None else types.MethodType(inner, f.__self__)
     if isinstance(f, types.FunctionType):
-        converted = api.try_convert(f)
-        if converted is not None:
-            captures.note_function(f)
+        converted = _convert(f, traced)
         return f if converted is None else converted
     return f
+
+
+def _convert(f: types.FunctionType, traced: bool) -> Callable | None:
+    from .convert import api
+    from .convert.calls import is_converted_library
+    converted = api.try_convert(f, library=traced)
+    if converted is not None and not is_converted_library(f):  # library globals: constants
+        captures.note_function(f)
+    return converted

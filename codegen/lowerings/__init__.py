@@ -5,6 +5,7 @@ from llgrad.runtime.prim import REGISTRY as _REGISTRY
 
 from .. import registry as _registry
 from . import control, index, linalg, reduce, shape  # noqa: F401
+from . import scan, sort  # noqa: F401  (issue 11: scans and argsort)
 
 
 def _register_elementwise() -> None:

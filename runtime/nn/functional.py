@@ -84,6 +84,12 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool 
     return input.copy_(out) if inplace else out
 
 
+def pad(input: Tensor, pad, mode: str = "constant", value=None) -> Tensor:
+    """Pad `input`: `pad` lists (left, right) pairs from the LAST dimension backwards, as
+    PyTorch's F.pad; modes 'constant' (with `value`), 'reflect', 'replicate', 'circular'."""
+    return ops.torch_pad(input, pad, mode, value)
+
+
 # -- pooling -----------------------------------------------------------------------------------
 def _pair(v) -> tuple[int, int]:
     return (int(v), int(v)) if isinstance(v, (int, np.integer)) else (int(v[0]), int(v[1]))

@@ -19,4 +19,27 @@ from llgrad.runtime.ops.shape import (  # noqa: F401
     broadcast_to, concatenate, expand, flatten, movedim, ravel, repeat, reshape, split, squeeze,
     stack, sum_to, swapaxes, transpose, unsqueeze,
 )
+from llgrad.runtime.ops.special import (  # noqa: F401
+    digamma, erf, erfc, lgamma, logit, polygamma, trigamma, xlog1py, xlogy,
+)
+from llgrad.runtime.ops.ufuncs import (  # noqa: F401
+    arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh, cbrt, ceil, copysign, cosh,
+    deg2rad, exp2, fmod, heaviside, hypot, isfinite, isinf, isnan, log2, log10, logaddexp,
+    logaddexp2, nan_to_num, positive, rad2deg, reciprocal, rint, round, signbit, sinc, sinh,
+    trunc,
+)
 from llgrad.runtime.ops import control  # noqa: F401,E402  (registers IR structural prims)
+
+# ---- numpy scans, sorting, structural and contraction functions (issue 11, branch npshape) ----
+from llgrad.runtime.ops.scan import cummax, cummin, cumprod, cumsum, linrec  # noqa: F401,E402
+from llgrad.runtime.ops.sort import argsort, median, percentile, quantile, sort  # noqa: F401,E402
+from llgrad.runtime.ops.gather import take, take_along_axis  # noqa: F401,E402
+from llgrad.runtime.ops.gather import repeat as repeat_interleave  # noqa: F401,E402
+from llgrad.runtime.ops.structure import (  # noqa: F401,E402
+    diag, diagonal, flip, pad, roll, torch_pad, trace, tril, triu,
+)
+from llgrad.runtime.ops.einsum import cross, einsum, inner, kron, tensordot, vdot  # noqa: F401,E402
+from llgrad.runtime.ops.stats import (  # noqa: F401,E402
+    average, count_nonzero, diff, nanmean, nansum, ptp,
+)
+from llgrad.runtime.ops.arrays import meshgrid, moveaxis, tile  # noqa: F401,E402

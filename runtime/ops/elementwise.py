@@ -117,7 +117,8 @@ def _sigmoid_impl(x):
 
 sigmoid_p = elementwise("sigmoid", _sigmoid_impl,
                         (lambda g, out, x: mul(g, mul(out, sub(1, out))),),
-                        lambda s, x: s.div(1.0, s.add(1.0, s.exp(s.neg(x)))), saves=(-1,))
+                        lambda s, x: s.div(1.0, s.add(1.0, s.exp(s.neg(x)))), saves=(-1,),
+                        numpy="scipy.special.expit")
 relu_p = elementwise("relu", lambda x: np.maximum(x, 0).astype(x.dtype, copy=False),
                      (lambda g, out, x: where(gt(out, 0), g, 0.0),),
                      lambda s, x: s.max(x, s.zero(x)), saves=(-1,))

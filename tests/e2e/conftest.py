@@ -6,7 +6,8 @@
 - `compiled(fn, wrt)`: one `llgrad.differentiate` object per (function, wrt), shared by the
   tests of a session so each signature compiles once;
 - `finite_differences`: central differences of the plain function in float64;
-- the `mode` fixture: each test twice, through the reference interpreter and natively.
+- the `mode` fixture: each test twice, through the reference interpreter and natively;
+- the `cache_dir` fixture: an empty on-disk compile cache (test_disk_cache.py).
 """
 from __future__ import annotations
 
@@ -55,6 +56,19 @@ def finite_differences(fn, args, wrt, eps: float = 1e-6) -> list[np.ndarray]:
 def no_jit(monkeypatch):
     """Run compiled functions through the reference interpreter (LLGRAD_DISABLE_JIT=1)."""
     monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """A fresh LLGRAD_CACHE_DIR (not created yet), with native code on."""
+    from llgrad.codegen import abi
+    # The calling trampoline is set up once per process (here, before this cache exists), so
+    # in-process entry counts are compiled functions only.
+    abi.fast_path_available()
+    d = tmp_path / "cache"
+    monkeypatch.setenv("LLGRAD_CACHE_DIR", str(d))
+    monkeypatch.delenv("LLGRAD_DISABLE_JIT", raising=False)
+    return d
 
 
 @pytest.fixture(params=["interp", "native"])

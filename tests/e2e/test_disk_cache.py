@@ -1,16 +1,20 @@
 """The on-disk compile cache (issue 6): a second process reuses object code; corrupt or
-foreign entries are ignored; writes are atomic; `llgrad.cache` info/clear."""
+foreign entries are ignored; damaged object code is a miss, never a crash (issue 10, item 9);
+writes are atomic; `llgrad.cache` info/clear. Safety of the directory: test_cache_security.py."""
+import glob
+import json
 import os
+import random
+import struct
 import subprocess
 import sys
 import textwrap
 
 import numpy as np
-import pytest
 
 import llgrad
 from llgrad import cache
-from llgrad.codegen import abi
+from llgrad.codegen import abi, jit
 
 SCRIPT = textwrap.dedent("""
     import numpy as np, llgrad
@@ -23,26 +27,22 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.fixture
-def cache_dir(tmp_path, monkeypatch):
-    # The calling trampoline is set up once per process (here, before this cache exists), so
-    # in-process entry counts below are compiled functions only.
-    abi.fast_path_available()
-    d = tmp_path / "cache"
-    monkeypatch.setenv("LLGRAD_CACHE_DIR", str(d))
-    monkeypatch.delenv("LLGRAD_DISABLE_JIT", raising=False)
-    return d
-
-
-def _run(tmp_path, env_dir):
+def run_script(tmp_path, cache_dir, text: str) -> tuple[list[str], str]:
+    """Run `text` as a user's script in a fresh process on `cache_dir`: (stdout words,
+    stderr); fails the test if the process fails (an LLVM abort included)."""
     script = tmp_path / "user_script.py"
-    script.write_text(SCRIPT)
-    env = dict(os.environ, LLGRAD_CACHE_DIR=str(env_dir))
+    script.write_text(text)
+    env = dict(os.environ, LLGRAD_CACHE_DIR=str(cache_dir))
     env.pop("LLGRAD_DISABLE_JIT", None)
+    env.pop("LLGRAD_CACHE", None)
     out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
                          timeout=120)
     assert out.returncode == 0, out.stderr
-    return out.stdout.split()
+    return out.stdout.split(), out.stderr
+
+
+def _run(tmp_path, cache_dir):
+    return run_script(tmp_path, cache_dir, SCRIPT)[0]
 
 
 def test_second_process_hits_the_cache(tmp_path, cache_dir):
@@ -87,12 +87,17 @@ def test_corrupt_and_foreign_entries_are_ignored(cache_dir):
     assert "disk cache" not in d.inspect(x).stats
 
 
+def _flip(data: bytes, i: int) -> bytes:
+    out = bytearray(data)
+    out[i] ^= 0xFF
+    return bytes(out)
+
+
 def _flip_a_byte(path) -> None:
-    with open(path, "r+b") as f:
-        data = bytearray(f.read())
-        data[len(data) // 2] ^= 0xFF
-        f.seek(0)
-        f.write(data)
+    with open(path, "rb") as f:
+        data = f.read()
+    with open(path, "wb") as f:
+        f.write(_flip(data, len(data) // 2))
 
 
 TRAMPOLINE_SCRIPT = textwrap.dedent("""
@@ -111,20 +116,12 @@ TRAMPOLINE_SCRIPT = textwrap.dedent("""
 
 
 def _run_trampoline_script(tmp_path, cache_dir, use_cache=True):
-    script = tmp_path / "trampoline_script.py"
-    script.write_text(TRAMPOLINE_SCRIPT.replace("CACHE", str(use_cache)))
-    env = dict(os.environ, LLGRAD_CACHE_DIR=str(cache_dir))
-    env.pop("LLGRAD_DISABLE_JIT", None)
-    env.pop("LLGRAD_CACHE", None)
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, env=env,
-                         timeout=120)
-    assert out.returncode == 0, out.stderr
-    return out.stdout.split()
+    return run_script(tmp_path, cache_dir, TRAMPOLINE_SCRIPT.replace("CACHE", str(use_cache)))[0]
 
 
 def _trampoline_entry() -> str:
     """The trampoline's entry file (this interpreter builds the same IR as the child's)."""
-    path = cache._path(cache.key("object", abi._trampoline_ir()))
+    path = cache.entry_path(cache.key("object", abi._trampoline_ir()))
     assert os.path.exists(path)
     return path
 
@@ -138,12 +135,103 @@ def test_warm_process_runs_neither_llvm_nor_the_lowering(tmp_path, cache_dir):
     assert cache.info()["entries"] == 2  # the function's entry and the trampoline's
 
 
+def _entries(cache_dir) -> list[str]:
+    return sorted(glob.glob(os.path.join(cache_dir, "??", "*.llgc")))
+
+
+def _replace_object(path, damage) -> None:
+    """Store `damage(object code)` in the entry at `path`, with a valid checksum."""
+    k = os.path.basename(path)[:-len(".llgc")]
+    meta, object_code = cache.load(k)
+    cache.store(k, meta, damage(object_code))
+
+
 def test_corrupt_trampoline_entry_is_recompiled(tmp_path, cache_dir):
     v1, *_ = _run_trampoline_script(tmp_path, cache_dir)
-    _flip_a_byte(_trampoline_entry())
+    _flip_a_byte(_trampoline_entry())  # caught by the checksum
     v2, llvm2, _ = _run_trampoline_script(tmp_path, cache_dir)
     assert (v2, llvm2) == (v1, "llvm")  # recompiled, and rewritten:
     assert _run_trampoline_script(tmp_path, cache_dir)[1] == "no-llvm"
+    _replace_object(_trampoline_entry(), lambda obj: obj[:len(obj) // 2])  # by the object check
+    assert _run_trampoline_script(tmp_path, cache_dir)[:2] == [v1, "llvm"]
+    assert _run_trampoline_script(tmp_path, cache_dir)[1] == "no-llvm"
+
+
+def test_damaged_kernel_entry_with_a_valid_checksum_is_recompiled(tmp_path, cache_dir):
+    v1, _ = _run(tmp_path, cache_dir)
+    trampoline = _trampoline_entry()
+    (entry,) = [p for p in _entries(cache_dir) if p != trampoline]
+    _replace_object(entry, lambda obj: obj[:100])
+    assert _run(tmp_path, cache_dir) == [v1, "miss"]  # recompiled, and rewritten:
+    assert _run(tmp_path, cache_dir) == [v1, "hit"]
+
+
+DAMAGED_CHILD = textwrap.dedent("""
+    import json, sys
+    import numpy as np
+    from llgrad import cache
+    from llgrad.codegen import jit, vmath
+    names, fuzzed = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+    print(json.dumps({n: cache.load_module(n) is not None for n in names}))
+    print(json.dumps(list(cache.load_module("intact")["joint"](np.arange(4.0))[1])))
+    vmath.mvec_available()  # (the symbols the object code calls)
+    accepted = {}
+    for path, symbols in fuzzed:  # every byte of the object flipped in turn
+        obj = open(path, "rb").read()
+        accepted[path] = 0
+        for i in range(len(obj)):
+            b = bytearray(obj)
+            b[i] ^= 0xFF
+            try:
+                jit.get_jit().add_object(bytes(b), symbols)
+                accepted[path] += 1
+            except jit.JitError:
+                pass
+    print(json.dumps(accepted))
+""")
+
+
+def test_damaged_object_code_is_a_miss_never_a_crash(tmp_path, cache_dir):
+    """Object code that passes the checksum but is damaged inside never reaches LLVM's loader
+    (which aborts or segfaults on it): each load is a miss. Loaded in a child process, so
+    an abort fails this test instead of killing pytest."""
+    x = np.arange(4.0)
+    llgrad.differentiate(lambda x: np.sum(x ** 3), cache=True).grad(x)
+    (path,) = _entries(cache_dir)
+    meta, obj = cache.load(os.path.basename(path)[:-5])
+    llgrad.differentiate(lambda x: np.sum(np.sin(x) * x), cache=True).grad(x)
+    (elsewhere,) = [p for p in _entries(cache_dir) if p != path]
+    shoff, = struct.unpack_from("<Q", obj, 40)  # e_shoff: where the section headers start
+    variants = {
+        "truncated": obj[:len(obj) // 2],
+        "header only": obj[:64],
+        "empty": b"",
+        "flipped machine": _flip(obj, 18),
+        "flipped section table offset": _flip(obj, 41),
+        "flipped section count": _flip(obj, 60),
+        "flipped section offset": _flip(obj, shoff + 2 * 64 + 25),
+        "another function's object": cache.load(os.path.basename(elsewhere)[:-5])[1],
+        "random bytes": random.Random(0).randbytes(len(obj)),
+    }
+    for name, damaged in variants.items():
+        cache.store(cache.key(name), meta, damaged)
+    cache.store(cache.key("intact"), meta, obj)
+    j = jit.get_jit()
+    trampoline = j.target.machine.emit_object(j.optimize(j.parse(abi._trampoline_ir())))
+    fuzzed = []
+    for name, data, symbols in [("kernel.o", obj, [meta["layout"]["joint"][0]]),
+                                ("trampoline.o", trampoline, ["llgrad_call_arrays"])]:
+        (tmp_path / name).write_bytes(data)
+        fuzzed.append((str(tmp_path / name), symbols))
+    env = dict(os.environ, LLGRAD_CACHE_DIR=str(cache_dir))
+    out = subprocess.run([sys.executable, "-c", DAMAGED_CHILD, json.dumps(list(variants)),
+                          json.dumps(fuzzed)], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    loaded, grad, accepted = map(json.loads, out.stdout.splitlines())
+    assert loaded == {name: False for name in variants}
+    np.testing.assert_allclose(grad, 3 * x ** 2)  # the intact entry loads and runs
+    assert all(n > 0 for n in accepted.values())  # (flips in the code itself load)
 
 
 def test_trampoline_is_compiled_and_not_stored_without_the_cache(tmp_path, cache_dir):

@@ -71,6 +71,23 @@ CASES = [
      "reduction='sum')", "NllLossBackward0", ["LogSoftmaxBackward0"]),
     ("lg.nn.CrossEntropyLoss()(x, lg.tensor([0, 1, 2]))", "NllLossBackward0",
      ["LogSoftmaxBackward0"]),
+    # scans, sorting and structure (torch 2.13 too)
+    ("lg.cumsum(x, 1)", "CumsumBackward0", ["AccumulateGrad"]),
+    ("x.cumprod(0)", "CumprodBackward0", ["AccumulateGrad"]),
+    ("lg.cummax(x, 1).values", "CummaxBackward0", ["AccumulateGrad"]),
+    ("x.cummin(0).values", "CumminBackward0", ["AccumulateGrad"]),
+    ("lg.sort(x, 1).values", "SortBackward0", ["AccumulateGrad"]),
+    ("x.sort(0, descending=True).values", "SortBackward0", ["AccumulateGrad"]),
+    ("lg.flip(x, [0])", "FlipBackward0", ["AccumulateGrad"]),
+    ("lg.roll(x, 1, 1)", "RollBackward0", ["AccumulateGrad"]),
+    ("lg.tril(x)", "TrilBackward0", ["AccumulateGrad"]),
+    ("x.triu(1)", "TriuBackward0", ["AccumulateGrad"]),
+    ("lg.diagonal(x, 1)", "DiagonalBackward0", ["AccumulateGrad"]),
+    ("lg.trace(x)", "TraceBackward0", ["AccumulateGrad"]),
+    ("lg.nn.functional.pad(x, (1, 2))", "ConstantPadNdBackward0", ["AccumulateGrad"]),
+    ("lg.take_along_dim(x, lg.tensor([[0], [1], [2]]), 1)", "GatherBackward0",
+     ["AccumulateGrad"]),
+    ("lg.cross(x, x * 2, dim=0)", "LinalgCrossBackward0", ["AccumulateGrad", "MulBackward0"]),
 ]
 
 
@@ -84,6 +101,13 @@ def test_grad_fn_names_match_pytorch(expr, name, nexts):
     assert all(i == 0 for _, i in y.grad_fn.next_functions)
     if nexts == ["AccumulateGrad"]:
         assert y.grad_fn.next_functions[0][0].variable is x
+
+
+def test_diag_of_a_vector_is_diag_embed():
+    v = lg.tensor([1.0, 2.0, 3.0], requires_grad=True)  # torch 2.13: DiagEmbedBackward0
+    y = lg.diag(v, 1)
+    assert y.grad_fn.name() == "DiagEmbedBackward0"
+    assert y.grad_fn.next_functions[0][0].variable is v
 
 
 def test_cross_entropy_goes_through_log_softmax():

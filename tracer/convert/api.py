@@ -78,13 +78,16 @@ def convert(fn: Callable) -> ConvertedFunction:
     return cached
 
 
-def try_convert(fn: types.FunctionType) -> Callable | None:
+def try_convert(fn: types.FunctionType, library: bool = False) -> Callable | None:
     """The converted callable for a user function, or None to call ``fn`` as it is.
 
     Library code, lambdas, already converted code and functions whose source cannot be
-    converted (e.g. helper generators) are called unconverted: that is exactly Python.
+    converted (e.g. helper generators) are called unconverted: that is exactly Python. With
+    ``library`` (a call passing traced values), the functions of the libraries in
+    calls.CONVERTED_LIBRARIES are converted too (See Note [Library code on traced values]).
     """
-    if getattr(fn, MARK, False) or _FAILED.get(fn) or not _is_user_function(fn):
+    if getattr(fn, MARK, False) or _FAILED.get(fn) or not (
+            _is_user_function(fn) or library and calls.is_converted_library(fn)):
         return None
     try:
         return convert(fn).fn

@@ -1,10 +1,13 @@
 """Call trees and element updates.
 
 Output invariants:
-- a call whose callee may be the user's own function becomes
+- a call whose callee may be the user's own function (or a function of a library in
+  CONVERTED_LIBRARIES, See Note [Library code on traced values]) becomes
   ``__lg.converted_call(f, (args...), {kwargs} or None)``; calls that resolve, at conversion
   time, to numpy/math/builtins/llgrad objects or classes stay as written (readable output;
-  converted_call makes the same decision again at run time for the others);
+  converted_call makes the same decision again at run time for the others), unless the
+  callee has a traced form (np.asarray, math.exp, scipy.special.logsumexp) or a list is
+  written among the arguments (``np.sum([1, a * a])``);
 - ``for x in range(...)`` (the builtin) iterates ``__lg.range_(...)``, which a staged loop
   can read bounds from;
 - ``y[i] = v`` and ``y[i] op= v`` on a local name ``y`` become ``y = __lg.setitem(y, i, v)``
@@ -35,6 +38,23 @@ _IOPS = {
 
 MISSING = _MISSING = object()
 
+# Note [Library code on traced values]
+# numpy's conversions (np.asarray, np.asanyarray) cannot return a traced value, so a library
+# function that begins by converting its argument (scipy.optimize.rosen, most of scipy) cannot
+# run on traced values as it is. The Python functions of these libraries are therefore
+# converted like the user's own when a call passes them a traced value: their np.asarray calls
+# become graph ops (traced forms in tracer/operators.py), their numpy calls dispatch to llgrad,
+# and their own calls go through converted_call in turn. Called without traced values they
+# run unconverted, exactly as Python runs them; their globals are not guarded (library
+# constants). numpy's own functions are never converted: they dispatch by themselves.
+CONVERTED_LIBRARIES = frozenset({"scipy"})
+
+
+def is_converted_library(value: Any) -> bool:
+    """A Python function of a library in CONVERTED_LIBRARIES."""
+    return isinstance(value, types.FunctionType) and value.__name__ != "<lambda>" and \
+        (getattr(value, "__module__", None) or "").split(".")[0] in CONVERTED_LIBRARIES
+
 
 def is_library_object(value: Any) -> bool:
     """True for modules, builtins, classes and functions of libraries llgrad never converts."""
@@ -42,6 +62,8 @@ def is_library_object(value: Any) -> bool:
         return value.__name__.split(".")[0] in LIBRARY_ROOTS
     if isinstance(value, (type, types.BuiltinFunctionType, types.BuiltinMethodType)):
         return True
+    if is_converted_library(value):
+        return False
     module = getattr(value, "__module__", None) or ""
     return module.split(".")[0] in LIBRARY_ROOTS or type(value).__name__ == "ufunc"
 
@@ -90,8 +112,8 @@ class _Calls(gast.NodeTransformer):
         self.generic_visit(node)
         value = self._static_value(node.func)
         if value is not _MISSING and is_library_object(value) and not _has_traced_form(value) \
-                and not _is_random(value):  # a draw goes through converted_call's check
-            return node
+                and not _is_random(value) and not _list_argument(node):
+            return node  # (a random draw goes through converted_call's check)
         args = gast.Tuple(elts=node.args, ctx=gast.Load())
         if node.keywords:
             kwargs = gast.Dict(keys=[templates.const(k.arg) if k.arg else None
@@ -143,6 +165,16 @@ class _Calls(gast.NodeTransformer):
                                 y=t.value.id, i=_index(index), j=index, v=node.value)
         anno.fill_loc(pre + new, node)
         return pre + new
+
+
+def _list_argument(node: gast.Call) -> bool:
+    """A list written among the arguments (`np.sum([1, a * a])`, or a tuple of names): the
+    call may need its list built as one traced array (Note [Lists of traced values] in
+    operators.py)."""
+    def listish(a):
+        return isinstance(a, (gast.List, gast.ListComp)) or isinstance(a, gast.Tuple) and \
+            not all(isinstance(e, gast.Constant) for e in a.elts)
+    return any(listish(a) for a in node.args + [k.value for k in node.keywords])
 
 
 def _index(index):

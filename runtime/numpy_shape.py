@@ -1,0 +1,195 @@
+"""numpy's reductions, scans, sorting, shape, construction and contraction functions on llgrad
+values, with numpy's signatures: merged into runtime/numpy_api.FUNCTIONS. Arguments numpy
+accepts that llgrad cannot honour (out=, order=, a structured sort order) are errors, never
+silently ignored."""
+from __future__ import annotations
+
+import numpy as np
+
+from llgrad.runtime import ops
+from llgrad.runtime.errors import UnsupportedError, user_loc
+from llgrad.runtime.ops import arrays as A, gather as G, stats as St
+from llgrad.runtime.ops._util import as_operand, dtype_of, shape_of
+
+
+def _refuse(name, **given):
+    for k, v in given.items():
+        if v is not None and v is not False:
+            raise UnsupportedError(f"np.{name}({k}=...) is not supported on llgrad values",
+                                   loc=user_loc(), fix=f"call np.{name} without {k}=")
+
+
+def _reduction(kind):
+    def impl(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True):
+        _refuse(kind, out=out)
+        if dtype is not None:
+            a = ops.astype(a, dtype)
+        if kind == "mean":
+            if where is True:
+                return ops.mean(a, axis, keepdims)
+            return St.average(a, axis, ops.astype(ops.broadcast_to(
+                where, shape_of(a)), dtype_of(ops.mean(a))), keepdims=keepdims)
+        return St.masked_reduce(kind, a, axis, keepdims, initial, where)
+    return impl
+
+
+def _bool_reduction(fn):
+    def impl(a, axis=None, out=None, keepdims=False, *, where=True):
+        _refuse("all/any", out=out)
+        if where is not True:
+            raise UnsupportedError("np.all/np.any(where=...) is not supported on llgrad values",
+                                   loc=user_loc(), fix="combine the mask first: "
+                                   "np.all(cond | ~mask)")
+        return fn(a, axis, keepdims)
+    return impl
+
+
+def _scan(fn, default_axis=None):
+    def impl(a, axis=default_axis, dtype=None, out=None):
+        _refuse("cumsum", out=out)
+        return fn(a, axis, dtype)
+    return impl
+
+
+def _accumulate_extremum(pick):
+    def impl(a, axis=0, dtype=None, out=None):
+        _refuse("accumulate", out=out, dtype=dtype)
+        return pick(a, axis)[0]
+    return impl
+
+
+def _sort(a, axis=-1, kind=None, order=None, *, stable=None):
+    _refuse("sort", order=order)
+    return ops.sort(a, axis)  # always stable, which every kind= allows
+
+
+def _argsort(a, axis=-1, kind=None, order=None, *, stable=None):
+    _refuse("argsort", order=order)
+    return ops.argsort(a, axis)
+
+
+def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+    _refuse("median", out=out)
+    return ops.median(a, axis, keepdims)
+
+
+def _quantile(fn):
+    def impl(a, q, axis=None, out=None, overwrite_input=False, method="linear",
+             keepdims=False, *, weights=None, interpolation=None):
+        _refuse("quantile", out=out, weights=weights, interpolation=interpolation)
+        return fn(a, q, axis, keepdims, method)
+    return impl
+
+
+def _trace(a, offset=0, axis1=0, axis2=1, dtype=None, out=None):
+    _refuse("trace", out=out)
+    r = ops.trace(a, offset, axis1, axis2)
+    return r if dtype is None else ops.astype(r, dtype)
+
+
+def _einsum(*operands, out=None, optimize=False, dtype=None, **kw):
+    _refuse("einsum", out=out, dtype=dtype)
+    return ops.einsum(*operands)
+
+
+def _cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a, b = ops.moveaxis(as_operand(a), axisa, -1), ops.moveaxis(as_operand(b), axisb, -1)
+    return ops.moveaxis(ops.cross(a, b, -1), -1, axisc)
+
+
+def _pad(array, pad_width, mode="constant", **kw):
+    unknown = set(kw) - {"constant_values"}
+    if unknown or callable(mode):
+        raise UnsupportedError(f"np.pad({', '.join(sorted(unknown)) or 'mode=<function>'}) is "
+                               "not supported on llgrad values", loc=user_loc(),
+                               fix="use mode constant, edge, reflect, symmetric or wrap")
+    return ops.pad(array, pad_width, mode, kw.get("constant_values", 0))
+
+
+def _atleast(fn):
+    def impl(*arys):
+        out = [fn(a) for a in arys]
+        return out[0] if len(out) == 1 else tuple(out)
+    return impl
+
+
+def _stack(fn):
+    def impl(tup, *, dtype=None, casting="same_kind"):
+        _refuse("stack", dtype=dtype)
+        return fn(list(tup))
+    return impl
+
+
+def _like(fill):
+    def impl(a, dtype=None, order="K", subok=True, shape=None, **kw):
+        return A.full_like(a, fill, dtype, shape)
+    return impl
+
+
+def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw):
+    return A.full_like(a, fill_value, dtype, shape)
+
+
+def _take(a, indices, axis=None, out=None, mode="raise"):
+    _refuse("take", out=out)
+    return ops.take(a, indices, axis, mode)
+
+
+def _ptp(a, axis=None, out=None, keepdims=False):
+    _refuse("ptp", out=out)
+    return ops.ptp(a, axis, keepdims)
+
+
+def _nan(fn):
+    def impl(a, axis=None, dtype=None, out=None, keepdims=False, **kw):
+        _refuse("nansum/nanmean", out=out, dtype=dtype)
+        return fn(a, axis, keepdims)
+    return impl
+
+
+def _diff(a, n=1, axis=-1, prepend=None, append=None):
+    return ops.diff(a, n, axis, prepend, append)
+
+
+FUNCTIONS = {
+    # reductions (with numpy's initial= / where=) and scans
+    np.sum: _reduction("sum"), np.prod: _reduction("prod"), np.mean: _reduction("mean"),
+    np.max: _reduction("max"), np.amax: _reduction("max"),
+    np.min: _reduction("min"), np.amin: _reduction("min"),
+    np.all: _bool_reduction(St.all), np.any: _bool_reduction(St.any),
+    np.count_nonzero: lambda a, axis=None, *, keepdims=False: St.count_nonzero(a, axis,
+                                                                                keepdims),
+    np.ptp: _ptp, np.average: St.average, np.diff: _diff,
+    np.nansum: _nan(St.nansum), np.nanmean: _nan(St.nanmean),
+    np.cumsum: _scan(ops.cumsum), np.cumprod: _scan(ops.cumprod),
+    np.add.accumulate: _scan(ops.cumsum, 0), np.multiply.accumulate: _scan(ops.cumprod, 0),
+    np.maximum.accumulate: _accumulate_extremum(ops.cummax),
+    np.minimum.accumulate: _accumulate_extremum(ops.cummin),
+    np.sort: _sort, np.argsort: _argsort, np.median: _median,
+    np.quantile: _quantile(ops.quantile), np.percentile: _quantile(ops.percentile),
+    # shape and structure
+    np.flip: lambda m, axis=None: ops.flip(m, axis), np.fliplr: lambda m: ops.flip(m, 1),
+    np.flipud: lambda m: ops.flip(m, 0), np.roll: lambda a, shift, axis=None: ops.roll(
+        a, shift, axis), np.pad: _pad, np.tile: A.tile, np.repeat: G.repeat,
+    np.vstack: _stack(A.vstack), np.hstack: _stack(A.hstack), np.dstack: _stack(A.dstack),
+    np.column_stack: lambda tup: A.column_stack(list(tup)),
+    np.atleast_1d: _atleast(A.atleast_1d), np.atleast_2d: _atleast(A.atleast_2d),
+    np.atleast_3d: _atleast(A.atleast_3d), np.moveaxis: A.moveaxis, np.rollaxis: A.rollaxis,
+    np.split: A.split, np.array_split: A.array_split, np.hsplit: A.hsplit,
+    np.vsplit: A.vsplit, np.dsplit: A.dsplit,
+    np.tril: lambda m, k=0: ops.tril(m, k), np.triu: lambda m, k=0: ops.triu(m, k),
+    np.diag: lambda v, k=0: ops.diag(v, k), np.diagonal: ops.diagonal, np.trace: _trace,
+    np.take: _take, np.take_along_axis: lambda arr, indices, axis=-1: ops.take_along_axis(
+        arr, indices, axis),
+    # contractions
+    np.einsum: _einsum, np.tensordot: ops.tensordot, np.inner: ops.inner, np.vdot: ops.vdot,
+    np.kron: ops.kron, np.cross: _cross,
+    # construction from traced arrays
+    np.full_like: _full_like, np.empty_like: _like(0),
+    np.meshgrid: lambda *xi, copy=True, sparse=False, indexing="xy": A.meshgrid(
+        *xi, indexing=indexing, sparse=sparse),
+}
+if hasattr(np, "row_stack"):
+    FUNCTIONS[np.row_stack] = _stack(A.vstack)

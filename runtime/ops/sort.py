@@ -1,0 +1,164 @@
+"""Sorting: the argsort primitive (stable; lowered to a merge sort in
+codegen/lowerings/sort.py), sort (one eager node, PyTorch's SortBackward0; the compiler sees a
+gather through argsort's indices, so each output's gradient goes to the input it came from),
+and median / quantile / percentile built on sort.
+
+NaNs sort last (numpy), or first with descending=True (PyTorch, where NaN is the largest).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from llgrad.runtime.aval import I64, Aval, ShapeError, normalize_axes
+from llgrad.runtime.ops import elementwise as ew
+from llgrad.runtime.ops._util import dtype_of, operands, shape_of
+from llgrad.runtime.ops.gather import gather_p, put_along_axis_add
+from llgrad.runtime.prim import Primitive, bind, register
+
+
+def _argsort_impl(x, axis, descending):
+    if not descending:
+        return np.argsort(x, axis, kind="stable").astype(np.int64)
+    idx = np.argsort(-x, axis, kind="stable")  # equal keys keep their order
+    if x.dtype.kind == "f":  # NaNs (last after negation) move to the front, in order
+        nan_first = np.argsort(~np.isnan(np.take_along_axis(x, idx, axis)), axis, kind="stable")
+        idx = np.take_along_axis(idx, nan_first, axis)
+    return idx.astype(np.int64)
+
+
+argsort_p = register(Primitive(
+    "argsort", "sort", _argsort_impl, lambda x, axis, descending: Aval(x.shape, I64),
+    nondiff=True))
+
+
+def _sort_impl(x, axis, descending):
+    if not descending:
+        return np.sort(x, axis, kind="stable")
+    return np.take_along_axis(x, _argsort_impl(x, axis, True), axis)
+
+
+def _sort_vjp(g, out, x, axis, descending):
+    return put_along_axis_add(g, bind(argsort_p, x, axis=axis, descending=descending), axis,
+                              shape_of(x))
+
+
+sort_p = register(Primitive(
+    "sort", "sort", _sort_impl, lambda x, axis, descending: Aval(x.shape, x.dtype),
+    (_sort_vjp,), saves=(0,),
+    decompose=lambda x, axis, descending: bind(
+        gather_p, x, bind(argsort_p, x, axis=axis, descending=descending), axis=axis),
+    node_name="SortBackward0"))
+
+
+# ---- the ops API ------------------------------------------------------------------------------
+def _axis_input(x, axis):
+    """(x, axis, was_0d): axis=None flattens; a 0-d x sorts as one element."""
+    from llgrad.runtime.ops.shape import reshape
+    (x,), _ = operands(x)
+    if axis is None:
+        return reshape(x, (-1,)), 0, False
+    if not shape_of(x):
+        if axis not in (0, -1):
+            raise ShapeError(f"axis {axis} is out of bounds for a 0-d array")
+        return reshape(x, (1,)), 0, True
+    return x, normalize_axes(axis, len(shape_of(x)))[0], False
+
+
+def sort(x, axis=-1, descending=False):
+    """Values sorted along `axis` (stable; axis=None sorts the flattened array)."""
+    from llgrad.runtime.ops.shape import reshape
+    x, axis, scalar = _axis_input(x, axis)
+    r = bind(sort_p, x, axis=axis, descending=descending)
+    return reshape(r, ()) if scalar else r
+
+
+def argsort(x, axis=-1, descending=False):
+    """Indices that sort x along `axis` (stable: equal values keep their order)."""
+    from llgrad.runtime.ops.shape import reshape
+    x, axis, scalar = _axis_input(x, axis)
+    r = bind(argsort_p, x, axis=axis, descending=descending)
+    return reshape(r, ()) if scalar else r
+
+
+def _floating(x):
+    (x,), dt = operands(x)
+    return x if dt.kind == "f" else ew.astype(x, np.float64)
+
+
+def _sorted_along(x, axis):
+    """(sorted x with the reduction axis last, its length); axis=None flattens, a tuple of
+    axes is moved to the end and merged (numpy's median/quantile over several axes)."""
+    from llgrad.runtime.ops.shape import reshape, transpose
+    x = _floating(x)
+    nd = len(shape_of(x))
+    axes = tuple(range(nd)) if axis is None else normalize_axes(axis, nd)
+    keep = [d for d in range(nd) if d not in axes]
+    x = transpose(x, keep + list(axes))
+    n = int(np.prod([shape_of(x)[len(keep) + i] for i in range(len(axes))], dtype=np.int64))
+    x = reshape(x, tuple(shape_of(x)[:len(keep)]) + (n,))
+    if n == 0:
+        raise ShapeError("median/quantile of an empty array",
+                         fix="check the array's shape and the axis")
+    return bind(sort_p, x, axis=len(keep), descending=False), n, axes
+
+
+def _at(s, k):
+    from llgrad.runtime.ops.index import getitem
+    return getitem(s, (Ellipsis, k))
+
+
+def _nan_guard(r, s):
+    # NaNs sort last: where any is present, numpy's median/quantile is NaN
+    last = _at(s, -1)
+    return ew.where(ew.ne(last, last), np.nan, r)
+
+
+def _keep(r, x_shape, axes, keepdims):
+    from llgrad.runtime.ops.shape import reshape
+    if not keepdims:
+        return r
+    lead = shape_of(r)[:len(shape_of(r)) - (len(x_shape) - len(axes))]
+    return reshape(r, lead + tuple(1 if d in axes else n for d, n in enumerate(x_shape)))
+
+
+def median(x, axis=None, keepdims=False):
+    """numpy's median: the middle of the sorted values (the mean of the two middle ones for
+    an even count); NaN where the data has a NaN."""
+    shape = shape_of(x)
+    s, n, axes = _sorted_along(x, axis)
+    r = _at(s, n // 2) if n % 2 else ew.div(ew.add(_at(s, n // 2 - 1), _at(s, n // 2)), 2.0)
+    return _keep(_nan_guard(r, s), shape, axes, keepdims)
+
+
+def quantile(x, q, axis=None, keepdims=False, method="linear"):
+    """numpy's quantile with its default 'linear' method (q in [0, 1], static); a sequence
+    of q gives a leading axis of results, as numpy."""
+    from llgrad.runtime.ops.shape import stack
+    if method != "linear":
+        raise NotImplementedError(f"quantile(method={method!r}): only 'linear' is supported")
+    qs = np.asarray(q, np.float64)
+    if qs.ndim > 1 or np.any((qs < 0) | (qs > 1)) or np.any(np.isnan(qs)):
+        raise ShapeError("quantile: q must be a number or a 1-d sequence of numbers in [0, 1]")
+    shape = shape_of(x)
+    if not isinstance(q, (int, float)):  # an array of q promotes, as in numpy (f32 -> f64)
+        x = _floating(x)
+        dt = np.result_type(dtype_of(x), np.asarray(q))
+        x = x if dt == dtype_of(x) else ew.astype(x, dt)
+    s, n, axes = _sorted_along(x, axis)
+    dt = dtype_of(s)
+    out = []
+    for qk in qs.reshape(-1):
+        virtual = qk * (n - 1)  # numpy's 'linear': (n - 1) q, interpolated
+        lo = int(np.floor(virtual))
+        hi = min(lo + 1, n - 1)
+        t = float(np.asarray(virtual - lo, dt))
+        a, b = _at(s, lo), _at(s, hi)
+        # numpy's _lerp: a + (b - a) t, or b - (b - a)(1 - t) for t >= 0.5
+        d = ew.sub(b, a)
+        r = ew.sub(b, ew.mul(d, 1.0 - t)) if t >= 0.5 else ew.add(a, ew.mul(d, t))
+        out.append(_keep(_nan_guard(r, s), shape, axes, keepdims))
+    return out[0] if qs.ndim == 0 else stack(out, 0)
+
+
+def percentile(x, q, axis=None, keepdims=False, method="linear"):
+    return quantile(x, np.true_divide(np.asarray(q, np.float64), 100), axis, keepdims, method)

@@ -1,0 +1,119 @@
+"""Use cases of numpy's scans, sorting, structural, contraction and construction functions
+(issue 11), registered into tests/usecases.py's USECASES (same argument roles: x, w vectors
+(4,), m (3, 4), k (4, 3), s (3, 3), t (2, 3, 4), idx int64 [3, 0, 2, 0])."""
+from __future__ import annotations
+
+import numpy as np
+
+from tests.usecases import NUMPY_METHOD, usecase
+
+
+# ---- scans and reductions ------------------------------------------------------------------
+@usecase
+def scans(x, m):
+    return (np.sum(np.cumsum(x) * x) + np.sum(np.cumprod(m, axis=1) * m)
+            + np.sum(np.add.accumulate(m) * m) + np.sum(np.multiply.accumulate(x) ** 2))
+
+
+@usecase
+def running_extrema(x, m):
+    return (np.sum(np.maximum.accumulate(x) * np.arange(4.0))
+            + np.sum(np.minimum.accumulate(m, axis=1) * m))
+
+
+@usecase
+def reductions_numpy_style(m, x):
+    mask = m > 0
+    return (np.max(m, axis=1, initial=0.25).sum() + np.min(x, initial=0.5, where=x < 0.5)
+            + np.sum(m, where=mask) + np.ptp(m, axis=0).sum() + np.count_nonzero(mask)
+            + np.all(mask) + np.any(m > 1.5, axis=0).sum()
+            + np.average(m, axis=1, weights=np.arange(1.0, 5.0)).sum())
+
+
+@usecase
+def nan_reductions_and_diff(m, x):
+    holes = np.where(m > 1.0, np.nan, m)
+    return (np.nansum(holes) + np.nanmean(holes, axis=0).sum()
+            + np.sum(np.diff(m, axis=1) ** 2) + np.sum(np.diff(x, n=2, prepend=0.5)))
+
+
+# ---- sorting --------------------------------------------------------------------------------
+@usecase
+def sorting_and_order_statistics(x, m):
+    order = np.argsort(x)
+    return (np.sum(np.sort(m, axis=1) * np.arange(4.0)) + np.sum(x[order] * np.arange(4.0))
+            + np.median(m) + np.sum(np.quantile(m, [0.25, 0.8], axis=1))
+            + np.percentile(x, 40.0))
+
+
+@usecase(eager=NUMPY_METHOD)
+def array_methods(m, x):
+    return (np.sum(m.cumsum(axis=0) * m) + x[x.argsort()][0] + m[:, :3].diagonal().sum()
+            + m[:, :3].trace() + np.sum(x.repeat(2) * np.arange(8.0)) + x.take([1, 1]).sum()
+            + m.max(axis=0, initial=0.0).sum())
+
+
+# ---- shape and structure --------------------------------------------------------------------
+@usecase
+def flips_and_rolls(m, x):
+    return (np.sum(np.flip(m, 0) * m) + np.sum(np.fliplr(m) * m) + np.sum(np.flipud(m) * m)
+            + np.sum(np.roll(x, 1) * x) + np.sum(np.roll(m, -1, axis=1) * m))
+
+
+@usecase
+def padding_tiling_repeating(m, x):
+    return (np.sum(np.pad(m, 1) * np.pad(m, ((1, 1), (1, 1)), mode="edge"))
+            + np.sum(np.pad(x, (2, 1), mode="reflect") ** 2)
+            + np.sum(np.pad(x, 3, mode="symmetric") * np.arange(10.0))
+            + np.sum(np.tile(x, (2, 1)) * np.arange(8.0).reshape(2, 4))
+            + np.sum(np.repeat(m, [1, 0, 2], axis=0) ** 2))
+
+
+@usecase
+def stacking(x, w, m):
+    return (np.sum(np.vstack([x, w]) * np.hstack([x, w]).reshape(2, 4))
+            + np.sum(np.dstack([m, m]) ** 2) + np.sum(np.column_stack([x, w]) ** 2)
+            + np.sum(np.row_stack([x, w]) * 2.0) + np.sum(np.atleast_1d(x[0]) * 3.0)
+            + np.sum(np.atleast_2d(x) ** 2) + np.sum(np.atleast_3d(m) ** 3))
+
+
+@usecase
+def moving_and_splitting(t, m, x):
+    a, b = np.split(x, 2)
+    c, d, e = np.array_split(m, 3, axis=1)
+    f, g = np.hsplit(m, [1])
+    h, i = np.vsplit(t[0], [2])
+    j, k = np.dsplit(t, 2)
+    return (np.sum(a * b) + np.sum(c) * np.sum(d * d) + np.sum(e) + np.sum(f * g[:, :1])
+            + np.sum(h) * np.sum(i) + np.sum(j * k)
+            + np.sum(np.moveaxis(t, 0, -1) * np.rollaxis(t, 0, 3)))
+
+
+@usecase
+def triangles_and_diagonals(s, x):
+    return (np.sum(np.tril(s) * np.triu(s, 1)) + np.sum(np.diag(x) ** 2)
+            + np.sum(np.diag(s, -1)) + np.sum(np.diagonal(s) ** 2) + np.trace(s @ s))
+
+
+@usecase
+def takes(m, x, idx):
+    return (np.sum(np.take(m, [0, 5, 5, 11])) + np.sum(np.take(m, idx[:2], axis=1) ** 2)
+            + np.sum(np.take_along_axis(m, np.argsort(m, axis=1), axis=1) * np.arange(4.0))
+            + np.sum(np.take(x, [-1, 5], mode="wrap")))
+
+
+# ---- contractions and construction ----------------------------------------------------------
+@usecase
+def contractions(m, k, x, t, s):
+    return (np.sum(np.einsum("ij,jk->ik", m, k)) + np.einsum("ii", s)
+            + np.sum(np.einsum("bij,j->bi", t, x)) + np.sum(np.tensordot(t, m, 2))
+            + np.sum(np.inner(m, x)) + np.vdot(m, m) + np.sum(np.kron(s, x[:2]))
+            + np.sum(np.cross(m[:, :3], m[:, 1:])))
+
+
+@usecase
+def construction_from_traced(x, m, a):
+    gx, gy = np.meshgrid(x, x[:3])
+    return (np.sum(gx * gy) + np.sum(np.full_like(m, a) * m)
+            + np.sum(x + np.empty_like(x).shape[0]) + np.sum(np.eye(4) @ x)
+            + np.sum(np.tri(3, 4) * m) + np.sum(np.linspace(0.0, 1.0, 4) * x))
