@@ -6,6 +6,7 @@ Python. Every op is stamped with the user's file:line (the innermost non-llgrad 
 from __future__ import annotations
 
 import inspect
+import weakref
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -33,11 +34,27 @@ class Trace:
     guards: list = field(default_factory=list)  # Note [Captured values are guarded]
 
 
+_SIGNATURES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _signature(fn: Callable) -> inspect.Signature:
+    """inspect.signature(fn), read once per function (it costs ~20 us a call)."""
+    try:
+        return _SIGNATURES[fn]
+    except (KeyError, TypeError):  # not seen yet, or not weakly referable/hashable
+        s = inspect.signature(fn)
+        try:
+            _SIGNATURES[fn] = s
+        except TypeError:
+            pass
+        return s
+
+
 def bind_arguments(fn: Callable, args: tuple, kwargs: dict) -> tuple[list[str], list]:
     """Parameter names and values of a call, in the function's parameter order. Keyword-only
     and **kwargs entries are named `*name` so `call_with` passes them by keyword."""
     try:
-        s = inspect.signature(fn)
+        s = _signature(fn)
         bound = s.bind(*args, **kwargs)
     except (TypeError, ValueError) as e:
         raise TypeError(f"{getattr(fn, '__name__', fn)}(): {e}") from None
