@@ -13,7 +13,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from llgrad.runtime.errors import DTypeError, LLGradError, SourceLoc, UnsupportedError
+from llgrad.runtime.errors import (ConcretizationError, DTypeError, LLGradError, SourceLoc,
+                                   UnsupportedError)
 from llgrad.tracer import signature as sig
 from llgrad.transform import ir
 from llgrad.tracer import captures
@@ -117,14 +118,23 @@ def trace(fn: Callable, args: tuple, kwargs: dict) -> Trace:
     from llgrad.tracer import staging
     converted = _convertible(fn)
     stager = staging.STAGER
-    saved = set(stager.unroll)
-    stager.unroll = set()
+    saved, promoted = set(stager.unroll), stager.promoted
+    stager.unroll, stager.promoted = set(), {}
     try:
         for _ in range(64):
             try:
                 return _trace_once(fn, args, kwargs, converted)
             except staging.Unroll as e:
                 _warn_unroll(e.loc, e.reason)
+            except ConcretizationError as e:
+                loc = stager.promoted_by(getattr(e, "value", None))
+                if loc is None:
+                    raise
+                # See Note [Values a static loop made traced]
+                reason = ("a value it changes (e.g. its counter) is used after it as a Python "
+                          "value (a shape, a list index)")
+                stager.unroll.add((loc, reason))
+                _warn_unroll(loc, reason)
             except ScopeError as e:
                 kind, loc = stager.region_locs.get(id(e.region), (None, None))
                 if kind != "loop":
@@ -139,6 +149,7 @@ def trace(fn: Callable, args: tuple, kwargs: dict) -> Trace:
     finally:
         stager.unroll = saved
         stager.region_locs.clear()
+        stager.promoted = promoted
 
 
 def _convertible(fn: Callable) -> Callable:
