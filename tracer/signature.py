@@ -8,6 +8,7 @@ part of the key, so a new value means a new trace (Note [Static arguments]).
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import types
 from dataclasses import dataclass
 from typing import Any
@@ -101,7 +102,6 @@ def static_key(v, _path: tuple = ()):
         return ("<cycle>", _path.index(id(v)))
     path = _path + (id(v),)
     if isinstance(v, np.ndarray):
-        import hashlib
         digest = hashlib.blake2b(np.ascontiguousarray(v).view(np.uint8), digest_size=16)
         return (t, v.shape, v.dtype.str, digest.digest())
     if isinstance(v, np.generic):

@@ -298,7 +298,7 @@ class IRStager:
     # Staging a loop with a static trip count (a `for` over a Python range, a Python-test
     # `while`) turns the Python scalars its body changes (a counter `i += 1`) into traced
     # loop results; Python would have them as plain numbers after the loop. When one is then
-    # concretised (`np.zeros(i)`, `lst[i]`), the trace restarts with that loop run as Python
+    # concretised (`np.ones((i,))`, `lst[i]`), the trace restarts with that loop run as Python
     # (Note [Unrolled loops]) instead of sending the whole signature to the dynamic path.
     def promoted_by(self, value):
         """The loc of the static loop that made `value` (or a value it is computed from)
