@@ -55,6 +55,10 @@ class Compiled:
     uses: int = 2
     modules: dict = field(default_factory=dict)  # entry -> codegen CompiledModule
 
+    @property
+    def guards(self) -> list:
+        return self.trace.guards  # Note [Captured values are guarded]
+
     def run(self, entry: str, leaves: list) -> list:
         if config.disable_jit() or self.uses < 2:
             return interp.run(self.forward if entry == "forward" else self.joint, *leaves)
@@ -71,6 +75,14 @@ class Compiled:
 
 
 _COMPILE_LOCK = threading.RLock()
+
+
+@dataclass
+class _DynamicSignature:
+    """A signature whose trace concretised: its calls take the dynamic path."""
+
+    reason: Exception
+    guards = ()  # retracing would concretise again: nothing to check
 
 
 def _native(c: Compiled, entry: str):
@@ -147,7 +159,6 @@ class Differentiable:
         self._fast: dict = {}  # See Note [Per-call fast path]
         self._graphs: dict = {}  # the dynamic path's compiled graphs, least recently used first
         self.max_dynamic_graphs = 32
-        self.dynamic_reason: Exception | None = None
         self._vjp: "Differentiable | None" = None
         self._lock = threading.Lock()
         self.trace_count = 0
@@ -205,33 +216,39 @@ class Differentiable:
     def _compiled(self, args, kwargs):
         names, values = bind_arguments(self.fn, args, kwargs)
         wrt_args, single = _resolve_wrt(self.wrt, names, self.fn)
-        leaves, struct = sig.flatten(tuple(values))
-        if self.dynamic_reason is None:
-            key = (struct, wrt_args)  # one trace serves native and LLGRAD_DISABLE_JIT runs
-            c = self._cache.get(key)
-            if c is not None and c.trace.guards and not hold(c.trace.guards):
-                with self._lock:  # a global it read changed: trace again (Note [Captured
-                    self._cache.pop(key, None)  # values are guarded])
-                    self._fast.clear()
-                c = None
-            if c is None:
-                with self._lock:
-                    c = self._cache.get(key)
-                    if c is None:
-                        try:
-                            c = self._build(trace(self.fn, args, kwargs), wrt_args)
-                        except ConcretizationError as e:
-                            self.dynamic_reason = e  # See tracer/dynamic.py
-                        else:
-                            self._cache[key] = c
-            if c is not None:
-                if not kwargs and len(names) == len(args) and _fast_key(args) is not None:
-                    self._fast[_fast_key(args)] = _FastCall(c, args, wrt_args, single)
-                return c, leaves, (wrt_args, single), None
-        c, values = self._dynamic(args, kwargs, struct, wrt_args)
-        return c, leaves, (wrt_args, single), values
+        leaves, struct = sig.flatten(tuple(values), names)
+        key = (struct, wrt_args)  # one trace serves native and LLGRAD_DISABLE_JIT runs
+        c = self._cache.get(key)
+        if c is not None and c.guards and not hold(c.guards):
+            with self._lock:  # a global it read changed: trace again (Note [Captured
+                self._cache.pop(key, None)  # values are guarded])
+                self._fast.clear()
+            c = None
+        if c is None:
+            with self._lock:
+                c = self._cache.get(key)
+                if c is None:
+                    try:
+                        c = self._cache[key] = self._build(trace(self.fn, args, kwargs),
+                                                           wrt_args)
+                    except ConcretizationError as e:
+                        c = _DynamicSignature(e)  # See Note [Dynamic signatures]
+        if isinstance(c, _DynamicSignature):
+            dc, values = self._dynamic(args, kwargs, struct, wrt_args, c.reason)
+            self._cache[key] = c  # recorded once a call succeeded: a failed call leaves nothing
+            return dc, leaves, (wrt_args, single), values
+        if not kwargs and len(names) == len(args) and _fast_key(args) is not None:
+            self._fast[_fast_key(args)] = _FastCall(c, args, wrt_args, single)
+        return c, leaves, (wrt_args, single), None
 
-    def _dynamic(self, args, kwargs, struct, wrt_args) -> tuple["Compiled", list]:
+    # Note [Dynamic signatures]
+    # A trace that concretises (tracer/dynamic.py) sends its signature to the dynamic path,
+    # and only that signature: the concretisation may depend on shapes or static values
+    # (`if x.shape[0] > 3: s = float(x[0])`), and other signatures keep their staged code.
+    # The signature is marked only once a dynamic call has succeeded, so a call that raises
+    # (a wrong argument) leaves no state behind: the next call starts afresh.
+
+    def _dynamic(self, args, kwargs, struct, wrt_args, reason) -> tuple["Compiled", list]:
         """The dynamic path: trace this call eagerly; reuse the compiled code of its graph."""
         tr, values = trace_dynamic(self.fn, args, kwargs)
         self.trace_count += 1
@@ -239,7 +256,7 @@ class Differentiable:
         with self._lock:
             c = self._graphs.pop(key, None)
             if c is None:
-                c = self._build(tr, wrt_args, staged=False)
+                c = self._build(tr, wrt_args, dynamic_reason=reason)
                 c.uses = 0
                 if len(self._graphs) >= self.max_dynamic_graphs:
                     self._graphs.pop(next(iter(self._graphs)))
@@ -254,8 +271,9 @@ class Differentiable:
     # is compiled to native code when it recurs; a loop over a fixed set of paths compiles
     # each path once, and a graph that never recurs never pays for LLVM.
 
-    def _build(self, tr, wrt_args, staged: bool = True) -> "Compiled":
+    def _build(self, tr, wrt_args, dynamic_reason=None) -> "Compiled":
         """Optimise and differentiate a trace (native code is compiled per entry on use)."""
+        staged = dynamic_reason is None
         if staged:
             self.trace_count += 1
         stats = Stats()
@@ -275,10 +293,10 @@ class Differentiable:
         t3 = time.perf_counter()
         c = Compiled(tr, forward, joint, wrt_leaves, stats=stats, graph_text=graph_text)
         c.not_differentiable = not_differentiable
-        c.dynamic_reason = None if staged else self.dynamic_reason
+        c.dynamic_reason = dynamic_reason
         c.disk_key = self._disk_key(tr, wrt_args) if staged else None
         stats.update({
-            "path": "staged" if staged else f"dynamic ({_reason(self.dynamic_reason)})",
+            "path": "staged" if staged else f"dynamic ({_reason(dynamic_reason)})",
             "signature": sig.describe(tr.in_struct),
             "ops (traced)": sum(1 for _ in tr.fn.walk()),
             "ops (forward)": sum(1 for _ in forward.walk()),

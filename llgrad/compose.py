@@ -26,23 +26,20 @@ from llgrad.transform.inline import inline
 from llgrad.transform.passes.pipeline import optimize
 
 
-def _leaves(args, kwargs):
-    return sig.flatten((args, kwargs))[0]
-
-
 def is_traced_call(args, kwargs) -> bool:
-    return any(isinstance(v, ir.Value) for v in _leaves(args, kwargs))
+    return bool(_tensors((args, kwargs), [], ir.Value))
 
 
-def _tensors(obj, out):
-    if isinstance(obj, Tensor):
+def _tensors(obj, out, cls=Tensor):
+    """The instances of `cls` in the argument pytree `obj`."""
+    if isinstance(obj, cls):
         out.append(obj)
     elif isinstance(obj, (tuple, list)):
         for e in obj:
-            _tensors(e, out)
+            _tensors(e, out, cls)
     elif isinstance(obj, dict):
         for e in obj.values():
-            _tensors(e, out)
+            _tensors(e, out, cls)
     return out
 
 

@@ -44,6 +44,10 @@ Rules for values in the state:
 - A Python loop whose break/return flag becomes traced runs its remaining iterations under
   ``stage_if`` (one per item); a Python ``while`` whose test becomes traced is staged from
   the current state on (earlier iterations stay unrolled).
+- Optional: ``stage_python_while(test_fn, body_fn, get_state, set_state, symbol_names, loc)
+  -> bool`` for a ``while`` whose test is a Python value (just found true) while its state
+  holds a traced value: True when it staged the rest of the loop, False to have it run as
+  Python (See Note [Python while loops over traced state]).
 """
 
 from __future__ import annotations
@@ -231,7 +235,7 @@ def for_stmt(iterable, extra_test, body_fn, get_state, set_state, symbol_names: 
 # index, rather than unrolled n times. The iterations already run stay unrolled, exactly
 # as Python ran them.
 def _static_range(rng, extra_test, body_fn, get_state, set_state, symbol_names, loc):
-    stager = next((s for s in map(stager_of, get_state()) if s is not None), None)
+    stager = _state_stager(get_state)
     if stager is not None and len(rng) > 1:
         stager.stage_for(rng, extra_test, body_fn, get_state, set_state, symbol_names, loc)
         return
@@ -246,7 +250,7 @@ def _static_range(rng, extra_test, body_fn, get_state, set_state, symbol_names, 
                 return
         body_fn(item)
         if k + 1 < len(rng):
-            stager = next((s for s in map(stager_of, get_state()) if s is not None), None)
+            stager = _state_stager(get_state)
             if stager is not None:
                 stager.stage_for(rng[k + 1:], extra_test, body_fn, get_state, set_state,
                                  symbol_names, loc)
@@ -264,6 +268,7 @@ def _guarded_rest(test, it, extra_test, body_fn, get_state, set_state, symbol_na
 
 def while_stmt(test_fn, body_fn, get_state, set_state, symbol_names: Sequence[str],
                loc: SourceLoc) -> None:
+    as_python = False  # the stager asked for Python iterations (Note [Unrolled loops])
     while True:
         test = test_fn()
         stager = stager_of(test)
@@ -272,7 +277,31 @@ def while_stmt(test_fn, body_fn, get_state, set_state, symbol_names: Sequence[st
             return
         if not test:
             return
+        if _STAGERS and not as_python:  # See Note [Python while loops over traced state]
+            stager = _state_stager(get_state)
+            stage = getattr(stager, "stage_python_while", None)
+            if stage is not None:
+                if stage(test_fn, body_fn, get_state, set_state, tuple(symbol_names), loc):
+                    return
+                as_python = True
         body_fn()
+
+
+# Note [Python while loops over traced state]
+# `while i < n:` with Python i and n runs as Python while its state is plain Python. Once the
+# state holds a traced value (`x = x * 0.999`), running on would add one copy of the body to
+# the trace per iteration (n = 1e5: minutes, gigabytes). As for a static `for` (Note [Static
+# loops over traced state]), the rest of the loop is staged as one while_loop op: the Python
+# scalars the body changes (the counter i) become carried values, so the test, traced over
+# them, decides each iteration at run time. When the test does not become traced (it reads
+# only Python objects changed in place, like a list's length), or the body cannot be one
+# loop op, the trace restarts with the loop run as Python, with a warning (Note [Unrolled
+# loops]). Optional for a stager: one without `stage_python_while` runs the loop as Python.
+
+
+def _state_stager(get_state) -> Stager | None:
+    """The stager of the first traced value in a statement's state, if any."""
+    return next((s for s in map(stager_of, get_state()) if s is not None), None)
 
 
 def _no_op() -> None:

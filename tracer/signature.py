@@ -1,18 +1,22 @@
 """Call signatures: flattening argument pytrees (tuples, lists, dicts of arrays and scalars)
 into leaves, and the cache key of a call (shapes, dtypes, scalar types, static values).
 
-Arrays and Python floats are traced; Python ints, bools and anything else are static: their
-value is part of the key, so a new value means a new trace (as JAX's static arguments).
+Arrays and Python floats are traced; Python ints, bools and anything else are static: the
+function receives them as they are, and their typed value (a mutable object's contents) is
+part of the key, so a new value means a new trace (Note [Static arguments]).
 """
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import types
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from llgrad.runtime.aval import aval_str
-from llgrad.runtime.errors import DTypeError
+from llgrad.runtime.errors import DTypeError, user_loc
 
 TRACED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64),
                  np.dtype(np.bool_))
@@ -30,29 +34,120 @@ class Leaf:
         return "float" if self.is_float_scalar else aval_str(self.shape, self.dtype)
 
 
-@dataclass(frozen=True)
 class Static:
-    value: Any
+    """A static argument: the object itself (what the function receives) and its cache key.
+
+    Two Statics are equal when their keys are: see Note [Static arguments].
+    """
+
+    __slots__ = ("value", "key")
+
+    def __init__(self, value):
+        self.value, self.key = value, static_key(value)
+
+    def __eq__(self, other) -> bool:
+        return type(other) is Static and self.key == other.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __repr__(self) -> str:
+        return f"Static({self.value!r})"
 
 
-def _static_key(v):
-    try:
-        hash(v)
-        return v
-    except TypeError:
-        return ("<unhashable>", id(v))
+# Note [Static arguments]
+# Arguments that are not arrays or floats (ints, bools, strings, None, config objects, ...)
+# are static: the function receives the object itself, the trace reads what it needs from it
+# as constants, and the cache key must say when Python would compute something else:
+# - the value with its type: `True == 1` with equal hashes, yet `True + True` is 2 and
+#   f"{True}" is "True"; np.int64(1) wraps where 1 does not (so keys are (type, value),
+#   recursively through containers);
+# - mutable objects (a dataclass config, SimpleNamespace, a set, an instance of a user class:
+#   Python hashes them by identity or not at all) by a snapshot of their contents taken at
+#   every call: mutating one between calls gives a new key, hence a new trace (or the
+#   earlier trace of those contents), and a new object with equal contents per call reuses
+#   the trace. (Guards, tracer/captures.py, would check one object's contents too, but a
+#   guard is tied to that object: a fresh config per call would trace at every call.)
+# - objects with a value-based __hash__ (frozen records, enums, Fractions) by (type, value),
+#   as JAX keys static arguments; functions, modules, classes and objects whose state
+#   llgrad cannot read (C types) by identity.
+# Arrays inside a static object are constants of the trace, keyed by a digest of their bytes.
+_ATOMS = frozenset({bool, int, str, bytes, type(None), type(...), complex, range, slice})
+_HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class defined in Python
 
 
-def flatten(tree) -> tuple[list, Any]:
-    """Leaves (arrays/floats) and a hashable structure with Static entries for the rest."""
+class _Identity:
+    """Keys an object by identity (and keeps it alive, so its id is not reused)."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj):
+        self.obj = obj
+
+    def __eq__(self, other) -> bool:
+        return type(other) is _Identity and other.obj is self.obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+
+def static_key(v, _path: tuple = ()):
+    """The cache key of a static value (See Note [Static arguments])."""
+    t = type(v)
+    if t in _ATOMS:
+        return (t, v)
+    if t is float:
+        return (t, v.hex())  # nan equals itself, 0.0 and -0.0 differ
+    if id(v) in _path:
+        return ("<cycle>", _path.index(id(v)))
+    path = _path + (id(v),)
+    if isinstance(v, np.ndarray):
+        digest = hashlib.blake2b(np.ascontiguousarray(v).view(np.uint8), digest_size=16)
+        return (t, v.shape, v.dtype.str, digest.digest())
+    if isinstance(v, np.generic):
+        return (t, v.tobytes())
+    if isinstance(v, (tuple, list)):
+        return (t, tuple(static_key(e, path) for e in v))
+    if isinstance(v, dict):
+        return (t, tuple((static_key(k, path), static_key(e, path)) for k, e in v.items()))
+    if isinstance(v, (set, frozenset)):
+        return (t, frozenset(static_key(e, path) for e in v))
+    data = getattr(v, "_data", None)
+    if isinstance(data, np.ndarray) and hasattr(t, "_lg_level"):  # an llgrad Tensor
+        return (t, static_key(data, path))
+    if not dataclasses.is_dataclass(v) and t.__hash__ not in (None, object.__hash__):
+        try:
+            hash(v)
+            return (t, v)
+        except TypeError:
+            pass
+    if t.__flags__ & _HEAPTYPE or t is types.SimpleNamespace:
+        return (t, tuple((name, static_key(e, path)) for name, e in _attributes(v)))
+    return _Identity(v)
+
+
+def _attributes(v) -> list:
+    """An object's attributes: its __dict__ and its __slots__, in a fixed order."""
+    out = sorted(getattr(v, "__dict__", {}).items())
+    for klass in type(v).__mro__:
+        for name in getattr(klass, "__slots__", ()):
+            if name not in ("__dict__", "__weakref__") and hasattr(v, name):
+                out.append((name, getattr(v, name)))
+    return out
+
+
+def flatten(tree, names=None) -> tuple[list, Any]:
+    """Leaves (arrays/floats) and a hashable structure with Static entries for the rest.
+
+    `names` (the parameter names of a tuple of arguments) name an argument in errors.
+    """
     leaves: list = []
 
-    def rec(x):
+    def rec(x, where):
         if isinstance(x, (tuple, list)):
-            return (type(x).__name__, tuple(rec(e) for e in x))
-        if isinstance(x, dict):
-            keys = sorted(x, key=repr)
-            return ("dict", tuple((k, rec(x[k])) for k in keys))
+            return (type(x).__name__, tuple(rec(e, f"{where}[{i}]") for i, e in enumerate(x)))
+        if isinstance(x, dict):  # keys typed (1 and True are one key), in insertion order
+            return ("dict", tuple((Static(k), rec(e, f"{where}[{k!r}]")) for k, e in x.items()))
         aval = getattr(x, "aval", None)
         if aval is not None and hasattr(type(x), "_lg_level"):  # an IR value (nested tracing)
             leaves.append(x)
@@ -60,19 +155,41 @@ def flatten(tree) -> tuple[list, Any]:
         if isinstance(x, np.ndarray) or (hasattr(x, "_data") and isinstance(x._data, np.ndarray)):
             arr = x if isinstance(x, np.ndarray) else x._data
             if arr.dtype not in TRACED_DTYPES:
-                if arr.dtype.kind == "i":
-                    arr = arr.astype(np.int64)
-                elif arr.dtype.kind == "f":
-                    raise DTypeError(f"unsupported dtype {arr.dtype} for an array argument",
-                                     fix="use float64 or float32 arrays")
+                if arr.dtype.kind != "i":
+                    raise _unsupported_dtype(arr, where)
+                arr = arr.astype(np.int64)
             leaves.append(arr)
             return Leaf(arr.shape, arr.dtype)
         if isinstance(x, (float, np.floating)) and not isinstance(x, bool):
             leaves.append(np.asarray(float(x), dtype=np.float64))
             return Leaf((), np.dtype(np.float64), True)
-        return Static(_static_key(x))
+        return Static(x)
 
-    return leaves, rec(tree)
+    if names is not None:
+        return leaves, ("tuple", tuple(rec(x, n.lstrip("*")) for n, x in zip(names, tree)))
+    return leaves, rec(tree, "the argument")
+
+
+_DTYPE_FIXES = {
+    "f": "pass float64 or float32 arrays (x.astype(np.float64))",
+    "u": "pass a signed integer array (x.astype(np.int64))",
+    "c": "complex numbers are not supported: pass the real and imaginary parts as two float "
+         "arrays (x.real, x.imag)",
+    "M": "convert the dates to numbers first, e.g. (t - t0) / np.timedelta64(1, 's')",
+    "m": "convert the durations to numbers first, e.g. d / np.timedelta64(1, 's')",
+    "U": "strings cannot be traced: pass a Python str (a static argument) or encode them as "
+         "numbers",
+    "O": "convert it to a numeric array (np.asarray(x, dtype=np.float64))",
+}
+_DTYPE_FIXES["S"] = _DTYPE_FIXES["U"]
+
+
+def _unsupported_dtype(arr: np.ndarray, where: str) -> DTypeError:
+    name = where if where.startswith("the ") else f"`{where}`"
+    return DTypeError(
+        f"argument {name} is an array of dtype {arr.dtype} (shape {list(arr.shape)}); compiled "
+        f"functions take arrays of float64, float32, int64 or bool", loc=user_loc(),
+        fix=_DTYPE_FIXES.get(arr.dtype.kind, "convert it to float64, int64 or bool"))
 
 
 def unflatten(struct, leaves) -> Any:
@@ -85,10 +202,14 @@ def unflatten(struct, leaves) -> Any:
             return s.value
         kind, items = s
         if kind == "dict":
-            return {k: rec(v) for k, v in items}
+            return {_key(k): rec(v) for k, v in items}
         seq = [rec(e) for e in items]
         return tuple(seq) if kind == "tuple" else seq
     return rec(struct)
+
+
+def _key(k):
+    return k.value if type(k) is Static else k  # input dict keys are Static (See flatten)
 
 
 def leaf_specs(struct) -> list[Leaf]:
@@ -114,7 +235,7 @@ def describe(struct) -> str:
             return f"static {s.value!r}"
         kind, items = s
         if kind == "dict":
-            return "{" + ", ".join(f"{k!r}: {rec(v)}" for k, v in items) + "}"
+            return "{" + ", ".join(f"{_key(k)!r}: {rec(v)}" for k, v in items) + "}"
         inner = ", ".join(rec(e) for e in items)
         return f"({inner})" if kind == "tuple" else f"[{inner}]"
     return rec(struct)

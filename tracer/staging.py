@@ -131,6 +131,7 @@ class IRStager:
     def __init__(self):
         self.unroll: set = set()  # (loc, reason) of loops run as Python (Note [Unrolled loops])
         self.region_locs: dict = {}  # id(region) -> ("loop" | "if", loc), for scope errors
+        self.promoted: dict = {}  # id(v) -> (v, loc): Python values a static loop made traced
 
     # -- the dynamic path ------------------------------------------------------------------
     # Under an eager builder (tracer/dynamic.py) values are concrete: control flow runs as
@@ -274,6 +275,47 @@ class IRStager:
         self._loop(current(), loc, names, get_state, set_state, False, kind="while",
                    body=lambda: body_fn(), test=test_fn, may_skip=True)
 
+    def stage_python_while(self, test_fn, body_fn, get_state, set_state, names, loc) -> bool:
+        """A `while` whose test is a Python value (found true) over traced state: staged as
+        one while_loop, or False to run it as Python (Note [Python while loops over traced
+        state] in operators.py)."""
+        if self.eager() or self._wants_unroll(loc):
+            return False
+        try:
+            self._loop(current(), loc, names, get_state, set_state, True, kind="while",
+                       body=lambda: body_fn(), test=test_fn, python_test=True)
+        except ConcretizationError as e:
+            # The body needs a carried value (the counter, now traced) as a Python value.
+            v = getattr(e, "value", None)
+            if v is None or v.aval.shape != ():
+                raise
+            reason = "its body uses a value the loop changes (e.g. its counter) as a Python value"
+            self.unroll.add((loc, reason))
+            raise Unroll(loc, reason) from None
+        return True
+
+    # Note [Values a static loop made traced]
+    # Staging a loop with a static trip count (a `for` over a Python range, a Python-test
+    # `while`) turns the Python scalars its body changes (a counter `i += 1`) into traced
+    # loop results; Python would have them as plain numbers after the loop. When one is then
+    # concretised (`np.ones((i,))`, `lst[i]`), the trace restarts with that loop run as Python
+    # (Note [Unrolled loops]) instead of sending the whole signature to the dynamic path.
+    def promoted_by(self, value):
+        """The loc of the static loop that made `value` (or a value it is computed from)
+        traced, or None."""
+        todo, seen = [value], set()
+        while todo and len(seen) < 10_000:
+            v = todo.pop()
+            if id(v) in seen or not _is_val(v):
+                continue
+            seen.add(id(v))
+            hit = self.promoted.get(id(v))
+            if hit is not None:
+                return hit[1]
+            if v.op is not None:
+                todo.extend(v.op.inputs)
+        return None
+
     def _wants_unroll(self, loc) -> bool:
         return any(_same_loc(loc, u) for u, _ in self.unroll)
 
@@ -287,7 +329,7 @@ class IRStager:
             body_fn(i if item is None else item[i])
 
     def _loop(self, b, loc, names, get_state, set_state, static, kind, body, test=None,
-              bounds=None, may_skip=False):
+              bounds=None, may_skip=False, python_test=False):
         s0 = list(get_state())
         carried = {k for k, v in enumerate(s0) if _is_val(v)}
         avals = {k: s0[k].aval for k in carried}
@@ -309,7 +351,14 @@ class IRStager:
                 avals[k] = aval
         else:  # pragma: no cover - the carried set only grows, so this terminates
             raise LLGradError("could not determine the loop-carried values", loc=loc)
-        region_ops["emit"]()
+        if python_test and not region_ops["test_traced"]:
+            reason = ("its condition does not depend on values the loop carries (it reads "
+                      "Python objects the body changes in place, or nothing the body changes)")
+            self.unroll.add((loc, reason))
+            raise Unroll(loc, reason)
+        outs = region_ops["emit"]()
+        if static:  # See Note [Values a static loop made traced]
+            self.promoted.update((id(v), (v, loc)) for k, v in outs.items() if not _is_val(s0[k]))
         # A variable first assigned in the body is unbound after a loop that ran zero times
         # (Python raises UnboundLocalError on its use); when the trip count is not known to be
         # positive, its use after the loop is an error rather than the placeholder's zeros.
@@ -333,7 +382,7 @@ class IRStager:
                 st[k] = p
             return st
 
-        regions = []
+        regions, test_traced = [], False
         i_param = b.new_value(((), I64), "i") if kind != "while" else None
         cparams = [b.new_value(avals[k], _hint(names[k])) for k in order]
         if kind in ("while", "while_for"):
@@ -341,7 +390,9 @@ class IRStager:
                 [b.new_value(avals[k], _hint(names[k])) for k in order]
             with b.open_region(cond_params) as rc:
                 set_state(state_from(cond_params[1:] if kind == "while_for" else cond_params))
-                ok = _pred(b, test(), loc)
+                ok = test()
+                test_traced = _is_val(ok)
+                ok = _pred(b, ok if test_traced else np.bool_(_truth(ok)), loc)
                 if kind == "while_for":
                     i = cond_params[0]
                     in_range = ops.lt(i, bounds[1]) if bounds[2] > 0 else ops.gt(i, bounds[1])
@@ -403,7 +454,8 @@ class IRStager:
                 v.name = _hint(names[k])
                 final[k] = v
             set_state(tuple(final))
-        return {"grow": {}, "changed": "", "emit": emit}
+            return dict(zip(order, outs))
+        return {"grow": {}, "changed": "", "emit": emit, "test_traced": test_traced}
 
 
 def _cannot_unroll(what, loc, reason) -> LLGradError:

@@ -6,13 +6,15 @@ Python. Every op is stamped with the user's file:line (the innermost non-llgrad 
 from __future__ import annotations
 
 import inspect
+import weakref
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from llgrad.runtime.errors import DTypeError, LLGradError, SourceLoc, UnsupportedError
+from llgrad.runtime.errors import (ConcretizationError, DTypeError, LLGradError, SourceLoc,
+                                   UnsupportedError)
 from llgrad.tracer import signature as sig
 from llgrad.transform import ir
 from llgrad.tracer import captures
@@ -33,11 +35,27 @@ class Trace:
     guards: list = field(default_factory=list)  # Note [Captured values are guarded]
 
 
+_SIGNATURES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _signature(fn: Callable) -> inspect.Signature:
+    """inspect.signature(fn), read once per function (it costs ~20 us a call)."""
+    try:
+        return _SIGNATURES[fn]
+    except (KeyError, TypeError):  # not seen yet, or not weakly referable/hashable
+        s = inspect.signature(fn)
+        try:
+            _SIGNATURES[fn] = s
+        except TypeError:
+            pass
+        return s
+
+
 def bind_arguments(fn: Callable, args: tuple, kwargs: dict) -> tuple[list[str], list]:
     """Parameter names and values of a call, in the function's parameter order. Keyword-only
     and **kwargs entries are named `*name` so `call_with` passes them by keyword."""
     try:
-        s = inspect.signature(fn)
+        s = _signature(fn)
         bound = s.bind(*args, **kwargs)
     except (TypeError, ValueError) as e:
         raise TypeError(f"{getattr(fn, '__name__', fn)}(): {e}") from None
@@ -100,14 +118,23 @@ def trace(fn: Callable, args: tuple, kwargs: dict) -> Trace:
     from llgrad.tracer import staging
     converted = _convertible(fn)
     stager = staging.STAGER
-    saved = set(stager.unroll)
-    stager.unroll = set()
+    saved, promoted = set(stager.unroll), stager.promoted
+    stager.unroll, stager.promoted = set(), {}
     try:
         for _ in range(64):
             try:
                 return _trace_once(fn, args, kwargs, converted)
             except staging.Unroll as e:
                 _warn_unroll(e.loc, e.reason)
+            except ConcretizationError as e:
+                loc = stager.promoted_by(getattr(e, "value", None))
+                if loc is None:
+                    raise
+                # See Note [Values a static loop made traced]
+                reason = ("a value it changes (e.g. its counter) is used after it as a Python "
+                          "value (a shape, a list index)")
+                stager.unroll.add((loc, reason))
+                _warn_unroll(loc, reason)
             except ScopeError as e:
                 kind, loc = stager.region_locs.get(id(e.region), (None, None))
                 if kind != "loop":
@@ -122,6 +149,7 @@ def trace(fn: Callable, args: tuple, kwargs: dict) -> Trace:
     finally:
         stager.unroll = saved
         stager.region_locs.clear()
+        stager.promoted = promoted
 
 
 def _convertible(fn: Callable) -> Callable:

@@ -16,7 +16,8 @@ import numpy as np
 from llgrad.runtime import ops
 from llgrad.runtime.arraylike import ArrayOperators, NumpyMethods
 from llgrad.runtime.aval import Aval
-from llgrad.runtime.errors import ConcretizationError, LLGradError, SourceLoc, user_loc
+from llgrad.runtime.errors import (ConcretizationError, LLGradError, SourceLoc, _compose,
+                                   user_loc)
 from llgrad.runtime.ops.control import constant_p
 from llgrad.runtime.ops.shape import broadcast_to_p
 from llgrad.runtime.prim import Primitive
@@ -201,7 +202,7 @@ class Builder:
         except LLGradError as e:
             if e.loc is None:
                 e.loc = self.loc() if self.loc else None
-                e.args = (str(e) + (f"\n  at {e.loc.describe()}" if e.loc else ""),)
+                e.args = (_compose(e.what, e.loc, e.fix),)  # where, then how to fix
             raise
         avals = list(out) if prim.multiple_results else [out]
         if prim.family == "elementwise":
