@@ -145,7 +145,7 @@ def _emit_for(ctx, u) -> None:
     ctx.store_scalar(i, body.params[0])
     _emit_block(ctx, body)
     _assign(ctx, list(zip(body.results, carried)), body.stage)
-    ctx.failures.poll(_work(body), op.loc)
+    ctx.failures.poll(op.loc)
     i.add_incoming(b.add(i, step, name="for.next"), b.block)
     b.branch(header)
     b.position_at_end(exit_)
@@ -168,16 +168,9 @@ def _emit_while(ctx, u) -> None:
     b.position_at_end(loop)
     _emit_block(ctx, body)
     _assign(ctx, list(zip(body.results, body.params)), body.stage)
-    ctx.failures.poll(_work(body), op.loc)
+    ctx.failures.poll(op.loc)
     b.branch(header)
     b.position_at_end(exit_)
-
-
-def _work(blk) -> int:
-    """A loop iteration's work for the interrupt polls (Note [Interrupting compiled loops]):
-    1 plus the elements its array ops write (inner loops poll for themselves)."""
-    return 1 + sum(int(np.prod(v.aval.shape)) for u in blk.units for v in u.writes
-                   if v.aval.shape and None not in v.aval.shape)
 
 
 # ---- tapes --------------------------------------------------------------------------------
