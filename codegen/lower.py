@@ -15,6 +15,7 @@ from .layout import Layout
 from .loops import I64
 from .native_errors import Failures, Site
 from .plan import ControlUnit, CopyUnit, FunctionPlan, GroupUnit, Unit, _dense, _size
+from .ranges import Ranges
 from .registry import LOWERINGS
 
 
@@ -31,6 +32,7 @@ class Ctx:
         self.slots: dict = {}   # slot number -> alloca (Note [Carried storage])
         self.tapes: dict = {}   # tape class -> (data, rows, capacity) allocas
         self.failures = failures
+        self.ranges = Ranges(plan.fn)  # what the IR proves about ints (index checks)
 
     def fail_if(self, cond: ir.Value, kind: str, op, info: tuple = (),
                 value: ir.Value | None = None) -> None:

@@ -13,13 +13,10 @@ import numpy as np
 from llvmlite import ir
 
 from llgrad.runtime.ops import index as X
-from llgrad.runtime.ops.control import constant_p, for_loop_p
-from llgrad.runtime.ops.elementwise import add_p, sub_p
 
 from .. import elementwise as ew
 from ..layout import Layout, contiguous_strides
 from ..loops import I64, for_range, loop_nest
-from ..plan import ControlUnit
 from ..registry import lowers, view
 from .shape import copy_layout
 
@@ -32,9 +29,9 @@ from .shape import copy_layout
 # is one unsigned compare (`i + n <u 2n`); a larger array is a branch-free OR over its
 # elements (vectorised by LLVM) and, only when that finds one, a second pass that stops at the
 # first bad element. A failed check leaves through `ctx.fail_if` (Note [Native errors]).
-# Checks that cannot fail are not emitted: `_known_range` follows constants, the counters of
-# for-loops with constant bounds, and constant offsets from them (`x[i + 1]` for i in
-# range(n - 1)); LLVM removes more (a counter compared with its own loop bound).
+# Checks that cannot fail are not emitted: codegen/ranges.py bounds int values from constants,
+# loop counters and their offsets (`x[i + 1]` for i in range(n - 1), and the reverse sweep's
+# `n - 1 - k`); LLVM removes more (a counter compared with its own loop bound).
 
 
 @view(X.getitem_p)
@@ -185,7 +182,7 @@ def _check_indices(ctx, op, v, axis: int, n: int) -> None:
     in -n..n-1."""
     if v.aval.dtype == np.bool_:
         return
-    known = _known_range(ctx, v)
+    known = ctx.ranges.known_range(v)
     if known is not None and (known[0] > known[1] or -n <= known[0] and known[1] < n):
         return
     b, dt, size = ctx.b, v.aval.dtype, int(np.prod(v.aval.shape))
@@ -213,35 +210,3 @@ def _check_indices(ctx, op, v, axis: int, n: int) -> None:
             ctx.fail_if(bad(i), "index", op, (axis, n), i)
 
 
-def _known_range(ctx, v, depth: int = 0):
-    """(lo, hi) bounding every element of int value `v`, when the IR shows it; else None."""
-    op = v.op
-    if op is not None and op.prim is constant_p:
-        value = np.asarray(op.params["value"])
-        return (int(value.min()), int(value.max())) if value.size else (0, -1)
-    if op is None:
-        return _counter_range(ctx, v)
-    if depth < 4 and op.prim in (add_p, sub_p) and v.aval.shape == ():
-        a, c = (_known_range(ctx, w, depth + 1) for w in op.inputs)
-        if a is None or c is None:
-            return None
-        if op.prim is add_p:
-            return a[0] + c[0], a[1] + c[1]
-        return a[0] - c[1], a[1] - c[0]
-    return None
-
-
-def _counter_range(ctx, v):
-    loops = getattr(ctx, "_counters", None)
-    if loops is None:
-        loops = ctx._counters = {u.blocks[0].params[0]: u.op for u in ctx.plan.all_units()
-                                 if isinstance(u, ControlUnit) and u.op.prim is for_loop_p}
-    op = loops.get(v)
-    if op is None:
-        return None
-    from .control import _const_int
-    start, stop, step = (_const_int(w) for w in op.inputs[:3])
-    if None in (start, stop, step):
-        return None
-    steps = range(start, stop, step)
-    return (min(steps[0], steps[-1]), max(steps[0], steps[-1])) if steps else (0, -1)
