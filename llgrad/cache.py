@@ -125,7 +125,9 @@ def clear() -> int:
 def _store_quietly(k: str, payload) -> None:
     try:
         store(k, payload)
-    except OSError as e:  # a read-only or full disk must not break the computation
+    except (OSError, pickle.PicklingError, AttributeError, TypeError) as e:
+        # a read-only or full disk, or an error site whose exception class does not pickle
+        # (a user `raise` of a local class), must not break the computation
         import warnings
         warnings.warn(f"llgrad: could not write the compile cache: {e}")
 

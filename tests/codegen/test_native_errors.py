@@ -69,6 +69,16 @@ def put(x, i):
     return setitem(x * 1.0, i, 7.0)
 
 
+def accumulate(g, i):
+    """ct += scatter_add(g[k], i[k]) in a loop: codegen's in-place `accumulate` op."""
+    def body(k, ct):
+        return ct + bind(scatter_add_p, g[k], i[k], key=(("a", 0),), shape=(5,))
+    return control.for_loop(0, 3, 1, body, np.zeros(5))[0]
+
+
+accumulate.reference = scatter  # np.add.at, element by element as the loop
+
+
 X5, X34 = np.arange(5.0) + 1.0, np.arange(12.0).reshape(3, 4)
 CASES = [  # (function, arguments) with valid and invalid indices
     (gather, X5, np.array([0, 4, -1, -5])),
@@ -86,6 +96,8 @@ CASES = [  # (function, arguments) with valid and invalid indices
     (gather_two, X34, np.array([0, 1]), np.array([2, -5])),
     (scatter, np.ones(3), np.array([4, -5, 4])),
     (scatter, np.ones(3), np.array([4, 5, 0])),
+    (accumulate, np.ones(3), np.array([4, -5, 4])),
+    (accumulate, np.ones(3), np.array([4, 0, -6])),
     (put, X5, np.array([-1, 0])),
     (put, X5, np.array([1, -6])),
 ]
@@ -97,7 +109,7 @@ def test_indices_are_checked_as_numpy_does(case):
     fn = build(f, *args)
     native, interpreted = both(fn, *args)
     try:
-        want = [np.asarray(f(*args))]
+        want = [np.asarray(getattr(f, "reference", f)(*args))]
     except IndexError as e:
         want = str(e)
     if isinstance(want, str):
