@@ -192,7 +192,7 @@ class Failures:
         self._ids: dict[Site, int] = {}
         self._exit: ir.Block | None = None
         self._status: ir.PhiInstr | None = None
-        self._start = None
+        self._start = self._countdown = None
 
     def fail_if(self, cond: ir.Value, site: Site, value: ir.Value | None = None) -> None:
         """Leave the kernel through `site` when the i1 `cond` holds; `value` (an i64) goes to
@@ -222,10 +222,24 @@ class Failures:
         """At kernel entry: read the interrupt counter the polls compare with."""
         self._start = self._interrupts()
 
-    def poll(self, loc: SourceLoc | None) -> None:
-        """In a loop body: leave through an "interrupt" site if SIGINT arrived since entry."""
-        now = self._interrupts()
-        self.fail_if(self.b.icmp_unsigned("!=", now, self._start), Site("interrupt", loc))
+    def poll(self, loc: SourceLoc | None, every: int = 1) -> None:
+        """In a loop body: leave through an "interrupt" site if SIGINT arrived since entry;
+        with `every` > 1, only each `every`-th time (a countdown in a register, shared by
+        the kernel's loops)."""
+        b = self.b
+        if every == 1:
+            now = self._interrupts()
+            self.fail_if(b.icmp_unsigned("!=", now, self._start), Site("interrupt", loc))
+            return
+        if self._countdown is None:
+            with b.goto_entry_block():
+                self._countdown = b.alloca(I64, name="poll.countdown")
+                b.store(ir.Constant(I64, every), self._countdown)
+        left = b.sub(b.load(self._countdown, typ=I64), ir.Constant(I64, 1))
+        b.store(left, self._countdown)
+        with b.if_then(b.icmp_signed("<=", left, ir.Constant(I64, 0)), likely=False):
+            b.store(ir.Constant(I64, every), self._countdown)
+            self.poll(loc)
 
     def _interrupts(self) -> ir.Value:
         b = self.b

@@ -2,7 +2,7 @@
 an int value, or says nothing (None). Used to leave out index checks that cannot fail
 (Note [Index checks] in lowerings/index.py).
 
-It follows constants, `add`/`sub`, `fusion` bodies, the counters of `for_loop`s, and the
+It follows constants, `add`/`sub`, `% n`, `fusion` bodies, the counters of `for_loop`s, and the
 counters a loop carries (`c = c + k` from a known start: the reverse sweep of a loop runs
 `range(0, n)` over the forward's iteration count n, and indexes with `n - 1 - k`), through
 at most a few ops. Invariant: a returned (lo, hi) holds for every run; lo > hi means the
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from llgrad.runtime.ops.control import constant_p, for_loop_p, fusion_p
-from llgrad.runtime.ops.elementwise import add_p, sub_p
+from llgrad.runtime.ops.elementwise import add_p, remainder_p, sub_p
 
 _DEPTH = 12
 
@@ -45,6 +45,9 @@ class Ranges:
             if a is None or b is None:
                 return None
             return (a[0] + b[0], a[1] + b[1]) if op.prim is add_p else (a[0] - b[1], a[1] - b[0])
+        if op.prim is remainder_p and v.aval.shape == ():  # Python's %: the divisor's sign
+            d = self.known_range(op.inputs[1], env, depth + 1)
+            return (0, d[1] - 1) if d is not None and d[0] > 0 else None
         if op.prim is fusion_p:
             body = op.regions[0]
             inner = dict(zip(body.params, [env.get(w, w) for w in op.inputs]))
@@ -52,6 +55,11 @@ class Ranges:
         if op.prim is for_loop_p:
             return self._carried_count(op, _position(op.outputs, v), depth)
         return None
+
+    def most_trips(self, loop) -> int | None:
+        """The most iterations for_loop `loop` can run, when the IR bounds it."""
+        bounds = self._bounds(loop, 0)
+        return None if bounds is None else self._trips(*bounds)[1]
 
     def _bounds(self, loop, depth):
         """Ranges of (start, stop) and the constant step of a for_loop, or None."""
@@ -79,12 +87,16 @@ class Ranges:
         bounds = self._bounds(loop, depth)
         if inc is None or init is None or bounds is None or inc[0] != inc[1] or inc[0] < 0:
             return None
-        (start_lo, start_hi), (stop_lo, stop_hi), step = bounds
-        if step > 0:
-            trips = (len(range(start_hi, stop_lo, step)), len(range(start_lo, stop_hi, step)))
-        else:
-            trips = (len(range(start_lo, stop_hi, step)), len(range(start_hi, stop_lo, step)))
+        trips = self._trips(*bounds)
         return init[0] + inc[0] * trips[0], init[1] + inc[0] * trips[1]
+
+    @staticmethod
+    def _trips(start, stop, step) -> tuple[int, int]:
+        """Fewest and most iterations of range(start, stop, step) over the bounds' ranges."""
+        (start_lo, start_hi), (stop_lo, stop_hi) = start, stop
+        if step > 0:
+            return len(range(start_hi, stop_lo, step)), len(range(start_lo, stop_hi, step))
+        return len(range(start_lo, stop_hi, step)), len(range(start_hi, stop_lo, step))
 
 
 def _position(values: list, v) -> int:

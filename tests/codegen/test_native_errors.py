@@ -191,6 +191,51 @@ def test_user_kind_raises_the_users_exception():
     assert "raised by compiled code at model.py:3" in e.value.__notes__[0]
 
 
+def _traced_range(x, start, stop, step):
+    """A light body over a range whose bounds are only known at run time: chunked polls."""
+    def body(i, s, t):
+        return s * 0.5 + i, t + x[i % 7]
+    return control.for_loop(start, stop, step, body, 0.0, 0.0)
+
+
+@pytest.mark.parametrize("start,stop,step", [
+    (0, 0, 1), (0, 1, 1), (0, 63, 1), (0, 64, 1), (0, 65, 1), (3, 200, 1), (5, 1000, 7),
+    (200, 3, -1), (999, -1, -3), (0, 10, -1), (-50, 70, 64), (7, 7, -2)])
+def test_loops_polled_in_chunks_run_every_iteration(start, stop, step):
+    """Note [Where loops poll]: the chunked loop runs exactly range(start, stop, step)."""
+    x = np.arange(7.0) + 1.0
+    args = (x, *(np.array(v) for v in (start, stop, step)))
+    fn = build(_traced_range, *args)
+    entry = compile_functions({"f": fn})["f"]
+    assert [s.kind for s in entry.sites] == ["interrupt"]  # it polls
+    want = interp.run(fn, *args)
+    s = t = 0.0
+    for i in range(start, stop, step):
+        s, t = s * 0.5 + i, t + x[i % 7]
+    np.testing.assert_allclose(want, [s, t])
+    np.testing.assert_allclose(entry(*args), want, rtol=1e-15)
+
+
+def _static_loop(n):
+    def f(x):
+        return control.for_loop(0, n, 1, lambda i, s: s * 0.5 + x[i % 3], 0.0)[0]
+    f.__name__ = f"static_loop_{n}"
+    return f
+
+
+@pytest.mark.parametrize("n,polls", [(1000, False), (3_000_000, True)])
+def test_short_loops_do_not_poll(n, polls):
+    """A loop the IR proves short (trips x work under a few ms) has no poll at all."""
+    x = np.arange(3.0)
+    fn = build(_static_loop(n), x)
+    entry = compile_functions({"f": fn})["f"]
+    assert any(s.kind == "interrupt" for s in entry.sites) == polls
+    want = 0.0
+    for i in range(max(0, n - 200), n):  # earlier terms fade below rounding (0.5 ** 200)
+        want = want * 0.5 + x[i % 3]
+    np.testing.assert_allclose(entry(x)[0], want, rtol=1e-14)
+
+
 def _run(tmp_path, script: str, timeout: float = 120) -> subprocess.CompletedProcess:
     path = tmp_path / "script.py"  # a file: llgrad compiles control flow from the source
     path.write_text(textwrap.dedent(script))
@@ -211,6 +256,22 @@ def f(x, n):
     return np.sum(s)
 
 f = llgrad.differentiate(f)
+
+
+@llgrad.differentiate
+def chunked(x, n):  # a for-loop of unknown length and a light body: a poll per chunk
+    s = x
+    for i in range(n):
+        s = s * s * 0.5 + 0.25
+    return s
+
+
+@llgrad.differentiate
+def heavy(x, n):  # array work in every iteration: a poll per iteration
+    s = x
+    for i in range(n):
+        s = np.sin(s) * 0.5 + 0.25
+    return np.sum(s)
 '''
 
 
@@ -253,7 +314,8 @@ print("same", np.array_equal(f.grad(x, np.array(10)), small))
 
 def test_ctrl_c_stops_a_compiled_loop(tmp_path):
     """SIGINT 1 s into a loop of 1e11 iterations: KeyboardInterrupt within a second (it ran
-    on for minutes); a handler that returns lets the call finish with the right value (it is
+    on for minutes), for a while-loop and for-loops polled per chunk and per iteration
+    (Note [Where loops poll]); a handler that returns lets the call finish with the right value (it is
     rerun); one installed after the first call is honoured too, and its exception
     propagates. Latencies are measured from the kill."""
     out = _run(tmp_path, LONG_LOOP + '''
@@ -265,13 +327,14 @@ def kick(delay):
     sent.append(time.perf_counter())
     os.kill(os.getpid(), signal.SIGINT)
 
-f(1.0, np.array(10))
-threading.Thread(target=kick, args=(1.0,)).start()
-try:
-    f(1.0, np.array(10 ** 11))
-    print("finished")
-except KeyboardInterrupt:
-    print("KeyboardInterrupt", time.perf_counter() - sent[-1])
+for g, x, delay in [(f, 1.0, 1.0), (chunked, 1.0, 0.3), (heavy, np.ones(1000), 0.3)]:
+    g(x, np.array(10))
+    threading.Thread(target=kick, args=(delay,)).start()
+    try:
+        g(x, np.array(10 ** 11))
+        print("finished")
+    except KeyboardInterrupt:
+        print("KeyboardInterrupt", time.perf_counter() - sent[-1])
 
 n = np.array(10 ** 7)
 want = f(1.0, n)
@@ -290,9 +353,11 @@ except RuntimeError as e:
     print(e, time.perf_counter() - sent[-1])
 ''', timeout=60)
     assert out.returncode == 0, out.stderr
-    first, rerun, custom = out.stdout.splitlines()
-    what, seconds = first.split()
-    assert what == "KeyboardInterrupt" and float(seconds) < 1.5, out.stdout
+    *firsts, rerun, custom = out.stdout.splitlines()
+    assert len(firsts) == 3, out.stdout
+    for first in firsts:
+        what, seconds = first.split()
+        assert what == "KeyboardInterrupt" and float(seconds) < 1.5, out.stdout
     assert rerun == "rerun True 1", out.stdout
     what, seconds = custom.split()
     assert what == "stop" and float(seconds) < 1.5, out.stdout
