@@ -2,10 +2,10 @@
 
 Every kernel is `i64 name(ptr %buffers)`: `buffers` points to an array of data pointers, one
 per argument, result and workspace, in the order the lowering chose (scalars travel as 0-d
-arrays); it returns 0, or the status of the failure that stopped it (Note [Native errors] in
-native_errors.py). One ctypes prototype therefore calls any signature. `define_kernel` builds that
-entry around an internal body whose parameters are `noalias` buffer pointers; `Kernel` calls
-a compiled entry on numpy arrays. See Note [Calling without ndarray.ctypes].
+arrays); it returns 0, or the status of the failure that stopped it (Note [Native errors]
+in native_errors.py). One ctypes prototype therefore calls any signature. `define_kernel`
+builds that entry around an internal body whose parameters are `noalias` buffer pointers;
+`Kernel` calls a compiled entry on numpy arrays. See Note [Calling without ndarray.ctypes].
 """
 from __future__ import annotations
 
@@ -103,13 +103,14 @@ def pointer_array(arrays: Sequence[np.ndarray]) -> ctypes.Array:
 # tuple of arrays as a PyObject*, reads its length and items at the offsets of CPython's
 # PyTupleObject, reads each PyArrayObject's `data` field (the first field after the object
 # header, stable since numpy 1.7 and in numpy 2), fills an alloca'd pointer array and calls
-# `fn`, returning its status. The offsets come from `object.__basicsize__`/`tuple.__basicsize__` and are checked
-# against ctypes once; if the check fails (an unusual interpreter build) we fall back to
-# `pointer_array`. The tuple keeps the arrays alive during the call; ctypes releases the GIL.
-# Every element must be an `np.ndarray` (or subclass): `Kernel.__call__` checks, `call_unchecked`
-# does not. Compiling the trampoline costs ~15-20 ms of LLVM per process; with the disk cache
-# on, its object code is cached like a kernel's (keyed by its IR, which holds the offsets).
-# The same support module holds the SIGINT hook (Note [Interrupting compiled loops]).
+# `fn`, returning its status. The offsets come from `object.__basicsize__` and
+# `tuple.__basicsize__` and are checked against ctypes once; if the check fails (an unusual
+# interpreter build) we fall back to `pointer_array`. The tuple keeps the arrays alive during
+# the call; ctypes releases the GIL. Every element must be an `np.ndarray` (or subclass):
+# `Kernel.__call__` checks, `call_unchecked` does not. Compiling the trampoline costs ~15-20 ms
+# of LLVM per process; with the disk cache on, its object code is cached like a kernel's
+# (keyed by its IR, which holds the offsets). The same support module holds the SIGINT hook
+# (Note [Interrupting compiled loops]).
 
 _setup_lock = threading.Lock()
 _trampoline: ctypes._CFuncPtr | None = None

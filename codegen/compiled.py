@@ -76,8 +76,10 @@ class Entry:
 # A call checks each argument's class, dtype (identity: numpy's builtin dtypes are singletons),
 # shape and contiguity (~0.5 us), allocates the results with np.empty and hands one tuple to the
 # native trampoline (abi.py, Note [Calling without ndarray.ctypes]), which reads the data
-# pointers itself; the kernel's status is one int test (Note [Native errors]). Anything unusual (lists, other dtypes, strided arrays) takes the slow path,
-# np.ascontiguousarray. The workspace is per thread (threading.local), so no lock is taken.
+# pointers itself; the kernel's status is one int test (Note [Native errors]; ~25 ns with the
+# ctypes conversion, ~30 ns more for an entry that polls for Ctrl-C). Anything unusual (lists,
+# other dtypes, strided arrays) takes the slow path, np.ascontiguousarray. The workspace is
+# per thread (threading.local), so no lock is taken.
 
 
 class CompiledModule:

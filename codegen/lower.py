@@ -6,9 +6,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from llgrad.runtime.errors import UnsupportedError
-from llgrad.runtime.ops.control import constant_p
-
-from llgrad.runtime.ops.control import cond_p
+from llgrad.runtime.ops.control import cond_p, constant_p
 
 from . import elementwise as ew
 from .layout import Layout

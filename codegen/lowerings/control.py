@@ -323,7 +323,7 @@ def _lower_tape_new(ctx, op) -> None:
 def _lower_tape_push(ctx, op) -> None:
     b = ctx.b
     t, x = op.inputs
-    data, n_ptr, cap = ctx.tape(t)
+    data, n_ptr, _ = ctx.tape(t)
     shape, dtype, elems, _ = _row(ctx, t)
     n = b.load(n_ptr, typ=I64)
 

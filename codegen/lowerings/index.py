@@ -208,5 +208,3 @@ def _check_indices(ctx, op, v, axis: int, n: int) -> None:
         with for_range(b, 0, size, name="chk.first") as j:
             i = element(j)
             ctx.fail_if(bad(i), "index", op, (axis, n), i)
-
-

@@ -315,9 +315,9 @@ print("same", np.array_equal(f.grad(x, np.array(10)), small))
 def test_ctrl_c_stops_a_compiled_loop(tmp_path):
     """SIGINT 1 s into a loop of 1e11 iterations: KeyboardInterrupt within a second (it ran
     on for minutes), for a while-loop and for-loops polled per chunk and per iteration
-    (Note [Where loops poll]); a handler that returns lets the call finish with the right value (it is
-    rerun); one installed after the first call is honoured too, and its exception
-    propagates. Latencies are measured from the kill."""
+    (Note [Where loops poll]); a handler that returns lets the call finish with the right
+    value (it is rerun); one installed after the first call is honoured too, and its
+    exception propagates. Latencies are measured from the kill."""
     out = _run(tmp_path, LONG_LOOP + '''
 import os, signal, threading, time
 sent = []
