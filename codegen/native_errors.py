@@ -198,9 +198,11 @@ class Failures:
         """Leave the kernel through `site` when the i1 `cond` holds; `value` (an i64) goes to
         the error record. The builder continues on the path where `cond` is false."""
         b = self.b
-        k = self._ids.get(site)
-        if k is None:
-            k = self._ids[site] = len(self.sites)
+        try:
+            k = self._ids.setdefault(site, len(self.sites))
+        except TypeError:  # unhashable info (a user's exception arguments): not shared
+            k = len(self.sites)
+        if k == len(self.sites):
             self.sites.append(site)
         fn = b.function
         bad, ok = fn.append_basic_block(f"fail.{site.kind}"), fn.append_basic_block("ok")

@@ -175,17 +175,23 @@ def test_a_failing_site_names_its_line():
 def test_user_kind_raises_the_users_exception():
     """The kind a lowered `raise` uses: info = (class, args); the note names the line."""
     module = ir.Module("user_kind")
+    site = native_errors.Site("user", SourceLoc("model.py", 3), (ValueError, ("x < 0",)))
+    big = native_errors.Site("user", SourceLoc("model.py", 5), (KeyError, (["unhashable"],)))
     with define_kernel(module, "k", 2) as (b, (x, ws)):
         failures = native_errors.Failures(b, ws, 0)
-        site = native_errors.Site("user", SourceLoc("model.py", 3), (ValueError, ("x < 0",)))
-        failures.fail_if(b.fcmp_ordered("<", load(b, x, 0, ir.DoubleType()),
-                                        ir.Constant(ir.DoubleType(), 0.0)), site)
+        value = load(b, x, 0, ir.DoubleType())
+        for s, test in [(site, "<"), (site, "!="), (big, ">")]:  # a site used twice is one
+            limit = 0.0 if test == "<" else 1e9 if test == ">" else float("nan")
+            failures.fail_if(b.fcmp_ordered(test, value, ir.Constant(ir.DoubleType(), limit)),
+                             s)
         failures.finish(lambda b: None)
     kernel = Kernel(compile_module(str(module), ["k"])["k"], 2)
     ws = np.zeros(8, np.uint8)
     assert kernel(np.array(1.0), ws) == 0
+    assert failures.sites == [site, big]
+    assert kernel(np.array(2e9), ws) == 2
     status = kernel(np.array(-1.0), ws)
-    assert status == 1 and failures.sites == [site]
+    assert status == 1
     with pytest.raises(ValueError, match="x < 0") as e:
         native_errors.raise_for(failures.sites[status - 1], 0)
     assert "raised by compiled code at model.py:3" in e.value.__notes__[0]
