@@ -323,7 +323,8 @@ def test_ctrl_c_stops_a_compiled_loop(tmp_path):
     on for minutes), for a while-loop and for-loops polled per chunk and per iteration
     (Note [Where loops poll]); a handler that returns lets the call finish with the right
     value (it is rerun); one installed after the first call is honoured too, and its
-    exception propagates. Latencies are measured from the kill."""
+    exception propagates, the tape the call grew freed. Latencies are measured from the
+    kill."""
     out = _run(tmp_path, LONG_LOOP + '''
 import os, signal, threading, time
 sent = []
@@ -351,12 +352,18 @@ print("rerun", f(1.0, n) == want, len(hits))
 
 def stop(*a):
     raise RuntimeError("stop")
+
+def rss_mb():
+    with open("/proc/self/statm") as s:
+        return int(s.read().split()[1]) * 4096 >> 20
+
 signal.signal(signal.SIGINT, stop)
-threading.Thread(target=kick, args=(0.5,)).start()
+threading.Thread(target=kick, args=(0.2,)).start()
+before = rss_mb()
 try:
-    f.grad(1.0, np.array(10 ** 11))
+    f.grad(1.0, np.array(10 ** 11))  # its tape grows by ~1 GB/s until the signal
 except RuntimeError as e:
-    print(e, time.perf_counter() - sent[-1])
+    print(e, time.perf_counter() - sent[-1], rss_mb() - before)
 ''', timeout=60)
     assert out.returncode == 0, out.stderr
     *firsts, rerun, custom = out.stdout.splitlines()
@@ -365,5 +372,6 @@ except RuntimeError as e:
         what, seconds = first.split()
         assert what == "KeyboardInterrupt" and float(seconds) < 1.5, out.stdout
     assert rerun == "rerun True 1", out.stdout
-    what, seconds = custom.split()
+    what, seconds, grew = custom.split()
     assert what == "stop" and float(seconds) < 1.5, out.stdout
+    assert int(grew) < 50, out.stdout  # the tape was freed on the way out
