@@ -31,6 +31,7 @@ class Ctx:
         self.tapes: dict = {}   # tape class -> (data, rows, capacity) allocas
         self.failures = failures
         self.ranges = Ranges(plan.fn)  # what the IR proves about ints (index checks)
+        self.checked: set = set()      # (id of index array, axis size) checked in scope
 
     def fail_if(self, cond: ir.Value, kind: str, op, info: tuple = (),
                 value: ir.Value | None = None) -> None:

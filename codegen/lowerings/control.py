@@ -55,9 +55,12 @@ def emit_control(ctx, u: ControlUnit) -> None:
 
 
 def _emit_block(ctx, blk) -> None:
+    """Emit a region; index checks made in it do not hold after it (Note [Index checks])."""
     from ..lower import _emit_unit
+    outer = set(ctx.checked)
     for u in blk.units:
         _emit_unit(ctx, u)
+    ctx.checked = outer
 
 
 def _same_storage(ctx, a, b) -> bool:
