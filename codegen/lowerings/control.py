@@ -394,11 +394,12 @@ def _lower_accumulate(ctx, op) -> None:
             ew.emit_loops(b, target.shape, [view, ctx.operand(g)],
                           [(base, dt, target.strides)], lambda em, v: [em.add(v[0], v[1])])
             continue
-        oshape, offset = _index_map(ctx, at_op, dense, key, idx)
+        oshape, offset, done = _index_map(ctx, at_op, dense, key, idx)
         em = ew.Emitter(b, 1)
         if g.aval.shape == ():
             at = offset(b, ())
             ew._store(b, em.add(ew._load(b, dst, at, dt, 1), ctx.load_scalar(g)), dst, at, dt)
+            done()
             continue
         gp = ctx.ptr(g)
         from ..loops import loop_nest
@@ -406,3 +407,4 @@ def _lower_accumulate(ctx, op) -> None:
             at = offset(b, oi)
             v = ew._load(b, gp, _flat(b, oi, oshape), dt, 1)
             ew._store(b, em.add(ew._load(b, dst, at, dt, 1), v), dst, at, dt)
+        done()

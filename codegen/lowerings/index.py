@@ -53,15 +53,13 @@ def _expand(key, ndim):
 
 
 def _index_map(ctx, op, x_lay: Layout, key, idx_values):
-    """(out_shape, f) where f(builder, out_indices) is x's element offset (root-relative).
-    Emits the bounds checks of the index arrays first (Note [Index checks]; `op` names the
-    line an error reports)."""
+    """(out_shape, f, done): f(builder, out_indices) is x's element offset (root-relative);
+    call done() after the loops that call f: it stops the kernel if an index was out of
+    bounds (Note [Index checks]; `op` names the line the error reports)."""
     entries = _expand(key, len(x_lay.shape))
-    ax = 0
-    for e in entries:
-        if e[0] == "a":
-            _check_indices(ctx, op, idx_values[e[1]], ax, x_lay.shape[ax])
-        ax += e[0] != "n"
+    real = [k for k, e in enumerate(entries) if e[0] != "n"]  # entry -> x axis
+    checks = _Checks(ctx, op, [(k, idx_values[e[1]], real.index(k), x_lay.shape[real.index(k)])
+                               for k, e in enumerate(entries) if e[0] == "a"])
     bshape = tuple(np.broadcast_shapes(*(v.aval.shape for v in idx_values))) \
         if idx_values else ()
     adv_pos = [k for k, e in enumerate(entries) if e[0] in "ia"]
@@ -92,7 +90,7 @@ def _index_map(ctx, op, x_lay: Layout, key, idx_values):
                 pos = b.add(ir.Constant(I64, d[2]), b.mul(i, ir.Constant(I64, d[3])))
                 total = b.add(total, b.mul(pos, ir.Constant(I64, x_lay.strides[d[1]])))
         ax = 0
-        for e in entries:
+        for k, e in enumerate(entries):
             if e[0] == "n":
                 continue
             dim, stride = x_lay.shape[ax], x_lay.strides[ax]
@@ -108,14 +106,12 @@ def _index_map(ctx, op, x_lay: Layout, key, idx_values):
                         flat = b.add(flat, b.mul(bpos[lead + j],
                                                  ir.Constant(I64, s)))
                 iv = ew._load(b, ptrs[e[1]], flat, v.aval.dtype, 1)
-                iv = ew.Emitter(b, 1).cast(iv, np.int64)
-                neg = b.icmp_signed("<", iv, ir.Constant(I64, 0))
-                iv = b.select(neg, b.add(iv, ir.Constant(I64, dim)), iv)
+                iv = checks.index(k, ew.Emitter(b, 1).cast(iv, np.int64), dim)
                 total = b.add(total, b.mul(iv, ir.Constant(I64, stride)))
             ax += 1
         return total
 
-    return out_shape, offset
+    return out_shape, offset, checks.finish
 
 
 def _accepts_x(op, i, layout) -> bool:
@@ -126,12 +122,13 @@ def _accepts_x(op, i, layout) -> bool:
 def _lower_getitem(ctx, op) -> None:
     x, out = op.inputs[0], op.outputs[0]
     lay = ctx.layout(x)
-    shape, offset = _index_map(ctx, op, lay, op.params["key"], op.inputs[1:])
+    shape, offset, done = _index_map(ctx, op, lay, op.params["key"], op.inputs[1:])
     b, dt = ctx.b, out.aval.dtype
     src, dst = ctx.offset_ptr(Layout(lay.root, lay.shape, lay.strides, 0)), ctx.out(out)
     with loop_nest(b, shape, name="g") as idx:
         flat = _flat(b, idx, shape)
         ew._store(b, ew._load(b, src, offset(b, idx), dt, 1), dst, flat, dt)
+    done()
 
 
 def _flat(b, idx, shape):
@@ -155,7 +152,7 @@ def _put(ctx, op, dst_value, dst_shape, src, key, idx, accumulate: bool) -> None
                      source_etype=ew.memtype(dt))
         copy_layout(ctx, ctx.layout(src), base, dt, target.strides)
         return
-    shape, offset = _index_map(ctx, op, dense, key, idx)
+    shape, offset, done = _index_map(ctx, op, dense, key, idx)
     sp = ctx.ptr(src)
     em = ew.Emitter(b, 1)
     with loop_nest(b, shape, name="s") as oi:
@@ -164,6 +161,7 @@ def _put(ctx, op, dst_value, dst_shape, src, key, idx, accumulate: bool) -> None
         if accumulate:
             v = em.add(ew._load(b, dst, at, dt, 1), v)
         ew._store(b, v, dst, at, dt)
+    done()
 
 
 @lowers(X.scatter_add_p)
@@ -181,35 +179,56 @@ def _lower_index_put(ctx, op) -> None:
 
 
 # ---- bounds checks (Note [Index checks]) ---------------------------------------------------
-def _check_indices(ctx, op, v, axis: int, n: int) -> None:
-    """Stop the kernel with numpy's IndexError unless every element of index array `v` lies
-    in -n..n-1."""
-    if v.aval.dtype == np.bool_ or (id(v), n) in ctx.checked:
-        return
-    ctx.checked.add((id(v), n))
-    known = ctx.ranges.known_range(v)
-    if known is not None and (known[0] > known[1] or -n <= known[0] and known[1] < n):
-        return
-    b, dt, size = ctx.b, v.aval.dtype, int(np.prod(v.aval.shape))
-    ptr, em = ctx.ptr(v), ew.Emitter(ctx.b, 1)
+class _Checks:
+    """The bounds checks of one indexing op: `arrays` lists (entry, index array, x axis, axis
+    size) in numpy's order. Arrays that need a check get a flag, set while the op's loops
+    read them (`index`); `finish` then names the first bad index of the first flagged array."""
 
-    def element(j):
-        return em.cast(ew._load(b, ptr, j, dt, 1), np.int64)
+    def __init__(self, ctx, op, arrays):
+        self.ctx, self.op, self.flags = ctx, op, {}
+        b, i1 = ctx.b, ir.IntType(1)
+        self.todo = []
+        for k, v, axis, n in arrays:
+            known = ctx.ranges.known_range(v)
+            if v.aval.dtype == np.bool_ or (id(v), n) in ctx.checked or known is not None \
+                    and (known[0] > known[1] or -n <= known[0] and known[1] < n):
+                continue
+            ctx.checked.add((id(v), n))
+            if n == 0:  # no index is valid, not even the stand-in 0: fail before the loops
+                self._first_bad(v, axis, n)
+                continue
+            with b.goto_entry_block():
+                flag = self.flags[k] = b.alloca(i1, name="index.bad")
+            b.store(ir.Constant(i1, 0), flag)
+            self.todo.append((flag, v, axis, n))
 
-    def bad(i):
-        return b.icmp_unsigned(">=", b.add(i, ir.Constant(I64, n)), ir.Constant(I64, 2 * n))
+    def index(self, k: int, i: ir.Value, n: int) -> ir.Value:
+        """Index `i` of entry `k` (an axis of size n) made non-negative; a bad one is flagged
+        and replaced by 0, so the access stays inside the array."""
+        b = self.ctx.b
+        wrapped = b.select(b.icmp_signed("<", i, ir.Constant(I64, 0)),
+                           b.add(i, ir.Constant(I64, n)), i)
+        flag = self.flags.get(k)
+        if flag is None:
+            return wrapped
+        bad = _bad(b, i, n)
+        b.store(b.or_(b.load(flag, typ=ir.IntType(1)), bad), flag)
+        return b.select(bad, ir.Constant(I64, 0), wrapped)
 
-    if size == 1:
-        i = element(ir.Constant(I64, 0))
-        ctx.fail_if(bad(i), "index", op, (axis, n), i)
-        return
-    i1 = ir.IntType(1)
-    with b.goto_entry_block():
-        found = b.alloca(i1, name="index.bad")
-    b.store(ir.Constant(i1, 0), found)
-    with for_range(b, 0, size, name="chk") as j:
-        b.store(b.or_(b.load(found, typ=i1), bad(element(j))), found)
-    with b.if_then(b.load(found, typ=i1), likely=False):
-        with for_range(b, 0, size, name="chk.first") as j:
-            i = element(j)
-            ctx.fail_if(bad(i), "index", op, (axis, n), i)
+    def finish(self) -> None:
+        b = self.ctx.b
+        for flag, v, axis, n in self.todo:
+            with b.if_then(b.load(flag, typ=ir.IntType(1)), likely=False):
+                self._first_bad(v, axis, n)
+
+    def _first_bad(self, v, axis: int, n: int) -> None:
+        """Stop at the first element of `v` outside -n..n-1, with numpy's IndexError."""
+        b, ptr, em = self.ctx.b, self.ctx.ptr(v), ew.Emitter(self.ctx.b, 1)
+        with for_range(b, 0, int(np.prod(v.aval.shape)), name="index.first") as j:
+            i = em.cast(ew._load(b, ptr, j, v.aval.dtype, 1), np.int64)
+            self.ctx.fail_if(_bad(b, i, n), "index", self.op, (axis, n), i)
+
+
+def _bad(b, i: ir.Value, n: int) -> ir.Value:
+    """i outside -n..n-1: one unsigned compare."""
+    return b.icmp_unsigned(">=", b.add(i, ir.Constant(I64, n)), ir.Constant(I64, 2 * n))
