@@ -181,8 +181,9 @@ def _lower_index_put(ctx, op) -> None:
 # ---- bounds checks (Note [Index checks]) ---------------------------------------------------
 class _Checks:
     """The bounds checks of one indexing op: `arrays` lists (entry, index array, x axis, axis
-    size) in numpy's order. Arrays that need a check get a flag, set while the op's loops
-    read them (`index`); `finish` then names the first bad index of the first flagged array."""
+    size) in numpy's order. A single index is checked before the op's loops; a larger array
+    gets a flag, set while the loops read it (`index`), and `finish` then names the first bad
+    index of the first flagged array."""
 
     def __init__(self, ctx, op, arrays):
         self.ctx, self.op, self.flags = ctx, op, {}
@@ -194,8 +195,8 @@ class _Checks:
                     and (known[0] > known[1] or -n <= known[0] and known[1] < n):
                 continue
             ctx.checked.add((id(v), n))
-            if n == 0:  # no index is valid, not even the stand-in 0: fail before the loops
-                self._first_bad(v, axis, n)
+            if n == 0 or np.prod(v.aval.shape) == 1:  # one compare up front (or: an empty axis,
+                self._first_bad(v, axis, n)  # where not even the stand-in 0 is valid)
                 continue
             with b.goto_entry_block():
                 flag = self.flags[k] = b.alloca(i1, name="index.bad")
