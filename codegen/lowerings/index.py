@@ -22,20 +22,22 @@ from .shape import copy_layout
 
 # Note [Index checks]
 # numpy raises IndexError for an index outside -n..n-1 of its axis; compiled code must too,
-# never read or write outside the array (issue 10). `_index_map`, which every indexing
-# lowering (getitem, scatter_add, index_put, and codegen's accumulate) goes through, checks
-# each index-array operand once, before the loops that use it, in numpy's order (array by
-# array, elements in order, so the first offending index is the one numpy names): a 0-d index
-# is one unsigned compare (`i + n <u 2n`); a larger array is a branch-free OR over its
-# elements (vectorised by LLVM) and, only when that finds one, a second pass that stops at the
-# first bad element. A failed check leaves through `ctx.fail_if` (Note [Native errors]).
+# and never read or write outside an array (issue 10). Every indexing lowering (getitem,
+# scatter_add, index_put, and codegen's accumulate) goes through `_index_map`, whose `_Checks`
+# test each index-array operand. A 0-d index (the loop case, `x[i + 1]`) is one unsigned
+# compare (`i + n <u 2n`) before the access. A larger array is tested inside the op's own
+# loop, as it is read: a flag collects the result (an OR, vectorised with the loop; LLVM keeps
+# its masked gathers) and a bad index is replaced by 0 so the access stays inside the array;
+# after the loop, a set flag sends the kernel down a cold pass that finds the first bad
+# element and fails there (`ctx.fail_if`, Note [Native errors]). Arrays are examined in key
+# order, elements in order, so the index reported is the one numpy names. A separate pass
+# before the loop, the other way, cost a read of the whole index array (+24% on a 1e6-element
+# gather from a small table; the fused test costs ~9%).
 # Checks that cannot fail are not emitted: codegen/ranges.py bounds int values from constants,
 # loop counters and their offsets (`x[i + 1]` for i in range(n - 1), and the reverse sweep's
 # `n - 1 - k`); LLVM removes more (a counter compared with its own loop bound). Nor is a check
 # already made in the same or an enclosing region (`ctx.checked`, scoped by _emit_block): the
-# backward's scatter at the forward gather's indices. The separate pass keeps the gather
-# itself vectorisable (masked gathers); it costs one more read of the index array (~20% of
-# a 1e6-element gather from a small table).
+# backward's scatter at the forward gather's indices.
 
 
 @view(X.getitem_p)
@@ -57,9 +59,6 @@ def _index_map(ctx, op, x_lay: Layout, key, idx_values):
     call done() after the loops that call f: it stops the kernel if an index was out of
     bounds (Note [Index checks]; `op` names the line the error reports)."""
     entries = _expand(key, len(x_lay.shape))
-    real = [k for k, e in enumerate(entries) if e[0] != "n"]  # entry -> x axis
-    checks = _Checks(ctx, op, [(k, idx_values[e[1]], real.index(k), x_lay.shape[real.index(k)])
-                               for k, e in enumerate(entries) if e[0] == "a"])
     bshape = tuple(np.broadcast_shapes(*(v.aval.shape for v in idx_values))) \
         if idx_values else ()
     adv_pos = [k for k, e in enumerate(entries) if e[0] in "ia"]
@@ -80,6 +79,10 @@ def _index_map(ctx, op, x_lay: Layout, key, idx_values):
         axis += 1
     out_shape = tuple(d[4] if d[0] == "s" else 1 if d[0] == "n" else bshape[d[1]]
                       for d in dims)
+    real = [k for k, e in enumerate(entries) if e[0] != "n"]  # entry -> x axis
+    checks = _Checks(ctx, op, [(k, idx_values[e[1]], real.index(k), x_lay.shape[real.index(k)])
+                               for k, e in enumerate(entries) if e[0] == "a"],
+                     np.prod(bshape) > 0, np.prod(out_shape) > 0)
     ptrs = [ctx.ptr(v) for v in idx_values]
 
     def offset(b, oidx):
@@ -181,11 +184,14 @@ def _lower_index_put(ctx, op) -> None:
 # ---- bounds checks (Note [Index checks]) ---------------------------------------------------
 class _Checks:
     """The bounds checks of one indexing op: `arrays` lists (entry, index array, x axis, axis
-    size) in numpy's order. A single index is checked before the op's loops; a larger array
-    gets a flag, set while the loops read it (`index`), and `finish` then names the first bad
-    index of the first flagged array."""
+    size) in numpy's order. A 0-d index is checked before the op's loops (always, as numpy
+    does), and so is a larger array when the loops would not read all of it (an empty slice
+    beside it: numpy still checks it) or would read it through the stand-in 0 (an empty
+    axis), or holds one element; otherwise the array gets a flag, set while the loops read it
+    (`index`), and `finish` names the first bad index of the first flagged array. Arrays
+    broadcast to nothing (`indexed`) are not checked, as in numpy."""
 
-    def __init__(self, ctx, op, arrays):
+    def __init__(self, ctx, op, arrays, indexed: bool, visited: bool):
         self.ctx, self.op, self.flags = ctx, op, {}
         b, i1 = ctx.b, ir.IntType(1)
         self.todo = []
@@ -194,9 +200,11 @@ class _Checks:
             if v.aval.dtype == np.bool_ or (id(v), n) in ctx.checked or known is not None \
                     and (known[0] > known[1] or -n <= known[0] and known[1] < n):
                 continue
+            if v.aval.shape and not indexed:
+                continue
             ctx.checked.add((id(v), n))
-            if n == 0 or np.prod(v.aval.shape) == 1:  # one compare up front (or: an empty axis,
-                self._first_bad(v, axis, n)  # where not even the stand-in 0 is valid)
+            if not visited or n == 0 or np.prod(v.aval.shape) == 1:
+                self._first_bad(v, axis, n)
                 continue
             with b.goto_entry_block():
                 flag = self.flags[k] = b.alloca(i1, name="index.bad")

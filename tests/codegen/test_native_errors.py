@@ -61,6 +61,14 @@ def gather_two(x, i, j):
     return np.sum(x[i, j])
 
 
+def gather_empty_slice(x, i):
+    return np.sum(x[i, :0])
+
+
+def gather_empty_broadcast(x, i, j):
+    return np.sum(x[i, j])
+
+
 def scatter(g, i):
     return bind(scatter_add_p, g, i, key=(("a", 0),), shape=(5,))
 
@@ -94,6 +102,9 @@ CASES = [  # (function, arguments) with valid and invalid indices
     (gather_two, X34, np.array([0, 2]), np.array([1, 3])),
     (gather_two, X34, np.array([0, 3]), np.array([9, 1])),  # numpy names the first array's
     (gather_two, X34, np.array([0, 1]), np.array([2, -5])),
+    (gather_empty_slice, X34, np.array([1, 9])),  # numpy checks beside an empty slice
+    (gather_empty_broadcast, X34, np.array([9]), np.zeros(0, np.int64)),  # but not here
+    (gather_empty_broadcast, X34, np.array(9), np.zeros(0, np.int64)),  # a 0-d one always
     (scatter, np.ones(3), np.array([4, -5, 4])),
     (scatter, np.ones(3), np.array([4, 5, 0])),
     (accumulate, np.ones(3), np.array([4, -5, 4])),
