@@ -25,12 +25,13 @@ from .shape import copy_layout
 # and never read or write outside an array (issue 10). Every indexing lowering (getitem,
 # scatter_add, index_put, and codegen's accumulate) goes through `_index_map`, whose `_Checks`
 # test each index-array operand. A 0-d index (the loop case, `x[i + 1]`) is one unsigned
-# compare (`i + n <u 2n`) before the access. A larger array is tested inside the op's own
+# compare (`i + n <u 2n`) before the loops. A larger array is tested inside the op's own
 # loop, as it is read: a flag collects the result (an OR, vectorised with the loop; LLVM keeps
 # its masked gathers) and a bad index is replaced by 0 so the access stays inside the array;
 # after the loop, a set flag sends the kernel down a cold pass that finds the first bad
-# element and fails there (`ctx.fail_if`, Note [Native errors]). Arrays are examined in key
-# order, elements in order, so the index reported is the one numpy names. A separate pass
+# element and fails there (`ctx.fail_if`, Note [Native errors]). 0-d indices are examined
+# first, then arrays in key order, elements in order: the index reported is the one numpy
+# names (see `_Checks` for empty results). A separate pass
 # before the loop, the other way, cost a read of the whole index array (+24% on a 1e6-element
 # gather from a small table; the fused test costs ~9%).
 # Checks that cannot fail are not emitted: codegen/ranges.py bounds int values from constants,
@@ -183,18 +184,19 @@ def _lower_index_put(ctx, op) -> None:
 
 # ---- bounds checks (Note [Index checks]) ---------------------------------------------------
 class _Checks:
-    """The bounds checks of one indexing op: `arrays` lists (entry, index array, x axis, axis
-    size) in numpy's order. A 0-d index is checked before the op's loops (always, as numpy
-    does), and so is a larger array when the loops would not read all of it (an empty slice
-    beside it: numpy still checks it) or would read it through the stand-in 0 (an empty
-    axis), or holds one element; otherwise the array gets a flag, set while the loops read it
-    (`index`), and `finish` names the first bad index of the first flagged array. Arrays
-    broadcast to nothing (`indexed`) are not checked, as in numpy."""
+    """The bounds checks of one indexing op, in numpy's order: `arrays` lists (entry, index
+    array, x axis, axis size) in key order. 0-d indices come first (numpy takes them as
+    integers), each one compare before the op's loops. Then the arrays, unless they broadcast
+    to nothing (`indexed` false: numpy checks nothing): each gets a flag, set while the loops
+    read it (`index`), and `finish` names the first bad index of the first flagged array;
+    when the loops would not read them all (`visited` false: an empty slice beside them, and
+    numpy still checks), they are checked before the loops instead."""
 
     def __init__(self, ctx, op, arrays, indexed: bool, visited: bool):
         self.ctx, self.op, self.flags = ctx, op, {}
         b, i1 = ctx.b, ir.IntType(1)
         self.todo = []
+        need = []
         for k, v, axis, n in arrays:
             known = ctx.ranges.known_range(v)
             if v.aval.dtype == np.bool_ or (id(v), n) in ctx.checked or known is not None \
@@ -203,7 +205,9 @@ class _Checks:
             if v.aval.shape and not indexed:
                 continue
             ctx.checked.add((id(v), n))
-            if not visited or n == 0 or np.prod(v.aval.shape) == 1:
+            need.append((k, v, axis, n))
+        for k, v, axis, n in sorted(need, key=lambda c: bool(c[1].aval.shape)):  # stable
+            if not v.aval.shape or not visited or n == 0:  # n == 0: no stand-in index
                 self._first_bad(v, axis, n)
                 continue
             with b.goto_entry_block():

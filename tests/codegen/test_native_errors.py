@@ -105,6 +105,7 @@ CASES = [  # (function, arguments) with valid and invalid indices
     (gather_empty_slice, X34, np.array([1, 9])),  # numpy checks beside an empty slice
     (gather_empty_broadcast, X34, np.array([9]), np.zeros(0, np.int64)),  # but not here
     (gather_empty_broadcast, X34, np.array(9), np.zeros(0, np.int64)),  # a 0-d one always
+    (gather_two, X34, np.array([[5]]), np.array(-7)),  # and before the arrays
     (scatter, np.ones(3), np.array([4, -5, 4])),
     (scatter, np.ones(3), np.array([4, 5, 0])),
     (accumulate, np.ones(3), np.array([4, -5, 4])),
