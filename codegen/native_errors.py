@@ -90,8 +90,8 @@ def _memory(site: Site, value: int) -> BaseException:
     what, = site.info
     return OutOfMemoryError(
         f"compiled code could not allocate {value} bytes for {what}", site.loc,
-        "the loop stores what its gradient needs per iteration: run fewer iterations, or "
-        "checkpoint the loop (llgrad.checkpoint) to trade recomputation for memory")
+        "the loop keeps what its gradient needs from every iteration: run fewer iterations, "
+        "or carry smaller arrays through the loop")
 
 
 def _user(site: Site, value: int) -> BaseException:
