@@ -293,6 +293,11 @@ def heavy(x, n):  # array work in every iteration: a poll per iteration
 '''
 
 
+LINUX_ONLY = pytest.mark.skipif(sys.platform != "linux",
+                                reason="reads /proc/self/statm; RLIMIT_AS is Linux's")
+
+
+@LINUX_ONLY
 def test_a_tape_that_outgrows_memory_is_a_memory_error_and_is_freed(tmp_path):
     """Under an address-space limit (768 MiB above what the process holds, so the test is
     quick) a loop of 1e8 iterations cannot keep its tape: MemoryError naming the loop's line
@@ -330,6 +335,7 @@ print("same", np.array_equal(f.grad(x, np.array(10)), small))
     assert lines[5] == "same True", lines
 
 
+@LINUX_ONLY
 def test_ctrl_c_stops_a_compiled_loop(tmp_path):
     """SIGINT 1 s into a loop of 1e11 iterations: KeyboardInterrupt within a second (it ran
     on for minutes), for a while-loop and for-loops polled per chunk and per iteration
