@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from llgrad.runtime.errors import ConcretizationError, user_loc
+from llgrad.runtime.errors import ConcretizationError, IndexingError, user_loc
 from llgrad.tracer import signature as sig
 from llgrad.tracer.tracing import (Trace, _convertible, _flatten_outputs, _leaf_name,
                                    bind_arguments, call_with)
@@ -53,7 +53,12 @@ class EagerBuilder(Builder):
         outs = super().emit(prim, inputs, params, out_avals, regions, loc)
         if regions:
             raise ConcretizationError("structured control flow inside the dynamic path")
-        res = prim.impl(*[self.env[v.id] for v in inputs], **params)
+        try:
+            res = prim.impl(*[self.env[v.id] for v in inputs], **params)
+        except IndexError as e:  # at the user's line, as the staged path reports it
+            if prim.family != "index":
+                raise
+            raise IndexingError.out_of_bounds(str(e), outs[0].op.loc) from None
         res = res if prim.multiple_results else (res,)
         for v, r in zip(outs, res):
             self.env[v.id] = np.asarray(r)

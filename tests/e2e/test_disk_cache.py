@@ -93,6 +93,41 @@ def _flip(data: bytes, i: int) -> bytes:
     return bytes(out)
 
 
+def test_error_sites_come_back_from_the_cache(cache_dir):
+    """A kernel loaded from disk still stops at a bad index and names the line."""
+    def pick(x, i):
+        return np.sum(x[i])
+    x = np.arange(4.0)
+    llgrad.differentiate(pick, cache=True)(x, np.array([3]))
+    d = llgrad.differentiate(pick, cache=True)
+    assert d(x, np.array([-4])) == 0.0
+    assert d.inspect(x, np.array([-4])).stats["disk cache"] == "hit"
+    with pytest.raises(IndexError, match=r"(?s)index 4 is out of bounds.*in pick"):
+        d(x, np.array([4]))
+
+
+def test_an_entry_that_does_not_pickle_is_not_stored(cache_dir):
+    """A failure site whose exception class is local (a user's `raise`) cannot be named on
+    disk (Note [Failure sites on disk]): the compile cache warns and skips it instead of
+    failing the call."""
+    class Local(Exception):
+        pass
+
+    from llgrad.codegen import compile_functions, native_errors
+    from llgrad.transform.builder import Builder
+    b = Builder("f", loc=None)
+    with b:
+        p = b.param(((3,), np.dtype("f8")), "x")
+        b.fn.body.results.append(b.lift(np.sum(p)))
+    m = compile_functions({"f": b.fn}, keep_object=True)
+    symbol, n, ins, outs, sites, record = m.layout["f"]
+    m.layout["f"] = (symbol, n, ins, outs, [native_errors.Site("user", None, (Local, ()))],
+                     record)
+    with pytest.warns(UserWarning, match="could not write the compile cache"):
+        cache.store_module("local-class", m)
+    assert cache.info()["entries"] == 0
+
+
 def _flip_a_byte(path) -> None:
     with open(path, "rb") as f:
         data = f.read()
@@ -120,8 +155,9 @@ def _run_trampoline_script(tmp_path, cache_dir, use_cache=True):
 
 
 def _trampoline_entry() -> str:
-    """The trampoline's entry file (this interpreter builds the same IR as the child's)."""
-    path = cache.entry_path(cache.key("object", abi._trampoline_ir()))
+    """The support module's entry file (trampoline and SIGINT hook; this interpreter builds
+    the same IR as the child's)."""
+    path = cache.entry_path(cache.key("object", abi._support_ir(trampoline=True)))
     assert os.path.exists(path)
     return path
 
