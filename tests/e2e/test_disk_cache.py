@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 import llgrad
 from llgrad import cache
@@ -253,7 +254,7 @@ def test_damaged_object_code_is_a_miss_never_a_crash(tmp_path, cache_dir):
         cache.store(cache.key(name), meta, damaged)
     cache.store(cache.key("intact"), meta, obj)
     j = jit.get_jit()
-    trampoline = j.target.machine.emit_object(j.optimize(j.parse(abi._trampoline_ir())))
+    trampoline = j.target.machine.emit_object(j.optimize(j.parse(abi._support_ir(trampoline=True))))
     fuzzed = []
     for name, data, symbols in [("kernel.o", obj, [meta["layout"]["joint"][0]]),
                                 ("trampoline.o", trampoline, ["llgrad_call_arrays"])]:
