@@ -123,7 +123,8 @@ class Block:
 
 class _AccumOp:
     """Codegen's `accumulate` op (Note [In-place accumulation]): out = sum(bases), then
-    out[key_j] += g_j for each scatter. inputs = bases + (g_j, *idx_j) per scatter."""
+    out[key_j] += g_j for each scatter. inputs = bases + (g_j, *idx_j) per scatter; params
+    "scatters" holds (key_j, number of index arrays, the scatter_add op) per scatter."""
 
     __slots__ = ("prim", "inputs", "params", "outputs", "regions", "loc")
 
@@ -134,7 +135,7 @@ class _AccumOp:
         keys = []
         for s in scatters:
             self.inputs += list(s.inputs)
-            keys.append((s.params["key"], len(s.inputs) - 1))
+            keys.append((s.params["key"], len(s.inputs) - 1, s))
         self.params = {"nbases": len(bases), "scatters": keys, "inplace": inplace}
 
 

@@ -21,7 +21,7 @@ import tempfile
 
 from llgrad.runtime import config
 
-_MAGIC = b"llgrad-cache-2\n"  # then a sha256 of the rest, then the pickle
+_MAGIC = b"llgrad-cache-3\n"  # then a sha256 of the rest, then the pickle
 _ENABLED = [None]  # None: follow LLGRAD_CACHE
 
 

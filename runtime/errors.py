@@ -97,6 +97,22 @@ class ConcretizationError(LLGradError, TypeError):
     """A traced value was used where a concrete Python value is needed."""
 
 
+class IndexingError(LLGradError, IndexError):
+    """An index numpy would reject (out of bounds for its axis, too many indices), found while
+    tracing, interpreting or running compiled code."""
+
+    @classmethod
+    def out_of_bounds(cls, what: str, loc: SourceLoc | None) -> "IndexingError":
+        """`what` is numpy's sentence ("index 5 is out of bounds for axis 0 with size 5")."""
+        return cls(what, loc, "an axis of size n takes indices -n..n-1 (negative ones count "
+                              "from the end); check how the index is computed, e.g. a loop "
+                              "that runs one step too far")
+
+
+class OutOfMemoryError(LLGradError, MemoryError):
+    """Compiled code could not allocate memory it needs (a loop tape that outgrew memory)."""
+
+
 class UnsupportedError(LLGradError, NotImplementedError):
     """An operation or construct llgrad does not support (never silently wrong)."""
 

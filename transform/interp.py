@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from llgrad.runtime.errors import InternalError, LLGradError
+from llgrad.runtime.errors import IndexingError, InternalError, LLGradError
 from llgrad.runtime.ops.control import cond_p, constant_p, for_loop_p, fusion_p, while_loop_p
 from llgrad.transform import ir
 
@@ -55,6 +55,9 @@ def _op(op: ir.Op, env) -> None:
     except LLGradError:
         raise
     except Exception as e:
+        if isinstance(e, IndexError) and op.prim.family == "index":
+            # numpy's words at the user's line, as compiled code reports them
+            raise IndexingError.out_of_bounds(str(e), op.loc) from None
         where = f" ({op.loc.describe()})" if op.loc else ""
         e.add_note(f"During: interpreting {op.name}{where}")
         raise

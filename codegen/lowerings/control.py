@@ -145,6 +145,7 @@ def _emit_for(ctx, u) -> None:
     ctx.store_scalar(i, body.params[0])
     _emit_block(ctx, body)
     _assign(ctx, list(zip(body.results, carried)), body.stage)
+    ctx.failures.poll(op.loc)
     i.add_incoming(b.add(i, step, name="for.next"), b.block)
     b.branch(header)
     b.position_at_end(exit_)
@@ -167,6 +168,7 @@ def _emit_while(ctx, u) -> None:
     b.position_at_end(loop)
     _emit_block(ctx, body)
     _assign(ctx, list(zip(body.results, body.params)), body.stage)
+    ctx.failures.poll(op.loc)
     b.branch(header)
     b.position_at_end(exit_)
 
@@ -208,15 +210,23 @@ def _row(ctx, v):
     return shape, dtype, elems, max(elems * dtype.itemsize, 1)
 
 
-def _ensure(ctx, v, want: ir.Value, grow_to: ir.Value) -> None:
-    """If the tape holds fewer than `want` rows, realloc it to `grow_to` rows."""
+def _ensure(ctx, op, v, want: ir.Value, grow_to: ir.Value) -> None:
+    """If the tape holds fewer than `want` rows, realloc it to `grow_to` rows; a size that
+    overflows or a failed realloc stops the kernel with a MemoryError (the old buffer stays
+    in the header, and the failure exit frees it: Note [Native errors])."""
     b = ctx.b
     data, _, cap = ctx.tape(v)
     _, _, _, row_bytes = _row(ctx, v)
     have = b.load(cap, typ=I64)
     with b.if_then(b.icmp_signed("<", have, want), likely=False):
-        new = b.call(_realloc(b), [b.load(data, typ=PTR),
-                                   b.mul(grow_to, ir.Constant(I64, row_bytes))])
+        largest = ir.Constant(I64, 2 ** 63 - 1)
+        over = b.icmp_unsigned(">", grow_to, ir.Constant(I64, (2 ** 63 - 1) // row_bytes))
+        size = b.select(over, largest, b.mul(grow_to, ir.Constant(I64, row_bytes)))
+        what = ("a loop tape (what the gradient needs from each iteration)",)
+        ctx.fail_if(over, "memory", op, what, size)
+        new = b.call(_realloc(b), [b.load(data, typ=PTR), size])
+        ctx.fail_if(b.icmp_unsigned("==", new, ir.Constant(PTR, None)), "memory", op, what,
+                    size)
         b.store(new, data)
         b.store(grow_to, cap)
 
@@ -226,7 +236,7 @@ def _lower_tape_new(ctx, op) -> None:
     out = op.outputs[0]
     rows = op.params["rows"]
     want = ir.Constant(I64, max(int(rows), 1) if rows is not None else _DYNAMIC_ROWS)
-    _ensure(ctx, out, want, want)
+    _ensure(ctx, op, out, want, want)
     ctx.b.store(ir.Constant(I64, 0), ctx.tape(out)[1])
 
 
@@ -241,7 +251,7 @@ def _lower_tape_push(ctx, op) -> None:
     doubled = b.mul(have, ir.Constant(I64, 2))
     grow = b.select(b.icmp_signed("<", doubled, ir.Constant(I64, _DYNAMIC_ROWS)),
                     ir.Constant(I64, _DYNAMIC_ROWS), doubled)
-    _ensure(ctx, t, b.add(n, ir.Constant(I64, 1)), grow)
+    _ensure(ctx, op, t, b.add(n, ir.Constant(I64, 1)), grow)
     row = b.gep(b.load(data, typ=PTR), [b.mul(n, ir.Constant(I64, elems))], inbounds=True,
                 source_etype=ew.memtype(dtype))
     if x.aval.shape == ():
@@ -290,7 +300,7 @@ def _lower_accumulate(ctx, op) -> None:
         ew.emit_loops(b, shape, [ctx.operand(v) for v in bases], [(dst, dt)], total)
     dense = Layout(out, tuple(shape), contiguous_strides(shape))
     pos = nb
-    for key, n_idx in op.params["scatters"]:
+    for key, n_idx, at_op in op.params["scatters"]:
         g, idx = op.inputs[pos], op.inputs[pos + 1:pos + 1 + n_idx]
         pos += 1 + n_idx
         if not idx:  # basic key: distinct positions, an elementwise add into the view
@@ -301,7 +311,7 @@ def _lower_accumulate(ctx, op) -> None:
             ew.emit_loops(b, target.shape, [view, ctx.operand(g)],
                           [(base, dt, target.strides)], lambda em, v: [em.add(v[0], v[1])])
             continue
-        oshape, offset = _index_map(ctx, dense, key, idx)
+        oshape, offset = _index_map(ctx, at_op, dense, key, idx)
         em = ew.Emitter(b, 1)
         if g.aval.shape == ():
             at = offset(b, ())

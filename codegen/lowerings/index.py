@@ -4,8 +4,8 @@ index_put (copy, then store at the positions; the last duplicate wins).
 
 Keys follow runtime/ops/index.py. Advanced indexing follows numpy: integers count as advanced
 indices when arrays are present, and the broadcast index dimensions replace the advanced
-entries in place when those are adjacent, else go first. Negative indices wrap; indices are not
-bounds-checked (numpy would raise IndexError).
+entries in place when those are adjacent, else go first. Negative indices wrap; every index
+array is bounds-checked before it is used, as numpy does (Note [Index checks]).
 """
 from __future__ import annotations
 
@@ -13,12 +13,28 @@ import numpy as np
 from llvmlite import ir
 
 from llgrad.runtime.ops import index as X
+from llgrad.runtime.ops.control import constant_p, for_loop_p
+from llgrad.runtime.ops.elementwise import add_p, sub_p
 
 from .. import elementwise as ew
 from ..layout import Layout, contiguous_strides
-from ..loops import I64, loop_nest
+from ..loops import I64, for_range, loop_nest
+from ..plan import ControlUnit
 from ..registry import lowers, view
 from .shape import copy_layout
+
+# Note [Index checks]
+# numpy raises IndexError for an index outside -n..n-1 of its axis; compiled code must too,
+# never read or write outside the array (issue 10). `_index_map`, which every indexing
+# lowering (getitem, scatter_add, index_put, and codegen's accumulate) goes through, checks
+# each index-array operand once, before the loops that use it, in numpy's order (array by
+# array, elements in order, so the first offending index is the one numpy names): a 0-d index
+# is one unsigned compare (`i + n <u 2n`); a larger array is a branch-free OR over its
+# elements (vectorised by LLVM) and, only when that finds one, a second pass that stops at the
+# first bad element. A failed check leaves through `ctx.fail_if` (Note [Native errors]).
+# Checks that cannot fail are not emitted: `_known_range` follows constants, the counters of
+# for-loops with constant bounds, and constant offsets from them (`x[i + 1]` for i in
+# range(n - 1)); LLVM removes more (a counter compared with its own loop bound).
 
 
 @view(X.getitem_p)
@@ -35,9 +51,16 @@ def _expand(key, ndim):
     return out + [("s", None, None, None)] * (ndim - sum(1 for e in out if e[0] in "isa"))
 
 
-def _index_map(ctx, x_lay: Layout, key, idx_values):
-    """(out_shape, f) where f(builder, out_indices) is x's element offset (root-relative)."""
+def _index_map(ctx, op, x_lay: Layout, key, idx_values):
+    """(out_shape, f) where f(builder, out_indices) is x's element offset (root-relative).
+    Emits the bounds checks of the index arrays first (Note [Index checks]; `op` names the
+    line an error reports)."""
     entries = _expand(key, len(x_lay.shape))
+    ax = 0
+    for e in entries:
+        if e[0] == "a":
+            _check_indices(ctx, op, idx_values[e[1]], ax, x_lay.shape[ax])
+        ax += e[0] != "n"
     bshape = tuple(np.broadcast_shapes(*(v.aval.shape for v in idx_values))) \
         if idx_values else ()
     adv_pos = [k for k, e in enumerate(entries) if e[0] in "ia"]
@@ -102,7 +125,7 @@ def _accepts_x(op, i, layout) -> bool:
 def _lower_getitem(ctx, op) -> None:
     x, out = op.inputs[0], op.outputs[0]
     lay = ctx.layout(x)
-    shape, offset = _index_map(ctx, lay, op.params["key"], op.inputs[1:])
+    shape, offset = _index_map(ctx, op, lay, op.params["key"], op.inputs[1:])
     b, dt = ctx.b, out.aval.dtype
     src, dst = ctx.offset_ptr(Layout(lay.root, lay.shape, lay.strides, 0)), ctx.out(out)
     with loop_nest(b, shape, name="g") as idx:
@@ -121,7 +144,7 @@ def _fill_zero(ctx, ptr, shape, dtype) -> None:
     ew.emit_loops(ctx.b, shape, [ew.Operand(value=0)], [(ptr, dtype)], lambda em, v: v)
 
 
-def _put(ctx, dst_value, dst_shape, src, key, idx, accumulate: bool) -> None:
+def _put(ctx, op, dst_value, dst_shape, src, key, idx, accumulate: bool) -> None:
     b, dt = ctx.b, src.aval.dtype
     dst = ctx.out(dst_value)
     dense = Layout(dst_value, tuple(dst_shape), contiguous_strides(dst_shape))
@@ -131,7 +154,7 @@ def _put(ctx, dst_value, dst_shape, src, key, idx, accumulate: bool) -> None:
                      source_etype=ew.memtype(dt))
         copy_layout(ctx, ctx.layout(src), base, dt, target.strides)
         return
-    shape, offset = _index_map(ctx, dense, key, idx)
+    shape, offset = _index_map(ctx, op, dense, key, idx)
     sp = ctx.ptr(src)
     em = ew.Emitter(b, 1)
     with loop_nest(b, shape, name="s") as oi:
@@ -146,11 +169,79 @@ def _put(ctx, dst_value, dst_shape, src, key, idx, accumulate: bool) -> None:
 def _lower_scatter_add(ctx, op) -> None:
     g, out = op.inputs[0], op.outputs[0]
     _fill_zero(ctx, ctx.out(out), out.aval.shape, out.aval.dtype)
-    _put(ctx, out, out.aval.shape, g, op.params["key"], op.inputs[1:], accumulate=True)
+    _put(ctx, op, out, out.aval.shape, g, op.params["key"], op.inputs[1:], accumulate=True)
 
 
 @lowers(X.index_put_p, accepts=lambda op, i, layout: i == 0)
 def _lower_index_put(ctx, op) -> None:
     x, v, out = op.inputs[0], op.inputs[1], op.outputs[0]
     copy_layout(ctx, ctx.layout(x), ctx.out(out), out.aval.dtype)
-    _put(ctx, out, out.aval.shape, v, op.params["key"], op.inputs[2:], accumulate=False)
+    _put(ctx, op, out, out.aval.shape, v, op.params["key"], op.inputs[2:], accumulate=False)
+
+
+# ---- bounds checks (Note [Index checks]) ---------------------------------------------------
+def _check_indices(ctx, op, v, axis: int, n: int) -> None:
+    """Stop the kernel with numpy's IndexError unless every element of index array `v` lies
+    in -n..n-1."""
+    if v.aval.dtype == np.bool_:
+        return
+    known = _known_range(ctx, v)
+    if known is not None and (known[0] > known[1] or -n <= known[0] and known[1] < n):
+        return
+    b, dt, size = ctx.b, v.aval.dtype, int(np.prod(v.aval.shape))
+    ptr, em = ctx.ptr(v), ew.Emitter(ctx.b, 1)
+
+    def element(j):
+        return em.cast(ew._load(b, ptr, j, dt, 1), np.int64)
+
+    def bad(i):
+        return b.icmp_unsigned(">=", b.add(i, ir.Constant(I64, n)), ir.Constant(I64, 2 * n))
+
+    if size == 1:
+        i = element(ir.Constant(I64, 0))
+        ctx.fail_if(bad(i), "index", op, (axis, n), i)
+        return
+    i1 = ir.IntType(1)
+    with b.goto_entry_block():
+        found = b.alloca(i1, name="index.bad")
+    b.store(ir.Constant(i1, 0), found)
+    with for_range(b, 0, size, name="chk") as j:
+        b.store(b.or_(b.load(found, typ=i1), bad(element(j))), found)
+    with b.if_then(b.load(found, typ=i1), likely=False):
+        with for_range(b, 0, size, name="chk.first") as j:
+            i = element(j)
+            ctx.fail_if(bad(i), "index", op, (axis, n), i)
+
+
+def _known_range(ctx, v, depth: int = 0):
+    """(lo, hi) bounding every element of int value `v`, when the IR shows it; else None."""
+    op = v.op
+    if op is not None and op.prim is constant_p:
+        value = np.asarray(op.params["value"])
+        return (int(value.min()), int(value.max())) if value.size else (0, -1)
+    if op is None:
+        return _counter_range(ctx, v)
+    if depth < 4 and op.prim in (add_p, sub_p) and v.aval.shape == ():
+        a, c = (_known_range(ctx, w, depth + 1) for w in op.inputs)
+        if a is None or c is None:
+            return None
+        if op.prim is add_p:
+            return a[0] + c[0], a[1] + c[1]
+        return a[0] - c[1], a[1] - c[0]
+    return None
+
+
+def _counter_range(ctx, v):
+    loops = getattr(ctx, "_counters", None)
+    if loops is None:
+        loops = ctx._counters = {u.blocks[0].params[0]: u.op for u in ctx.plan.all_units()
+                                 if isinstance(u, ControlUnit) and u.op.prim is for_loop_p}
+    op = loops.get(v)
+    if op is None:
+        return None
+    from .control import _const_int
+    start, stop, step = (_const_int(w) for w in op.inputs[:3])
+    if None in (start, stop, step):
+        return None
+    steps = range(start, stop, step)
+    return (min(steps[0], steps[-1]), max(steps[0], steps[-1])) if steps else (0, -1)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from llgrad.runtime.aval import Aval, ShapeError
-from llgrad.runtime.errors import ConcretizationError
+from llgrad.runtime.aval import Aval
+from llgrad.runtime.errors import ConcretizationError, IndexingError
 from llgrad.runtime.ops._util import as_operand, dtype_of, operands, shape_of
 from llgrad.runtime.prim import Primitive, bind, is_value, register
 
@@ -37,9 +37,9 @@ def _getitem_shape(x, *idx, key):
     dummy = [np.zeros(i.shape, np.int64) for i in idx]
     try:
         return Aval(probe[numpy_key(key, dummy)].shape, x.dtype)
-    except IndexError as e:
-        raise ShapeError(f"index {describe_key(key)} does not fit shape {list(x.shape)}: {e}") \
-            from None
+    except IndexError as e:  # an IndexError, as numpy's: `except IndexError` still works
+        raise IndexingError(f"index {describe_key(key)} does not fit shape {list(x.shape)}: "
+                            f"{e}") from None
 
 
 def _scatter_add_impl(g, *idx, key, shape):

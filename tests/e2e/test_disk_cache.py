@@ -123,8 +123,9 @@ def _run_trampoline_script(tmp_path, cache_dir, use_cache=True):
 
 
 def _trampoline_entry() -> str:
-    """The trampoline's entry file (this interpreter builds the same IR as the child's)."""
-    path = cache._path(cache.key("object", abi._trampoline_ir()))
+    """The support module's entry file (trampoline and SIGINT hook; this interpreter builds
+    the same IR as the child's)."""
+    path = cache._path(cache.key("object", abi._support_ir(trampoline=True)))
     assert os.path.exists(path)
     return path
 
