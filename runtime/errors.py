@@ -10,6 +10,8 @@ import sys
 from dataclasses import dataclass
 from types import FrameType
 
+import numpy as np
+
 _PKG_DIRS = tuple(
     os.path.dirname(os.path.abspath(__file__)).rsplit(os.sep, 1)[0] + os.sep + d + os.sep
     for d in ("runtime", "tracer", "transform", "codegen", "llgrad")
@@ -111,6 +113,29 @@ class IndexingError(LLGradError, IndexError):
 
 class OutOfMemoryError(LLGradError, MemoryError):
     """Compiled code could not allocate memory it needs (a loop tape that outgrew memory)."""
+
+
+class LinAlgError(LLGradError, np.linalg.LinAlgError):
+    """numpy's LinAlgError at the user's line: a matrix that is singular, not positive
+    definite, or whose decomposition did not converge (eager, interpreted or compiled)."""
+
+    @classmethod
+    def numpy(cls, message: str, loc: SourceLoc | None) -> "LinAlgError":
+        """The error numpy/scipy raise with `message`, with advice for the usual causes."""
+        fix = next((f for key, f in _LINALG_FIXES if message.lower().startswith(key)), None)
+        return cls(message, loc, fix)
+
+
+_LINALG_FIXES = (
+    ("matrix is not positive definite",
+     "a Cholesky factor exists only for a symmetric positive definite matrix: check how the "
+     "matrix is built, or add a small multiple of the identity to its diagonal (jitter)"),
+    ("singular matrix",
+     "the matrix has no inverse (linearly dependent rows or columns, or a zero on the "
+     "diagonal of a triangular matrix): check how it is built, regularise it (A + eps * I), "
+     "or use np.linalg.pinv"),
+    ("", "check the matrix for inf or nan values"),
+)
 
 
 class UnsupportedError(LLGradError, NotImplementedError):

@@ -4,6 +4,7 @@ wrappers for composite functions. Anything not listed is an error, never a silen
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -52,24 +53,6 @@ def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
 
 def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     return ops.std(a, _axis(a, axis), keepdim=keepdims, correction=ddof)
-
-
-def _linalg_norm(x, ord=None, axis=None, keepdims=False):
-    """np.linalg.norm's vector norms and the Frobenius norm (vector_norm over the axes);
-    matrix norms (spectral, nuclear, induced 1/inf) are not supported."""
-    if axis is None:
-        if ord is None:  # the 2-norm of the flattened array
-            return ops.vector_norm(x, 2.0, None, keepdims)
-        axis = tuple(range(len(shape_of(x))))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    if len(axes) == 1 and not isinstance(ord, str):
-        return ops.vector_norm(x, 2.0 if ord is None else ord, axes, keepdims)
-    if len(axes) == 2 and ord in (None, "fro"):
-        return ops.vector_norm(x, 2.0, axes, keepdims)
-    raise UnsupportedError(
-        f"np.linalg.norm(ord={ord!r}) over {len(axes)} axes: only vector norms and the "
-        f"Frobenius norm are supported on llgrad values", loc=user_loc(),
-        fix="use a vector norm over one axis, or ord=None / 'fro' over two axes")
 
 
 def _concat(arrays, axis=0, out=None, **kw):
@@ -126,7 +109,7 @@ FUNCTIONS = {
     np.squeeze: _squeeze, np.expand_dims: _expand_dims, np.ravel: ops.ravel,
     np.broadcast_to: ops.broadcast_to,
     np.zeros_like: _like(0), np.ones_like: _like(1),
-    np.square: _ufunc_call(_square), np.linalg.norm: _linalg_norm,
+    np.square: _ufunc_call(_square),
     np.shape: shape_of, np.ndim: lambda a: len(shape_of(a)),
     np.size: lambda a: math.prod(shape_of(a)),
 }
@@ -142,6 +125,33 @@ FUNCTIONS[np.power] = _ufunc_call(ops.pow)
 from llgrad.runtime.numpy_shape import FUNCTIONS as _SHAPE_FUNCTIONS  # noqa: E402
 
 FUNCTIONS.update(_SHAPE_FUNCTIONS)
+
+# ---- numpy.linalg and scipy.linalg (issue 11, linalg) ------------------------------------------
+from llgrad.runtime import numpy_linalg  # noqa: E402
+
+FUNCTIONS.update(numpy_linalg.FUNCTIONS)
+
+# Note [Lazily named functions]
+# A function of a module runtime must not import (scipy: `import llgrad` stays fast) is named
+# by its dotted path in LAZY, with the llgrad function to call instead, and moves to FUNCTIONS
+# once its module has been imported by someone: before that, no user code can hold it.
+LAZY: dict = dict(numpy_linalg.SCIPY)
+
+
+def resolve_lazy() -> None:
+    """Move the LAZY names of modules imported by now into FUNCTIONS."""
+    for name in [n for n in LAZY if n.rpartition(".")[0] in sys.modules]:
+        mod, _, attr = name.rpartition(".")
+        FUNCTIONS[getattr(sys.modules[mod], attr)] = LAZY.pop(name)
+
+
+def traced_forms() -> dict:
+    """Library callables whose Python implementation cannot run on llgrad values (scipy's
+    Python-level functions convert their arguments with np.asarray), each with the llgrad
+    function to call."""
+    resolve_lazy()
+    return {f: fn for f, fn in FUNCTIONS.items() if not isinstance(f, np.ufunc)
+            and (getattr(f, "__module__", None) or "").startswith("scipy")}
 
 
 def numpy_name(func) -> str:

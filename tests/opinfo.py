@@ -386,6 +386,10 @@ OP_DB: list[OpSpec] = [
 from opinfo_shape import SHAPE_FUNCS, SHAPE_OPS  # noqa: E402
 
 OP_DB += SHAPE_OPS
+# linear algebra (issue 11): tests/opinfo_linalg.py
+from opinfo_linalg import LINALG_FUNCS, LINALG_OPS  # noqa: E402
+
+OP_DB += LINALG_OPS
 OPS = {s.name: s for s in OP_DB}
 
 
@@ -456,4 +460,4 @@ FUNC_DB: list[OpSpec] = [
     OpSpec("rsub", lambda x: 1 - x, lambda x: 1 - x, [((4,),)]),
     OpSpec("rdiv", lambda x: 1 / x, lambda x: 1 / x, [((4,),)], "away0"),
 ]
-FUNC_DB += SHAPE_FUNCS
+FUNC_DB += SHAPE_FUNCS + LINALG_FUNCS

@@ -382,7 +382,7 @@ def converted_call(f: Callable, args: tuple, kwargs: dict | None) -> Any:
     _check_defined(args)
     if kwargs:
         _check_defined(kwargs.values())
-    target = _converted_target(f, args)
+    target = _converted_target(f, args + tuple(kwargs.values()) if kwargs else args)
     return target(*args, **(kwargs or {}))
 
 
@@ -403,10 +403,19 @@ def _traced_builtins() -> dict:
 _TRACED_BUILTINS: dict = {}
 
 
+_LAZY_LEFT = [-1]
+
+
 def traced_builtins() -> dict:
-    """Library callables with a traced counterpart (see _converted_target)."""
-    if not _TRACED_BUILTINS:
+    """Library callables with a traced counterpart (see _converted_target): math.*, max/min
+    and scipy's Python-level functions, the latter known once scipy is imported (Note [Lazily
+    named functions] in runtime/numpy_api.py)."""
+    from llgrad.runtime import numpy_api
+    numpy_api.resolve_lazy()
+    if len(numpy_api.LAZY) != _LAZY_LEFT[0]:
         _TRACED_BUILTINS.update(_traced_builtins())
+        _TRACED_BUILTINS.update(numpy_api.traced_forms())
+        _LAZY_LEFT[0] = len(numpy_api.LAZY)
     return _TRACED_BUILTINS
 
 
@@ -436,7 +445,8 @@ def _converted_target(f: Callable, args=()) -> Callable:
     if is_random(f):
         _random_draw(f)
         return f
-    if _STAGERS and any(is_traced(a) for a in args):
+    if _STAGERS and any(is_traced(a) or type(a) is tuple and any(map(is_traced, a))
+                        for a in args):  # (scipy's cho_solve((c, lower), b))
         try:
             g = traced_builtins().get(f)
         except TypeError:

@@ -266,11 +266,15 @@ class _AD(LoopAD):
                 self.backward_plain(op, env, ct)
 
     def backward_plain(self, op, env, ct) -> None:
-        if len(op.outputs) != 1:
+        if op.prim.multiple_results:  # tuples, None where no cotangent flows (as eager)
+            g = tuple(ct.get(o.id) for o in op.outputs)
+            out = tuple(env[o.id] for o in op.outputs)
+        elif len(op.outputs) != 1:
             raise InternalError(f"ad: {op.name} has {len(op.outputs)} outputs; reverse mode "
                                 f"handles single-output primitives", loc=op.loc)
-        g = ct[op.outputs[0].id]
-        out = env[op.outputs[0].id]
+        else:
+            g = ct[op.outputs[0].id]
+            out = env[op.outputs[0].id]
         ins = [env[v.id] for v in op.inputs]
         for i, v in enumerate(op.inputs):
             if v.id not in self.act:
