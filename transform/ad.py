@@ -282,7 +282,13 @@ class _AD(LoopAD):
             rule = op.prim.vjp_rule(i)
             if rule is None:
                 continue
-            self.accum(ct, v, rule(g, out, *ins, **op.params))
+            try:
+                gi = rule(g, out, *ins, **op.params)
+            except UnsupportedError as e:  # a gradient a rule refuses: at the op's line
+                if e.loc is not None:
+                    raise
+                raise UnsupportedError(e.what, op.loc, e.fix) from None
+            self.accum(ct, v, gi)
 
     def adjoint_region(self, region, env, head_values, seeds, wanted, pre=None,
                        extra_rec=None) -> list:

@@ -9,7 +9,9 @@ import traceback
 import numpy as np
 
 from llgrad.runtime.autograd.state import STATE
-from llgrad.runtime.errors import _INTERNAL_FILE, _PKG_DIRS, AutogradError, SourceLoc, user_frame
+from llgrad.runtime.errors import (
+    _INTERNAL_FILE, _PKG_DIRS, AutogradError, SourceLoc, UnsupportedError, user_frame,
+)
 
 _SEQ = itertools.count()
 
@@ -374,7 +376,12 @@ class PrimNode(Node):
         params = self.params
         result = [None] * len(plan.edges)
         for i, slot, rule in plan.rules:
-            gi = rule(g, out, *args, **params) if params else rule(g, out, *args)
+            try:
+                gi = rule(g, out, *args, **params) if params else rule(g, out, *args)
+            except UnsupportedError as e:  # a gradient a rule refuses: at the forward's line
+                if e.loc is not None:
+                    raise
+                raise UnsupportedError(e.what, self.loc, e.fix) from None
             if gi is not None:
                 a = args[i]
                 if type(a) is ShapeOnly:

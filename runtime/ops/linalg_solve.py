@@ -245,14 +245,19 @@ def _matrices(name, *xs):
     return xs
 
 
+def _need_rows(name, a, b, vector: bool) -> None:
+    n, sb = need_square(name, a), shape_of(b)
+    if (sb[-1:] if vector else sb[-2:-1]) != (n,):
+        raise ShapeError(f"{name}: the matrix {aval_str(shape_of(a), dtype_of(a))} and the "
+                         f"right-hand side {aval_str(sb, dtype_of(b))} do not fit (it needs {n} "
+                         f"rows)", fix="the right-hand side has one row per row of the matrix"
+                         + ("" if vector else ", and is a matrix (..., n, k)"))
+
+
 def broadcast_batch(name, a, b):
     """a (..., n, n) and b (..., n, k) with their batch dimensions broadcast."""
     sa, sb = shape_of(a), shape_of(b)
-    need_square(name, a)
-    if len(sb) < 2 or sb[-2] != sa[-1]:
-        raise ShapeError(f"{name}: the matrix {aval_str(sa, dtype_of(a))} and the right-hand "
-                         f"side {aval_str(sb, dtype_of(b))} do not fit (it needs {sa[-1]} rows)",
-                         fix="the right-hand side has one row per row of the matrix")
+    _need_rows(name, a, b, False)
     try:
         batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
     except ValueError:
@@ -264,6 +269,7 @@ def broadcast_batch(name, a, b):
 def _rhs(name, a, b, vector: bool, fn):
     """fn(A, B) for a right-hand side that may be a vector (solved as one column)."""
     a, b = _matrices(name, a, b)
+    _need_rows(name, a, b, vector)
     if vector:
         b = reshape(b, shape_of(b) + (1,))
     a, b = broadcast_batch(name, a, b)

@@ -94,7 +94,7 @@ def _svd_vjp(g, out, a, full_matrices):
             raise UnsupportedError(
                 "the gradient of svd(full_matrices=True) of a non-square matrix through U or "
                 "Vh is not supported (the extra singular vectors are not unique)",
-                loc=user_loc(), fix="use full_matrices=False")
+                fix="use full_matrices=False")
         u, vh = slice_axis(u, -1, 0, k), slice_axis(vh, -2, 0, k)
     v = mT(vh)
     inner = None if gs is None else _diag(gs)
@@ -159,7 +159,7 @@ def _qr_vjp(g, out, a, complete):
     if complete and m > n:
         raise UnsupportedError("the gradient of qr(mode='complete') of a tall matrix is not "
                                "supported (the extra columns of Q are not unique)",
-                               loc=user_loc(), fix="use mode='reduced'")
+                               fix="use mode='reduced'")
     if m >= n:
         return _qr_square_vjp(gq, gr, q, r)
     # wide: A = [X | Y], R = [U | V], X = QU, Y = QV (JAX's and PyTorch's split)
@@ -240,9 +240,9 @@ def matrix_norm(a, ord="fro", dim=(-2, -1), keepdim: bool = False):
         r = rd.sum(s, -1) if ord == "nuc" else (rd.amax if ord == 2 else rd.amin)(s, -1)
     elif ord in (1, -1, np.inf, -np.inf):
         across = row if ord in (1, -1) else col  # 1: sums down columns; inf: along rows
-        sums = rd.sum(ew.abs(a), across, keepdim=True)
-        r = (rd.amax if ord > 0 else rd.amin)(sums, row + col - across, keepdim=True)
-        r = reshape(r, tuple(d for i, d in enumerate(shape_of(r)) if i not in (row, col)))
+        other = row + col - across
+        sums = rd.vector_norm(a, 1.0, (across,))  # sums of |a| (PyTorch's nodes)
+        r = (rd.amax if ord > 0 else rd.amin)(sums, other - (other > across))
     else:
         raise ValueError(f"matrix_norm: invalid norm order {ord!r}; use 'fro', 'nuc', 2, -2, "
                          "1, -1, inf or -inf")
