@@ -324,11 +324,12 @@ def slogdet(a):
     return SlogdetResult(*bind(slogdet_p, a))
 
 
-def cholesky_solve(b, l_, upper: bool = False):
-    """torch.cholesky_solve: X with (L L^T) X = B given the Cholesky factor L (or U^T U)."""
-    b, l_ = _matrices("cholesky_solve", b, l_)
-    l_, b = broadcast_batch("cholesky_solve", l_, b)
-    return bind(cholesky_solve_p, b, l_, upper=bool(upper))
+def cholesky_solve(B, L, upper: bool = False):
+    """torch.cholesky_solve: X with (L L^T) X = B given the Cholesky factor L (or, when
+    `upper`, with (U^T U) X = B); reads only L's triangle."""
+    B, L = _matrices("cholesky_solve", B, L)
+    L, B = broadcast_batch("cholesky_solve", L, B)
+    return bind(cholesky_solve_p, B, L, upper=bool(upper))
 
 
 def matrix_power(a, n: int):
