@@ -32,3 +32,12 @@ def test_unseeded_generator_is_seeded_with_zero():
         creation.manual_seed(3)
         assert (creation._rng().random(4) == np.random.default_rng(3).random(4)).all()
     """)
+
+
+def test_import_does_not_load_scipy():
+    # scipy.linalg's import costs ~0.3-0.5 s: the linalg primitives load it on first use only
+    _run("""
+        import sys
+        import llgrad
+        assert "scipy" not in sys.modules, sorted(m for m in sys.modules if "scipy" in m)
+    """)

@@ -336,3 +336,54 @@ def test_unsupported_gradients_say_so(mode):
 def test_unsupported_solver_kind():
     with pytest.raises(UnsupportedError, match=r"assume_a='banded'"):
         llgrad.differentiate(_banded)(np.eye(2))
+
+
+# ---- the compiler's other paths ------------------------------------------------------------------
+def _loop_of_solves(a, b):
+    x = b
+    for i in range(3):  # a staged loop: solves taped per iteration for the reverse sweep
+        x = np.linalg.solve(a + (i + 4.0) * np.eye(4), x) * 2.0 + np.linalg.slogdet(
+            a + 4.0 * np.eye(4))[1]
+    return np.sum(x * x)
+
+
+def _dynamic(a, b):
+    if float(np.linalg.det(a + 4 * np.eye(4))) > 0:  # concretised: the dynamic path
+        return np.sum(sl.solve_triangular(np.linalg.cholesky(a @ a.T + np.eye(4)), b,
+                                          lower=True))
+    return np.sum(b)
+
+
+@pytest.mark.parametrize("fn", [_loop_of_solves, _dynamic])
+def test_loops_and_the_dynamic_path(fn, mode):
+    args = (A4, V4)
+    value, grads = compiled(fn, (0, 1)).value_and_grad(*args)
+    np.testing.assert_allclose(value, fn(*args), rtol=1e-12)
+    for g, e in zip(grads, finite_differences(fn, args, (0, 1))):
+        np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-7)
+
+
+def test_a_second_process_loads_lapack_calls_from_the_disk_cache(tmp_path):
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    script = tmp_path / "gp_script.py"
+    script.write_text(textwrap.dedent("""
+        import numpy as np, scipy.linalg, llgrad
+        @llgrad.differentiate(cache=True)
+        def f(a, y):
+            L = np.linalg.cholesky(a @ a.T + np.eye(3))
+            w, v = np.linalg.eigh(a + a.T)
+            return np.sum(scipy.linalg.solve_triangular(L, y, lower=True)) + np.sum(w)
+        a = np.arange(9.0).reshape(3, 3) / 9
+        v, g = f.value_and_grad(a, np.ones(3))
+        print(repr(v), repr(float(g.sum())), f.inspect(a, np.ones(3)).stats.get("disk cache", "miss"))
+    """))
+    env = dict(os.environ, LLGRAD_CACHE_DIR=str(tmp_path / "cache"))
+    env.pop("LLGRAD_DISABLE_JIT", None)
+    runs = [subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                           env=env, timeout=120) for _ in range(2)]
+    assert all(r.returncode == 0 for r in runs), runs[-1].stderr
+    (v1, g1, s1), (v2, g2, s2) = (r.stdout.split() for r in runs)
+    assert (s1, s2) == ("miss", "hit") and (v1, g1) == (v2, g2)
