@@ -51,7 +51,7 @@ _C_ELEM = {"d": ctypes.c_double, "s": ctypes.c_float}
 @cache
 def address(name: str) -> int | None:
     """Address of routine `name` ("dpotrf", "strsm", ...) from scipy, or None."""
-    found = blas._wheel_openblas(name)  # noqa: SLF001 - the same library as gemm's
+    found = blas._wheel_openblas(name)  # the same library as gemm's
     if found is not None:
         return found
     return blas.capsule_address("cython_blas" if name.endswith("trsm") else "cython_lapack",

@@ -12,4 +12,4 @@
 from . import arrays, eager, linalg, loops, startup
 
 ALL = eager.WORKLOADS + arrays.WORKLOADS + loops.WORKLOADS + linalg.WORKLOADS + startup.WORKLOADS
-BY_NAME = {w.name: w for w in ALL}
+BY_NAME = {w.name: w for w in ALL + linalg.EXTRA}  # EXTRA: --only, not in the default run

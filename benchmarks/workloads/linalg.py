@@ -9,6 +9,8 @@
         nlml = |L^-1 y|^2 / 2 + sum(log diag L) + n/2 log(2 pi)
 
     value and gradient w.r.t. the three log hyperparameters (log ell, log sf, log sn).
+    ``gp_nlml_n10`` and ``gp_nlml_n100`` are the same at n=10 and 100 (run with ``--only``,
+    not by default: the small-matrix end, where call overheads dominate).
     llgrad compiles the plain numpy/scipy function; JAX runs the same source with
     ``np = jax.numpy`` and ``sla = jax.scipy.linalg``, HIPS autograd with its numpy and
     scipy wrappers; PyTorch is written with torch.linalg.
@@ -39,11 +41,13 @@ def gp_nlml(log_params, X, y):
         + 0.5 * n * np.log(2 * np.pi)
 
 
-def _inputs():
-    rng = np.random.default_rng(5)
-    X = rng.uniform(-2.0, 2.0, (GP_N, GP_D))
-    y = np.sin(X @ np.array([1.0, -0.5, 0.25])) + 0.1 * rng.standard_normal(GP_N)
-    return {"log_params": np.array([0.0, 0.3, -1.5]), "X": X, "y": y}
+def _inputs(n):
+    def make():
+        rng = np.random.default_rng(5)
+        X = rng.uniform(-2.0, 2.0, (n, GP_D))
+        y = np.sin(X @ np.array([1.0, -0.5, 0.25])) + 0.1 * rng.standard_normal(n)
+        return {"log_params": np.array([0.0, 0.3, -1.5]), "X": X, "y": y}
+    return make
 
 
 def _jax(inputs):
@@ -87,27 +91,30 @@ def _torch(inputs):
     return run
 
 
-gp = Workload(
-    name="gp_nlml",
-    description=f"GP negative log marginal likelihood, RBF kernel, n={GP_N} d={GP_D}: Cholesky "
-                "+ triangular solve, value+grad wrt 3 log hyperparameters",
-    issue="issue 11",
-    make_inputs=_inputs,
-    forward=gp_nlml,
-    wrt=("log_params",),
-    impls=[
-        llgrad_compiled(gp_nlml, ("log_params",)),
-        Impl("torch", _torch, "v+g", "eager, torch.linalg"),
-        Impl("jax", _jax, "v+g", "jit(value_and_grad), jax.scipy.linalg"),
-        Impl("autograd", _autograd, "v+g", "autograd.scipy.linalg"),
-        numpy_fwd(gp_nlml, note="numpy + scipy forward"),
-    ],
-    goals=[
-        Goal.faster("llgrad", "jax", "llgrad value+grad faster than JAX jit(grad)"),
-        Goal.faster("llgrad", "torch", "llgrad value+grad faster than PyTorch eager"),
-        Goal.first_call("llgrad", 1.0),
-    ],
-    fallback_ref="numpy-fwd",
-)
+def _workload(n, name, goals=()):
+    return Workload(
+        name=name,
+        description=f"GP negative log marginal likelihood, RBF kernel, n={n} d={GP_D}: "
+                    "Cholesky + triangular solve, value+grad wrt 3 log hyperparameters",
+        issue="issue 11",
+        make_inputs=_inputs(n),
+        forward=gp_nlml,
+        wrt=("log_params",),
+        impls=[
+            llgrad_compiled(gp_nlml, ("log_params",)),
+            Impl("torch", _torch, "v+g", "eager, torch.linalg"),
+            Impl("jax", _jax, "v+g", "jit(value_and_grad), jax.scipy.linalg"),
+            Impl("autograd", _autograd, "v+g", "autograd.scipy.linalg"),
+            numpy_fwd(gp_nlml, note="numpy + scipy forward"),
+        ],
+        goals=list(goals),
+        fallback_ref="numpy-fwd",
+    )
 
-WORKLOADS = [gp]
+
+WORKLOADS = [_workload(GP_N, "gp_nlml", [
+    Goal.faster("llgrad", "jax", "llgrad value+grad faster than JAX jit(grad)"),
+    Goal.faster("llgrad", "torch", "llgrad value+grad faster than PyTorch eager"),
+    Goal.first_call("llgrad", 1.0),
+])]
+EXTRA = [_workload(10, "gp_nlml_n10"), _workload(100, "gp_nlml_n100")]

@@ -25,7 +25,7 @@ from llgrad.runtime.ops import linalg_spectral as SP
 from .. import elementwise as ew
 from .. import lapack
 from ..layout import Layout, contiguous_strides
-from ..loops import I64, for_range, load, store
+from ..loops import I64, for_range, load, loop_nest, store
 from ..registry import lowers
 from .linalg import _transposed
 
@@ -52,26 +52,23 @@ def _nb(shape) -> int:
     return int(np.prod(shape[:-2], dtype=np.int64))
 
 
-def _size(shape) -> int:
-    return int(np.prod(shape, dtype=np.int64))
-
-
 @contextmanager
 def _each(ctx, nb: int):
     """Loop over the nb matrices of a stack; yields at(ptr, elems per matrix, dtype) -> the
     current matrix's pointer."""
     b = ctx.b
-    i = None
+    index = [None]  # the loop's counter, once the loop is open (no loop for one matrix)
 
     def at(ptr, size, dtype=F64):
-        if i is None:
+        if index[0] is None:
             return ptr
-        return lapack.index(b, ptr, b.mul(i, ir.Constant(I64, size)), ew.memtype(dtype))
+        return lapack.index(b, ptr, b.mul(index[0], ir.Constant(I64, size)), ew.memtype(dtype))
 
     if nb == 1:
         yield at
         return
     with for_range(b, 0, nb, name="mat") as i:
+        index[0] = i
         yield at
 
 
@@ -144,8 +141,9 @@ def _lower_cholesky(ctx, op) -> None:
         lapack.emit_call(b, "f64", "potrf", "U", n, p, n, info)
         _check(ctx, op, info, NOT_PD)
         with for_range(b, 0, n - 1, name="row") as r:  # zero the strict upper triangle
+            row = lapack.index(b, p, b.mul(r, ir.Constant(I64, n)), ew.memtype(F64))
             with for_range(b, b.add(r, ir.Constant(I64, 1)), n, name="col") as c:
-                store(b, zero, p, b.add(b.mul(r, ir.Constant(I64, n)), c))
+                store(b, zero, row, c)
     _finish(ctx, out, scratch[0] if scratch else None)
 
 
@@ -323,14 +321,14 @@ def _svd_dims(op):
 
 
 def _svd_work(op) -> int:
-    m, n, k, ku, kv, jobz = _svd_dims(op)
+    m, n, _, _, kv, jobz = _svd_dims(op)
     return lapack.query_work("f64", "gesdd", jobz, m, n, "a", m, "s", "u", m, "vt", kv,
                              "work", -1, "iwork", "info")[0]
 
 
 def _svd_scratch(op):
     a = op.inputs[0].aval
-    m, n, k, ku, kv, _ = _svd_dims(op)
+    m, n, _, ku, kv, _ = _svd_dims(op)
     nb = _nb(a.shape)
     return [(a.shape, F64), ((nb * m * ku,), F64), ((nb * kv * n,), F64),
             ((_svd_work(op),), F64), ((8 * max(k, 1),), lapack.INT)] \
@@ -375,7 +373,7 @@ def _qr_work(op) -> int:
 
 def _qr_scratch(op):
     a = op.inputs[0].aval
-    m, n, k, mc = _qr_dims(op)
+    m, _, k, mc = _qr_dims(op)
     return [(a.shape, F64), ((_nb(a.shape) * m * mc,), F64), ((max(k, 1),), F64),
             ((_qr_work(op),), F64)]
 
@@ -395,11 +393,10 @@ def _lower_qr(ctx, op) -> None:
     with _each(ctx, _nb(a.aval.shape)) as at:
         ta, qa, ra = at(t, m * n), at(qt, m * mc), at(ctx.out(r), mc * n, dtype)
         lapack.emit_call(b, "f64", "geqrf", m, n, ta, m, tau, work, lwork, info)
-        with for_range(b, 0, mc, name="r.row") as i:  # R = triu of the top rows
-            with for_range(b, 0, n, name="r.col") as j:
-                x = load(b, ta, b.add(i, b.mul(j, ir.Constant(I64, m))), elem)
-                x = b.select(b.icmp_signed(">", i, j), ir.Constant(elem, 0.0), x)
-                store(b, em.cast(x, dtype), ra, b.add(b.mul(i, ir.Constant(I64, n)), j))
+        with loop_nest(b, (mc, n), name="r") as (i, j):  # R = triu of the top rows
+            x = load(b, ta, b.add(i, b.mul(j, ir.Constant(I64, m))), elem)
+            x = b.select(b.icmp_signed(">", i, j), ir.Constant(elem, 0.0), x)
+            store(b, em.cast(x, dtype), ra, b.add(b.mul(i, ir.Constant(I64, n)), j))
         with for_range(b, 0, m * min(mc, n), name="q.init") as e:  # Q starts as A's columns
             store(b, load(b, ta, e, elem), qa, e)
         with for_range(b, m * min(mc, n), m * mc, name="q.zero") as e:  # (complete, m > n)

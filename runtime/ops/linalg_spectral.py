@@ -21,9 +21,9 @@ from llgrad.runtime.ops._util import dtype_of, shape_of
 from llgrad.runtime.ops.index import slice_axis
 from llgrad.runtime.ops.linalg import matmul
 from llgrad.runtime.ops.linalg_solve import (
-    _matrices, _need_float, _numpy_errors, _square_rule, mT, need_square, triangular_solve,
+    _matrices, _need_float, _numpy_errors, mT, need_square, triangular_solve,
 )
-from llgrad.runtime.ops.shape import concatenate, reshape, unsqueeze
+from llgrad.runtime.ops.shape import concatenate, unsqueeze
 from llgrad.runtime.ops.structure import tril
 from llgrad.runtime.prim import Primitive, bind, register
 
