@@ -328,7 +328,7 @@ def _svd_work(op) -> int:
 
 def _svd_scratch(op):
     a = op.inputs[0].aval
-    m, n, _, ku, kv, _ = _svd_dims(op)
+    m, n, k, ku, kv, _ = _svd_dims(op)
     nb = _nb(a.shape)
     return [(a.shape, F64), ((nb * m * ku,), F64), ((nb * kv * n,), F64),
             ((_svd_work(op),), F64), ((8 * max(k, 1),), lapack.INT)] \
