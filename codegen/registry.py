@@ -22,6 +22,9 @@ class Lowering:
     scratch: Callable | None = None  # scratch(op) -> [(shape, dtype)]: temporaries of one call
 
 
+LOWERINGS: dict[Primitive, Lowering] = {}
+
+
 def lowers(prim: Primitive, *, accepts: Callable | None = None, family: str = "op",
            scratch: Callable | None = None):
     """Register the lowering of `prim`: `fn(ctx, op)` emits its code with `ctx.b`; buffers
@@ -31,9 +34,6 @@ def lowers(prim: Primitive, *, accepts: Callable | None = None, family: str = "o
         entry.fn, entry.accepts, entry.family, entry.scratch = fn, accepts, family, scratch
         return fn
     return deco
-
-
-LOWERINGS: dict[Primitive, Lowering] = {}
 
 
 def view(prim: Primitive):

@@ -7,9 +7,9 @@ and qr copy to column-major scratch and back, calling the routines exactly as nu
 that eigenvectors and singular vectors come out as numpy's (the same algorithm on the same
 numbers; an eigenvector's sign is otherwise arbitrary). numpy computes float32 matrices in
 float64 and rounds the results; so do the lowerings of numpy's functions (triangular_solve,
-scipy's, stays in float32 as scipy does). A positive INFO
-stops the kernel with numpy's LinAlgError at the op's line (Note [Native errors]). Inputs are
-copied (LAPACK overwrites them), so any strided layout is accepted.
+scipy's, stays in float32 as scipy does). A positive INFO stops the kernel with numpy's
+LinAlgError at the op's line (Note [Native errors]). Inputs are copied (LAPACK overwrites
+them), so any strided layout is accepted.
 """
 from __future__ import annotations
 
@@ -43,8 +43,7 @@ def _check_dtype(op) -> None:
     dt = _DT.get(np.dtype(op.outputs[-1].aval.dtype))
     if dt is None or not lapack.available(dt):
         raise UnsupportedError(f"{op.prim.name} of {op.outputs[-1].aval.dtype} arrays is not "
-                               "compiled (LAPACK from numpy or scipy is needed, for float32 "
-                               "or float64)", loc=op.loc, fix="cast to float64")
+                               "compiled (it needs scipy's LAPACK, and float32 or float64)", loc=op.loc, fix="cast to float64")
 
 
 def _nb(shape) -> int:
@@ -95,21 +94,18 @@ def _from_colmajor(ctx, src, out) -> None:
 
 
 def _work(op, out):
-    """Scratch for float64 results of a float32 output (numpy computes in float64)."""
+    """Scratch for the float64 result of a float32 output (numpy computes in float64)."""
     return [] if np.dtype(out.aval.dtype) == F64 else [(out.aval.shape, F64)]
 
 
-def _result(ctx, out, scratch):
-    """Where the float64 result of `out` is computed: out itself, or its scratch."""
-    return ctx.out(out) if np.dtype(out.aval.dtype) == F64 else ctx.ptr(scratch)
-
-
-def _finish(ctx, out, scratch) -> None:
-    """Round a float64 result computed in `scratch` into float32 `out`."""
-    if np.dtype(out.aval.dtype) != F64:
-        shape = tuple(out.aval.shape)
-        _copy(ctx, Layout(scratch, shape, contiguous_strides(shape)), F64, ctx.out(out),
-              out.aval.dtype)
+def _f64(ctx, op, out, k):
+    """(pointer, finish): where out's float64 result is computed, and what then rounds it
+    into out: out itself (float64), or op's scratch buffer k (_work's, for float32)."""
+    if np.dtype(out.aval.dtype) == F64:
+        return ctx.out(out), lambda: None
+    v, shape = ctx.plan.scratch[id(op)][k], tuple(out.aval.shape)
+    return ctx.ptr(v), lambda: _copy(ctx, Layout(v, shape, contiguous_strides(shape)), F64,
+                                     ctx.out(out), out.aval.dtype)
 
 
 def _check(ctx, op, info: ir.Value, message: str) -> None:
@@ -132,8 +128,7 @@ def _lower_cholesky(ctx, op) -> None:
     b, n = ctx.b, out.aval.shape[-1]
     if n == 0:
         return
-    scratch = ctx.plan.scratch[id(op)]
-    res = _result(ctx, out, scratch[0] if scratch else None)
+    res, finish = _f64(ctx, op, out, 0)
     _copy(ctx, ctx.layout(a), a.aval.dtype, res, F64)
     info, zero = lapack.info_slot(b), ir.Constant(ew.memtype(F64), 0.0)
     with _each(ctx, _nb(out.aval.shape)) as at:
@@ -144,7 +139,7 @@ def _lower_cholesky(ctx, op) -> None:
             row = lapack.index(b, p, b.mul(r, ir.Constant(I64, n)), ew.memtype(F64))
             with for_range(b, b.add(r, ir.Constant(I64, 1)), n, name="col") as c:
                 store(b, zero, row, c)
-    _finish(ctx, out, scratch[0] if scratch else None)
+    finish()
 
 
 # ---- triangular_solve: X^T op(A)^T = B^T, trsm from the right ----------------------------------
@@ -192,9 +187,8 @@ def _lower_lu_solve(ctx, op, fill_rhs) -> None:
     n, k = out.aval.shape[-2:]
     if n * k == 0:
         return
-    lu, ipiv, *rest = ctx.scratch(op)
-    scratch = ctx.plan.scratch[id(op)]
-    x_all = _result(ctx, out, scratch[2] if rest else None)
+    lu, ipiv = ctx.scratch(op)[:2]
+    x_all, finish = _f64(ctx, op, out, 2)
     _copy(ctx, ctx.layout(a), a.aval.dtype, lu, F64)
     fill_rhs(x_all)
     info, elem = lapack.info_slot(b), ew.memtype(F64)
@@ -215,7 +209,7 @@ def _lower_lu_solve(ctx, op, fill_rhs) -> None:
                     v1, v2 = load(b, x, s1, elem), load(b, x, s2, elem)
                     store(b, v2, x, s1)
                     store(b, v1, x, s2)
-    _finish(ctx, out, scratch[2] if rest else None)
+    finish()
 
 
 @lowers(LS.solve_p, accepts=_any, scratch=lambda op: _lu_scratch(op) + _work(op, op.outputs[0]))
@@ -298,9 +292,8 @@ def _lower_eigh(ctx, op) -> None:
     _check_dtype(op)
     b, n = ctx.b, a.aval.shape[-1]
     _nonempty(op, n)
-    t, work, iwork, *rest = ctx.scratch(op)
-    scratch = ctx.plan.scratch[id(op)]
-    w_all = _result(ctx, w, scratch[3] if rest else None)
+    t, work, iwork = ctx.scratch(op)[:3]
+    w_all, finish = _f64(ctx, op, w, 3)
     lwork, liwork = _eigh_work(op)
     _copy(ctx, ctx.layout(a), a.aval.dtype, t, F64, _colmajor(a.aval.shape))
     info = lapack.info_slot(b)
@@ -308,8 +301,8 @@ def _lower_eigh(ctx, op) -> None:
         lapack.emit_call(b, "f64", "syevd", "V", "L" if op.params["lower"] else "U", n,
                          at(t, n * n), n, at(w_all, n), work, lwork, iwork, liwork, info)
         _check(ctx, op, info, "Eigenvalues did not converge")
-    _finish(ctx, w, scratch[3] if rest else None)
-    _from_colmajor(ctx, scratch[0], v)
+    finish()
+    _from_colmajor(ctx, ctx.plan.scratch[id(op)][0], v)
 
 
 # ---- svd: gesdd on a column-major copy, as numpy calls it ---------------------------------------
@@ -342,9 +335,8 @@ def _lower_svd(ctx, op) -> None:
     b = ctx.b
     m, n, k, ku, kv, jobz = _svd_dims(op)
     _nonempty(op, m, n)
-    t, ut, vt, work, iwork, *rest = ctx.scratch(op)
-    scratch = ctx.plan.scratch[id(op)]
-    s_all = _result(ctx, s, scratch[5] if rest else None)
+    t, ut, vt, work, iwork = ctx.scratch(op)[:5]
+    s_all, finish = _f64(ctx, op, s, 5)
     _copy(ctx, ctx.layout(a), a.aval.dtype, t, F64, _colmajor(a.aval.shape))
     info = lapack.info_slot(b)
     with _each(ctx, _nb(a.aval.shape)) as at:
@@ -352,7 +344,8 @@ def _lower_svd(ctx, op) -> None:
                          at(ut, m * ku), m, at(vt, kv * n), kv, work, _svd_work(op), iwork,
                          info)
         _check(ctx, op, info, "SVD did not converge")
-    _finish(ctx, s, scratch[5] if rest else None)
+    finish()
+    scratch = ctx.plan.scratch[id(op)]
     _from_colmajor(ctx, scratch[1], u)
     _from_colmajor(ctx, scratch[2], vh)
 
