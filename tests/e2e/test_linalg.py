@@ -181,7 +181,7 @@ USES.update({f.__name__: (f, args) for f, args in [
 
 
 @pytest.mark.parametrize("name", list(USES))
-def test_use_value_and_gradient(name, mode):
+def test_use_value_and_gradient(name):  # natively (the interpreter: test_lower_ops, models)
     fn, args = USES[name]
     wrt = tuple(range(len(args)))
     value, grads = compiled(fn, wrt).value_and_grad(*args)
