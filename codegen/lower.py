@@ -39,6 +39,10 @@ class Ctx:
         `value` (an i64) is the run-time detail the message shows. Note [Native errors]."""
         self.failures.fail_if(cond, Site(kind, getattr(op, "loc", None), tuple(info)), value)
 
+    def scratch(self, op) -> list:
+        """Pointers to the scratch buffers op's lowering asked for (registry.Lowering)."""
+        return [self.ptr(v) for v in self.plan.scratch[id(op)]]
+
     def tape(self, v):
         """The header allocas (data ptr, rows used, rows allocated) of tape value `v`."""
         return self.tapes[self.plan.storage[v][1]]

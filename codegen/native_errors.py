@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import llvmlite.binding as llvm
 from llvmlite import ir
 
-from llgrad.runtime.errors import IndexingError, OutOfMemoryError, SourceLoc
+from llgrad.runtime.errors import IndexingError, LinAlgError, OutOfMemoryError, SourceLoc
 
 from .loops import I64, PTR
 
@@ -102,8 +102,14 @@ def _user(site: Site, value: int) -> BaseException:
     return exc
 
 
+def _linalg(site: Site, value: int) -> BaseException:
+    """A LAPACK routine's nonzero INFO: info = (numpy's message, with {} for `value`,)."""
+    message, = site.info
+    return LinAlgError.numpy(message.format(value), site.loc)
+
+
 KINDS: dict[str, Callable[[Site, int], BaseException]] = {
-    "index": _index, "memory": _memory, "user": _user,
+    "index": _index, "memory": _memory, "user": _user, "linalg": _linalg,
 }
 
 

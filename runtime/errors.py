@@ -10,14 +10,14 @@ import sys
 from dataclasses import dataclass
 from types import FrameType
 
+import numpy as np
 
 
 def _library_dirs() -> tuple:
     """numpy's and scipy's package directories (scipy's found beside numpy's, not imported):
     where numpy calls back into a value (`np.sum([a, b])` converting its list), the user's
     line is the call, not a frame inside numpy."""
-    import numpy
-    base = os.path.dirname(os.path.abspath(numpy.__file__))
+    base = os.path.dirname(os.path.abspath(np.__file__))
     return base + os.sep, os.path.join(os.path.dirname(base), "scipy") + os.sep
 
 
@@ -124,6 +124,29 @@ class IndexingError(LLGradError, IndexError):
 
 class OutOfMemoryError(LLGradError, MemoryError):
     """Compiled code could not allocate memory it needs (a loop tape that outgrew memory)."""
+
+
+class LinAlgError(LLGradError, np.linalg.LinAlgError):
+    """numpy's LinAlgError at the user's line: a matrix that is singular, not positive
+    definite, or whose decomposition did not converge (eager, interpreted or compiled)."""
+
+    @classmethod
+    def numpy(cls, message: str, loc: SourceLoc | None) -> "LinAlgError":
+        """The error numpy/scipy raise with `message`, with advice for the usual causes."""
+        fix = next((f for key, f in _LINALG_FIXES if message.lower().startswith(key)), None)
+        return cls(message, loc, fix)
+
+
+_LINALG_FIXES = (
+    ("matrix is not positive definite",
+     "a Cholesky factor exists only for a symmetric positive definite matrix: check how the "
+     "matrix is built, or add a small multiple of the identity to its diagonal (jitter)"),
+    ("singular matrix",
+     "the matrix has no inverse (linearly dependent rows or columns, or a zero on the "
+     "diagonal of a triangular matrix): check how it is built, regularise it (A + eps * I), "
+     "or use np.linalg.pinv"),
+    ("", "check the matrix for inf or nan values"),
+)
 
 
 class UnsupportedError(LLGradError, NotImplementedError):

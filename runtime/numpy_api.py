@@ -56,24 +56,6 @@ def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     return ops.std(a, _axis(a, axis), keepdim=keepdims, correction=ddof)
 
 
-def _linalg_norm(x, ord=None, axis=None, keepdims=False):
-    """np.linalg.norm's vector norms and the Frobenius norm (vector_norm over the axes);
-    matrix norms (spectral, nuclear, induced 1/inf) are not supported."""
-    if axis is None:
-        if ord is None:  # the 2-norm of the flattened array
-            return ops.vector_norm(x, 2.0, None, keepdims)
-        axis = tuple(range(len(shape_of(x))))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    if len(axes) == 1 and not isinstance(ord, str):
-        return ops.vector_norm(x, 2.0 if ord is None else ord, axes, keepdims)
-    if len(axes) == 2 and ord in (None, "fro"):
-        return ops.vector_norm(x, 2.0, axes, keepdims)
-    raise UnsupportedError(
-        f"np.linalg.norm(ord={ord!r}) over {len(axes)} axes: only vector norms and the "
-        f"Frobenius norm are supported on llgrad values", loc=user_loc(),
-        fix="use a vector norm over one axis, or ord=None / 'fro' over two axes")
-
-
 def _concat(arrays, axis=0, out=None, **kw):
     _no_out(out)
     return ops.concatenate(numpy_operands(np.concatenate, arrays, axis=axis), axis)
@@ -128,7 +110,7 @@ FUNCTIONS = {
     np.squeeze: _squeeze, np.expand_dims: _expand_dims, np.ravel: ops.ravel,
     np.broadcast_to: ops.broadcast_to,
     np.zeros_like: _like(0), np.ones_like: _like(1),
-    np.square: _ufunc_call(_square), np.linalg.norm: _linalg_norm,
+    np.square: _ufunc_call(_square),
     np.shape: shape_of, np.ndim: lambda a: len(shape_of(a)),
     np.size: lambda a: math.prod(shape_of(a)),
 }
@@ -225,6 +207,10 @@ from llgrad.runtime.numpy_shape import FUNCTIONS as _SHAPE_FUNCTIONS  # noqa: E4
 
 FUNCTIONS.update(_SHAPE_FUNCTIONS)
 
+# ---- numpy.linalg and scipy.linalg (issue 11, linalg) ------------------------------------------
+from llgrad.runtime import numpy_linalg  # noqa: E402
+
+FUNCTIONS.update(numpy_linalg.FUNCTIONS)
 
 # Note [Lazily named functions]
 # A primitive's `numpy` entry may name a function of a module runtime must not import (scipy:
@@ -237,6 +223,7 @@ LAZY.update({
     "scipy.special.softmax": _sp_softmax(ops.softmax),
     "scipy.special.log_softmax": _sp_softmax(ops.log_softmax),
 })
+LAZY.update(numpy_linalg.SCIPY)  # scipy.linalg's functions
 
 
 def resolve_lazy() -> None:

@@ -459,6 +459,10 @@ NUMPY_MATH_DB: list[OpSpec] = [
 ]
 OP_DB += NUMPY_MATH_DB
 
+# linear algebra (issue 11): tests/opinfo_linalg.py
+from opinfo_linalg import LINALG_FUNCS, LINALG_OPS  # noqa: E402
+
+OP_DB += LINALG_OPS
 OPS = {s.name: s for s in OP_DB}
 
 
@@ -567,3 +571,4 @@ NUMPY_MATH_FUNCS: list[OpSpec] = [
     OpSpec("signbit", lambda x: x.signbit(), np.signbit, **_SPECIAL),
 ]
 FUNC_DB += NUMPY_MATH_FUNCS
+FUNC_DB += SHAPE_FUNCS + LINALG_FUNCS

@@ -435,6 +435,9 @@ _TRACED_BUILTINS: dict = {}
 _LAZY_LEFT = [-1]  # how many of numpy_api.LAZY were unresolved when the table was built
 
 
+_LAZY_LEFT = [-1]
+
+
 def traced_builtins() -> dict:
     """Library callables with a traced counterpart (see _converted_target): math.*, max/min,
     numpy's conversions (np.asarray, np.array, ...) and scipy's Python-level functions, the
@@ -520,7 +523,9 @@ def _converted_target(f: Callable, args=()) -> Callable:
     if is_random(f):
         _random_draw(f)
         return f
-    traced = bool(_STAGERS) and any(is_traced(a) or _traced_list(a) for a in args)
+    traced = bool(_STAGERS) and any(
+        is_traced(a) or _traced_list(a) or type(a) is tuple and any(map(is_traced, a))
+        for a in args)  # (a tuple: scipy's cho_solve((c, lower), b))
     if traced:
         try:
             g = traced_builtins().get(f)

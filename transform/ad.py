@@ -266,11 +266,15 @@ class _AD(LoopAD):
                 self.backward_plain(op, env, ct)
 
     def backward_plain(self, op, env, ct) -> None:
-        if len(op.outputs) != 1:
+        if op.prim.multiple_results:  # tuples, None where no cotangent flows (as eager)
+            g = tuple(ct.get(o.id) for o in op.outputs)
+            out = tuple(env[o.id] for o in op.outputs)
+        elif len(op.outputs) != 1:
             raise InternalError(f"ad: {op.name} has {len(op.outputs)} outputs; reverse mode "
                                 f"handles single-output primitives", loc=op.loc)
-        g = ct[op.outputs[0].id]
-        out = env[op.outputs[0].id]
+        else:
+            g = ct[op.outputs[0].id]
+            out = env[op.outputs[0].id]
         ins = [env[v.id] for v in op.inputs]
         for i, v in enumerate(op.inputs):
             if v.id not in self.act:
@@ -278,7 +282,13 @@ class _AD(LoopAD):
             rule = op.prim.vjp_rule(i)
             if rule is None:
                 continue
-            self.accum(ct, v, rule(g, out, *ins, **op.params))
+            try:
+                gi = rule(g, out, *ins, **op.params)
+            except UnsupportedError as e:  # a gradient a rule refuses: at the op's line
+                if e.loc is not None:
+                    raise
+                raise UnsupportedError(e.what, op.loc, e.fix) from None
+            self.accum(ct, v, gi)
 
     def adjoint_region(self, region, env, head_values, seeds, wanted, pre=None,
                        extra_rec=None) -> list:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from llgrad.runtime.errors import IndexingError, InternalError, LLGradError
+from llgrad.runtime.errors import IndexingError, InternalError, LinAlgError, LLGradError
 from llgrad.runtime.ops.control import cond_p, constant_p, for_loop_p, fusion_p, while_loop_p
 from llgrad.transform import ir
 
@@ -52,6 +52,8 @@ def _op(op: ir.Op, env) -> None:
         else:
             res = op.prim.impl(*ins, **op.params)
             outs = list(res) if op.prim.multiple_results else [res]
+    except LinAlgError as e:  # located by the impl at the interpreter's caller: the op's line
+        raise LinAlgError(e.what, op.loc or e.loc, e.fix) from None
     except LLGradError:
         raise
     except Exception as e:

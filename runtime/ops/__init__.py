@@ -43,3 +43,12 @@ from llgrad.runtime.ops.stats import (  # noqa: F401,E402
     average, count_nonzero, diff, nanmean, nansum, ptp,
 )
 from llgrad.runtime.ops.arrays import meshgrid, moveaxis, tile  # noqa: F401,E402
+
+# ---- linear algebra (issue 11, branch linalg) ----------------------------------------------------
+from llgrad.runtime.ops.linalg_solve import (  # noqa: F401,E402
+    cholesky, cholesky_solve, det, inv, matrix_power, slogdet, solve, solve_triangular,
+    triangular_solve,
+)
+from llgrad.runtime.ops.linalg_spectral import (  # noqa: F401,E402
+    eigh, eigvalsh, matrix_norm, pinv, qr, svd, svdvals,
+)

@@ -154,6 +154,8 @@ def _region(r: ir.Region, names, pad: str, out: list) -> None:
             _assign([names(v) for v in body.params], ins, pad, out)
             _region(body, names, pad, out)
             _assign(outs, [names(v) for v in body.results], pad, out)
+        elif len(outs) > 1:  # a primitive with several results returns a tuple
+            out.append(f"{pad}{', '.join(outs)} = {_expr(op, ins)}")
         else:
             _assign(outs, [_expr(op, ins)], pad, out)
 
