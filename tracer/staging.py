@@ -15,8 +15,9 @@ from llgrad.runtime.errors import ConcretizationError, LLGradError, ShapeError, 
 from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
 from llgrad.tracer import operators
 from llgrad.tracer.operators import TracedRange, Undefined
+from llgrad.tracer.stores import StoreLog
 from llgrad.transform import ir
-from llgrad.transform.builder import Builder, Value, current
+from llgrad.transform.builder import Builder, ScopeError, Value, current
 
 
 class Unroll(Exception):
@@ -62,6 +63,9 @@ def _scalar_aval(v):
 def _lift_into(b: Builder, region: ir.Region, value, aval: Aval) -> Value:
     """`value` as a Value of `aval` usable in `region` (constants are emitted inside it)."""
     if _is_val(value):
+        home = b.home.get(value.id)  # defined in another, closed region: Note [Unrolled loops]
+        if home is not None and home is not region and not any(home is r for r in b.regions):
+            raise ScopeError(value, home)
         if value.aval.dtype != aval.dtype:
             b.regions.append(region)
             try:
@@ -81,7 +85,8 @@ def _lift_into(b: Builder, region: ir.Region, value, aval: Aval) -> Value:
 def _merge_aval(name, a, c, loc):
     """The aval both branch values take, or None when they can stay one Python value."""
     what = ("the value of a conditional expression (`a if c else b`, or `and`/`or` on a "
-            "traced operand)") if name == "(value)" else f"variable `{name}`"
+            "traced operand)") if name == "(value)" else f"`{name}`" if not \
+        name.isidentifier() else f"variable `{name}`"
     if not _is_val(a) and not _is_val(c):
         if a is c:
             return None
@@ -131,6 +136,7 @@ class IRStager:
     def __init__(self):
         self.unroll: set = set()  # (loc, reason) of loops run as Python (Note [Unrolled loops])
         self.region_locs: dict = {}  # id(region) -> ("loop" | "if", loc), for scope errors
+        self.stores = StoreLog()  # Note [Stores in traced branches]
 
     # -- the dynamic path ------------------------------------------------------------------
     # Under an eager builder (tracer/dynamic.py) values are concrete: control flow runs as
@@ -144,7 +150,7 @@ class IRStager:
             return False
 
     # -- if / ternary ---------------------------------------------------------------------
-    def stage_if(self, cond, body_fn, orelse_fn, get_state, set_state, names, loc):
+    def stage_if(self, cond, body_fn, orelse_fn, get_state, set_state, names, nouts, loc):
         b = current()
         if getattr(b, "eager", False):
             return body_fn() if _truth(cond) else orelse_fn()
@@ -152,39 +158,55 @@ class IRStager:
         s0 = get_state()
         branches = []
         for fn in (body_fn, orelse_fn):
-            set_state(s0)
-            with b.open_region() as r:
+            set_state(s0)  # Note [Each branch starts from the state before the if]
+            with b.open_region() as r, self.stores.branch(loc) as log:
                 self.region_locs[id(r)] = ("if", loc)
                 fn()
-                branches.append((r, get_state()))
-        (rt, st), (re, se) = branches
-        final, outs = list(s0), []
-        for k, name in enumerate(names):
-            a, c = st[k], se[k]
+                branches.append((r, get_state(), log))
+        (rt, st, lt), (re, se, le) = branches
+        final = list(s0)
+        for k in range(nouts, len(names)):  # not used after the `if`: no value to merge
+            final[k] = st[k] if st[k] is se[k] else Undefined(
+                names[k], f"changed by the traced `if` at {loc}, and llgrad found no use of it "
+                "after the `if` (if this use is real, it is an llgrad bug: please report it)")
+        merges = [(names[k], st[k], se[k], lambda v, k=k: final.__setitem__(k, v))
+                  for k in range(nouts)]
+        merges += self.stores.merges(lt, le)  # Note [Stores in traced branches]
+        returned = [_returned(names, st), _returned(names, se)]
+        outs = []
+        for name, a, c, put in merges:
             ua, uc = isinstance(a, Undefined), isinstance(c, Undefined)
             if ua or uc:
-                if name == "__lg_retval" or name.startswith("__lg_"):
+                if name.startswith("__lg_") or not (ua and uc) and returned[0 if ua else 1]:
+                    # generated flags, or Note [Nothing runs after a return] (jumps.py)
                     a, c = (None if ua else a), (None if uc else c)
                 elif ua and uc:
-                    final[k] = a
+                    put(a)
                     continue
                 else:
-                    final[k] = Undefined(name, f"assigned only in the "
-                                         f"{'false' if ua else 'true'} branch of the `if` at "
-                                         f"{loc}")
+                    put(Undefined(name, f"assigned only in the {'false' if ua else 'true'} "
+                                        f"branch of the `if` at {loc}"))
                     continue
             aval = _merge_aval(name, a, c, loc)
             if aval is None:
-                final[k] = a if a is not None else c
+                put(a if a is not None else c)
                 continue
             rt.results.append(_lift_into(b, rt, a, aval))
             re.results.append(_lift_into(b, re, c, aval))
-            outs.append((k, aval))
-        values = b.emit(cond_p, [pred], {}, [a for _, a in outs], regions=[rt, re], loc=loc)
-        for (k, _), v in zip(outs, values):
-            v.name = names[k] if not names[k].startswith("__lg_") else None
-            final[k] = v
+            outs.append((name, aval, put))
+        values = b.emit(cond_p, [pred], {}, [a for _, a, _ in outs], regions=[rt, re], loc=loc)
+        for (name, _, put), v in zip(outs, values):
+            v.name = _hint(name) if name.isidentifier() else None  # not "(value)", "Box.a"
+            put(v)
         set_state(tuple(final))
+
+    def note_store(self, obj, key, delete):
+        """See Note [Stores in traced branches] (tracer/stores.py)."""
+        self.stores.note(obj, key, delete)
+
+    def branch_loc(self):
+        """The traced `if` whose branch is being traced (innermost), or None."""
+        return self.stores.stack[-1][1] if self.stores.stack else None
 
     def stage_if_exp(self, cond, true_fn, false_fn, loc):
         if self.eager():
@@ -193,7 +215,8 @@ class IRStager:
         box = [None]
         self.stage_if(cond, lambda: box.__setitem__(0, true_fn()),
                       lambda: box.__setitem__(0, false_fn()),
-                      lambda: (box[0],), lambda s: box.__setitem__(0, s[0]), ("(value)",), loc)
+                      lambda: (box[0],), lambda s: box.__setitem__(0, s[0]), ("(value)",), 1,
+                      loc)
         return box[0]
 
     def stage_not(self, value, loc):
@@ -406,6 +429,12 @@ class IRStager:
         return {"grow": {}, "changed": "", "emit": emit}
 
 
+def _returned(names, state) -> bool:
+    """Whether a branch ended with the function certainly returned (its return flag is True;
+    See Note [Nothing runs after a return] in convert/jumps.py)."""
+    return any(n.startswith("__lg_do_return") and v is True for n, v in zip(names, state))
+
+
 def _cannot_unroll(what, loc, reason) -> LLGradError:
     """A loop that must be unrolled (Note [Unrolled loops]) but whose trip count is traced."""
     other = "use a for loop over a range of Python ints" if what == "while loop" else \
@@ -422,6 +451,7 @@ def _hint(name):
 
 def _lift_outer(b, v, aval):
     if _is_val(v):
+        b.check_scope([v])
         return v if v.aval.dtype == aval.dtype else ops.astype(v, aval.dtype)
     if isinstance(v, Undefined) or v is None:
         return b.const(np.zeros(aval.shape, aval.dtype))
