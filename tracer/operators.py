@@ -20,6 +20,9 @@ Staging protocol (implemented by the tracing layer; see tests/tracer/fake_tracer
     note_store(obj, key, delete)  (optional) before a store into a Python object: key is
                           ("attr", name) or ("item", index) (See Note [Stores in traced
                           branches] in tracer/stores.py)
+    stage_raise(make, loc) -> exception   (optional) for ``raise make()``: the exception
+                          to raise now, or (under a traced condition) a compiled check
+                          (Note [Raise under a traced condition] in tracer/staging.py)
     in_region() -> bool   (optional) True while tracing a branch or loop body
     eager() -> bool       (optional) True when traced values are concrete (the dynamic
                           path): control flow runs as Python; fences are off
@@ -343,6 +346,15 @@ def compare_chain(left, *ops_and_fns) -> Any:
     if len(ops_and_fns) == 2:
         return result
     return and_(lambda: result, lambda: compare_chain(right, *ops_and_fns[2:]))
+
+
+def raising(make: Callable[[], Any], loc: SourceLoc) -> Any:
+    """``raise make()`` in converted code: what to raise (a stager may compile it instead)."""
+    for s in _STAGERS.values():
+        stage = getattr(s, "stage_raise", None)
+        if stage is not None:
+            return stage(make, loc)
+    return make()
 
 
 def note_attr(obj, name: str) -> None:

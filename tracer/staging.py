@@ -13,7 +13,7 @@ from llgrad.runtime import ops
 from llgrad.runtime.aval import BOOL, F64, I64, Aval, aval_str
 from llgrad.runtime.errors import ConcretizationError, LLGradError, ShapeError, user_loc
 from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
-from llgrad.tracer import operators
+from llgrad.tracer import checks, operators
 from llgrad.tracer.operators import TracedRange, Undefined
 from llgrad.tracer.stores import StoreLog
 from llgrad.transform import ir
@@ -161,9 +161,17 @@ class IRStager:
             set_state(s0)  # Note [Each branch starts from the state before the if]
             with b.open_region() as r, self.stores.branch(loc) as log:
                 self.region_locs[id(r)] = ("if", loc)
-                fn()
-                branches.append((r, get_state(), log))
-        (rt, st, lt), (re, se, le) = branches
+                raised = checks.trace_branch(fn)  # Note [Raise under a traced condition]
+                branches.append((r, get_state(), log, raised))
+        (rt, st, lt, xt), (re, se, le, xe) = branches
+        if xt:
+            checks.hoist(b, rt, lambda: pred)
+        if xe:
+            checks.hoist(b, re, lambda: ops.logical_not(pred))
+        if xt and xe:
+            b.emit(cond_p, [pred], {}, [], regions=[rt, re], loc=loc)
+            set_state(s0)
+            checks.both_raise(b, loc)
         final = list(s0)
         for k in range(nouts, len(names)):  # not used after the `if`: no value to merge
             final[k] = st[k] if st[k] is se[k] else Undefined(
@@ -175,6 +183,11 @@ class IRStager:
         returned = [_returned(names, st), _returned(names, se)]
         outs = []
         for name, a, c, put in merges:
+            if xt or xe:  # only the other branch goes on: its value, lifted if it is traced
+                a, c = (None if xt else a), (None if xe else c)
+                if not _is_val(c if xt else a):
+                    put(c if xt else a)
+                    continue
             ua, uc = isinstance(a, Undefined), isinstance(c, Undefined)
             if ua or uc:
                 if name.startswith("__lg_") or not (ua and uc) and returned[0 if ua else 1]:
@@ -199,6 +212,10 @@ class IRStager:
             v.name = _hint(name) if name.isidentifier() else None  # not "(value)", "Box.a"
             put(v)
         set_state(tuple(final))
+
+    def stage_raise(self, make, loc):
+        """See Note [Raise under a traced condition] (tracer/checks.py)."""
+        return checks.stage_raise(make, loc)
 
     def note_store(self, obj, key, delete):
         """See Note [Stores in traced branches] (tracer/stores.py)."""
@@ -364,7 +381,12 @@ class IRStager:
                 [b.new_value(avals[k], _hint(names[k])) for k in order]
             with b.open_region(cond_params) as rc:
                 set_state(state_from(cond_params[1:] if kind == "while_for" else cond_params))
-                ok = _pred(b, test(), loc)
+                box = []
+                if checks.trace_branch(lambda: box.append(test())):
+                    raise LLGradError("a `raise` while evaluating the test of a traced while "
+                                      "loop cannot be compiled", loc=loc,
+                                      fix="test the condition in the loop body instead")
+                ok = _pred(b, box[0], loc)
                 if kind == "while_for":
                     i = cond_params[0]
                     in_range = ops.lt(i, bounds[1]) if bounds[2] > 0 else ops.gt(i, bounds[1])
@@ -375,7 +397,8 @@ class IRStager:
         with b.open_region(body_params) as rb:
             self.region_locs[id(rb)] = ("loop", loc)
             set_state(state_from(cparams))
-            body(i_param) if kind != "while" else body()
+            if checks.trace_branch(body, *([i_param] if kind != "while" else [])):
+                set_state(state_from(cparams))  # Note [Raise under a traced condition]
             after = list(get_state())
         grow, changed = {}, ""
         for k, name in enumerate(names):

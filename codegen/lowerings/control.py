@@ -1,5 +1,5 @@
-"""Structured control flow (cond, for_loop, while_loop), loop tapes (tape_new/push/get) and
-codegen's in-place `accumulate` op.
+"""Structured control flow (cond, for_loop, while_loop), checks, loop tapes
+(tape_new/push/get) and codegen's in-place `accumulate` op.
 
 The planner (plan.py) turns each control op into a ControlUnit whose regions are Blocks of
 units; `emit_control` emits them as real LLVM control flow: `cond` as a conditional branch (only
@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
-from llgrad.runtime.errors import InternalError
-from llgrad.runtime.ops.control import (cond_p, constant_p, for_loop_p, tape_get_p,
+from llgrad.runtime.errors import InternalError, UnsupportedError
+from llgrad.runtime.ops.control import (check_p, cond_p, constant_p, for_loop_p, tape_get_p,
                                         tape_new_p, tape_push_p, while_loop_p)
 
 from .. import elementwise as ew
@@ -313,3 +313,17 @@ def _lower_accumulate(ctx, op) -> None:
             at = offset(b, oi)
             v = ew._load(b, gp, _flat(b, oi, oshape), dt, 1)
             ew._store(b, em.add(ew._load(b, dst, at, dt, 1), v), dst, at, dt)
+
+
+# ---- checks (Note [Checks]) ---------------------------------------------------------------
+@lowers(check_p)
+def _lower_check(ctx, op) -> None:
+    """Leave the kernel with the user's exception when the check fails."""
+    fail_if = getattr(ctx, "fail_if", None)  # Note [Native errors] (branch nativesafety)
+    if fail_if is None:
+        raise UnsupportedError(
+            f"native code cannot raise {op.params['exc'].__name__} (a `raise` under a traced "
+            f"condition) yet", loc=op.loc,
+            fix="run with LLGRAD_DISABLE_JIT=1 (the interpreter raises it), or test the "
+            "condition outside the differentiated function")
+    fail_if(_truth(ctx, op.inputs[0]), "user", op, (op.params["exc"], op.params["args"]))

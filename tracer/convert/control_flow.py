@@ -11,7 +11,9 @@ annotations (liveness.annotate). Output invariants, per statement (AutoGraph's l
   second branch (See Note [Each branch starts from the state before the if]);
 - body functions declare ``nonlocal`` for *every* name the statement binds, so running them
   as Python has exactly the original effect;
-- then one call ``__lg.if_stmt/for_stmt/while_stmt(...)`` carrying ``__lg_src.loc(line, col)``.
+- then one call ``__lg.if_stmt/for_stmt/while_stmt(...)`` carrying ``__lg_src.loc(line, col)``;
+- ``raise X`` becomes ``raise __lg.raising(lambda: X, loc)``: under a traced condition the
+  stager compiles it to a run-time check (Note [Raise under a traced condition]).
 """
 
 from __future__ import annotations
@@ -107,6 +109,13 @@ class _ControlFlow(gast.NodeTransformer):
         if node.value is not None and self._maybe_undefined(node, node.value):
             node.value = templates.replace_expr("__lg.retval(v)", v=node.value)
             anno.fill_loc(node.value, node)
+        return node
+
+    def visit_Raise(self, node):
+        if node.exc is not None:
+            node.exc = templates.replace_expr("__lg.raising(lambda: exc, loc)", exc=node.exc,
+                                              loc=templates.loc_expr(node))
+            anno.fill_loc(node.exc, node)
         return node
 
     def visit_Assign(self, node):
