@@ -10,6 +10,7 @@ import numpy as np
 
 from llgrad.runtime.errors import ConcretizationError, LLGradError, UnsupportedError
 from llgrad.runtime.ops.control import check_p, constant_p
+from llgrad.tracer import operators
 from llgrad.transform import ir
 from llgrad.transform.builder import current
 
@@ -26,7 +27,8 @@ from llgrad.transform.builder import current
 # BranchRaises goes on to the enclosing branch or loop body; at the top of the function every
 # call raises, which exception depending on values, so the function takes the dynamic path
 # (traced per call, the `if` decided in Python). A loop body that raises is traced up to the
-# raise (its first iteration raises at run time).
+# raise (its first iteration raises at run time). An exception a `try` around it catches
+# (operators.catching) is raised at once, for its handler, as before.
 # The exception is rebuilt at run time as `cls(*args)`, so its arguments must be constants and
 # rebuilding must give the same exception. A message formatted from traced values
 # (f"x = {x[0]}") needs their values: like float(x), that is a concretisation, so the
@@ -52,7 +54,7 @@ def stage_raise(make, loc):
         exc = make()
     finally:
         b.format_concrete = saved
-    if getattr(b, "eager", False) or len(b.regions) == 1:
+    if getattr(b, "eager", False) or len(b.regions) == 1 or operators.caught(exc):
         return exc
     if isinstance(exc, type) and issubclass(exc, BaseException):
         exc = exc()  # `raise ValueError` instantiates the class, as Python does

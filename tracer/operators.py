@@ -59,8 +59,10 @@ Rules for values in the state:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import operator
+import threading
 import types
 from operator import (iadd, iand, ifloordiv, ilshift, imatmul, imod, imul, ior,  # noqa: F401
                       ipow, irshift, isub, itruediv, ixor)
@@ -355,6 +357,25 @@ def raising(make: Callable[[], Any], loc: SourceLoc) -> Any:
         if stage is not None:
             return stage(make, loc)
     return make()
+
+
+_TRY = threading.local()
+
+
+@contextlib.contextmanager
+def catching(types):
+    """Around the body of a ``try`` whose handlers catch ``types``."""
+    stack = _TRY.__dict__.setdefault("stack", [])
+    stack.append(types)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def caught(exc) -> bool:
+    """Whether an enclosing ``try`` catches ``exc`` (then it is raised as Python does)."""
+    return any(isinstance(exc, t) for t in getattr(_TRY, "stack", ()))
 
 
 def note_attr(obj, name: str) -> None:

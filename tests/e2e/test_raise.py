@@ -247,3 +247,36 @@ def test_exceptions_compiled_code_cannot_rebuild_are_refused(fn, match):
         llgrad.differentiate(fn)(1.0)
     assert f"{__file__}:{_line(fn, 'raise')}" in str(info.value)
     assert "How to fix" in str(info.value)
+
+
+def caught_by_try(x, s):
+    y = x * 1.0
+    if s > 0.0:
+        n = 0
+        try:
+            if n == 0:
+                raise ValueError("handled")
+        except ValueError:
+            n = 2
+        y = x * n
+    return y
+
+
+def not_caught_by_try(x, s):
+    if s > 0.0:
+        try:
+            raise KeyError("not handled")
+        except ValueError:
+            pass
+    return x * 1.0
+
+
+def test_exception_caught_by_a_try_is_handled(mode):
+    """Inside a `try` that catches it, a raise stays a Python raise (for the handler); one
+    the handlers do not catch is still a run-time check."""
+    for args in ((2.0, 1.0), (2.0, -1.0)):
+        _runs(caught_by_try, args)
+    if _native_pending(mode, not_caught_by_try, (2.0, 1.0), "raise KeyError"):
+        return
+    _runs(not_caught_by_try, (2.0, -1.0))
+    _raises(not_caught_by_try, (2.0, 1.0), KeyError, ("not handled",), "raise KeyError")

@@ -13,7 +13,8 @@ annotations (liveness.annotate). Output invariants, per statement (AutoGraph's l
   as Python has exactly the original effect;
 - then one call ``__lg.if_stmt/for_stmt/while_stmt(...)`` carrying ``__lg_src.loc(line, col)``;
 - ``raise X`` becomes ``raise __lg.raising(lambda: X, loc)``: under a traced condition the
-  stager compiles it to a run-time check (Note [Raise under a traced condition]).
+  stager compiles it to a run-time check (Note [Raise under a traced condition]); the body
+  of a ``try`` with handlers runs under ``with __lg.catching((types...)):``.
 """
 
 from __future__ import annotations
@@ -110,6 +111,21 @@ class _ControlFlow(gast.NodeTransformer):
             node.value = templates.replace_expr("__lg.retval(v)", v=node.value)
             anno.fill_loc(node.value, node)
         return node
+
+    def visit_Try(self, node):
+        """The body of a `try` that catches runs under ``__lg.catching(types)``: a raise the
+        handlers catch stays a Python raise (Note [Raise under a traced condition])."""
+        self.generic_visit(node)
+        if node.handlers:
+            types = [h.type if h.type is not None else templates.name("BaseException")
+                     for h in node.handlers]
+            node.body = templates.replace("with __lg.catching(types):\n    body",
+                                          types=gast.Tuple(elts=types, ctx=gast.Load()),
+                                          body=node.body)
+            anno.fill_loc(node.body, node)
+        return node
+
+    visit_TryStar = visit_Try
 
     def visit_Raise(self, node):
         if node.exc is not None:
