@@ -22,7 +22,7 @@ Staging protocol (implemented by the tracing layer; see tests/tracer/fake_tracer
                           branches] in tracer/stores.py)
     stage_raise(make, loc) -> exception   (optional) for ``raise make()``: the exception
                           to raise now, or (under a traced condition) a compiled check
-                          (Note [Raise under a traced condition] in tracer/staging.py)
+                          (Note [Raise under a traced condition] in tracer/checks.py)
     in_region() -> bool   (optional) True while tracing a branch or loop body
     eager() -> bool       (optional) True when traced values are concrete (the dynamic
                           path): control flow runs as Python; fences are off
@@ -403,12 +403,13 @@ def setitem(target, index, value) -> Any:
 
     Plain values are updated in place and returned (aliases see the update, as in Python);
     if the target (an array), index or value is traced, the stager returns a new traced
-    value. Python containers (lists, dicts) are always updated in place, traced items too.
+    value. Python lists and dicts are always updated in place, traced items too.
     """
     if _STAGERS and not is_traced(target) and type(target).__name__ != "ndarray":
-        _note_store(target, ("item", index), False)
-        target[index] = value
-        return target
+        _note_store(target, ("item", index), False)  # Note [Stores in traced branches]
+        if isinstance(target, (list, dict)):
+            target[index] = value
+            return target
     stager = stager_of(target) or stager_of(value)
     if stager is None:
         for i in index if type(index) is tuple else (index,):

@@ -38,7 +38,7 @@ fusion_p = register(Primitive("fusion", "control", _region_op("fusion"), None, n
 
 # Note [Checks]
 # `check(fail) {exc, args}` raises `exc(*args)` when the bool scalar `fail` is true, and has no
-# outputs: the compiled form of a `raise` inside a traced `if` (tracer/staging.py puts it in the
+# outputs: the compiled form of a `raise` inside a traced `if` (tracer/checks.py puts it in the
 # branch's region, or checks the condition itself when the branch does nothing else). The
 # interpreter raises it with a note naming the user's line (the op's loc); codegen leaves the
 # kernel through its error status (Note [Native errors], codegen/native_errors.py), and Python
