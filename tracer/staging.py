@@ -103,7 +103,7 @@ def _merge_aval(name, a, c, loc):
                 return None
             return sa if sa.dtype == sc.dtype else Aval((), F64 if F64 in (sa.dtype, sc.dtype)
                                                        else I64)
-        if a is None or c is None and name.startswith("__lg_"):
+        if (a is None or c is None) and name.startswith("__lg_"):
             return None
         raise LLGradError(f"{what} holds different Python objects on the two paths "
                           f"of a traced condition ({type(a).__name__} and {type(c).__name__})",
@@ -183,15 +183,19 @@ class IRStager:
         returned = [_returned(names, st), _returned(names, se)]
         outs = []
         for name, a, c, put in merges:
-            if xt or xe:  # only the other branch goes on: its value, lifted if it is traced
-                a, c = (None if xt else a), (None if xe else c)
-                if not _is_val(c if xt else a):
-                    put(c if xt else a)
-                    continue
             ua, uc = isinstance(a, Undefined), isinstance(c, Undefined)
-            if ua or uc:
-                if name.startswith("__lg_") or not (ua and uc) and returned[0 if ua else 1]:
-                    # generated flags, or Note [Nothing runs after a return] (jumps.py)
+            # A branch that raised, or that returned where the name is unbound (Note [Nothing
+            # runs after a return], jumps.py), is not read: the other branch's value goes on.
+            skip_a = xt or ua and not uc and returned[0] and not name.startswith("__lg_")
+            skip_c = xe or uc and not ua and returned[1] and not name.startswith("__lg_")
+            if skip_a or skip_c:
+                keep = c if skip_a else a
+                if not _is_val(keep):
+                    put(keep)
+                    continue
+                a, c = (None if skip_a else a), (None if skip_c else c)
+            elif ua or uc:
+                if name.startswith("__lg_"):  # generated flags and __lg_retval
                     a, c = (None if ua else a), (None if uc else c)
                 elif ua and uc:
                     put(a)

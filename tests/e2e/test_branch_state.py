@@ -372,3 +372,20 @@ def test_traced_value_leaving_a_branch_through_a_list_is_an_error():
                                                         r"`if` branch is used outside it") as e:
         llgrad.differentiate(appends_in_branches)(1.5, 1.0)
     assert f"{__file__}:{_line(appends_in_branches, 'if s > 0.0')}" in str(e.value)
+
+
+def none_on_one_path(x, s):
+    v = 2.0
+    if s > 0.0:
+        v = None
+    if v is None:
+        return x
+    return x * v
+
+
+def test_none_on_one_path_is_an_error():
+    """A user's None on the first path was taken for the other path's value (silently 6.0
+    where Python gives 3.0)."""
+    with pytest.raises(llgrad.errors.LLGradError, match=r"variable `v` holds different "
+                                                        r"Python objects on the two paths"):
+        llgrad.differentiate(none_on_one_path)(3.0, 1.0)
