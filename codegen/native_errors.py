@@ -95,11 +95,9 @@ def _memory(site: Site, value: int) -> BaseException:
 
 
 def _user(site: Site, value: int) -> BaseException:
+    from llgrad.runtime.ops.control import check_exception
     cls, args = site.info
-    exc = cls(*args)
-    if site.loc is not None:
-        exc.add_note(f"raised by compiled code at {site.loc.describe()}")
-    return exc
+    return check_exception(cls, args, site.loc)
 
 
 def _linalg(site: Site, value: int) -> BaseException:

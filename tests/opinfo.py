@@ -344,6 +344,8 @@ OP_DB: list[OpSpec] = [
     OpSpec("for_loop", None, None, structural=_STRUCT),
     OpSpec("while_loop", None, None, structural=_STRUCT),
     OpSpec("fusion", None, None, structural=_STRUCT),
+    OpSpec("check", None, None, structural="raises the user's exception (Note [Checks]): "
+           "tested in tests/e2e/test_raise.py and tests/transform"),
     OpSpec("tape_new", None, None, structural=_TAPE),
     OpSpec("tape_push", None, None, structural=_TAPE),
     OpSpec("tape_get", None, None, structural=_TAPE),

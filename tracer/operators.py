@@ -10,23 +10,34 @@ Staging protocol (implemented by the tracing layer; see tests/tracer/fake_tracer
 ``register_stager(cls, stager)`` declares instances of ``cls`` (and subclasses) traced;
 ``stager`` implements:
 
-    stage_if(cond, body_fn, orelse_fn, get_state, set_state, symbol_names, loc) -> None
+    stage_if(cond, body_fn, orelse_fn, get_state, set_state, symbol_names, nouts, loc) -> None
     stage_for(iterable, extra_test, body_fn, get_state, set_state, symbol_names, loc) -> None
     stage_while(test_fn, body_fn, get_state, set_state, symbol_names, loc) -> None
     stage_if_exp(cond, true_fn, false_fn, loc) -> value
     stage_not(value, loc) -> value
     stage_setitem(target, index, value) -> new target value
+    branch_loc() -> loc   (optional) the traced `if` whose branch is being traced, or None
+    note_store(obj, key, delete)  (optional) before a store into a Python object: key is
+                          ("attr", name) or ("item", index) (See Note [Stores in traced
+                          branches] in tracer/stores.py)
+    stage_raise(make, loc) -> exception   (optional) for ``raise make()``: the exception
+                          to raise now, or (under a traced condition) a compiled check
+                          (Note [Raise under a traced condition] in tracer/checks.py)
     in_region() -> bool   (optional) True while tracing a branch or loop body
     eager() -> bool       (optional) True when traced values are concrete (the dynamic
                           path): control flow runs as Python; fences are off
 
-State: ``symbol_names`` is a tuple of the variable names the statement may change and that
-are used afterwards (for loops: loop-carried or read after the loop). ``get_state()`` returns
-their current values as a tuple in that order; ``set_state(values)`` rebinds them. Body
-functions take no argument (``body_fn(item)`` for ``for``), and change state by assignment.
-A stager typically: saves ``s0 = get_state()``, traces ``body_fn()``, reads ``get_state()``,
-restores ``set_state(s0)``, traces ``orelse_fn()``, reads ``get_state()``, builds the region
-op, and finally ``set_state(results)``. Returning normally means results were delivered.
+State: ``symbol_names`` is a tuple of the variable names the statement may change (for loops:
+those loop-carried or read after the loop). ``get_state()`` returns their current values as a
+tuple in that order; ``set_state(values)`` rebinds them. Body functions take no argument
+(``body_fn(item)`` for ``for``), and change state by assignment. For ``if``, the names are
+every name the branches bind; only the first ``nouts`` are outputs, used after the
+statement; the rest must only be reset between the branches (See Note [Each branch starts
+from the state before the if] in convert/control_flow.py). A stager typically: saves
+``s0 = get_state()``, traces ``body_fn()``, reads ``get_state()``, restores
+``set_state(s0)``, traces ``orelse_fn()``, reads ``get_state()``, builds the region op from
+the outputs, and finally ``set_state(results)``, where a non-output is ``Undefined`` unless
+both branches left the same object. Returning normally means results were delivered.
 
 Rules for values in the state:
 - ``Undefined(name)`` marks a variable unbound on entry or in one branch. For user names,
@@ -52,8 +63,10 @@ Rules for values in the state:
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import operator
+import threading
 import types
 from operator import (iadd, iand, ifloordiv, ilshift, imatmul, imod, imul, ior,  # noqa: F401
                       ipow, irshift, isub, itruediv, ixor)
@@ -68,7 +81,7 @@ from .convert.errors import SourceLoc, UnsupportedSyntaxError  # noqa: F401
 
 
 class Stager(Protocol):
-    def stage_if(self, cond, body_fn, orelse_fn, get_state, set_state, symbol_names,
+    def stage_if(self, cond, body_fn, orelse_fn, get_state, set_state, symbol_names, nouts,
                  loc) -> None: ...
     def stage_for(self, iterable, extra_test, body_fn, get_state, set_state, symbol_names,
                   loc) -> None: ...
@@ -104,6 +117,9 @@ def stager_of(x: Any) -> Stager | None:
 
 def is_traced(x: Any) -> bool:
     return stager_of(x) is not None
+
+
+UNKNOWN = object()  # note_item's object when naming it again would repeat a call
 
 
 # -- undefined variables -------------------------------------------------------------------
@@ -188,11 +204,11 @@ def range_(*args) -> range | TracedRange:
 
 
 def if_stmt(cond, body_fn, orelse_fn, get_state, set_state, symbol_names: Sequence[str],
-            loc: SourceLoc) -> None:
+            nouts: int, loc: SourceLoc) -> None:
     stager = stager_of(cond)
     if stager is not None:
         stager.stage_if(cond, body_fn, orelse_fn or _no_op, get_state, set_state,
-                        tuple(symbol_names), loc)
+                        tuple(symbol_names), nouts, loc)
     elif cond:
         body_fn()
     elif orelse_fn is not None:
@@ -260,7 +276,7 @@ def _static_range(rng, extra_test, body_fn, get_state, set_state, symbol_names, 
 def _guarded_rest(test, it, extra_test, body_fn, get_state, set_state, symbol_names, loc):
     for item in it:
         if_stmt(test, lambda item=item: body_fn(item), None, get_state, set_state,
-                symbol_names, loc)
+                symbol_names, len(symbol_names), loc)
         test = extra_test()
         if not is_traced(test) and not test:
             return
@@ -365,12 +381,66 @@ def compare_chain(left, *ops_and_fns) -> Any:
     return and_(lambda: result, lambda: compare_chain(right, *ops_and_fns[2:]))
 
 
+def raising(make: Callable[[], Any], loc: SourceLoc) -> Any:
+    """``raise make()`` in converted code: what to raise (a stager may compile it instead)."""
+    for s in _STAGERS.values():
+        stage = getattr(s, "stage_raise", None)
+        if stage is not None:
+            return stage(make, loc)
+    return make()
+
+
+_TRY = threading.local()
+
+
+@contextlib.contextmanager
+def catching(types):
+    """Around the body of a ``try`` whose handlers catch ``types``."""
+    stack = _TRY.__dict__.setdefault("stack", [])
+    stack.append(types)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def caught(exc) -> bool:
+    """Whether an enclosing ``try`` catches ``exc`` (then it is raised as Python does)."""
+    return any(isinstance(exc, t) for t in getattr(_TRY, "stack", ()))
+
+
+def note_attr(obj, name: str) -> None:
+    """Converted code calls this before ``obj.name = ...`` or ``del obj.name``."""
+    if _STAGERS:
+        _note_store(obj, ("attr", name), False)
+
+
+def note_item(obj, index, delete: bool = False) -> None:
+    """Before ``obj[index] = ...`` (or ``del``) where ``obj`` is not a local variable;
+    ``obj`` is ``UNKNOWN`` when naming it again would repeat a call."""
+    if _STAGERS:
+        _note_store(obj, ("item", index), delete)
+
+
+def _note_store(obj, key, delete) -> None:
+    for s in _STAGERS.values():
+        note = getattr(s, "note_store", None)
+        if note is not None:
+            note(obj, key, delete)
+
+
 def setitem(target, index, value) -> Any:
     """``target[index] = value``, returning the (possibly new) target.
 
     Plain values are updated in place and returned (aliases see the update, as in Python);
-    if the target, index or value is traced, the stager returns a new traced value.
+    if the target (an array), index or value is traced, the stager returns a new traced
+    value. Python lists and dicts are always updated in place, traced items too.
     """
+    if _STAGERS and not is_traced(target) and type(target).__name__ != "ndarray":
+        _note_store(target, ("item", index), False)  # Note [Stores in traced branches]
+        if isinstance(target, (list, dict)):
+            target[index] = value
+            return target
     stager = stager_of(target) or stager_of(value)
     if stager is None:
         for i in index if type(index) is tuple else (index,):
@@ -404,7 +474,16 @@ def fence(kind: str, loc: SourceLoc, values: dict, names: Sequence[str]) -> None
     """Raise UnsupportedSyntaxError if a value read by an unsupported statement is traced."""
     if _STAGERS and not any(getattr(s, "eager", bool)() for s in _STAGERS.values()):
         from .convert.fence import check_fence
-        check_fence(kind, loc, values, tuple(names), is_traced)
+        check_fence(kind, loc, values, tuple(names), is_traced, _branch_loc())
+
+
+def _branch_loc() -> SourceLoc | None:
+    """The traced `if` whose branch a stager is tracing right now, if any."""
+    for s in _STAGERS.values():
+        loc = getattr(s, "branch_loc", lambda: None)()
+        if loc is not None:
+            return loc
+    return None
 
 
 # -- calls ---------------------------------------------------------------------------------
@@ -519,7 +598,6 @@ def _is_numpy(f) -> bool:
 
 
 def _converted_target(f: Callable, args=()) -> Callable:
-    from .convert import api
     if is_random(f):
         _random_draw(f)
         return f

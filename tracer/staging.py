@@ -13,10 +13,11 @@ from llgrad.runtime import ops
 from llgrad.runtime.aval import BOOL, F64, I64, Aval, aval_str
 from llgrad.runtime.errors import ConcretizationError, LLGradError, ShapeError, user_loc
 from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
-from llgrad.tracer import operators
+from llgrad.tracer import checks, operators
 from llgrad.tracer.operators import TracedRange, Undefined
+from llgrad.tracer.stores import StoreLog
 from llgrad.transform import ir
-from llgrad.transform.builder import Builder, Value, current
+from llgrad.transform.builder import Builder, ScopeError, Value, current
 
 
 class Unroll(Exception):
@@ -62,6 +63,9 @@ def _scalar_aval(v):
 def _lift_into(b: Builder, region: ir.Region, value, aval: Aval) -> Value:
     """`value` as a Value of `aval` usable in `region` (constants are emitted inside it)."""
     if _is_val(value):
+        home = b.home.get(value.id)  # defined in another, closed region: Note [Unrolled loops]
+        if home is not None and home is not region and not any(home is r for r in b.regions):
+            raise ScopeError(value, home)
         if value.aval.dtype != aval.dtype:
             b.regions.append(region)
             try:
@@ -81,7 +85,8 @@ def _lift_into(b: Builder, region: ir.Region, value, aval: Aval) -> Value:
 def _merge_aval(name, a, c, loc):
     """The aval both branch values take, or None when they can stay one Python value."""
     what = ("the value of a conditional expression (`a if c else b`, or `and`/`or` on a "
-            "traced operand)") if name == "(value)" else f"variable `{name}`"
+            "traced operand)") if name == "(value)" else f"`{name}`" if not \
+        name.isidentifier() else f"variable `{name}`"
     if not _is_val(a) and not _is_val(c):
         if a is c:
             return None
@@ -98,7 +103,7 @@ def _merge_aval(name, a, c, loc):
                 return None
             return sa if sa.dtype == sc.dtype else Aval((), F64 if F64 in (sa.dtype, sc.dtype)
                                                        else I64)
-        if a is None or c is None and name.startswith("__lg_"):
+        if (a is None or c is None) and name.startswith("__lg_"):
             return None
         raise LLGradError(f"{what} holds different Python objects on the two paths "
                           f"of a traced condition ({type(a).__name__} and {type(c).__name__})",
@@ -132,6 +137,7 @@ class IRStager:
         self.unroll: set = set()  # (loc, reason) of loops run as Python (Note [Unrolled loops])
         self.region_locs: dict = {}  # id(region) -> ("loop" | "if", loc), for scope errors
         self.promoted: dict = {}  # id(v) -> (v, loc): Python values a static loop made traced
+        self.stores = StoreLog()  # Note [Stores in traced branches]
 
     # -- the dynamic path ------------------------------------------------------------------
     # Under an eager builder (tracer/dynamic.py) values are concrete: control flow runs as
@@ -145,7 +151,7 @@ class IRStager:
             return False
 
     # -- if / ternary ---------------------------------------------------------------------
-    def stage_if(self, cond, body_fn, orelse_fn, get_state, set_state, names, loc):
+    def stage_if(self, cond, body_fn, orelse_fn, get_state, set_state, names, nouts, loc):
         b = current()
         if getattr(b, "eager", False):
             return body_fn() if _truth(cond) else orelse_fn()
@@ -153,39 +159,76 @@ class IRStager:
         s0 = get_state()
         branches = []
         for fn in (body_fn, orelse_fn):
-            set_state(s0)
-            with b.open_region() as r:
+            set_state(s0)  # Note [Each branch starts from the state before the if]
+            with b.open_region() as r, self.stores.branch(loc) as log:
                 self.region_locs[id(r)] = ("if", loc)
-                fn()
-                branches.append((r, get_state()))
-        (rt, st), (re, se) = branches
-        final, outs = list(s0), []
-        for k, name in enumerate(names):
-            a, c = st[k], se[k]
+                raised = checks.trace_branch(fn)  # Note [Raise under a traced condition]
+                branches.append((r, get_state(), log, raised))
+        (rt, st, lt, xt), (re, se, le, xe) = branches
+        if xt:
+            checks.hoist(b, rt, lambda: pred)
+        if xe:
+            checks.hoist(b, re, lambda: ops.logical_not(pred))
+        if xt and xe:
+            b.emit(cond_p, [pred], {}, [], regions=[rt, re], loc=loc)
+            set_state(s0)
+            checks.both_raise(b, loc)
+        final = list(s0)
+        for k in range(nouts, len(names)):  # not used after the `if`: no value to merge
+            final[k] = st[k] if st[k] is se[k] else Undefined(
+                names[k], f"changed by the traced `if` at {loc}, and llgrad found no use of it "
+                "after the `if` (if this use is real, it is an llgrad bug: please report it)")
+        merges = [(names[k], st[k], se[k], lambda v, k=k: final.__setitem__(k, v))
+                  for k in range(nouts)]
+        merges += self.stores.merges(lt, le)  # Note [Stores in traced branches]
+        returned = [_returned(names, st), _returned(names, se)]
+        outs = []
+        for name, a, c, put in merges:
             ua, uc = isinstance(a, Undefined), isinstance(c, Undefined)
-            if ua or uc:
-                if name == "__lg_retval" or name.startswith("__lg_"):
+            # A branch that raised, or that returned where the name is unbound (Note [Nothing
+            # runs after a return], jumps.py), is not read: the other branch's value goes on.
+            skip_a = xt or ua and not uc and returned[0] and not name.startswith("__lg_")
+            skip_c = xe or uc and not ua and returned[1] and not name.startswith("__lg_")
+            if skip_a or skip_c:
+                keep = c if skip_a else a
+                if not _is_val(keep):
+                    put(keep)
+                    continue
+                a, c = (None if skip_a else a), (None if skip_c else c)
+            elif ua or uc:
+                if name.startswith("__lg_"):  # generated flags and __lg_retval
                     a, c = (None if ua else a), (None if uc else c)
                 elif ua and uc:
-                    final[k] = a
+                    put(a)
                     continue
                 else:
-                    final[k] = Undefined(name, f"assigned only in the "
-                                         f"{'false' if ua else 'true'} branch of the `if` at "
-                                         f"{loc}")
+                    put(Undefined(name, f"assigned only in the {'false' if ua else 'true'} "
+                                        f"branch of the `if` at {loc}"))
                     continue
             aval = _merge_aval(name, a, c, loc)
             if aval is None:
-                final[k] = a if a is not None else c
+                put(a if a is not None else c)
                 continue
             rt.results.append(_lift_into(b, rt, a, aval))
             re.results.append(_lift_into(b, re, c, aval))
-            outs.append((k, aval))
-        values = b.emit(cond_p, [pred], {}, [a for _, a in outs], regions=[rt, re], loc=loc)
-        for (k, _), v in zip(outs, values):
-            v.name = names[k] if not names[k].startswith("__lg_") else None
-            final[k] = v
+            outs.append((name, aval, put))
+        values = b.emit(cond_p, [pred], {}, [a for _, a, _ in outs], regions=[rt, re], loc=loc)
+        for (name, _, put), v in zip(outs, values):
+            v.name = _hint(name) if name.isidentifier() else None  # not "(value)", "Box.a"
+            put(v)
         set_state(tuple(final))
+
+    def stage_raise(self, make, loc):
+        """See Note [Raise under a traced condition] (tracer/checks.py)."""
+        return checks.stage_raise(make, loc)
+
+    def note_store(self, obj, key, delete):
+        """See Note [Stores in traced branches] (tracer/stores.py)."""
+        self.stores.note(obj, key, delete)
+
+    def branch_loc(self):
+        """The traced `if` whose branch is being traced (innermost), or None."""
+        return self.stores.stack[-1][1] if self.stores.stack else None
 
     def stage_if_exp(self, cond, true_fn, false_fn, loc):
         if self.eager():
@@ -194,7 +237,8 @@ class IRStager:
         box = [None]
         self.stage_if(cond, lambda: box.__setitem__(0, true_fn()),
                       lambda: box.__setitem__(0, false_fn()),
-                      lambda: (box[0],), lambda s: box.__setitem__(0, s[0]), ("(value)",), loc)
+                      lambda: (box[0],), lambda s: box.__setitem__(0, s[0]), ("(value)",), 1,
+                      loc)
         return box[0]
 
     def stage_not(self, value, loc):
@@ -390,7 +434,12 @@ class IRStager:
                 [b.new_value(avals[k], _hint(names[k])) for k in order]
             with b.open_region(cond_params) as rc:
                 set_state(state_from(cond_params[1:] if kind == "while_for" else cond_params))
-                ok = test()
+                box = []
+                if checks.trace_branch(lambda: box.append(test())):
+                    raise LLGradError("a `raise` while evaluating the test of a traced while "
+                                      "loop cannot be compiled", loc=loc,
+                                      fix="test the condition in the loop body instead")
+                ok = box[0]
                 test_traced = _is_val(ok)
                 ok = _pred(b, ok if test_traced else np.bool_(_truth(ok)), loc)
                 if kind == "while_for":
@@ -403,7 +452,8 @@ class IRStager:
         with b.open_region(body_params) as rb:
             self.region_locs[id(rb)] = ("loop", loc)
             set_state(state_from(cparams))
-            body(i_param) if kind != "while" else body()
+            if checks.trace_branch(body, *([i_param] if kind != "while" else [])):
+                set_state(state_from(cparams))  # Note [Raise under a traced condition]
             after = list(get_state())
         grow, changed = {}, ""
         for k, name in enumerate(names):
@@ -458,6 +508,12 @@ class IRStager:
         return {"grow": {}, "changed": "", "emit": emit, "test_traced": test_traced}
 
 
+def _returned(names, state) -> bool:
+    """Whether a branch ended with the function certainly returned (its return flag is True;
+    See Note [Nothing runs after a return] in convert/jumps.py)."""
+    return any(n.startswith("__lg_do_return") and v is True for n, v in zip(names, state))
+
+
 def _cannot_unroll(what, loc, reason) -> LLGradError:
     """A loop that must be unrolled (Note [Unrolled loops]) but whose trip count is traced."""
     other = "use a for loop over a range of Python ints" if what == "while loop" else \
@@ -474,6 +530,7 @@ def _hint(name):
 
 def _lift_outer(b, v, aval):
     if _is_val(v):
+        b.check_scope([v])
         return v if v.aval.dtype == aval.dtype else ops.astype(v, aval.dtype)
     if isinstance(v, Undefined) or v is None:
         return b.const(np.zeros(aval.shape, aval.dtype))

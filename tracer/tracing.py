@@ -91,6 +91,7 @@ def _flatten_outputs(out, builder: Builder, fn: Callable | None = None):
         if isinstance(x, ir.Value) or isinstance(x, (np.ndarray, float, int, np.number)) \
                 and not isinstance(x, bool):
             v = builder.lift(x)
+            builder.check_scope([v])  # a value leaked out of a loop or branch body
             leaves.append(v)
             return sig.Leaf(v.aval.shape, v.aval.dtype, not isinstance(x, (ir.Value, np.ndarray))
                             and not v.aval.shape)

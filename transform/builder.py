@@ -85,6 +85,28 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
         e.value = self  # the tracer may react (e.g. unroll a loop whose index is needed)
         raise e
 
+    # While the tracer builds the message of a raised exception (Builder.format_concrete),
+    # formatting a value (f-strings, str, repr) needs its value: a concretisation, as float()
+    # is. Otherwise it shows the IR value (`%x.3: f64[]`), for debugging.
+    def _formatted(self):
+        stack = getattr(_TLS, "stack", None)
+        if not stack or not stack[-1].format_concrete:
+            return None
+        c = np.asarray(self._concretize("formatting into an exception message"))
+        return (c[()] if c.ndim == 0 else c,)
+
+    def __format__(self, spec):
+        c = self._formatted()
+        return format(c[0], spec) if c is not None else super().__format__(spec)
+
+    def __str__(self):
+        c = self._formatted()
+        return str(c[0]) if c is not None else super().__repr__()
+
+    def __repr__(self):
+        c = self._formatted()
+        return repr(c[0]) if c is not None else super().__repr__()
+
     def __bool__(self):
         return bool(self._concretize("bool()"))
 
@@ -125,6 +147,7 @@ class Builder:
         self.concrete = None
         self.on_concretize = None
         self.on_inplace = None
+        self.format_concrete = False  # see Value._formatted
         self.home: dict = {}  # value id -> the (non-root) region defining it
 
     def __enter__(self) -> "Builder":

@@ -1,5 +1,5 @@
-"""Structured control flow (cond, for_loop, while_loop), loop tapes (tape_new/push/get) and
-codegen's in-place `accumulate` op.
+"""Structured control flow (cond, for_loop, while_loop), checks, loop tapes
+(tape_new/push/get) and codegen's in-place `accumulate` op.
 
 The planner (plan.py) turns each control op into a ControlUnit whose regions are Blocks of
 units; `emit_control` emits them as real LLVM control flow: `cond` as a conditional branch (only
@@ -17,7 +17,7 @@ import numpy as np
 from llvmlite import ir
 
 from llgrad.runtime.errors import InternalError
-from llgrad.runtime.ops.control import (cond_p, constant_p, for_loop_p, tape_get_p,
+from llgrad.runtime.ops.control import (check_p, cond_p, constant_p, for_loop_p, tape_get_p,
                                         tape_new_p, tape_push_p, while_loop_p)
 
 from .. import elementwise as ew
@@ -408,3 +408,10 @@ def _lower_accumulate(ctx, op) -> None:
             v = ew._load(b, gp, _flat(b, oi, oshape), dt, 1)
             ew._store(b, em.add(ew._load(b, dst, at, dt, 1), v), dst, at, dt)
         done()
+
+
+# ---- checks (Note [Checks]) ---------------------------------------------------------------
+@lowers(check_p)
+def _lower_check(ctx, op) -> None:
+    """Leave the kernel with the user's exception when the check fails."""
+    ctx.fail_if(_truth(ctx, op.inputs[0]), "user", op, (op.params["exc"], op.params["args"]))

@@ -302,3 +302,25 @@ def test_concurrent_writers_of_one_entry(tmp_path, cache_dir):
     assert _run(tmp_path, cache_dir)[1] == "hit"
     leftovers = [f for _, _, fs in os.walk(cache_dir) for f in fs if f.startswith(".tmp-")]
     assert not leftovers
+
+
+class NotConverged(Exception):
+    pass
+
+
+def _checked_sqrt(x):
+    if x[0] < 0:
+        raise NotConverged("negative input", 7)
+    return np.sum(np.sqrt(np.abs(x)))
+
+
+def test_a_user_raise_comes_back_from_the_cache(cache_dir):
+    """A `raise` under a traced condition is a failure site naming its class by module and
+    qualname (Note [Failure sites on disk]): loaded from disk it raises the same exception."""
+    x = np.array([1.0, 4.0])
+    llgrad.differentiate(_checked_sqrt, cache=True)(x)
+    d = llgrad.differentiate(_checked_sqrt, cache=True)
+    assert d(x) == 3.0 and d.inspect(x).stats["disk cache"] == "hit"
+    with pytest.raises(NotConverged) as info:
+        d(-x)
+    assert info.value.args == ("negative input", 7)
