@@ -12,7 +12,7 @@ from llgrad.runtime.aval import normalize_axes
 from llgrad.runtime.errors import UnsupportedError, user_loc
 from llgrad.runtime.ops._util import dtype_of, shape_of
 from llgrad.runtime.prim import REGISTRY
-from llgrad.runtime.promotion import coerce, numpy_call
+from llgrad.runtime.promotion import coerce, numpy_call, strong
 
 
 def _axis(x, axis):
@@ -52,7 +52,7 @@ def _reshape(a, *args, **kw):
 def _clip(a, a_min=None, a_max=None, **kw):
     lo = kw.get("min", a_min)
     hi = kw.get("max", a_max)
-    return ops.clip(a, lo, hi)
+    return ops.clip(strong(a), lo, hi)  # numpy makes `a` an array: np.clip(1.5, 0, f32) is f64
 
 
 def _sum(a, axis, keepdims):

@@ -59,7 +59,7 @@ class TorchRules:
 
     name = "torch"
 
-    def coerce(self, prim, xs, floating: bool = False, strong: bool = False):
+    def coerce(self, prim, xs, floating: bool = False):
         """Operands cast to one dtype (the default float for `floating` ops on ints), that
         dtype, and False (Tensors are never weak)."""
         xs, dt = _torch_operands(xs)
@@ -128,11 +128,11 @@ class NumpyRules:
 
     name = "numpy"
 
-    def coerce(self, prim, xs, floating: bool = False, strong: bool = False):
+    def coerce(self, prim, xs, floating: bool = False):
         """Operands cast to the dtypes `prim` computes in (numpy's loop for its ufunc, else
         numpy's result_type, a float for `floating` ops), that dtype, and whether the result
-        is weak. `strong`: scalars count as arrays (np.stack, np.concatenate)."""
-        specs = [_spec(x, strong) for x in xs]
+        is weak."""
+        specs = [_spec(x) for x in xs]
         weak = all(type(s) is type for s in specs)
         ufunc = _ufunc(prim)
         if weak:
@@ -152,14 +152,14 @@ class NumpyRules:
         return dt if dt.kind == "f" else F64
 
 
-def _spec(x, strong):
+def _spec(x):
     """An operand as numpy's promotion sees it: a dtype, or a Python type when weak."""
     t = type(x)
     if t is bool or t is int or t is float:
-        return _DEFAULT[t] if strong else t
+        return t
     if is_value(x):
         dt = x._np_dtype
-        return _PY_KIND[dt.kind] if getattr(x, "_lg_weak", False) and not strong else dt
+        return _PY_KIND[dt.kind] if getattr(x, "_lg_weak", False) else dt
     if isinstance(x, (np.ndarray, np.generic)):
         return x.dtype
     return np.asarray(x).dtype
@@ -254,9 +254,20 @@ def rules_of(*xs):
     return top
 
 
-def coerce(prim, xs, floating: bool = False, strong: bool = False):
+def coerce(prim, xs, floating: bool = False):
     """`(operands, dtype, weak)` for `prim` under the rules of its operands."""
-    return rules_of(*xs).coerce(prim, xs, floating, strong)
+    return rules_of(*xs).coerce(prim, xs, floating)
+
+
+def strong(x):
+    """`x` as numpy makes an argument an array (np.stack, np.clip's first argument): a
+    Python number gets its default dtype, a weak value becomes a strong copy."""
+    if type(x) in _DEFAULT:
+        return np.asarray(x)
+    if getattr(x, "_lg_weak", False):
+        from llgrad.runtime.ops.elementwise import copy
+        return copy(x)
+    return x
 
 
 def float_of(x):

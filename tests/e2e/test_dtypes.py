@@ -1,0 +1,210 @@
+"""Compiled code computes in the dtypes numpy does (NEP 50; Note [Two promotion rules] in
+runtime/promotion.py): a table of expression templates x operand kinds (float32/float64/
+int64/bool arrays, 0-d arrays, numpy scalars, Python numbers, the counter of a staged loop),
+each compared with plain numpy for the result's dtype, its Python type (a Python number stays
+one: `i * 0.1` is a Python float) and its value to a few ulps of that dtype, natively and in
+the interpreter. What numpy refuses (or computes in float16/int8) llgrad refuses at its line.
+
+Speed: the accepted cases go into a few generated functions (the counter cases into loop
+bodies), traced once each for both modes; see DIRECT_CHUNKS for what runs natively.
+"""
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import math  # noqa: F401  (templates use math.*)
+import warnings
+
+import numpy as np
+import pytest
+
+import llgrad
+from llgrad.runtime.errors import LLGradError
+from llgrad.runtime.aval import SUPPORTED
+from llgrad.tracer.tracing import UnrollWarning
+
+MASK = np.array([True, False, True])
+OPERANDS = {  # name -> value; every operand is an argument of the generated functions
+    "f32": np.array([0.25, 0.7, 1.3], np.float32), "f64": np.array([0.25, 0.7, 1.3]),
+    "i64": np.array([1, 2, 3]), "b": np.array([True, True, True]),
+    "f32_0d": np.array(0.35, np.float32), "f64_0d": np.array(0.35), "i64_0d": np.array(2),
+    "np_f32": np.float32(1.1), "np_f64": np.float64(1.1), "np_i64": np.int64(3),
+    "np_b": np.bool_(True), "py_f": 1.1, "py_i": 3, "py_b": True,
+}
+COUNTER = "i"  # the counter of `for i in range(1, 3)`, staged; its last value is 2
+BINARY = ["{a} + {b}", "{a} - {b}", "{a} * {b}", "{a} / {b}", "{a} // {b}", "{a} % {b}",
+          "{a} ** {b}", "{a} < {b}", "{a} == {b}", "np.maximum({a}, {b})", "np.add({a}, {b})",
+          "np.true_divide({a}, {b})", "np.power({a}, {b})", "np.where(MASK, {a}, {b})",
+          "np.clip({a}, 0, {b})"]
+UNARY = ["-{a}", "abs({a})", "np.sin({a})", "np.exp({a})", "np.sqrt({a})", "np.fabs({a})",
+         "np.square({a})", "np.floor({a})", "np.sign({a})", "np.sum({a})", "np.mean({a})",
+         "np.prod({a})", "np.max({a})", "np.var({a})", "np.logical_not({a})", "{a} * 0.1",
+         "{a} + 1", "{a} / 3", "np.where(MASK, {a}, 0.5)", "np.where(MASK, 1.1, {a})",
+         "math.sin({a})", "math.pow({a}, 2)", "np.stack([{a}, {a}])"]
+ARGS = list(OPERANDS)
+
+
+STATIC = {"np_i64", "np_b", "py_i", "py_b"}  # constants of the trace (the rest is traced)
+
+
+def _cases(names, must=None):
+    """Every template over `names` with a traced operand; with `must`, only the cases using
+    that operand (expressions of constants alone are plain Python: nothing to compare)."""
+    for t in BINARY:
+        for a, b in itertools.product(names, repeat=2):
+            if (must is None or must in (a, b)) and not {a, b} <= STATIC:
+                yield t.format(a=a, b=b)
+    for t in UNARY:
+        for a in names:
+            if (must is None or must == a) and a not in STATIC:
+                yield t.format(a=a)
+
+
+DIRECT = list(_cases(ARGS))
+# numpy's `bool_array ** 2` takes np.square's int8 loop (ndarray.__pow__'s shortcut for the
+# exponents 2, 1, 0, -1, 0.5); with a traced counter as exponent llgrad computes numpy's
+# np.power (int64), the same numbers.
+COUNTED = [e for e in _cases(ARGS + [COUNTER], must=COUNTER) if e != "b ** i"]
+
+
+def _reference(expr, counter=None):
+    """numpy's result, or the exception numpy raises (float16/int8 results count as one)."""
+    env = dict(OPERANDS, np=np, math=math, MASK=MASK, i=counter)
+    try:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            r = eval(expr, env)
+    except Exception as e:  # noqa: BLE001 - any refusal by numpy/Python
+        return None, e
+    if np.asarray(r).dtype not in SUPPORTED:
+        return None, TypeError(f"numpy computes this in {np.asarray(r).dtype}")
+    return r, None
+
+
+def _split(exprs, counter=None):
+    ok, refused = [], []
+    for e in exprs:
+        r, err = _reference(e, counter)
+        (ok if err is None else refused).append((e, r))
+    return ok, refused
+
+
+DIRECT_OK, DIRECT_REFUSED = _split(DIRECT)
+COUNTED_OK, COUNTED_REFUSED = _split(COUNTED, counter=2)
+SIG = ", ".join(ARGS)
+# LLVM's time grows faster than linearly with a function's size: the table is cut into
+# chunks, each a sample across all templates (case k goes to chunk k % n). The interpreter
+# runs every chunk, native code the first NATIVE of them (a quarter of the cases, the same
+# primitives and dtype combinations).
+DIRECT_CHUNKS = [DIRECT_OK[j::12] for j in range(12)]
+COUNTED_CHUNKS = [COUNTED_OK[j::4] for j in range(4)]
+NATIVE = {"direct": 3, "counted": 2}
+
+
+def _program() -> str:
+    lines = ["import math", "import numpy as np", "from tests.e2e.test_dtypes import MASK"]
+    for j, chunk in enumerate(DIRECT_CHUNKS):
+        lines += [f"def direct{j}({SIG}):", "    return ("]
+        lines += [f"        {e}," for e, _ in chunk] + ["    )"]
+    for j, chunk in enumerate(COUNTED_CHUNKS):
+        lines += [f"def counted{j}(x, {SIG}):", "    t = x[0]", "    for i in range(1, 3):",
+                  "        t = t + 1.0"]
+        lines += [f"        r{k} = {e}" for k, (e, _) in enumerate(chunk)]
+        lines += [f"    return (t, {', '.join(f'r{k}' for k in range(len(chunk)))})"]
+    for k, (e, _) in enumerate(DIRECT_REFUSED):
+        lines += [f"def refused{k}({SIG}):", f"    return {e}"]
+    for k, (e, _) in enumerate(COUNTED_REFUSED):
+        lines += [f"def refused_counted{k}(x, {SIG}):", "    t = x[0]",
+                  "    for i in range(1, 3):", "        t = t + 1.0", f"        r = {e}",
+                  "    return t, r"]
+    return "\n".join(lines) + "\n"
+
+
+@pytest.fixture(scope="module")
+def program(tmp_path_factory):
+    """The generated functions as a module with a source file (llgrad reads the source)."""
+    path = tmp_path_factory.mktemp("dtypes") / "dtype_table.py"
+    path.write_text(_program())
+    spec = importlib.util.spec_from_file_location("dtype_table", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+_COMPILED: dict = {}
+
+
+def _run(fn, *args):
+    """The compiled call (one trace per function, shared by the interpreter and native runs);
+    a loop that had to be unrolled would hide the staged counter, so it is an error."""
+    d = _COMPILED.get(fn.__name__)
+    if d is None:
+        d = _COMPILED[fn.__name__] = llgrad.differentiate(fn)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnrollWarning)
+        return d(*args)
+
+
+def _expected_type(ref):
+    """The Python type a compiled result has: numpy's, except that float64 scalars come back
+    as Python floats and 0-d arrays as numpy scalars."""
+    if isinstance(ref, np.ndarray):
+        return np.ndarray if ref.ndim else (float if ref.dtype == np.float64 else ref.dtype.type)
+    return float if type(ref) is np.float64 else type(ref)
+
+
+def _compare(exprs, results, refs, where):
+    bad = []
+    for e, got, ref in zip(exprs, results, refs):
+        dt = np.asarray(ref).dtype
+        if np.asarray(got).dtype != dt or type(got) is not _expected_type(ref):
+            bad.append(f"{e}: {type(got).__name__} {np.asarray(got).dtype}, numpy gives "
+                       f"{type(ref).__name__} {dt}")
+            continue
+        tol = 8 * np.finfo(dt).eps if dt.kind == "f" else 0
+        if not np.allclose(got, ref, rtol=tol, atol=tol, equal_nan=True):
+            bad.append(f"{e}: {got!r} != numpy's {ref!r}")
+    assert not bad, f"{where}: {len(bad)} of {len(exprs)} cases differ:\n" + "\n".join(bad)
+
+
+def test_table_is_broad():
+    """The table covers every operand kind with accepted and refused cases."""
+    assert len(DIRECT_OK) > 2000 and len(COUNTED_OK) > 300
+    assert len(DIRECT_REFUSED) > 30
+
+
+def test_expressions_match_numpy(program, mode):
+    chunks = DIRECT_CHUNKS[:NATIVE["direct"]] if mode == "native" else DIRECT_CHUNKS
+    for j, chunk in enumerate(chunks):
+        got = _run(getattr(program, f"direct{j}"), *OPERANDS.values())
+        _compare([e for e, _ in chunk], got, [r for _, r in chunk], f"{mode}, chunk {j}")
+
+
+def test_loop_counter_expressions_match_python(program, mode):
+    """The counter of a staged loop is a Python int: `i * 0.1` is a Python float, so
+    `x_f32 * (i * 0.1)` stays float32, while `np.sin(i)` is a numpy float64."""
+    x = np.array([0.5, 1.0])
+    chunks = COUNTED_CHUNKS[:NATIVE["counted"]] if mode == "native" else COUNTED_CHUNKS
+    for j, chunk in enumerate(chunks):
+        fn = getattr(program, f"counted{j}")
+        got, ref = _run(fn, x, *OPERANDS.values()), fn(x, *OPERANDS.values())
+        assert got[0] == ref[0] == 2.5
+        _compare([e for e, _ in chunk], got[1:], list(ref[1:]), f"{mode}, chunk {j}")
+
+
+@pytest.mark.parametrize("counted", [False, True], ids=["direct", "counter"])
+def test_what_numpy_refuses_llgrad_refuses(program, counted):
+    refused = COUNTED_REFUSED if counted else DIRECT_REFUSED
+    args = ((np.array([0.5, 1.0]),) if counted else ()) + tuple(OPERANDS.values())
+    missed = []
+    for k, (e, _) in enumerate(refused):
+        fn = getattr(program, f"refused_counted{k}" if counted else f"refused{k}")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                with np.errstate(all="ignore"):
+                    llgrad.differentiate(fn).inspect(*args)
+        except (LLGradError, TypeError, ValueError, AttributeError):
+            continue
+        missed.append(e)
+    assert not missed, f"compiled without error, numpy refuses: {missed}"
