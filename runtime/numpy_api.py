@@ -12,7 +12,7 @@ from llgrad.runtime.aval import normalize_axes
 from llgrad.runtime.errors import UnsupportedError, user_loc
 from llgrad.runtime.ops._util import dtype_of, shape_of
 from llgrad.runtime.prim import REGISTRY
-from llgrad.runtime.promotion import coerce, numpy_call, strong
+from llgrad.runtime.promotion import all_weak, coerce, numpy_call, strong
 
 
 def _axis(x, axis):
@@ -134,6 +134,8 @@ def _ufunc_call(fn):
             raise UnsupportedError("where=/dtype= ufunc arguments are not supported on llgrad "
                                    "values", loc=user_loc(),
                                    fix="use np.where(mask, f(x), y) / .astype(dtype) instead")
+        if not all_weak(args):
+            return fn(*args)
         with numpy_call:
             return fn(*args)
     return impl

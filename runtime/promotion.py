@@ -47,11 +47,20 @@ _INT_ARITHMETIC = frozenset(getattr(np, n) for n in (
 _NUMPY_CALL = threading.local()
 
 
+def _dtype(x) -> np.dtype:
+    return x._np_dtype if is_value(x) else x.dtype
+
+
+_ASTYPE: list = []  # ops.astype, bound on first use (the ops modules import this one)
+
+
 def _cast(x, dt):
-    if (x._np_dtype if is_value(x) else x.dtype) == dt:
+    if _dtype(x) == dt:
         return x
-    from llgrad.runtime.ops.elementwise import astype
-    return astype(x, dt)
+    if not _ASTYPE:
+        from llgrad.runtime.ops.elementwise import astype
+        _ASTYPE.append(astype)
+    return _ASTYPE[0](x, dt)
 
 
 class TorchRules:
@@ -86,13 +95,27 @@ def _torch_operands(xs):
             db = b._np_dtype
             if type(a) is float and db.kind == "f" or type(a) is int and db.kind in "fi":
                 return [np.asarray(a, db), b], db
-    from llgrad.runtime.ops._util import as_operand, dtype_of
     anchor = next((x for x in xs if is_value(x) or isinstance(x, np.ndarray)), None)
     xs = [as_operand(x, anchor) for x in xs]
-    dt = dtype_of(xs[0])
+    dt = _dtype(xs[0])
     for x in xs[1:]:
-        dt = promote(dt, dtype_of(x))
-    return [x if dtype_of(x) == dt else _cast(x, dt) for x in xs], dt
+        dt = promote(dt, _dtype(x))
+    return [_cast(x, dt) for x in xs], dt
+
+
+SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
+
+
+def as_operand(x, like=None):
+    """PyTorch: values pass through; Python and numpy scalars become 0-d arrays of the weak
+    dtype they take next to `like`; the rest -> ndarray."""
+    if is_value(x) or isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, SCALARS):
+        if isinstance(x, (np.bool_, np.integer, np.floating)):
+            x = x.item()
+        return np.asarray(x, dtype=scalar_dtype(x, None if like is None else _dtype(like)))
+    return np.asarray(x)
 
 
 _CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
@@ -226,6 +249,17 @@ def _resolve(prim, ufunc, specs, floating):
 def _describe(specs):
     return ", ".join(f"a Python {s.__name__}" if type(s) is type else aval_str((), s)[:-2]
                      for s in specs)
+
+
+def all_weak(xs) -> bool:
+    """Whether every operand is a Python number or a weak value (then a numpy function needs
+    `numpy_call`; with a strong operand its result is strong anyway)."""
+    for x in xs:
+        t = type(x)
+        if t not in _DEFAULT and not (getattr(t, "_lg_promotion", None) is NUMPY
+                                      and x._lg_weak):
+            return False
+    return True
 
 
 class _NumpyCall:

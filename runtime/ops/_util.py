@@ -5,9 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from llgrad.runtime.prim import is_value
-from llgrad.runtime.promotion import coerce, scalar_dtype
-
-SCALARS = (bool, int, float, np.bool_, np.integer, np.floating)
+from llgrad.runtime.promotion import as_operand, coerce  # noqa: F401  (as_operand: re-exported)
 
 
 def dtype_of(x) -> np.dtype:
@@ -16,18 +14,6 @@ def dtype_of(x) -> np.dtype:
 
 def shape_of(x) -> tuple:
     return tuple(x.shape)
-
-
-def as_operand(x, like=None):
-    """Values pass through; Python scalars become 0-d arrays of PyTorch's weak dtype next to
-    `like`; the rest -> ndarray."""
-    if is_value(x) or isinstance(x, np.ndarray):
-        return x
-    if isinstance(x, SCALARS):
-        if isinstance(x, (np.bool_, np.integer, np.floating)):
-            x = x.item()
-        return np.asarray(x, dtype=scalar_dtype(x, None if like is None else dtype_of(like)))
-    return np.asarray(x)
 
 
 def operands(*xs):

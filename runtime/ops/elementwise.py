@@ -197,8 +197,9 @@ logical_not_p = elementwise("logical_not", np.logical_not, None, lambda s, x: s.
 
 # ---- the ops API over values and constants ----------------------------------------------------
 # The op functions below first try the eager fast path: Tensor operands of one dtype, or a
-# Tensor with a Python float (weak: it takes the tensor's dtype) or a same-dtype constant
-# array, go straight to `Tensor._lg_process` -- exactly what `coerce` + `bind` would do.
+# Tensor with a Python float or int (weak: it takes the tensor's dtype within its kind) or a
+# same-dtype constant array, go straight to `Tensor._lg_process` -- exactly what `coerce` +
+# `bind` would do.
 # Everything else (IR and traced values, promotion, ints, lists) takes the general path, where
 # runtime/promotion.py decides the dtypes (Note [Two promotion rules]).
 def _binary(p, floating=False, check=None):
@@ -211,16 +212,15 @@ def _binary(p, floating=False, check=None):
                 if ty is T:
                     if y._data.dtype is d:
                         return T._lg_process(p, (x, y), {})
-                elif ty is float:
-                    if d.kind == "f":
-                        return T._lg_process(p, (x, np.asarray(y, d)), {})
+                elif ty is float and d.kind == "f" or ty is int and d.kind in "fi":
+                    return T._lg_process(p, (x, np.asarray(y, d)), {})
                 elif ty is np.ndarray and y.dtype is d:
                     return T._lg_process(p, (x, y), {})
         elif type(y) is T:
             d = y._data.dtype
             if d.kind == "f":
                 tx = type(x)
-                if tx is float:
+                if tx is float or tx is int:
                     return T._lg_process(p, (np.asarray(x, d), y), {})
                 if tx is np.ndarray and x.dtype is d:
                     return T._lg_process(p, (x, y), {})
@@ -281,8 +281,10 @@ def where(cond, x, y):
     """Select `x` where `cond` else `y` (x and y promote; cond is cast to bool)."""
     rules = rules_of(cond, x, y)
     (x, y), _, weak = rules.coerce(where_p, (x, y))
-    (cond,), dt, _ = rules.coerce(None, (cond,))
-    out = bind(where_p, cond if dt == BOOL else astype(cond, BOOL), x, y)
+    if not (is_value(cond) and cond._np_dtype == BOOL):
+        (cond,), _, _ = rules.coerce(None, (cond,))
+        cond = astype(cond, BOOL)
+    out = bind(where_p, cond, x, y)
     if weak:
         out._lg_weak = True
     return out
@@ -316,9 +318,8 @@ def astype(x, dtype):
 
 
 def square(x):
-    """x * x; bool promotes to int64, as PyTorch's square (pow(x, 2)) does (numpy's int8 is
-    refused by its rules)."""
-    (x,), dt, weak = coerce(square_p, (x,))
+    """x * x; bool promotes to int64, as PyTorch's square (pow(x, 2)) does."""
+    (x,), dt, weak = coerce(square_p, (x,))  # (numpy's rules refuse bool: int8)
     out = bind(square_p, astype(x, I64) if dt == BOOL else x)
     if weak:
         out._lg_weak = True

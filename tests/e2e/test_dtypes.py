@@ -62,8 +62,7 @@ def _cases(names, must=None):
 
 DIRECT = list(_cases(ARGS))
 # numpy's `bool_array ** 2` takes np.square's int8 loop (ndarray.__pow__'s shortcut for the
-# exponents 2, 1, 0, -1, 0.5); with a traced counter as exponent llgrad computes numpy's
-# np.power (int64), the same numbers.
+# exponent 2); llgrad computes np.power's int64, the same numbers (README, Limitations).
 COUNTED = [e for e in _cases(ARGS + [COUNTER], must=COUNTER) if e != "b ** i"]
 
 
@@ -208,3 +207,161 @@ def test_what_numpy_refuses_llgrad_refuses(program, counted):
             continue
         missed.append(e)
     assert not missed, f"compiled without error, numpy refuses: {missed}"
+
+
+# ---- the issue's reproductions and the cases around them ----------------------------------
+def counter_scaled(x):
+    acc = 0.0
+    for i in range(x.shape[0]):
+        acc += x[i] * (i * 0.1)  # `i * 0.1` is a Python float: float64 precision, weak
+    return acc
+
+
+def sin_sum(x):
+    return np.sum(np.sin(x))
+
+
+def where_constants(x):
+    return np.sum(np.where(x > 1, 1.1, 0.9) * x)
+
+
+def rows_from_python_zero(x):
+    acc = 0.0
+    for row in x:  # staged at once: `acc` is a Python float carried into the loop
+        acc = acc + row
+    return acc
+
+
+def python_float_carried(x):
+    acc = 0.0
+    for row in x:
+        acc = acc + 0.1  # stays a Python float, so `acc * x[0]` keeps x's dtype
+    return acc * x[0]
+
+
+def count_rows(x):
+    n = 0
+    for row in x:
+        n = n + 1
+    return n * x[0] + n
+
+
+def branch_number_or_element(x):
+    acc = x[0] * 0.0
+    for i in range(x.shape[0]):
+        if x[i] > 0.5:  # float64 on both paths (was float32 on one: a counter times 0.1)
+            y = i * 0.1
+        else:
+            y = x[i]
+        acc = acc + y
+    return acc
+
+
+def counter_as_float(x):
+    acc = x[0]
+    for i in range(x.shape[0]):
+        acc = acc + float(i) * x[i] + math.sin(i)  # no concretisation: the loop stays staged
+    return acc
+
+
+def counter_bools(x):
+    acc = x[0] * 0
+    for i in range(x.shape[0]):
+        acc = acc + ((i > 0) + (i > 1)) * x[i]  # Python: bool + bool is an int
+    return acc
+
+
+def scalar_arguments(x, a, b, k):
+    return np.sum(x * a) + x[0] * b + np.sum(x * k)
+
+
+X32 = np.array([0.1, 0.7, 1.3], np.float32)
+X64 = np.array([0.1, 0.7, 1.3])
+XI = np.array([1, 2, 3])
+
+
+@pytest.mark.parametrize("fn, args", [
+    (counter_scaled, (X64,)), (counter_scaled, (X32,)), (sin_sum, (XI,)),
+    (where_constants, (X64,)), (where_constants, (XI,)), (rows_from_python_zero, (X32,)),
+    (python_float_carried, (X32,)), (count_rows, (X32,)), (branch_number_or_element, (X64,)),
+    (branch_number_or_element, (X32,)), (counter_as_float, (X32,)), (counter_bools, (X64,)),
+    (scalar_arguments, (X32, 0.1, np.float64(0.1), 3)),
+    (scalar_arguments, (X64, np.float32(0.1), 0.1, True)),
+], ids=lambda v: getattr(v, "__name__", None) or (str(np.asarray(v).dtype)
+                                                   if isinstance(v, np.ndarray) else None))
+def test_value_and_dtype_as_python(fn, args, mode):
+    got = _run(fn, *args)
+    _compare([fn.__name__], [got], [fn(*args)], mode)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_issue_repro_gradient_is_the_python_number(dtype, mode):
+    """d/dx[i] of sum x[i] * (i * 0.1) is the Python float i * 0.1 (0.30000000000000004 at
+    i = 3), in x's dtype; computed in float32 it was 0.30000001."""
+    x = np.arange(1.0, 5.0).astype(dtype)
+    g = llgrad.differentiate(counter_scaled).grad(x)
+    assert g.dtype == dtype
+    np.testing.assert_array_equal(g, np.array([i * 0.1 for i in range(4)], dtype))
+
+
+def test_gradients_have_the_arguments_types():
+    f = llgrad.differentiate(scalar_arguments, wrt=(0, 1, 2))
+    for x, a, b in [(X32, 0.5, np.float32(0.5)), (X64, np.float64(0.5), 0.5)]:
+        gx, ga, gb = f.grad(x, a, b, 2)
+        assert type(gx) is np.ndarray and gx.dtype == x.dtype
+        for g, arg in ((ga, a), (gb, b)):  # float64 scalars come back as Python floats
+            assert type(g) is (float if np.asarray(arg).dtype == np.float64 else type(arg))
+        np.testing.assert_allclose(ga, np.sum(x), rtol=1e-6)
+
+
+def int_power(x):
+    return np.sum(x ** -1)
+
+
+def float_range(x, n):
+    acc = x[0]
+    for i in range(n):
+        acc = acc + x[i]
+    return acc
+
+
+def counter_power(x):
+    acc = x[0]
+    for i in range(x.shape[0]):
+        acc = acc + i ** (i - 1) * x[i]
+    return acc
+
+
+def bool_sin(x):
+    return np.sum(np.sin(x > 1))
+
+
+def bool_floordiv(x):
+    return np.sum((x > 1) // (x > 2))
+
+
+def invert_python_bool(x):
+    acc = x[0]
+    for i in range(x.shape[0]):
+        acc = acc + (~(i > 1)) * x[i]
+    return acc
+
+
+def int_and(x):
+    return np.sum(x & 1)
+
+
+@pytest.mark.parametrize("fn, args, match", [
+    (int_power, (XI,), "integers to negative integer powers are not allowed"),
+    (float_range, (X64, 2.0), r"range\(\) bounds must be integers, got a traced f64\[\]"),
+    (counter_power, (X64,), r"\*\* of two Python ints computed while tracing"),
+    (bool_sin, (X64,), r"np.sin of bool computes in float16 \(numpy's rule\), which llgrad "
+                       r"does not support"),
+    (bool_floordiv, (X64,), r"np.floor_divide of bool, bool computes in int8"),
+    (invert_python_bool, (X64,), r"the operator ~ on a Python bool"),
+    (int_and, (XI,), r"the operator & on int64: llgrad supports & on booleans only"),
+], ids=lambda v: getattr(v, "__name__", None))
+def test_refused_with_the_users_line(fn, args, match):
+    with pytest.raises(LLGradError, match=match) as info:
+        llgrad.differentiate(fn)(*args)
+    assert info.value.loc is not None and info.value.loc.function == fn.__name__
