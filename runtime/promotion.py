@@ -43,7 +43,7 @@ _STAND_IN = {bool: False, int: 0, float: 0.0}  # weak scalars for np.result_type
 # Python's arithmetic on bools gives ints (True + True == 2); numpy's keeps bools.
 _INT_ARITHMETIC = frozenset(getattr(np, n) for n in (
     "add", "subtract", "multiply", "true_divide", "floor_divide", "remainder", "power",
-    "negative", "absolute", "maximum", "minimum"))
+    "negative", "absolute"))
 _NUMPY_CALL = threading.local()
 
 
@@ -309,9 +309,3 @@ def float_of(x):
     dt = x._np_dtype if is_value(x) else np.asarray(x).dtype
     return rules_of(x).float_of(dt)
 
-
-def mark(out, weak: bool):
-    """Flag `out` weak (it stands for a Python number); returns it."""
-    if weak:
-        out._lg_weak = True
-    return out

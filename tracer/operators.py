@@ -58,6 +58,7 @@ from typing import Any, Callable, Protocol, Sequence
 from llgrad.runtime.errors import ConcretizationError, user_loc
 
 from . import captures
+from .traced_builtins import traced_builtins
 from .convert.errors import SourceLoc, UnsupportedSyntaxError  # noqa: F401
 
 
@@ -384,68 +385,6 @@ def converted_call(f: Callable, args: tuple, kwargs: dict | None) -> Any:
         _check_defined(kwargs.values())
     target = _converted_target(f, args)
     return target(*args, **(kwargs or {}))
-
-
-def _traced_builtins() -> dict:
-    """`math.*` and builtins that need a traced counterpart (they would concretise)."""
-    import math
-
-    from llgrad.runtime import ops
-    table = {getattr(math, n): _math(getattr(ops, m)) for n, m in [
-        ("exp", "exp"), ("log", "log"), ("log1p", "log1p"), ("expm1", "expm1"), ("sin", "sin"),
-        ("cos", "cos"), ("tan", "tan"), ("tanh", "tanh"), ("sqrt", "sqrt"), ("fabs", "abs"),
-        ("pow", "pow")]}
-    # Python's max(a, b): a unless b > a (a Python number if both are)
-    table[max] = lambda a, b: ops.where(b > a, b, a)
-    table[min] = lambda a, b: ops.where(b < a, b, a)
-    table[float] = _number(float)
-    table[int] = _number(int)
-    return table
-
-
-def _weak(v):
-    v._lg_weak = True  # See Note [Two promotion rules] in runtime/promotion.py
-    return v
-
-
-def _math(op: Callable) -> Callable:
-    """math.f: a Python float, computed in float64 whatever the argument's dtype."""
-    def call(*args):
-        return _weak(op(*(_float(a) for a in args)))
-    return call
-
-
-def _float(a):
-    from llgrad.runtime import ops
-    if not is_traced(a):
-        return float(a)
-    if a.shape != ():
-        raise TypeError("only 0-dimensional arrays can be converted to Python scalars")
-    return ops.astype(a, "float64")
-
-
-def _number(kind: type) -> Callable:
-    """float(i) / int(i) of a value standing for a Python int or bool (a loop counter): the
-    same number, still traced (it carries no gradient). Of any other traced value (a float
-    argument, an array element): concretisation, as documented for float(t)."""
-    def call(v, *rest):
-        from llgrad.runtime import ops
-        if rest or not getattr(v, "_lg_weak", False) or v.dtype.kind not in "biu":
-            return kind(v, *rest)
-        if kind is int and v.dtype.kind != "b":
-            return v
-        return _weak(ops.astype(v, "float64" if kind is float else "int64"))
-    return call
-
-
-_TRACED_BUILTINS: dict = {}
-
-
-def traced_builtins() -> dict:
-    """Library callables with a traced counterpart (see _converted_target)."""
-    if not _TRACED_BUILTINS:
-        _TRACED_BUILTINS.update(_traced_builtins())
-    return _TRACED_BUILTINS
 
 
 def is_random(f: Any) -> bool:

@@ -310,10 +310,11 @@ class IRStager:
                 elif k in weak:  # Note [Carried numbers]
                     if t != (avals[k], True):
                         grow[k] = t
-                elif merge.with_weak(avals[k], t[0]) != avals[k] if t[1] else \
-                        t[0] != avals[k]:
-                    changed = changed or (f"the shape/dtype of `{name}` from "
-                                          f"{aval_str(*avals[k])} to {aval_str(*t[0])}")
+                else:  # a Python number must fit the strong type (no truncation)
+                    new = merge.with_weak(avals[k], t[0]) if t[1] else t[0]
+                    if new != avals[k]:
+                        changed = changed or (f"the shape/dtype of `{name}` from "
+                                              f"{aval_str(*avals[k])} to {aval_str(*new)}")
             elif v is not s0[k] and not isinstance(v, Undefined):
                 if _is_val(v):
                     grow[k] = t

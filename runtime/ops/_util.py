@@ -20,4 +20,3 @@ def operands(*xs):
     """Operands of one common dtype, under the rules of their values (promotion.py)."""
     xs, dt, _ = coerce(None, xs)
     return xs, dt
-

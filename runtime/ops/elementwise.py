@@ -199,9 +199,8 @@ logical_not_p = elementwise("logical_not", np.logical_not, None, lambda s, x: s.
 # The op functions below first try the eager fast path: Tensor operands of one dtype, or a
 # Tensor with a Python float or int (weak: it takes the tensor's dtype within its kind) or a
 # same-dtype constant array, go straight to `Tensor._lg_process` -- exactly what `coerce` +
-# `bind` would do.
-# Everything else (IR and traced values, promotion, ints, lists) takes the general path, where
-# runtime/promotion.py decides the dtypes (Note [Two promotion rules]).
+# `bind` would do. Everything else (IR and traced values, promotion, lists) takes the general
+# path, where runtime/promotion.py decides the dtypes (Note [Two promotion rules]).
 def _binary(p, floating=False, check=None):
     def op(x, y):
         T = _DEFAULT[0]
