@@ -358,8 +358,8 @@ class _FastCall:
         self.arrays = [(i, type(a) is float) for i, a in enumerate(args)
                        if type(a) is np.ndarray or type(a) is float]
         specs = sig.leaf_specs(c.trace.out_struct)
-        self.scalar_out = (len(specs) == 1 and isinstance(c.trace.out_struct, sig.Leaf)
-                           and specs[0].shape == () and specs[0].dtype.kind == "f")
+        self.scalar_out = (specs[0].to_python if len(specs) == 1 and
+                           isinstance(c.trace.out_struct, sig.Leaf) else None)
         pos = {i: k for k, (i, _) in enumerate(self.arrays)}
         n_out = len(c.trace.fn.outputs)
         # Each wrt argument is one leaf here: where its cotangent is, and whether it is a float.
@@ -374,8 +374,8 @@ class _FastCall:
                 for i, is_float in self.arrays]
 
     def value(self, outs):
-        if self.scalar_out:
-            return float(outs[0])
+        if self.scalar_out is not None:
+            return self.scalar_out(outs[0])
         return _rebuild_outputs(self.c.trace.out_struct, outs[:len(self.c.trace.fn.outputs)])
 
     def grads(self, outs):
@@ -398,7 +398,7 @@ def _assemble(tr, cts: list, wrt_leaves, wrt_args, single, to_python: bool = Tru
             if g is None:
                 g = np.zeros(specs[k].shape, specs[k].dtype)
             if to_python:
-                g = float(g) if specs[k].is_float_scalar else np.asarray(g)
+                g = specs[k].to_python(g)
             vals.append(g)
         per_arg.append(sig.unflatten(tr.in_struct[1][a], vals))
     return per_arg[0] if single else tuple(per_arg)
@@ -447,10 +447,8 @@ def _check_scalar_output(tr, fn) -> None:
 
 
 def _rebuild_outputs(struct, arrays):
-    vals = [float(a) if s.is_float_scalar or (np.ndim(a) == 0 and a.dtype.kind == "f")
-            else (np.asarray(a) if np.ndim(a) else np.asarray(a)[()])
-            for a, s in zip(arrays, sig.leaf_specs(struct))]
-    return sig.unflatten(struct, vals)
+    """Results as plain Python gives them: arrays, numpy scalars, Python numbers."""
+    return sig.unflatten(struct, [s.to_python(a) for a, s in zip(arrays, sig.leaf_specs(struct))])
 
 
 def differentiate(fn: Callable | None = None, *, wrt=0, cache: bool = False):

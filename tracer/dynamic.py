@@ -77,7 +77,8 @@ def trace_dynamic(fn, args: tuple, kwargs: dict) -> tuple[Trace, list]:
     with b:
         params = []
         for k, (s, arr) in enumerate(zip(specs, leaves)):
-            p = b.param((s.shape, s.dtype), _leaf_name(names, owner, k))
+            p = b.param((s.shape, s.dtype), _leaf_name(names, owner, k),
+                        weak=s.is_python_scalar)
             b.env[p.id] = arr
             params.append(p)
         out = call_with(_convertible(fn), names, sig.unflatten(struct, params))

@@ -77,6 +77,7 @@ import numpy as np
 from llgrad.runtime.errors import ConcretizationError, user_loc
 
 from . import captures
+from .traced_builtins import traced_builtins
 from .convert.errors import SourceLoc, UnsupportedSyntaxError  # noqa: F401
 
 
@@ -494,40 +495,6 @@ def converted_call(f: Callable, args: tuple, kwargs: dict | None) -> Any:
         _check_defined(kwargs.values())
     target = _converted_target(f, args + tuple(kwargs.values()) if kwargs else args)
     return target(*args, **(kwargs or {}))
-
-
-def _traced_builtins() -> dict:
-    """`math.*` and builtins that need a traced counterpart (they would concretise)."""
-    import math
-
-    import numpy as np
-    table = {getattr(math, n): getattr(np, m) for n, m in [
-        ("exp", "exp"), ("log", "log"), ("log1p", "log1p"), ("expm1", "expm1"), ("sin", "sin"),
-        ("cos", "cos"), ("tan", "tan"), ("tanh", "tanh"), ("sqrt", "sqrt"), ("fabs", "abs"),
-        ("pow", "power")]}
-    table[max] = lambda a, b: np.where(b > a, b, a)  # Python's max(a, b): a unless b > a
-    table[min] = lambda a, b: np.where(b < a, b, a)
-    return table
-
-
-_TRACED_BUILTINS: dict = {}
-_LAZY_LEFT = [-1]  # how many of numpy_api.LAZY were unresolved when the table was built
-
-
-_LAZY_LEFT = [-1]
-
-
-def traced_builtins() -> dict:
-    """Library callables with a traced counterpart (see _converted_target): math.*, max/min,
-    numpy's conversions (np.asarray, np.array, ...) and scipy's Python-level functions, the
-    latter known once scipy is imported (Note [Lazily named functions] in numpy_api.py)."""
-    from llgrad.runtime import numpy_api
-    numpy_api.resolve_lazy()
-    if len(numpy_api.LAZY) != _LAZY_LEFT[0]:
-        _TRACED_BUILTINS.update(_traced_builtins())
-        _TRACED_BUILTINS.update(numpy_api.traced_forms())
-        _LAZY_LEFT[0] = len(numpy_api.LAZY)
-    return _TRACED_BUILTINS
 
 
 # Note [Lists of traced values]

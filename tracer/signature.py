@@ -1,9 +1,10 @@
 """Call signatures: flattening argument pytrees (tuples, lists, dicts of arrays and scalars)
 into leaves, and the cache key of a call (shapes, dtypes, scalar types, static values).
 
-Arrays and Python floats are traced; Python ints, bools and anything else are static: the
-function receives them as they are, and their typed value (a mutable object's contents) is
-part of the key, so a new value means a new trace (Note [Static arguments]).
+Arrays, Python floats and numpy float scalars are traced; Python ints, bools and anything
+else are static: the function receives them as they are, and their typed value (a mutable
+object's contents) is part of the key, so a new value means a new trace (Note [Static
+arguments]).
 """
 from __future__ import annotations
 
@@ -24,14 +25,31 @@ TRACED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int64),
 
 @dataclass(frozen=True)
 class Leaf:
-    """One traced leaf: an array, or a Python float (traced as a 0-d float64)."""
+    """One traced leaf: an array, or a scalar of type `scalar`: a Python number (traced as a
+    weak 0-d value; See Note [Two promotion rules]) or a numpy scalar (np.float32(2.0):
+    as strong as an array). Gradients and results come back as that type."""
 
     shape: tuple
     dtype: np.dtype
-    is_float_scalar: bool = False
+    scalar: type | None = None
+
+    @property
+    def is_python_scalar(self) -> bool:
+        return self.scalar in (float, int, bool)
 
     def __str__(self) -> str:
-        return "float" if self.is_float_scalar else aval_str(self.shape, self.dtype)
+        if self.is_python_scalar:
+            return self.scalar.__name__
+        return aval_str(self.shape, self.dtype) + (" scalar" if self.scalar else "")
+
+    def to_python(self, a):
+        """An output or gradient array as this leaf's type. Numpy scalars come back as
+        numpy scalars, except float64 ones, which are Python floats (the same number)."""
+        if self.scalar is None:
+            return np.asarray(a)
+        if self.is_python_scalar:
+            return self.scalar(a)
+        return float(a) if self.dtype == np.float64 else np.asarray(a)[()]
 
 
 class Static:
@@ -160,9 +178,15 @@ def flatten(tree, names=None) -> tuple[list, Any]:
                 arr = arr.astype(np.int64)
             leaves.append(arr)
             return Leaf(arr.shape, arr.dtype)
-        if isinstance(x, (float, np.floating)) and not isinstance(x, bool):
+        if isinstance(x, float) and not isinstance(x, np.floating):
             leaves.append(np.asarray(float(x), dtype=np.float64))
-            return Leaf((), np.dtype(np.float64), True)
+            return Leaf((), np.dtype(np.float64), float)
+        if isinstance(x, np.floating):
+            if x.dtype not in TRACED_DTYPES:
+                raise DTypeError(f"unsupported dtype {x.dtype} for a scalar argument",
+                                 fix="use np.float64 or np.float32 scalars")
+            leaves.append(np.asarray(x))
+            return Leaf((), x.dtype, type(x))
         return Static(x)
 
     if names is not None:

@@ -10,14 +10,15 @@ from __future__ import annotations
 import numpy as np
 
 from llgrad.runtime import ops
-from llgrad.runtime.aval import BOOL, F64, I64, Aval, aval_str
-from llgrad.runtime.errors import ConcretizationError, LLGradError, ShapeError, user_loc
+from llgrad.runtime.aval import BOOL, I64, Aval, aval_str
+from llgrad.runtime.errors import (ConcretizationError, DTypeError, LLGradError, ShapeError,
+                                   user_loc)
 from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
-from llgrad.tracer import checks, operators
+from llgrad.tracer import checks, merge, operators
 from llgrad.tracer.operators import TracedRange, Undefined
 from llgrad.tracer.stores import StoreLog
 from llgrad.transform import ir
-from llgrad.transform.builder import Builder, ScopeError, Value, current
+from llgrad.transform.builder import Builder, Value, current
 
 
 class Unroll(Exception):
@@ -48,86 +49,6 @@ def _pred(b: Builder, cond, loc) -> Value:
                          fix="use a scalar condition, or np.where(cond, a, b) for elementwise "
                          "selection, or .any()/.all()")
     return cond if cond.aval.dtype == BOOL else ops.ne(cond, 0)
-
-
-def _scalar_aval(v):
-    if isinstance(v, (bool, np.bool_)):
-        return Aval((), BOOL)
-    if isinstance(v, (int, np.integer)):
-        return Aval((), I64)
-    if isinstance(v, (float, np.floating)):
-        return Aval((), F64)
-    return None
-
-
-def _lift_into(b: Builder, region: ir.Region, value, aval: Aval) -> Value:
-    """`value` as a Value of `aval` usable in `region` (constants are emitted inside it)."""
-    if _is_val(value):
-        home = b.home.get(value.id)  # defined in another, closed region: Note [Unrolled loops]
-        if home is not None and home is not region and not any(home is r for r in b.regions):
-            raise ScopeError(value, home)
-        if value.aval.dtype != aval.dtype:
-            b.regions.append(region)
-            try:
-                value = ops.astype(value, aval.dtype)
-            finally:
-                b.regions.pop()
-        return value
-    b.regions.append(region)
-    try:
-        if value is None:  # a placeholder (e.g. __lg_retval not yet set on this path)
-            return b.const(np.zeros(aval.shape, aval.dtype))
-        return b.const(np.broadcast_to(np.asarray(value, aval.dtype), aval.shape).copy())
-    finally:
-        b.regions.pop()
-
-
-def _merge_aval(name, a, c, loc):
-    """The aval both branch values take, or None when they can stay one Python value."""
-    what = ("the value of a conditional expression (`a if c else b`, or `and`/`or` on a "
-            "traced operand)") if name == "(value)" else f"`{name}`" if not \
-        name.isidentifier() else f"variable `{name}`"
-    if not _is_val(a) and not _is_val(c):
-        if a is c:
-            return None
-        if isinstance(a, np.ndarray) and isinstance(c, np.ndarray):
-            aa, ac = Aval(a.shape, a.dtype), Aval(c.shape, c.dtype)
-            if aa != ac:
-                raise ShapeError(f"{what} is {aval_str(*aa)} on one path of a traced "
-                                 f"condition but {aval_str(*ac)} on the other", loc=loc,
-                                 fix="give both branches the same shape and dtype")
-            return aa
-        sa, sc = _scalar_aval(a), _scalar_aval(c)
-        if sa is not None and sc is not None:
-            if type(a) is type(c) and a == c:
-                return None
-            return sa if sa.dtype == sc.dtype else Aval((), F64 if F64 in (sa.dtype, sc.dtype)
-                                                       else I64)
-        if (a is None or c is None) and name.startswith("__lg_"):
-            return None
-        raise LLGradError(f"{what} holds different Python objects on the two paths "
-                          f"of a traced condition ({type(a).__name__} and {type(c).__name__})",
-                          loc=loc, fix="make it an array on both paths, or compute it outside "
-                          "the condition")
-    if _is_val(a) and _is_val(c):
-        if a.aval != c.aval:
-            raise ShapeError(f"{what} is {aval_str(*a.aval)} on one path of a traced "
-                             f"condition but {aval_str(*c.aval)} on the other", loc=loc,
-                             fix="give both branches the same shape and dtype (cast with "
-                             ".astype or broadcast explicitly)")
-        return None if a is c else a.aval
-    v, other = (a, c) if _is_val(a) else (c, a)
-    if other is None or _scalar_aval(other) is not None:
-        return v.aval
-    if isinstance(other, np.ndarray):  # e.g. a buffer written on one path only
-        if (other.shape, other.dtype) != (v.aval.shape, v.aval.dtype):
-            raise ShapeError(f"{what} is {aval_str(*v.aval)} on one path of a traced "
-                             f"condition but {aval_str(other.shape, other.dtype)} on the other",
-                             loc=loc, fix="give both branches the same shape and dtype")
-        return v.aval
-    raise LLGradError(f"{what} is an array on one path of a traced condition and a "
-                      f"{type(other).__name__} on the other", loc=loc,
-                      fix="assign an array of the same shape on both paths")
 
 
 class IRStager:
@@ -205,16 +126,18 @@ class IRStager:
                     put(Undefined(name, f"assigned only in the {'false' if ua else 'true'} "
                                         f"branch of the `if` at {loc}"))
                     continue
-            aval = _merge_aval(name, a, c, loc)
-            if aval is None:
+            merged = merge.merge(name, a, c, loc)
+            if merged is None:
                 put(a if a is not None else c)
                 continue
-            rt.results.append(_lift_into(b, rt, a, aval))
-            re.results.append(_lift_into(b, re, c, aval))
-            outs.append((name, aval, put))
-        values = b.emit(cond_p, [pred], {}, [a for _, a, _ in outs], regions=[rt, re], loc=loc)
-        for (name, _, put), v in zip(outs, values):
+            rt.results.append(merge.lift(b, a, merged[0], rt))
+            re.results.append(merge.lift(b, c, merged[0], re))
+            outs.append((name, merged, put))
+        values = b.emit(cond_p, [pred], {}, [a for _, (a, _), _ in outs], regions=[rt, re],
+                        loc=loc)
+        for (name, (_, weak), put), v in zip(outs, values):
             v.name = _hint(name) if name.isidentifier() else None  # not "(value)", "Box.a"
+            v._lg_weak = weak
             put(v)
         set_state(tuple(final))
 
@@ -244,7 +167,9 @@ class IRStager:
     def stage_not(self, value, loc):
         if self.eager():
             return not _truth(value)
-        return ops.logical_not(_pred(current(), value, loc))
+        out = ops.logical_not(_pred(current(), value, loc))
+        out._lg_weak = True  # `not` gives a Python bool
+        return out
 
     def stage_setitem(self, target, index, value):
         if isinstance(target, np.ndarray):  # a copy: the user's array is never written
@@ -285,10 +210,8 @@ class IRStager:
             if not static:
                 raise _cannot_unroll("loop", loc, self._reason(loc))
             return self._run_python(range(start, stop, step), item, extra_test, body_fn)
-        start_v, stop_v = b.lift(np.int64(start) if not _is_val(start) else start), \
-            b.lift(np.int64(stop) if not _is_val(stop) else stop)
-        start_v = start_v if start_v.aval.dtype == I64 else ops.astype(start_v, I64)
-        stop_v = stop_v if stop_v.aval.dtype == I64 else ops.astype(stop_v, I64)
+        start_v, stop_v = (b.lift(np.int64(v)) if not _is_val(v) else _int_bound(v, loc)
+                           for v in (start, stop))
 
         def body(i):
             body_fn(i if item is None else ops.getitem(item, i))
@@ -372,13 +295,22 @@ class IRStager:
                 return
             body_fn(i if item is None else item[i])
 
+    # Note [Carried numbers]
+    # A variable holding a Python number on entry to a staged loop (`acc = 0.0`), or a weak
+    # value, is carried as a weak value (See Note [Two promotion rules]). When the body makes
+    # it something else (`acc = acc + x_f32[i]` is float32, an array, a Python float where
+    # it was an int), it takes that type from the start, as Python's variable does from the
+    # first iteration on; the body is traced again. A strong carried value that changes its
+    # shape or dtype makes the loop unroll (Note [Unrolled loops]). Weak values only become
+    # strong or wider, so this ends.
     def _loop(self, b, loc, names, get_state, set_state, static, kind, body, test=None,
               bounds=None, may_skip=False, python_test=False):
         s0 = list(get_state())
         carried = {k for k, v in enumerate(s0) if _is_val(v)}
         avals = {k: s0[k].aval for k in carried}
-        for _attempt in range(len(names) + 2):
-            region_ops = self._trace_loop(b, loc, names, s0, carried, avals, get_state,
+        weak = {k for k in carried if merge.is_weak(s0[k])}  # See Note [Carried numbers]
+        for _attempt in range(4 * len(names) + 2):
+            region_ops = self._trace_loop(b, loc, names, s0, carried, avals, weak, get_state,
                                           set_state, kind, body, test, bounds)
             grown = region_ops["grow"]
             changed = region_ops["changed"]
@@ -390,10 +322,11 @@ class IRStager:
                 raise _cannot_unroll("while loop" if kind == "while" else "loop", loc, reason)
             if not grown:
                 break
-            for k, aval in grown.items():
+            for k, (aval, is_weak) in grown.items():
                 carried.add(k)
                 avals[k] = aval
-        else:  # pragma: no cover - the carried set only grows, so this terminates
+                (weak.add if is_weak else weak.discard)(k)
+        else:  # pragma: no cover - carried values only grow or become strong: this ends
             raise LLGradError("could not determine the loop-carried values", loc=loc)
         if python_test and not region_ops["test_traced"]:
             reason = ("its condition does not depend on values the loop carries (it reads "
@@ -415,10 +348,10 @@ class IRStager:
                                   f"may run zero times (its trip count is not static)")
             set_state(tuple(st))
 
-    def _trace_loop(self, b, loc, names, s0, carried, avals, get_state, set_state, kind,
+    def _trace_loop(self, b, loc, names, s0, carried, avals, weak, get_state, set_state, kind,
                     body, test, bounds):
         order = sorted(carried)
-        init = [_lift_outer(b, s0[k], avals[k]) for k in order]
+        init = [merge.lift(b, s0[k], avals[k]) for k in order]
 
         def state_from(params):
             st = list(s0)
@@ -427,11 +360,16 @@ class IRStager:
             return st
 
         regions, test_traced = [], False
-        i_param = b.new_value(((), I64), "i") if kind != "while" else None
-        cparams = [b.new_value(avals[k], _hint(names[k])) for k in order]
+        # The counter of `for i in range(...)` is a Python int in Python: a weak value.
+        i_param = b.new_value(((), I64), "i", weak=True) if kind != "while" else None
+        counts_up = kind != "while" and bounds[2] > 0 and bounds[0]._lg_nonnegative()
+        cparams = [b.new_value(avals[k], _hint(names[k]), weak=k in weak) for k in order]
         if kind in ("while", "while_for"):
-            cond_params = ([b.new_value(((), I64), "i")] if kind == "while_for" else []) + \
-                [b.new_value(avals[k], _hint(names[k])) for k in order]
+            cond_params = ([b.new_value(((), I64), "i", weak=True)] if kind == "while_for"
+                           else []) + [b.new_value(avals[k], _hint(names[k]), weak=k in weak)
+                                       for k in order]
+            if counts_up:
+                b.nonneg.add(cond_params[0].id)
             with b.open_region(cond_params) as rc:
                 set_state(state_from(cond_params[1:] if kind == "while_for" else cond_params))
                 box = []
@@ -448,6 +386,8 @@ class IRStager:
                     ok = ops.logical_and(in_range, ok)
                 rc.results = [ok]
             regions.append(rc)
+        if counts_up:
+            b.nonneg.add(i_param.id)
         body_params = ([i_param] if kind != "while" else []) + cparams
         with b.open_region(body_params) as rb:
             self.region_locs[id(rb)] = ("loop", loc)
@@ -458,26 +398,31 @@ class IRStager:
         grow, changed = {}, ""
         for k, name in enumerate(names):
             v = after[k]
+            t = merge.target(v) if not isinstance(v, Undefined) else None
             if k in carried:
                 if isinstance(v, Undefined):
                     changed = changed or f"`{name}` (deleted in the body)"
-                    continue
-                if _is_val(v) and v.aval != avals[k]:
-                    changed = changed or (f"the shape/dtype of `{name}` from "
-                                          f"{aval_str(*avals[k])} to {aval_str(*v.aval)}")
-                elif not _is_val(v) and _scalar_aval(v) is None:
+                elif t is None:
                     changed = changed or f"`{name}` into a {type(v).__name__}"
+                elif k in weak:  # Note [Carried numbers]
+                    if t != (avals[k], True):
+                        grow[k] = t
+                else:  # a Python number must fit the strong type (no truncation)
+                    new = merge.with_weak(avals[k], t[0]) if t[1] else t[0]
+                    if new != avals[k]:
+                        changed = changed or (f"the shape/dtype of `{name}` from "
+                                              f"{aval_str(*avals[k])} to {aval_str(*new)}")
             elif v is not s0[k] and not isinstance(v, Undefined):
                 if _is_val(v):
-                    grow[k] = v.aval
-                elif _scalar_aval(v) is not None and not (type(v) is type(s0[k]) and v == s0[k]):
-                    grow[k] = _scalar_aval(v)
-                elif _scalar_aval(v) is None and not name.startswith("__lg_"):
+                    grow[k] = t
+                elif t is not None and not (type(v) is type(s0[k]) and v == s0[k]):
+                    grow[k] = t
+                elif t is None and not name.startswith("__lg_"):
                     changed = changed or f"`{name}` into a new {type(v).__name__} object"
         if grow or changed:
             set_state(s0)
             return {"grow": grow, "changed": changed, "emit": None}
-        nxt = [_lift_into(b, rb, after[k], avals[k]) for k in order]
+        nxt = [merge.lift(b, after[k], avals[k], rb) for k in order]
         if kind == "while_for":
             b.regions.append(rb)
             try:
@@ -502,6 +447,7 @@ class IRStager:
             final = list(s0)
             for k, v in zip(order, outs):
                 v.name = _hint(names[k])
+                v._lg_weak = k in weak
                 final[k] = v
             set_state(tuple(final))
             return dict(zip(order, outs))
@@ -512,6 +458,15 @@ def _returned(names, state) -> bool:
     """Whether a branch ended with the function certainly returned (its return flag is True;
     See Note [Nothing runs after a return] in convert/jumps.py)."""
     return any(n.startswith("__lg_do_return") and v is True for n, v in zip(names, state))
+
+
+def _int_bound(v, loc) -> Value:
+    """A traced range bound as int64; Python's range refuses floats (no silent truncation)."""
+    if v.aval.shape != () or v.aval.dtype.kind not in "iub":
+        raise DTypeError(f"range() bounds must be integers, got a traced {aval_str(*v.aval)}",
+                         loc=loc, fix="convert explicitly: range(int(n)) with an integer n, "
+                         "or n.astype(np.int64)")
+    return v if v.aval.dtype == I64 else ops.astype(v, I64)
 
 
 def _cannot_unroll(what, loc, reason) -> LLGradError:
@@ -526,15 +481,6 @@ def _cannot_unroll(what, loc, reason) -> LLGradError:
 
 def _hint(name):
     return None if name.startswith("__lg_") else name
-
-
-def _lift_outer(b, v, aval):
-    if _is_val(v):
-        b.check_scope([v])
-        return v if v.aval.dtype == aval.dtype else ops.astype(v, aval.dtype)
-    if isinstance(v, Undefined) or v is None:
-        return b.const(np.zeros(aval.shape, aval.dtype))
-    return b.const(np.broadcast_to(np.asarray(v, aval.dtype), aval.shape).copy())
 
 
 def _truth(v) -> bool:

@@ -93,14 +93,28 @@ def _flatten_outputs(out, builder: Builder, fn: Callable | None = None):
             v = builder.lift(x)
             builder.check_scope([v])  # a value leaked out of a loop or branch body
             leaves.append(v)
-            return sig.Leaf(v.aval.shape, v.aval.dtype, not isinstance(x, (ir.Value, np.ndarray))
-                            and not v.aval.shape)
+            return sig.Leaf(v.aval.shape, v.aval.dtype, _scalar_type(x))
         name = getattr(fn, "__name__", "a differentiated function")
         hint = " (a missing return statement?)" if x is None else ""
         raise UnsupportedError(f"{name} returned a {type(x).__name__}{hint}; a differentiated "
                                f"function returns arrays, numbers, or tuples/lists/dicts of "
                                f"them", loc=_def_loc(fn))
     return leaves, rec(out)
+
+
+def _scalar_type(x) -> type | None:
+    """What a returned value is in Python: a Python number (a constant, or a weak value,
+    which stands for one), a numpy scalar (a 0-d traced value), or an array (None)."""
+    if isinstance(x, ir.Value):
+        if x.aval.shape:
+            return None
+        kind = x.aval.dtype.kind
+        if getattr(x, "_lg_weak", False):
+            return bool if kind == "b" else int if kind in "iu" else float
+        return x.aval.dtype.type
+    if isinstance(x, np.ndarray):
+        return None
+    return type(x) if isinstance(x, np.generic) else float if isinstance(x, float) else int
 
 
 def _def_loc(fn) -> SourceLoc | None:
@@ -197,8 +211,8 @@ def _trace_once(fn: Callable, args: tuple, kwargs: dict, call: Callable) -> Trac
     try:
         rec.add_function(fn)
         with builder:
-            params = [builder.param((s.shape, s.dtype), _leaf_name(names, owner, k))
-                      for k, s in enumerate(specs)]
+            params = [builder.param((s.shape, s.dtype), _leaf_name(names, owner, k),
+                                    weak=s.is_python_scalar) for k, s in enumerate(specs)]
             traced = sig.unflatten(struct, params)
             out = call_with(call, names, traced)
             out_leaves, out_struct = _flatten_outputs(out, builder, fn)

@@ -19,8 +19,10 @@ from llgrad.runtime.aval import Aval
 from llgrad.runtime.errors import (ConcretizationError, LLGradError, SourceLoc, _compose,
                                    user_loc)
 from llgrad.runtime.ops.control import constant_p
+from llgrad.runtime.ops import elementwise as ew
 from llgrad.runtime.ops.shape import broadcast_to_p
 from llgrad.runtime.prim import Primitive
+from llgrad.runtime.promotion import NUMPY
 from llgrad.transform import ir
 
 _TLS = threading.local()
@@ -44,10 +46,17 @@ def current() -> "Builder":
 
 
 class Value(ir.Value, ArrayOperators, NumpyMethods):
-    """An IR value with array behaviour (the compiler's counterpart of Tensor)."""
+    """An IR value with array behaviour (the compiler's counterpart of Tensor). It follows
+    numpy's promotion; `_lg_weak` marks a value standing for a Python number (a loop counter,
+    a Python float argument): See Note [Two promotion rules] in runtime/promotion.py."""
 
-    __slots__ = ()
+    __slots__ = ("_lg_weak",)
     _lg_level = 1
+    _lg_promotion = NUMPY
+
+    def __init__(self, aval: Aval, name: str | None = None, op=None, weak: bool = False):
+        super().__init__(aval, name, op)
+        self._lg_weak = weak
 
     @staticmethod
     def _lg_process(prim, args, params):
@@ -72,6 +81,23 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
     def __imul__(self, o): return self._inplace(ops.mul, o, "*=")
     def __itruediv__(self, o): return self._inplace(ops.div, o, "/=")
     def __ipow__(self, o): return self._inplace(ops.pow, o, "**=")
+
+    def _lg_nonnegative(self) -> bool:
+        """Whether this integer value is provably >= 0: a loop counter counting up from
+        >= 0, a constant >= 0, `x % c` with c > 0, sums, products and floor quotients of
+        such. Python's `(-1) ** (i % 2)` is an int only because its exponent is >= 0."""
+        op = self.op
+        if op is None:
+            return self.id in current().nonneg
+        ins = op.inputs
+        if op.prim is constant_p:
+            return bool(np.all(op.params["value"] >= 0))
+        if op.prim is ew.remainder_p:
+            return ins[1].op is not None and ins[1].op.prim is constant_p and \
+                bool(np.all(ins[1].op.params["value"] > 0))
+        if op.prim in (ew.add_p, ew.mul_p, ew.floor_divide_p, broadcast_to_p):
+            return all(v._lg_nonnegative() for v in ins)
+        return op.prim is ew.abs_p
 
     def _concretize(self, what: str):
         b = current()
@@ -149,6 +175,7 @@ class Builder:
         self.on_inplace = None
         self.format_concrete = False  # see Value._formatted
         self.home: dict = {}  # value id -> the (non-root) region defining it
+        self.nonneg: set = set()  # ids of loop counters known >= 0 (Value._lg_nonnegative)
 
     def __enter__(self) -> "Builder":
         stack = getattr(_TLS, "stack", None)
@@ -184,14 +211,14 @@ class Builder:
             if r is not None and not any(r is o for o in self.regions):
                 raise ScopeError(v, r)
 
-    def param(self, aval: Aval, name: str | None = None) -> Value:
-        v = Value(Aval(tuple(aval[0]), np.dtype(aval[1])), name)
+    def param(self, aval: Aval, name: str | None = None, weak: bool = False) -> Value:
+        v = Value(Aval(tuple(aval[0]), np.dtype(aval[1])), name, weak=weak)
         self.fn.body.params.append(v)
         return v
 
-    def new_value(self, aval: Aval, name: str | None = None) -> Value:
-        """A value not defined by an op (a region parameter)."""
-        return Value(Aval(tuple(aval[0]), np.dtype(aval[1])), name)
+    def new_value(self, aval: Aval, name: str | None = None, weak: bool = False) -> Value:
+        """A value not defined by an op (a region parameter); `weak`: a Python number."""
+        return Value(Aval(tuple(aval[0]), np.dtype(aval[1])), name, weak=weak)
 
     def emit(self, prim: Primitive, inputs, params, out_avals, regions=(), loc=None) -> list:
         outs = [Value(a) for a in out_avals]

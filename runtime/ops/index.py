@@ -11,7 +11,7 @@ import numpy as np
 
 from llgrad.runtime.aval import Aval
 from llgrad.runtime.errors import ConcretizationError, IndexingError
-from llgrad.runtime.ops._util import as_operand, dtype_of, operands, shape_of
+from llgrad.runtime.ops._util import as_operand, dtype_of, shape_of
 from llgrad.runtime.prim import Primitive, bind, is_value, register
 
 
@@ -178,10 +178,10 @@ def setitem(x, key, v):
     from llgrad.runtime.ops.shape import broadcast_to
     k, idx = normalize_key(key)
     target = _getitem_shape(Aval(shape_of(x), dtype_of(x)), *idx, key=k).shape
-    (v,), _ = operands(as_operand(v, x))
-    if dtype_of(v) != dtype_of(x):
-        from llgrad.runtime.ops.elementwise import astype
-        v = astype(v, dtype_of(x))
+    from llgrad.runtime.ops.elementwise import astype
+    # The value is cast to x's dtype, as numpy and PyTorch assign (a Python number directly:
+    # no detour through another dtype's rounding).
+    v = astype(v if is_value(v) else np.asarray(v), dtype_of(x))
     v = broadcast_to(v, target)
     return bind(index_put_p, x, v, *idx, key=k)
 

@@ -13,6 +13,7 @@ from llgrad.runtime.errors import ShapeError
 from llgrad.runtime.ops import elementwise as ew
 from llgrad.runtime.ops._util import dtype_of, operands, shape_of
 from llgrad.runtime.prim import Primitive, bind, register
+from llgrad.runtime.promotion import float_of
 
 
 def _reduced_shape(shape, axes, keepdims):
@@ -344,7 +345,10 @@ def sum(x, dim=None, keepdim=False, dtype=None):
 
 
 def prod(x, dim=None, keepdim=False):
-    (x,), _ = operands(x)
+    """The product over `dim`; bools and ints multiply in int64 (numpy and PyTorch)."""
+    (x,), dt = operands(x)
+    if dt.kind in "bi" and dt != I64:
+        x = ew.astype(x, I64)
     return reduce_prod(x, _axes(x, dim), keepdim)
 
 
@@ -367,8 +371,9 @@ def argmin(x, dim=None, keepdim=False):
 
 
 def _floating(x):
+    """x in the float dtype its rules compute means and norms in (promotion.float_of)."""
     (x,), dt = operands(x)
-    return x if dt.kind == "f" else ew.astype(x, np.float32)
+    return ew.astype(x, float_of(x))
 
 
 def mean(x, dim=None, keepdim=False):
