@@ -400,7 +400,7 @@ def _assemble(tr, cts: list, wrt_leaves, wrt_args, single, to_python: bool = Tru
             if to_python:
                 g = float(g) if specs[k].is_float_scalar else np.asarray(g)
             vals.append(g)
-        per_arg.append(sig.unflatten(tr.in_struct[1][a], vals))
+        per_arg.append(sig.unflatten(sig.arg_struct(tr.in_struct, a), vals))
     return per_arg[0] if single else tuple(per_arg)
 
 
@@ -418,7 +418,7 @@ def _wrt_leaves(tr, wrt_args, fn=None) -> list[int]:
         ks = [k for k, o in enumerate(tr.leaf_owner) if o == a]
         name = tr.arg_names[a].lstrip("*")
         if not ks:
-            value = sig.describe(tr.in_struct[1][a])
+            value = sig.describe(sig.arg_struct(tr.in_struct, a))
             raise DTypeError(f"cannot differentiate with respect to argument {name!r} "
                              f"({value}): it holds no arrays or floats (static arguments "
                              f"such as ints have no gradient)", loc=_def_loc(fn),

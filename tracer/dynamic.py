@@ -17,8 +17,7 @@ import numpy as np
 
 from llgrad.runtime.errors import ConcretizationError, user_loc
 from llgrad.tracer import signature as sig
-from llgrad.tracer.tracing import (Trace, _convertible, _flatten_outputs, _leaf_name,
-                                   bind_arguments, call_with)
+from llgrad.tracer.tracing import Arguments, Trace, _convertible, _flatten_outputs, call_with
 from llgrad.tracer.aliasing import check_unaliased
 from llgrad.transform.builder import Builder
 
@@ -62,20 +61,16 @@ class EagerBuilder(Builder):
 
 def trace_dynamic(fn, args: tuple, kwargs: dict) -> tuple[Trace, list]:
     """Trace one call eagerly; returns the Trace and the concrete output values."""
-    names, values = bind_arguments(fn, args, kwargs)
-    leaves, struct = sig.flatten(tuple(values))
+    a = Arguments(fn, args, kwargs)
     b = EagerBuilder(getattr(fn, "__name__", "f"))
-    owner = []
-    for i, v in enumerate(values):
-        owner += [i] * len(sig.flatten(v)[0])
-    specs = sig.leaf_specs(struct)
     with b:
-        params = []
-        for k, (s, arr) in enumerate(zip(specs, leaves)):
-            p = b.param((s.shape, s.dtype), _leaf_name(names, owner, k))
+        params = a.params(b)
+        for p, arr in zip(params, a.leaves):
             b.env[p.id] = arr
-            params.append(p)
-        out = call_with(_convertible(fn), names, sig.unflatten(struct, params))
-        out_leaves, out_struct = _flatten_outputs(out, b)
+        traced = sig.unflatten(a.struct, params)
+        out = call_with(_convertible(fn), a.names, traced)
+        a.check_unchanged(traced, params, fn)
+        out_leaves, out_struct = _flatten_outputs(out, b, fn)
         b.fn.body.results = out_leaves
-    return Trace(b.fn, struct, out_struct, names, owner, fn), [b.env[v.id] for v in out_leaves]
+    return Trace(b.fn, a.struct, out_struct, a.names, a.owner, fn), \
+        [b.env[v.id] for v in out_leaves]

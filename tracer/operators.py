@@ -61,6 +61,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
+from llgrad.runtime import pytree
 from llgrad.runtime.errors import ConcretizationError, user_loc
 
 from . import captures
@@ -146,11 +147,27 @@ Undefined.__hash__ = None  # type: ignore[assignment]
 
 
 def ldu(load: Callable[[], Any], name: str) -> Any:
-    """``load()``, or ``Undefined(name)`` if the variable is unbound."""
+    """``load()``, or ``Undefined(name)`` if the variable (or attribute ``s.t``) is unbound."""
     try:
         return load()
-    except NameError:
+    except (NameError, AttributeError, UnboundLocalError):
         return Undefined(name)
+
+
+def setattr_(obj, attr: str, value) -> None:
+    """``obj.attr = value`` from a set_state (Note [Attributes in control-flow state] in
+    convert/control_flow.py); an Undefined value removes the attribute again."""
+    if type(obj) is Undefined:
+        return
+    if type(value) is Undefined:
+        if hasattr(obj, attr):
+            delattr(obj, attr)
+        return
+    if getattr(obj, attr, _MISSING) is not value:
+        setattr(obj, attr, value)
+
+
+_MISSING = object()
 
 
 def retval(value: Any) -> Any:
@@ -300,8 +317,30 @@ def while_stmt(test_fn, body_fn, get_state, set_state, symbol_names: Sequence[st
 
 
 def _state_stager(get_state) -> Stager | None:
-    """The stager of the first traced value in a statement's state, if any."""
-    return next((s for s in map(stager_of, get_state()) if s is not None), None)
+    """The stager of the first traced value in a statement's state (or in a record of it:
+    Note [Records in loop and branch state]), if any."""
+    for v in get_state():
+        s = stager_of(v)
+        if s is None and is_record(v):
+            s = next((t for t in map(stager_of, pytree.tree_leaves(v)) if t is not None), None)
+        if s is not None:
+            return s
+    return None
+
+
+# Note [Records in loop and branch state]
+# A variable holding a record of arrays (a tuple, namedtuple, dataclass or registered pytree:
+# `state = State(pos, vel)`) is loop or branch state like an array: the stager carries its
+# leaves (staging.py, `_flat_state`) and rebuilds the record from the loop's or cond's
+# results, so `for i in range(n): state = step(state)` is one loop op, not n copies of the
+# body. Lists and dicts are not records: they are changed in place (`hs.append(h)`).
+_RECORD_KINDS = frozenset({"tuple", "namedtuple", "dataclass", "custom"})
+
+
+def is_record(v) -> bool:
+    """Whether `v` is a record of arrays (Note [Records in loop and branch state])."""
+    nt = pytree.node_type(v)
+    return nt is not None and nt.kind in _RECORD_KINDS
 
 
 def _no_op() -> None:
