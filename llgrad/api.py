@@ -11,6 +11,7 @@ import functools
 import inspect
 import threading
 import time
+import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -152,9 +153,10 @@ def _resolve_wrt(wrt, names: list[str], fn=None) -> tuple[tuple[int, ...], bool]
 class Differentiable:
     """A function compiled to native value and gradient code. See `differentiate`."""
 
-    def __init__(self, fn: Callable, wrt=0, cache: bool = False):
+    def __init__(self, fn: Callable, wrt=0, cache: bool = False, method: bool = False):
         functools.update_wrapper(self, fn)
         self.fn, self.wrt, self.use_disk_cache = fn, wrt, cache
+        self.method = method  # See Note [Methods]
         self._cache: dict = {}
         self._fast: dict = {}  # See Note [Per-call fast path]
         self._graphs: dict = {}  # the dynamic path's compiled graphs, least recently used first
@@ -162,6 +164,34 @@ class Differentiable:
         self._vjp: "Differentiable | None" = None
         self._lock = threading.Lock()
         self.trace_count = 0
+
+    def _lg_static_key(self):  # a static argument of another compiled function: by identity
+        return sig.Identity(self)
+
+    # -- methods ------------------------------------------------------------------------
+    def __set_name__(self, owner, name) -> None:
+        self.method = True  # defined in a class body: See Note [Methods]
+
+    def __get__(self, obj, objtype=None):
+        if obj is None:
+            return self
+        return BoundDifferentiable(self, obj)
+
+    def _wrt(self, names: list[str], method: bool) -> tuple[tuple[int, ...], bool]:
+        """Argument indices of `wrt` (after `self` for a method: Note [Methods])."""
+        if not method:
+            return _resolve_wrt(self.wrt, names, self.fn)
+        shifted = tuple(w + 1 if isinstance(w, int) and not isinstance(w, bool) and w >= 0
+                        else w for w in (self.wrt if isinstance(self.wrt, (tuple, list))
+                                         else (self.wrt,)))
+        wrt = shifted if isinstance(self.wrt, (tuple, list)) else shifted[0]
+        if any(isinstance(w, int) and not isinstance(w, bool) and not -len(names) < w
+               < len(names) for w in shifted):
+            raise ValueError(_compose(
+                f"wrt={self.wrt!r} is out of range for a call of the method "
+                f"{self.fn.__name__} with {len(names) - 1} arguments after self",
+                _def_loc(self.fn), None))
+        return _resolve_wrt(wrt, names, self.fn)
 
     # -- the public calls -----------------------------------------------------------------
     def __call__(self, *args, **kwargs):
@@ -175,13 +205,16 @@ class Differentiable:
             return call_with(_convertible(self.fn), names, values)
         if compose.needs_eager_node(args, kwargs):
             return compose.eager_call(self, args, kwargs)
-        c, leaves, _, values = self._compiled(args, kwargs)
+        c, leaves, _, values = self._compiled(args, kwargs, self.method)
         outs = values if values is not None else c.run("forward", leaves)
         return _rebuild_outputs(c.trace.out_struct, outs)
 
     def value_and_grad(self, *args, **kwargs):
         """(value, gradient) from one native call of the fused forward+backward entry."""
-        if not kwargs:
+        return self._value_and_grad(args, kwargs, self.method)
+
+    def _value_and_grad(self, args, kwargs, method: bool):
+        if not kwargs and not method:
             hit = self._fast.get(_fast_key(args))
             if hit is not None and hit.c.joint is not None and (not hit.guards or
                                                                 hold(hit.guards)):
@@ -189,9 +222,9 @@ class Differentiable:
                 return hit.value(outs), hit.grads(outs)
         if compose.is_traced_call(args, kwargs):
             names, _ = bind_arguments(self.fn, args, kwargs)
-            wrt_args, single = _resolve_wrt(self.wrt, names, self.fn)
+            wrt_args, single = self._wrt(names, method)
             return compose.inline_value_and_grad(self, args, kwargs, wrt_args, single)
-        c, leaves, (wrt_args, single), _ = self._compiled(args, kwargs)
+        c, leaves, (wrt_args, single), _ = self._compiled(args, kwargs, method)
         if c.joint is None:
             raise c.not_differentiable
         outs = c.run("joint", leaves)
@@ -209,13 +242,13 @@ class Differentiable:
         return {"signatures": len(self._cache), "traces": self.trace_count}
 
     def inspect(self, *args, **kwargs) -> "Inspection":
-        c, _, _, _ = self._compiled(args, kwargs)
+        c, _, _, _ = self._compiled(args, kwargs, self.method)
         return Inspection(c)
 
     # -- compile --------------------------------------------------------------------------
-    def _compiled(self, args, kwargs):
+    def _compiled(self, args, kwargs, method: bool = False):
         names, values = bind_arguments(self.fn, args, kwargs)
-        wrt_args, single = _resolve_wrt(self.wrt, names, self.fn)
+        wrt_args, single = self._wrt(names, method)
         leaves, struct = sig.flatten(tuple(values), names)
         key = (struct, wrt_args)  # one trace serves native and LLGRAD_DISABLE_JIT runs
         c = self._cache.get(key)
@@ -320,6 +353,53 @@ class Differentiable:
         if self._vjp is None:
             self._vjp = compose.vjp_differentiable(self.fn)
         return self._vjp
+
+
+# Note [Methods]
+# `@differentiate` on a method binds like a function (Differentiable.__get__): `m.loss(w)`
+# calls the function with `self` first. `self` is an argument like the others: a plain
+# object is static, keyed by a snapshot of its contents (Note [Static arguments]), so the
+# arrays it holds are constants of the trace and assigning or mutating `self.W` traces again
+# at the next call (pass arrays that change at every step as arguments instead); a dataclass
+# or registered pytree `self` is traced, its arrays being leaves. `wrt` counts the arguments
+# after `self` (wrt=0 is the first of them), as `jax.jit(f, static_argnums=0)` users write
+# it; a name selects any parameter, `wrt="self"` included. A function becomes a method when
+# it is defined in a class body (__set_name__), so `Model.loss.grad(m, w)` counts the same
+# way, and a bound call (`m.loss`, or `llgrad.grad(m.loss)`) always does.
+
+
+class BoundDifferentiable:
+    """A Differentiable bound to an instance (`m.loss`): the instance is passed as `self`."""
+
+    __slots__ = ("__func__", "__self__")
+
+    def __init__(self, func: Differentiable, obj):
+        self.__func__, self.__self__ = func, obj
+
+    def __call__(self, *args, **kwargs):
+        if compose.is_traced_call(args, kwargs) or compose.needs_eager_node(args, kwargs):
+            return self.__func__(self.__self__, *args, **kwargs)
+        c, leaves, _, values = self.__func__._compiled((self.__self__,) + args, kwargs, True)
+        outs = values if values is not None else c.run("forward", leaves)
+        return _rebuild_outputs(c.trace.out_struct, outs)
+
+    def value_and_grad(self, *args, **kwargs):
+        return self.__func__._value_and_grad((self.__self__,) + args, kwargs, True)
+
+    def grad(self, *args, **kwargs):
+        return self.value_and_grad(*args, **kwargs)[1]
+
+    def inspect(self, *args, **kwargs) -> "Inspection":
+        return Inspection(self.__func__._compiled((self.__self__,) + args, kwargs, True)[0])
+
+    def __getattr__(self, name):
+        return getattr(self.__func__, name)
+
+    def _lg_static_key(self):
+        return ("bound", sig.Identity(self.__func__), sig.static_key(self.__self__))
+
+    def __repr__(self) -> str:
+        return f"<bound differentiable {self.__func__.__name__} of {self.__self__!r}>"
 
 
 # Note [Per-call fast path]
@@ -475,25 +555,38 @@ def differentiate(fn: Callable | None = None, *, wrt=0, cache: bool = False):
         array([2., 4.])
     """
     if fn is None:
-        return lambda f: Differentiable(f, wrt, cache)
-    return Differentiable(fn, wrt, cache)
+        return lambda f: _differentiable(f, wrt, cache)
+    return _differentiable(fn, wrt, cache)
+
+
+def _differentiable(f: Callable, wrt, cache: bool = False):
+    """A Differentiable of `f` with `wrt`; a bound method (plain or differentiated) gives a
+    BoundDifferentiable whose `self` is an argument (Note [Methods])."""
+    if isinstance(f, BoundDifferentiable):
+        d = f.__func__
+        if d.wrt != wrt or cache:
+            d = Differentiable(d.fn, wrt, cache or d.use_disk_cache, method=True)
+        return BoundDifferentiable(d, f.__self__)
+    if isinstance(f, types.MethodType) and isinstance(f.__func__, types.FunctionType):
+        return BoundDifferentiable(Differentiable(f.__func__, wrt, cache, method=True),
+                                   f.__self__)
+    if isinstance(f, Differentiable) and f.wrt == wrt and not cache:
+        return f
+    return Differentiable(getattr(f, "fn", f), wrt, cache,
+                          method=getattr(f, "method", False))
 
 
 def grad(f: Callable, argnums=0) -> Callable:
     """The gradient function of a scalar function (jax.grad style)."""
-    d = f if isinstance(f, Differentiable) and f.wrt == argnums else Differentiable(
-        getattr(f, "fn", f), argnums)
-    return d.grad
+    return _differentiable(f, argnums).grad
 
 
 def value_and_grad(f: Callable, argnums=0) -> Callable:
     """A function returning (value, gradient) (jax.value_and_grad style)."""
-    d = f if isinstance(f, Differentiable) and f.wrt == argnums else Differentiable(
-        getattr(f, "fn", f), argnums)
-    return d.value_and_grad
+    return _differentiable(f, argnums).value_and_grad
 
 
 jacobian, hessian, hvp = compose.jacobian, compose.hessian, compose.hvp
 
 __all__ = ["differentiate", "grad", "value_and_grad", "jacobian", "hessian", "hvp",
-           "Differentiable", "Inspection"]
+           "Differentiable", "BoundDifferentiable", "Inspection"]

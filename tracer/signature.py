@@ -78,7 +78,7 @@ _ATOMS = frozenset({bool, int, str, bytes, type(None), type(...), complex, range
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class defined in Python
 
 
-class _Identity:
+class Identity:
     """Keys an object by identity (and keeps it alive, so its id is not reused)."""
 
     __slots__ = ("obj",)
@@ -87,7 +87,7 @@ class _Identity:
         self.obj = obj
 
     def __eq__(self, other) -> bool:
-        return type(other) is _Identity and other.obj is self.obj
+        return type(other) is Identity and other.obj is self.obj
 
     def __hash__(self) -> int:
         return id(self.obj)
@@ -114,6 +114,9 @@ def static_key(v, _path: tuple = ()):
         return (t, tuple((static_key(k, path), static_key(e, path)) for k, e in v.items()))
     if isinstance(v, (set, frozenset)):
         return (t, frozenset(static_key(e, path) for e in v))
+    own = getattr(t, "_lg_static_key", None)  # e.g. a Differentiable: by identity
+    if own is not None:
+        return own(v)
     data = getattr(v, "_data", None)
     if isinstance(data, np.ndarray) and hasattr(t, "_lg_level"):  # an llgrad Tensor
         return (t, static_key(data, path))
@@ -125,7 +128,7 @@ def static_key(v, _path: tuple = ()):
             pass
     if t.__flags__ & _HEAPTYPE or t is types.SimpleNamespace:
         return (t, tuple((name, static_key(e, path)) for name, e in _attributes(v)))
-    return _Identity(v)
+    return Identity(v)
 
 
 def _attributes(v) -> list:

@@ -276,6 +276,16 @@ class IRStager:
             target = current().const(np.array(target))
         return ops.setitem(target, index, value)
 
+    def stage_ufunc_at(self, ufunc, target, index, value=None):
+        """`np.add.at(target, index, value)` (or np.subtract.at) as a new value."""
+        if ufunc not in (np.add, np.subtract) or value is None:
+            raise LLGradError(f"np.{ufunc.__name__}.at on traced values is not supported",
+                              loc=user_loc(), fix="use np.add.at (or np.subtract.at), or "
+                              "write the update with np.where")
+        if isinstance(target, np.ndarray):  # a copy: the user's array is never written
+            target = current().const(np.array(target))
+        return ops.index_add(target, index, value if ufunc is np.add else ops.neg(value))
+
     def in_region(self) -> bool:
         """True while a branch or loop body is traced (See operators._region_stager)."""
         try:
@@ -469,6 +479,7 @@ class IRStager:
                     ok = ops.logical_and(in_range, ok)
                 rc.results = [ok]
             regions.append(rc)
+        b.origins.update((p.id, v) for p, v in zip(cparams, init))  # tracer/aliasing.py
         body_params = ([i_param] if kind != "while" else []) + cparams
         with b.open_region(body_params) as rb:
             self.region_locs[id(rb)] = ("loop", loc)

@@ -20,6 +20,7 @@ from llgrad.tracer import signature as sig
 from llgrad.transform import ir
 from llgrad.tracer import captures
 from llgrad.tracer.aliasing import check_unaliased
+from llgrad.tracer.custom import trace_custom
 from llgrad.transform.builder import Builder, ScopeError, Value
 
 
@@ -191,7 +192,7 @@ class UnrollWarning(UserWarning):
 def _trace_once(fn: Callable, args: tuple, kwargs: dict, call: Callable) -> Trace:
     a = Arguments(fn, args, kwargs)
     builder = Builder(getattr(fn, "__name__", "f"))
-    builder.on_inplace = check_unaliased
+    builder.on_inplace, builder.on_custom_vjp = check_unaliased, trace_custom
     rec = captures.recording()
     try:
         rec.add_function(fn)
@@ -228,33 +229,51 @@ class Arguments:
                              if not s.is_float_scalar}
         return params
 
-    def check_unchanged(self, traced, params, fn) -> None:
-        """Raise if the function changed a container it was passed (a list, dict, dataclass
-        or registered object: the function received a copy, Note [Writes into arguments])."""
+    def check_unchanged(self, traced, params, fn, statics: bool = True) -> None:
+        """Raise if the call changed an argument: a container it was passed (a list, dict,
+        dataclass or registered object, which it received as a copy), or with `statics`, a
+        static object (Note [Writes into arguments])."""
         it = iter(params)
         for name, value, s in zip(self.names, traced, self.struct.children):
-            if not _same_tree(value, s, it):
-                name = name.lstrip("*")
+            changed = _changed(value, s, it, statics)
+            if changed is None:
+                continue
+            name, fname = name.lstrip("*"), getattr(fn, "__name__", "the function")
+            if type(changed) is sig.Static:
                 raise UnsupportedError(
-                    f"{getattr(fn, '__name__', 'the function')} changes its argument `{name}` "
-                    f"({type(value).__name__}) in place: Python would change the caller's "
-                    f"object, while a compiled function works on a copy of its containers",
-                    loc=_def_loc(fn), fix=f"copy it first (`{name} = copy.copy({name})`, "
-                    f"`dataclasses.replace({name})`) or return the new value instead")
+                    f"{fname} changes its static argument `{name}` "
+                    f"({type(changed.value).__name__}) while it runs: a compiled function "
+                    f"runs once per call signature, so later calls would not change it",
+                    loc=_def_loc(fn), fix="return the new state instead of storing it, or "
+                    "keep such state outside the differentiated function")
+            raise UnsupportedError(
+                f"{fname} changes its argument `{name}` ({type(value).__name__}) in place: "
+                f"Python would change the caller's object, while a compiled function works "
+                f"on a copy of its containers", loc=_def_loc(fn),
+                fix=f"copy it first (`{name} = copy.copy({name})`, "
+                f"`dataclasses.replace({name})`) or return the new value instead")
 
 
-def _same_tree(x, s, it) -> bool:
-    """Whether `x` still is what unflatten built from structure `s` (leaves from `it`)."""
+def _changed(x, s, it, statics: bool):
+    """None if `x` still is what unflatten built from structure `s` (leaves from `it`); else
+    the part that changed (a Static whose contents changed, or True)."""
     if type(s) is pytree.Node:
         if pytree.node_type(x) is not s.type:
-            return False
+            return True
         children, aux = s.type.flatten(x)
         key = None if aux is None else sig.static_key(aux)
-        return len(children) == len(s.children) and key == s.key and \
-            all([_same_tree(c, cs, it) for c, cs in zip(children, s.children)])
+        if len(children) != len(s.children) or key != s.key:
+            return True
+        for c, cs in zip(children, s.children):
+            inner = _changed(c, cs, it, statics)
+            if inner is not None:
+                return inner
+        return None
     if type(s) is sig.Static:
-        return x is s.value
-    return x is next(it)
+        if x is not s.value:
+            return True
+        return s if statics and sig.static_key(x) != s.key else None
+    return None if x is next(it) else True
 
 
 def _leaf_name(names, owner, k):

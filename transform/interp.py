@@ -9,7 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from llgrad.runtime.errors import InternalError, LLGradError
-from llgrad.runtime.ops.control import cond_p, constant_p, for_loop_p, fusion_p, while_loop_p
+from llgrad.runtime.ops.control import (cond_p, constant_p, custom_vjp_p, for_loop_p, fusion_p,
+                                        while_loop_p)
 from llgrad.transform import ir
 
 
@@ -96,5 +97,9 @@ def _fusion(op, ins, env):
     return _region(op.regions[0], ins, env)
 
 
+def _custom_vjp(op, ins, env):
+    return ins[len(ins) - len(op.outputs):]  # its values (the bwd region runs only in AD)
+
+
 _RULES = {constant_p: _constant, cond_p: _cond, for_loop_p: _for_loop,
-          while_loop_p: _while_loop, fusion_p: _fusion}
+          while_loop_p: _while_loop, fusion_p: _fusion, custom_vjp_p: _custom_vjp}
