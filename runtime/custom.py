@@ -331,6 +331,12 @@ def function_call(cls, args, kwargs) -> CustomCall:
         n = len(args)
         if len(grads) > n and all(r is None for r in grads[n:]):
             grads = grads[:n]
+        for i, (a, gr) in enumerate(zip(args, grads)):
+            if gr is not None and getattr(type(a), "_lg_level", -1) < 0:
+                raise AutogradError(
+                    f"function {cls.__name__}Backward returned a gradient different than None "
+                    f"at position {i}, but the corresponding forward input was not a Tensor",
+                    loc=user_loc(), fix="return None for non-tensor inputs")
         return tuple(None if not d else gr for gr, d in zip(grads, diff)) + grads[len(diff):]
 
     def non_diff(out):
