@@ -32,6 +32,7 @@ from llgrad.transform.hashing import fingerprint
 from llgrad.transform.passes.pipeline import optimize
 from llgrad.transform.printers.text import print_function
 from llgrad.inspection import Inspection, Stats
+from llgrad.methods import BoundDifferentiable
 
 
 @dataclass
@@ -154,9 +155,11 @@ class Differentiable:
     """A function compiled to native value and gradient code. See `differentiate`."""
 
     def __init__(self, fn: Callable, wrt=0, cache: bool = False, method: bool = False):
+        self._unbound = isinstance(fn, staticmethod)  # never binds an instance
+        fn = fn.__func__ if self._unbound else fn
         functools.update_wrapper(self, fn)
         self.fn, self.wrt, self.use_disk_cache = fn, wrt, cache
-        self.method = method  # See Note [Methods]
+        self.method = method  # See Note [Methods] in llgrad/methods.py
         self._cache: dict = {}
         self._fast: dict = {}  # See Note [Per-call fast path]
         self._graphs: dict = {}  # the dynamic path's compiled graphs, least recently used first
@@ -170,28 +173,26 @@ class Differentiable:
 
     # -- methods ------------------------------------------------------------------------
     def __set_name__(self, owner, name) -> None:
-        self.method = True  # defined in a class body: See Note [Methods]
+        self.method = not self._unbound  # in a class body: See Note [Methods] (methods.py)
 
     def __get__(self, obj, objtype=None):
-        if obj is None:
+        if obj is None or self._unbound:
             return self
         return BoundDifferentiable(self, obj)
 
     def _wrt(self, names: list[str], method: bool) -> tuple[tuple[int, ...], bool]:
-        """Argument indices of `wrt` (after `self` for a method: Note [Methods])."""
+        """Argument indices of `wrt` (ints count after `self` for a method: Note [Methods]
+        in llgrad/methods.py) and whether a single gradient is returned."""
         if not method:
             return _resolve_wrt(self.wrt, names, self.fn)
-        shifted = tuple(w + 1 if isinstance(w, int) and not isinstance(w, bool) and w >= 0
-                        else w for w in (self.wrt if isinstance(self.wrt, (tuple, list))
-                                         else (self.wrt,)))
-        wrt = shifted if isinstance(self.wrt, (tuple, list)) else shifted[0]
-        if any(isinstance(w, int) and not isinstance(w, bool) and not -len(names) < w
-               < len(names) for w in shifted):
-            raise ValueError(_compose(
-                f"wrt={self.wrt!r} is out of range for a call of the method "
-                f"{self.fn.__name__} with {len(names) - 1} arguments after self",
-                _def_loc(self.fn), None))
-        return _resolve_wrt(wrt, names, self.fn)
+        single = not isinstance(self.wrt, (tuple, list))
+        out: list[int] = []
+        for w in (self.wrt,) if single else self.wrt:
+            if isinstance(w, str):
+                out += _resolve_wrt(w, names, self.fn)[0]
+            else:
+                out += [i + 1 for i in _resolve_wrt(w, names[1:], self.fn)[0]]
+        return tuple(out), single
 
     # -- the public calls -----------------------------------------------------------------
     def __call__(self, *args, **kwargs):
@@ -199,27 +200,30 @@ class Differentiable:
             hit = self._fast.get(_fast_key(args))
             if hit is not None and (not hit.guards or hold(hit.guards)):  # Note [Per-call
                 return hit.value(hit.c.run("forward", hit.leaves(args)))  # fast path]
+        return self._call(args, kwargs, self.method)
+
+    def _call(self, args, kwargs, method: bool = False):
         if compose.is_traced_call(args, kwargs):  # inside another trace: inline
             names, values = bind_arguments(self.fn, args, kwargs)
             note_function(self.fn)
             return call_with(_convertible(self.fn), names, values)
         if compose.needs_eager_node(args, kwargs):
             return compose.eager_call(self, args, kwargs)
-        c, leaves, _, values = self._compiled(args, kwargs, self.method)
+        c, leaves, _, values = self._compiled(args, kwargs, method)
         outs = values if values is not None else c.run("forward", leaves)
         return _rebuild_outputs(c.trace.out_struct, outs)
 
     def value_and_grad(self, *args, **kwargs):
         """(value, gradient) from one native call of the fused forward+backward entry."""
-        return self._value_and_grad(args, kwargs, self.method)
-
-    def _value_and_grad(self, args, kwargs, method: bool):
-        if not kwargs and not method:
+        if not kwargs and not self.method:
             hit = self._fast.get(_fast_key(args))
             if hit is not None and hit.c.joint is not None and (not hit.guards or
                                                                 hold(hit.guards)):
                 outs = hit.c.run("joint", hit.leaves(args))
                 return hit.value(outs), hit.grads(outs)
+        return self._value_and_grad(args, kwargs, self.method)
+
+    def _value_and_grad(self, args, kwargs, method: bool):
         if compose.is_traced_call(args, kwargs):
             names, _ = bind_arguments(self.fn, args, kwargs)
             wrt_args, single = self._wrt(names, method)
@@ -242,8 +246,10 @@ class Differentiable:
         return {"signatures": len(self._cache), "traces": self.trace_count}
 
     def inspect(self, *args, **kwargs) -> "Inspection":
-        c, _, _, _ = self._compiled(args, kwargs, self.method)
-        return Inspection(c)
+        return self._inspect(args, kwargs, self.method)
+
+    def _inspect(self, args, kwargs, method: bool) -> "Inspection":
+        return Inspection(self._compiled(args, kwargs, method)[0])
 
     # -- compile --------------------------------------------------------------------------
     def _compiled(self, args, kwargs, method: bool = False):
@@ -353,53 +359,6 @@ class Differentiable:
         if self._vjp is None:
             self._vjp = compose.vjp_differentiable(self.fn)
         return self._vjp
-
-
-# Note [Methods]
-# `@differentiate` on a method binds like a function (Differentiable.__get__): `m.loss(w)`
-# calls the function with `self` first. `self` is an argument like the others: a plain
-# object is static, keyed by a snapshot of its contents (Note [Static arguments]), so the
-# arrays it holds are constants of the trace and assigning or mutating `self.W` traces again
-# at the next call (pass arrays that change at every step as arguments instead); a dataclass
-# or registered pytree `self` is traced, its arrays being leaves. `wrt` counts the arguments
-# after `self` (wrt=0 is the first of them), as `jax.jit(f, static_argnums=0)` users write
-# it; a name selects any parameter, `wrt="self"` included. A function becomes a method when
-# it is defined in a class body (__set_name__), so `Model.loss.grad(m, w)` counts the same
-# way, and a bound call (`m.loss`, or `llgrad.grad(m.loss)`) always does.
-
-
-class BoundDifferentiable:
-    """A Differentiable bound to an instance (`m.loss`): the instance is passed as `self`."""
-
-    __slots__ = ("__func__", "__self__")
-
-    def __init__(self, func: Differentiable, obj):
-        self.__func__, self.__self__ = func, obj
-
-    def __call__(self, *args, **kwargs):
-        if compose.is_traced_call(args, kwargs) or compose.needs_eager_node(args, kwargs):
-            return self.__func__(self.__self__, *args, **kwargs)
-        c, leaves, _, values = self.__func__._compiled((self.__self__,) + args, kwargs, True)
-        outs = values if values is not None else c.run("forward", leaves)
-        return _rebuild_outputs(c.trace.out_struct, outs)
-
-    def value_and_grad(self, *args, **kwargs):
-        return self.__func__._value_and_grad((self.__self__,) + args, kwargs, True)
-
-    def grad(self, *args, **kwargs):
-        return self.value_and_grad(*args, **kwargs)[1]
-
-    def inspect(self, *args, **kwargs) -> "Inspection":
-        return Inspection(self.__func__._compiled((self.__self__,) + args, kwargs, True)[0])
-
-    def __getattr__(self, name):
-        return getattr(self.__func__, name)
-
-    def _lg_static_key(self):
-        return ("bound", sig.Identity(self.__func__), sig.static_key(self.__self__))
-
-    def __repr__(self) -> str:
-        return f"<bound differentiable {self.__func__.__name__} of {self.__self__!r}>"
 
 
 # Note [Per-call fast path]
@@ -561,7 +520,7 @@ def differentiate(fn: Callable | None = None, *, wrt=0, cache: bool = False):
 
 def _differentiable(f: Callable, wrt, cache: bool = False):
     """A Differentiable of `f` with `wrt`; a bound method (plain or differentiated) gives a
-    BoundDifferentiable whose `self` is an argument (Note [Methods])."""
+    BoundDifferentiable whose `self` is an argument (Note [Methods] in llgrad/methods.py)."""
     if isinstance(f, BoundDifferentiable):
         d = f.__func__
         if d.wrt != wrt or cache:

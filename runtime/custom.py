@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import inspect
 import threading
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
@@ -224,16 +224,40 @@ def eager_call(call: CustomCall):
     inputs = [k for k, x in enumerate(arg_leaves) if isinstance(x, Tensor) and x.requires_grad]
     with active(call.owner):
         result = call.fwd(_plain, *call.args)
-    out, res = _pair(call, result, lambda what, fix: AutogradError(what, fix=fix))
+    out, res = _pair(call, result, lambda what, fix: AutogradError(what, loc=call.loc,
+                                                                    fix=fix))
     leaves, struct = pytree.flatten(out)
     outs = [k for k, o in enumerate(leaves) if isinstance(o, Tensor) and
             o._data.dtype.kind == "f"]
+    _check_closed_over(call, [leaves[k] for k in outs], [arg_leaves[k] for k in inputs])
     node = CustomVJPBackward(call, res, struct, leaves, outs, inputs,
                              tuple(_edge(arg_leaves[k]) for k in inputs))
     new = list(leaves)
     for nr, k in enumerate(outs):
         new[k] = Tensor._wrap(leaves[k]._data, node, nr)
     return pytree.unflatten(struct, new)
+
+
+def _check_closed_over(call, outs, inputs) -> None:
+    """Raise if fwd's outputs depend on a tensor that requires grad other than the inputs
+    (a closure or global of the rule): its gradient would be lost (tracer/custom.py refuses
+    the same in compiled code)."""
+    from llgrad.runtime.autograd.graph import AccumulateGrad
+    from llgrad.runtime.tensor import _edge
+    stop = {id(_edge(t)[0]) for t in inputs}
+    todo, seen = [o._grad_fn for o in outs if o._grad_fn is not None], set()
+    while todo:
+        node = todo.pop()
+        if node is None or id(node) in stop or id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, AccumulateGrad):
+            raise AutogradError(
+                f"{call.name} has a custom derivative rule, and its forward uses a tensor that "
+                f"requires grad but is not one of its arguments: the rule gives no gradient "
+                f"for it", loc=call.loc, fix="pass the tensor to the function as an argument "
+                "(and return its cotangent from the backward)")
+        todo.extend(n for n, _ in node.next_functions)
 
 
 def _pair(call, result, error):

@@ -56,7 +56,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import types
-from operator import iand, ilshift, ior, irshift, ixor  # noqa: F401
+from operator import iand, ilshift, ior, irshift, ixor  # noqa: F401  (see updates.py)
 from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
@@ -331,7 +331,7 @@ def _state_stager(get_state) -> Stager | None:
 # Note [Records in loop and branch state]
 # A variable holding a record of arrays (a tuple, namedtuple, dataclass or registered pytree:
 # `state = State(pos, vel)`) is loop or branch state like an array: the stager carries its
-# leaves (staging.py, `_flat_state`) and rebuilds the record from the loop's or cond's
+# leaves (tracer/records.py, `flat_state`) and rebuilds the record from the loop's or cond's
 # results, so `for i in range(n): state = step(state)` is one loop op, not n copies of the
 # body. Lists and dicts are not records: they are changed in place (`hs.append(h)`).
 _RECORD_KINDS = frozenset({"tuple", "namedtuple", "dataclass", "custom"})
@@ -422,65 +422,6 @@ def setitem(target, index, value) -> Any:
         return stager.stage_setitem(target, index, value)
     target[index] = value
     return target
-
-
-def _augmented(name: str, op: Callable, iop: Callable) -> Callable:
-    def augmented(a, b):
-        """`a op= b` on the element view `a` of an update `y[i] op= b` (convert/calls.py):
-        numpy cannot write a traced `b` into a numpy `a`, so the new value is computed
-        instead, and the setitem around this call writes it into `y`, as numpy would."""
-        if type(a) is np.ndarray and is_traced(b):
-            out = np.result_type(a, getattr(b, "dtype", type(b)))
-            if not np.can_cast(out, a.dtype, casting="same_kind"):
-                raise TypeError(f"Cannot cast ufunc '{name}' output from {out!r} to "
-                                f"{a.dtype!r} with casting rule 'same_kind'")
-            return op(a, b)
-        return iop(a, b)
-    augmented.__name__ = f"i{name}"
-    return augmented
-
-
-iadd = _augmented("add", operator.add, operator.iadd)
-isub = _augmented("subtract", operator.sub, operator.isub)
-imul = _augmented("multiply", operator.mul, operator.imul)
-itruediv = _augmented("divide", operator.truediv, operator.itruediv)
-ifloordiv = _augmented("floor_divide", operator.floordiv, operator.ifloordiv)
-imod = _augmented("remainder", operator.mod, operator.imod)
-ipow = _augmented("power", operator.pow, operator.ipow)
-imatmul = _augmented("matmul", operator.matmul, operator.imatmul)
-
-
-def ufunc_at(f: Callable, args: tuple) -> Any:
-    """The statement `f(x, ...)` for `f` a `.at` method (`np.add.at(x, idx, v)`), returning
-    the new `x` (convert/calls.py rebinds it). numpy updates `x` in place; a traced `x`, index
-    or value, or a write inside a traced region, makes it a functional update instead (Note
-    [In-place updates are by value]), as for `x[idx] += v` (but accumulating repeated
-    indices, as np.add.at does)."""
-    x, rest = args[0], args[1:]
-    ufunc = getattr(f, "__self__", None)
-    if isinstance(ufunc, np.ufunc) and getattr(f, "__name__", None) == "at" and rest:
-        stager = stager_of(x) or next((s for s in map(stager_of, _flat_index(rest)) if s),
-                                      None)
-        if stager is None and _STAGERS and type(x) is np.ndarray:
-            stager = _region_stager()
-        stage = getattr(stager, "stage_ufunc_at", None)
-        if stager is not None and stage is None:
-            raise ConcretizationError(f"np.{ufunc.__name__}.at on traced values",
-                                      loc=user_loc())
-        if stage is not None:
-            from .aliasing import check_unaliased
-            check_unaliased(x, f"np.{ufunc.__name__}.at", rest[0])
-            return stage(ufunc, x, *rest)
-    f(*args)
-    return x
-
-
-def _flat_index(values):
-    for v in values:
-        if type(v) is tuple:
-            yield from v
-        else:
-            yield v
 
 
 def _region_stager() -> Stager | None:
@@ -644,3 +585,8 @@ def _convert(f: types.FunctionType, traced: bool) -> Callable | None:
     if converted is not None and not is_converted_library(f):  # library globals: constants
         captures.note_function(f)
     return converted
+
+
+# The element-update operators converted code calls as `__lg.iadd`, `__lg.ufunc_at`, ...
+from .updates import (iadd, ifloordiv, imatmul, imod, imul, ipow, isub,  # noqa: E402,F401
+                      itruediv, ufunc_at)

@@ -64,16 +64,20 @@ class Static:
 # - the value with its type: `True == 1` with equal hashes, yet `True + True` is 2 and
 #   f"{True}" is "True"; np.int64(1) wraps where 1 does not (so keys are (type, value),
 #   recursively through containers);
-# - mutable objects (a dataclass config, SimpleNamespace, a set, an instance of a user class:
-#   Python hashes them by identity or not at all) by a snapshot of their contents taken at
-#   every call: mutating one between calls gives a new key, hence a new trace (or the
-#   earlier trace of those contents), and a new object with equal contents per call reuses
-#   the trace. (Guards, tracer/captures.py, would check one object's contents too, but a
-#   guard is tied to that object: a fresh config per call would trace at every call.)
+# - mutable objects (a SimpleNamespace, a set, an instance of a user class, a dataclass
+#   holding no arrays or floats: Python hashes them by identity or not at all) by a snapshot
+#   of their contents taken at every call: mutating one between calls gives a new key, hence
+#   a new trace (or the earlier trace of those contents), and a new object with equal
+#   contents per call reuses the trace. (Guards, tracer/captures.py, would check one object's
+#   contents too, but a guard is tied to that object: a fresh config per call would trace at
+#   every call.) A function that mutates one while it runs is refused (tracing.py: the
+#   compiled code would not mutate it again at later calls);
 # - objects with a value-based __hash__ (frozen records, enums, Fractions) by (type, value),
-#   as JAX keys static arguments; functions, modules, classes and objects whose state
-#   llgrad cannot read (C types) by identity.
+#   as JAX keys static arguments; functions, modules, classes, compiled functions and objects
+#   whose state llgrad cannot read (C types) by identity.
 # Arrays inside a static object are constants of the trace, keyed by a digest of their bytes.
+# Containers (pytrees: tuples, lists, dicts, namedtuples, dataclasses, registered classes)
+# are not static: their arrays and floats are leaves, and the rest of them static entries.
 _ATOMS = frozenset({bool, int, str, bytes, type(None), type(...), complex, range, slice})
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class defined in Python
 

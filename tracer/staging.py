@@ -7,16 +7,15 @@ results (loop-carried values). See Note [Static loops over traced state] in oper
 """
 from __future__ import annotations
 
-import dataclasses
-
 import numpy as np
 
-from llgrad.runtime import ops, pytree
+from llgrad.runtime import ops
 from llgrad.runtime.aval import BOOL, F64, I64, Aval, aval_str
 from llgrad.runtime.errors import ConcretizationError, LLGradError, ShapeError, user_loc
 from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
 from llgrad.tracer import operators
 from llgrad.tracer.operators import TracedRange, Undefined
+from llgrad.tracer.records import flat_state
 from llgrad.transform import ir
 from llgrad.transform.builder import Builder, Value, current
 
@@ -127,72 +126,6 @@ def _merge_aval(name, a, c, loc):
                       fix="assign an array of the same shape on both paths")
 
 
-def _flat_state(get_state, set_state, names):
-    """The state with each record of arrays replaced by its leaves, named `state.pos`, ...
-    (Note [Records in loop and branch state] in operators.py): (get, set, names) to stage
-    with. A record whose structure changes reads back as itself, which the stager reports
-    as a changed variable; one unbound on a path reads back as Undefined leaves."""
-    s0 = get_state()
-    defs = []
-    for v, name in zip(s0, names):
-        d = None
-        if operators.is_record(v) and not name.startswith("__lg_"):
-            leaves, struct = pytree.flatten(v)
-            if any(_is_val(x) or isinstance(x, (np.ndarray, float)) for x in leaves):
-                d = (struct, len(leaves))
-        defs.append(d)
-    if not any(defs):
-        return get_state, set_state, names
-    flat_names = []
-    for v, name, d in zip(s0, names, defs):
-        flat_names.extend([name] if d is None else _leaf_names(name, v))
-
-    def get():
-        out = []
-        for v, d in zip(get_state(), defs):
-            if d is None:
-                out.append(v)
-                continue
-            leaves, struct = pytree.flatten(v) if operators.is_record(v) else ([], None)
-            out.extend(leaves if struct == d[0] else [v] * d[1])
-        return tuple(out)
-
-    def set_(values):
-        it, out = iter(values), []
-        for name, d in zip(names, defs):
-            if d is None:
-                out.append(next(it))
-                continue
-            leaves = [next(it) for _ in range(d[1])]
-            undefined = next((x for x in leaves if isinstance(x, Undefined)), None)
-            if undefined is not None:
-                out.append(Undefined(name, object.__getattribute__(undefined, "reason")))
-            elif pytree.is_node(leaves[0]):  # a record whose structure changed (see get)
-                out.append(leaves[0])
-            else:
-                out.append(pytree.unflatten(d[0], leaves))
-        set_state(tuple(out))
-    return get, set_, tuple(flat_names)
-
-
-def _leaf_names(name, record) -> list[str]:
-    """`state.pos`, `pair[0]`, ... for the leaves of a record variable."""
-    out = []
-
-    def rec(x, where):
-        nt = pytree.node_type(x)
-        if nt is None:
-            out.append(where)
-            return
-        children, _ = nt.flatten(x)
-        fields = getattr(type(x), "_fields", None) if nt.kind == "namedtuple" else \
-            [f.name for f in dataclasses.fields(x)] if nt.kind == "dataclass" else None
-        for i, c in enumerate(children):
-            rec(c, f"{where}.{fields[i]}" if fields else f"{where}[{i}]")
-    rec(record, name)
-    return out
-
-
 class IRStager:
     """Stages control flow on IR values into cond/for_loop/while_loop ops."""
 
@@ -218,7 +151,7 @@ class IRStager:
         if getattr(b, "eager", False):
             return body_fn() if _truth(cond) else orelse_fn()
         pred = _pred(b, cond, loc)
-        get_state, set_state, names = _flat_state(get_state, set_state, names)
+        get_state, set_state, names = flat_state(get_state, set_state, names)
         s0 = get_state()
         branches = []
         for fn in (body_fn, orelse_fn):
@@ -409,7 +342,7 @@ class IRStager:
 
     def _loop(self, b, loc, names, get_state, set_state, static, kind, body, test=None,
               bounds=None, may_skip=False, python_test=False):
-        get_state, set_state, names = _flat_state(get_state, set_state, names)
+        get_state, set_state, names = flat_state(get_state, set_state, names)
         s0 = list(get_state())
         carried = {k for k, v in enumerate(s0) if _is_val(v)}
         avals = {k: s0[k].aval for k in carried}

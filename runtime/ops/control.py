@@ -36,10 +36,11 @@ while_loop_p = register(Primitive("while_loop", "control", _region_op("while_loo
 fusion_p = register(Primitive("fusion", "control", _region_op("fusion"), None, nondiff=True))
 
 
-# A call of a custom derivative rule (runtime/custom.py): custom_vjp(*xs, *outs) yields outs,
-# the values its forward computed with ordinary ops before it; region [bwd] maps the outputs'
-# cotangents to the xs' (Note [Control-flow ops]). AD runs bwd instead of differentiating the
-# forward ops (transform/ad.py); everything else sees the identity on outs.
+# A call of a custom derivative rule (runtime/custom.py): custom_vjp(*xs, *closed, *values)
+# yields the values its forward computed with ordinary ops before it; region [bwd] maps the
+# outputs' cotangents to the xs' (Note [Control-flow ops] in transform/control.py). AD runs
+# bwd instead of differentiating the forward's ops (transform/ad.py); everything else sees
+# the identity on the values.
 custom_vjp_p = register(Primitive("custom_vjp", "control", _region_op("custom_vjp"), None,
                                   nondiff=True))
 

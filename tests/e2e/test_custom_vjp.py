@@ -294,6 +294,12 @@ def test_differentiating_a_closed_over_value_is_an_error():
                        r"\(f64\[4\]\) that is not one of its arguments(.|\n)*How to fix: pass"):
         d.grad(X, X)
     assert llgrad.differentiate(f, wrt=0).grad(X, X) == pytest.approx(np.full(4, 2.0))
+    with pytest.raises(LLGradError, match=r"its forward uses a tensor that requires grad but "
+                       r"is not one of its arguments(.|\n)*How to fix: pass"):
+        f(llgrad.tensor(X, requires_grad=True), llgrad.tensor(X, requires_grad=True))
+    t = llgrad.tensor(X, requires_grad=True)
+    f(t, llgrad.tensor(X)).backward()  # w needs no gradient: the rule is enough
+    np.testing.assert_allclose(t.grad.numpy(), np.full(4, 2.0))
 
 
 def test_a_rule_without_defvjp_is_an_error():

@@ -134,3 +134,23 @@ def test_bound_method_with_eager_tensors():
     out.backward()
     want = numerical_vjp(lambda y: _loss(W, X, y), [Y], 1.0, [0])[0]
     np.testing.assert_allclose(y.grad.numpy(), want, rtol=1e-6, atol=1e-9)
+
+
+class Statics:
+    @staticmethod
+    @llgrad.differentiate
+    def outer(x, y):
+        return np.sum(x * y ** 2)
+
+    @llgrad.differentiate(wrt=1)
+    @staticmethod
+    def inner(x, y):
+        return np.sum(x * y ** 2)
+
+
+def test_static_methods_bind_nothing(mode):
+    x, y = np.array([1.0, 2.0]), np.array([3.0, -1.0])
+    for f in (Statics.outer, Statics().outer):
+        np.testing.assert_allclose(f.grad(x, y), y ** 2)
+    for f in (Statics.inner, Statics().inner):
+        np.testing.assert_allclose(f.grad(x, y), 2 * x * y)

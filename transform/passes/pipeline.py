@@ -1,8 +1,8 @@
 """The optimisation pipeline: simplify, cse, dce, then (optionally) fuse.
 
 Requires: verified IR. Produces: verified IR computing the same values; with fusion (the IR
-codegen receives) also without custom_vjp ops, which only AD reads (unfused IR keeps them). LLGRAD_PRINT_AFTER=
-<pass,...> (or `all`) prints the IR after those passes to stderr.
+codegen receives) also without custom_vjp ops, which only AD reads (unfused IR keeps them).
+LLGRAD_PRINT_AFTER=<pass,...> (or `all`) prints the IR after those passes to stderr.
 """
 from __future__ import annotations
 
