@@ -28,13 +28,20 @@ from llgrad.transform.passes.pipeline import optimize
 
 
 def is_traced_call(args, kwargs) -> bool:
-    return any(isinstance(x, ir.Value) for x in pytree.tree_leaves((args, kwargs)))
+    return pytree.any_leaf(_is_ir_value, (args, kwargs))
+
+
+def _is_ir_value(x) -> bool:
+    return isinstance(x, ir.Value)
+
+
+def _requires_grad(x) -> bool:
+    return isinstance(x, Tensor) and x.requires_grad
 
 
 def needs_eager_node(args, kwargs) -> bool:
     from llgrad.runtime.autograd.state import STATE
-    return STATE.grad_enabled and any(isinstance(t, Tensor) and t.requires_grad
-                                      for t in pytree.tree_leaves((args, kwargs)))
+    return STATE.grad_enabled and pytree.any_leaf(_requires_grad, (args, kwargs))
 
 
 # -- inlining ------------------------------------------------------------------------------

@@ -54,12 +54,16 @@ class CustomCall:
 
 def traced_class(args):
     """The value class of the highest-level traced value among `args`' leaves, or None."""
-    best, level = None, 0
-    for x in pytree.tree_leaves(args):
-        lv = getattr(type(x), "_lg_level", 0)
-        if lv > level and hasattr(type(x), "_lg_custom_vjp"):
-            best, level = type(x), lv
-    return best
+    best = [None, 0]
+
+    def visit(x) -> bool:
+        t = type(x)
+        lv = getattr(t, "_lg_level", 0)
+        if lv > best[1] and hasattr(t, "_lg_custom_vjp"):
+            best[:] = [t, lv]
+        return False
+    pytree.any_leaf(visit, args)
+    return best[0]
 
 
 _TLS = threading.local()

@@ -182,6 +182,17 @@ def tree_leaves(tree) -> list:
     return flatten(tree)[0]
 
 
+def any_leaf(pred: Callable, tree) -> bool:
+    """Whether `pred` holds for a leaf of `tree` (no structure is built: per-call checks)."""
+    nt = node_type(tree)
+    if nt is None:
+        return bool(pred(tree))
+    for c in nt.flatten(tree)[0]:
+        if any_leaf(pred, c):
+            return True
+    return False
+
+
 def tree_map(f: Callable, tree, *rest) -> Any:
     """`f` applied to the leaves of `tree` (and the matching leaves of `rest`), same structure."""
     xs, struct = flatten(tree)
@@ -190,4 +201,4 @@ def tree_map(f: Callable, tree, *rest) -> Any:
 
 
 __all__ = ["register_pytree", "node_type", "is_node", "Node", "NodeType", "flatten",
-           "unflatten", "tree_leaves", "tree_map", "LEAF"]
+           "unflatten", "tree_leaves", "any_leaf", "tree_map", "LEAF"]

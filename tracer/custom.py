@@ -27,8 +27,9 @@ def _run(f, *args):
 def trace_custom(call: CustomCall):
     """Emit `call` into the current trace; returns its output (the forward's structure)."""
     b = current()
-    if in_forward(call.owner):  # the rule's own fwd calls the function: its plain value
-        return _run(call.owner.fun, *call.args)
+    fun = getattr(call.owner, "fun", None)
+    if fun is not None and in_forward(call.owner):  # its own fwd calls it: the plain value
+        return _run(fun, *call.args)
     arg_leaves = pytree.tree_leaves(call.args)
     xs = [k for k, x in enumerate(arg_leaves) if _float_value(x)]
     region, n0 = b.region, len(b.region.ops)
@@ -42,7 +43,8 @@ def trace_custom(call: CustomCall):
     leaves, struct = pytree.flatten(out)
     skip = call.non_diff(out) if call.non_diff is not None else set()
     outs = [k for k, o in enumerate(leaves) if _float_value(o) and id(o) not in skip]
-    if not xs or not outs:
+    closed = _closed_over(region.ops[n0:], arg_leaves)
+    if not outs or not xs and not closed:
         return out
     params = [b.new_value(leaves[k].aval, f"ct_{leaves[k].name or 'out'}") for k in outs]
     with b.open_region(params) as bwd:
@@ -51,7 +53,6 @@ def trace_custom(call: CustomCall):
         cts = cotangents(call, call.bwd(_run, res, pytree.unflatten(struct, g)),
                          lambda what, fix: LLGradError(what, loc=call.loc, fix=fix))
         bwd.results = [_cotangent(b, cts[k], arg_leaves[k], call) for k in xs]
-    closed = _closed_over(region.ops[n0:], arg_leaves)
     values = b.emit(custom_vjp_p, [arg_leaves[k] for k in xs] + closed +
                     [leaves[k] for k in outs], {"name": call.name},
                     [leaves[k].aval for k in outs], regions=[bwd], loc=call.loc)

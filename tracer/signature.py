@@ -9,6 +9,7 @@ part of the key, so a new value means a new trace (Note [Static arguments]).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import types
 from dataclasses import dataclass
@@ -136,8 +137,12 @@ def static_key(v, _path: tuple = ()):
 
 
 def _attributes(v) -> list:
-    """An object's attributes: its __dict__ and its __slots__, in a fixed order."""
-    out = sorted(getattr(v, "__dict__", {}).items())
+    """An object's attributes: its __dict__ and its __slots__, in a fixed order. Values a
+    functools.cached_property stored are left out: they derive from the others, and appear
+    when first read (a trace reading one does not change its object)."""
+    cls = type(v)
+    out = sorted((n, e) for n, e in getattr(v, "__dict__", {}).items()
+                 if not isinstance(getattr(cls, n, None), functools.cached_property))
     for klass in type(v).__mro__:
         for name in getattr(klass, "__slots__", ()):
             if name not in ("__dict__", "__weakref__") and hasattr(v, name):

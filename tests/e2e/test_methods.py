@@ -5,6 +5,7 @@ arguments after `self`."""
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import numpy as np
 import pytest
@@ -154,3 +155,25 @@ def test_static_methods_bind_nothing(mode):
         np.testing.assert_allclose(f.grad(x, y), y ** 2)
     for f in (Statics.inner, Statics().inner):
         np.testing.assert_allclose(f.grad(x, y), 2 * x * y)
+
+
+class Cached:
+    """A cached_property read in a method: filling the cache does not change `self`."""
+
+    def __init__(self, W):
+        self.W = W
+
+    @functools.cached_property
+    def gram(self):
+        return self.W.T @ self.W
+
+    @llgrad.differentiate
+    def energy(self, v):
+        return v @ self.gram @ v
+
+
+def test_cached_property_of_self(mode):
+    c, v = Cached(W), np.array([0.5, -1.0])
+    assert c.energy(v) == pytest.approx(v @ W.T @ W @ v, rel=1e-12)
+    np.testing.assert_allclose(c.energy.grad(v), 2 * W.T @ W @ v, rtol=1e-12)
+    assert c.energy.cache_info()["traces"] == 1
