@@ -113,31 +113,31 @@ def cotangents(call: CustomCall, cts, error: Callable) -> list:
                         f"whose structure differs from the argument's",
                         "return a cotangent with the structure of the argument (or None)")
         for a, c in zip(leaves, ct_leaves):
-            if c is not None and np.shape(_array(a)) != np.shape(_array(c)) and not (
-                    call.reduce and _broadcasts(np.shape(_array(c)), np.shape(_array(a)))):
+            if c is not None and _shape(a) != _shape(c) and not (
+                    call.reduce and _sums_to(_shape(c), _shape(a))):
                 raise error(f"the backward of {call.name} returned a cotangent of shape "
-                            f"{list(np.shape(_array(c)))} for argument {i} of shape "
-                            f"{list(np.shape(_array(a)))}",
+                            f"{list(_shape(c))} for argument {i} of shape {list(_shape(a))}",
                             "return cotangents of the arguments' shapes")
             out.append(c)
     return out
 
 
-def _broadcasts(shape, to) -> bool:
-    """Whether a gradient of `shape` sums to `to` (the inverse of broadcasting)."""
+def _sums_to(shape, to) -> bool:
+    """Whether a gradient of `shape` sums to `to` (`to` broadcasts to `shape`)."""
     try:
-        np.broadcast_shapes(shape, to)
+        return np.broadcast_shapes(shape, to) == shape
     except ValueError:
         return False
-    return len(shape) >= len(to) or all(a == 1 for a in shape)
 
 
-def _array(x):
-    data = getattr(x, "_data", None)
-    if isinstance(data, np.ndarray):
-        return data
+def _shape(x) -> tuple:
     shape = getattr(x, "shape", None)
-    return np.empty(shape) if shape is not None and not isinstance(x, np.ndarray) else x
+    return tuple(shape) if shape is not None else np.shape(x)
+
+
+def _meta(x) -> tuple:
+    """(shape, dtype) of an array, tensor or number."""
+    return _shape(x), getattr(getattr(x, "_data", x), "dtype", np.dtype(np.float64))
 
 
 class custom_vjp:
@@ -213,7 +213,7 @@ class custom_vjp:
 
 
 def _requires_grad(args) -> bool:
-    return any(getattr(x, "requires_grad", False) is True for x in pytree.tree_leaves(args))
+    return pytree.any_leaf(lambda x: getattr(x, "requires_grad", False) is True, args)
 
 
 # -- eager ----------------------------------------------------------------------------------
@@ -281,8 +281,7 @@ class CustomVJPBackward(Node):
         super().__init__(edges)
         self.call, self.res, self.struct, self.outs, self.inputs = call, res, struct, outs, \
             inputs
-        self.leaves = [(np.shape(_array(x)), getattr(_array(x), "dtype", np.float64))
-                       for x in leaves]
+        self.leaves = [_meta(x) for x in leaves]
         args = pytree.tree_leaves(call.args)
         self.dtypes = {k: args[k]._data.dtype for k in inputs}
         self.out_meta = [self.leaves[k] for k in outs]
@@ -321,8 +320,8 @@ class TracedCtx:
 
     def __init__(self, needs_input_grad):
         self.needs_input_grad = needs_input_grad
-        self._saved = ()
-        self.materialize_grads = True
+        self._saved = self._non_diff = ()
+        self.materialize_grads = True  # cotangents of unused outputs are always zeros
 
     def save_for_backward(self, *values) -> None:
         self._saved = values
@@ -368,7 +367,7 @@ def function_call(cls, args, kwargs) -> CustomCall:
         return tuple(None if not d else gr for gr, d in zip(grads, diff)) + grads[len(diff):]
 
     def non_diff(out):
-        return {id(v) for v in getattr(ctx, "_non_diff", ())}
+        return {id(v) for v in ctx._non_diff}
     return CustomCall(cls.__name__, cls, tuple(args), fwd, bwd, diff, user_loc(), non_diff,
                       reduce=True)
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from llgrad.runtime import ops, pytree
 from llgrad.runtime.custom import CustomCall, active, cotangents, in_forward
-from llgrad.runtime.errors import LLGradError, ShapeError
+from llgrad.runtime.errors import LLGradError
 from llgrad.runtime.ops.control import custom_vjp_p
 from llgrad.tracer import operators
 from llgrad.transform import ir
@@ -52,7 +52,7 @@ def trace_custom(call: CustomCall):
         g = [given[k] if k in given else _zeros(b, o) for k, o in enumerate(leaves)]
         cts = cotangents(call, call.bwd(_run, res, pytree.unflatten(struct, g)),
                          lambda what, fix: LLGradError(what, loc=call.loc, fix=fix))
-        bwd.results = [_cotangent(b, cts[k], arg_leaves[k], call) for k in xs]
+        bwd.results = [_cotangent(b, cts[k], arg_leaves[k]) for k in xs]
     values = b.emit(custom_vjp_p, [arg_leaves[k] for k in xs] + closed +
                     [leaves[k] for k in outs], {"name": call.name},
                     [leaves[k].aval for k in outs], regions=[bwd], loc=call.loc)
@@ -96,20 +96,14 @@ def _zeros(b, o):
     return None
 
 
-def _cotangent(b, c, x, call) -> ir.Value:
-    """`c` as an IR value of `x`'s aval (None: zeros; a Function may return a gradient that
-    broadcasts to its input: summed, as PyTorch does)."""
+def _cotangent(b, c, x) -> ir.Value:
+    """`c` as an IR value of `x`'s aval (None: zeros; a Function's gradient of a broadcast
+    input is summed to its shape, as PyTorch does: runtime/custom.cotangents checked it)."""
     if c is None:
         return b.const(np.zeros(x.aval.shape, x.aval.dtype))
     c = b.lift(np.asarray(c) if not isinstance(c, ir.Value) else c)
     if c.aval.shape != x.aval.shape:
         c = ops.sum_to(c, x.aval.shape)
-        if c.aval.shape != x.aval.shape:
-            c = ops.broadcast_to(c, x.aval.shape)
-        if c.aval.shape != x.aval.shape:
-            raise ShapeError(f"the backward of {call.name} returned a cotangent of shape "
-                             f"{list(c.aval.shape)} for an input of shape "
-                             f"{list(x.aval.shape)}", loc=call.loc)
     return c if c.aval.dtype == x.aval.dtype else ops.astype(c, x.aval.dtype)
 
 

@@ -39,7 +39,7 @@ def flat_state(get_state, set_state, names):
                 out.append(v)
                 continue
             leaves, struct = pytree.flatten(v) if operators.is_record(v) else ([], None)
-            out.extend(leaves if struct == d[0] else [v] * d[1])
+            out.extend(leaves if struct == d[0] else [_Restructured(v)] * d[1])
         return tuple(out)
 
     def set_(values):
@@ -52,12 +52,26 @@ def flat_state(get_state, set_state, names):
             undefined = next((x for x in leaves if isinstance(x, Undefined)), None)
             if undefined is not None:
                 out.append(Undefined(name, object.__getattribute__(undefined, "reason")))
-            elif pytree.is_node(leaves[0]):  # a record whose structure changed (see get)
-                out.append(leaves[0])
+            elif type(leaves[0]) is _Restructured:
+                out.append(leaves[0].value)
             else:
                 out.append(pytree.unflatten(d[0], leaves))
         set_state(tuple(out))
     return get, set_, tuple(flat_names)
+
+
+class _Restructured:
+    """A record variable that no longer has its structure (another record, an array): each
+    of its leaf slots holds this, which is neither an array nor a number, so the stager
+    reports the variable as changed (and unrolls a loop with a static trip count)."""
+
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+_Restructured.__name__ = "value of another structure"  # what the stager's messages print
 
 
 def _leaf_names(name, record) -> list[str]:
