@@ -11,6 +11,7 @@ import functools
 import inspect
 import threading
 import time
+import types
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -31,6 +32,7 @@ from llgrad.transform.hashing import fingerprint
 from llgrad.transform.passes.pipeline import optimize
 from llgrad.transform.printers.text import print_function
 from llgrad.inspection import Inspection, Stats
+from llgrad.methods import BoundDifferentiable
 
 
 @dataclass
@@ -152,9 +154,12 @@ def _resolve_wrt(wrt, names: list[str], fn=None) -> tuple[tuple[int, ...], bool]
 class Differentiable:
     """A function compiled to native value and gradient code. See `differentiate`."""
 
-    def __init__(self, fn: Callable, wrt=0, cache: bool = False):
+    def __init__(self, fn: Callable, wrt=0, cache: bool = False, method: bool = False):
+        self._unbound = isinstance(fn, staticmethod)  # never binds an instance
+        fn = fn.__func__ if self._unbound else fn
         functools.update_wrapper(self, fn)
         self.fn, self.wrt, self.use_disk_cache = fn, wrt, cache
+        self.method = method  # See Note [Methods] in llgrad/methods.py
         self._cache: dict = {}
         self._fast: dict = {}  # See Note [Per-call fast path]
         self._graphs: dict = {}  # the dynamic path's compiled graphs, least recently used first
@@ -163,35 +168,67 @@ class Differentiable:
         self._lock = threading.Lock()
         self.trace_count = 0
 
+    def _lg_static_key(self):  # a static argument of another compiled function: by identity
+        return sig.Identity(self)
+
+    # -- methods ------------------------------------------------------------------------
+    def __set_name__(self, owner, name) -> None:
+        self.method = not self._unbound  # in a class body: See Note [Methods] (methods.py)
+
+    def __get__(self, obj, objtype=None):
+        if obj is None or self._unbound:
+            return self
+        return BoundDifferentiable(self, obj)
+
+    def _wrt(self, names: list[str], method: bool) -> tuple[tuple[int, ...], bool]:
+        """Argument indices of `wrt` (ints count after `self` for a method: Note [Methods]
+        in llgrad/methods.py) and whether a single gradient is returned."""
+        if not method:
+            return _resolve_wrt(self.wrt, names, self.fn)
+        single = not isinstance(self.wrt, (tuple, list))
+        out: list[int] = []
+        for w in (self.wrt,) if single else self.wrt:
+            if isinstance(w, str):
+                out += _resolve_wrt(w, names, self.fn)[0]
+            else:
+                out += [i + 1 for i in _resolve_wrt(w, names[1:], self.fn)[0]]
+        return tuple(out), single
+
     # -- the public calls -----------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         if not kwargs:
             hit = self._fast.get(_fast_key(args))
             if hit is not None and (not hit.guards or hold(hit.guards)):  # Note [Per-call
                 return hit.value(hit.c.run("forward", hit.leaves(args)))  # fast path]
+        return self._call(args, kwargs, self.method)
+
+    def _call(self, args, kwargs, method: bool = False):
         if compose.is_traced_call(args, kwargs):  # inside another trace: inline
             names, values = bind_arguments(self.fn, args, kwargs)
             note_function(self.fn)
             return call_with(_convertible(self.fn), names, values)
         if compose.needs_eager_node(args, kwargs):
             return compose.eager_call(self, args, kwargs)
-        c, leaves, _, values = self._compiled(args, kwargs)
+        c, leaves, _, values = self._compiled(args, kwargs, method)
         outs = values if values is not None else c.run("forward", leaves)
         return _rebuild_outputs(c.trace.out_struct, outs)
 
     def value_and_grad(self, *args, **kwargs):
         """(value, gradient) from one native call of the fused forward+backward entry."""
-        if not kwargs:
+        if not kwargs and not self.method:
             hit = self._fast.get(_fast_key(args))
             if hit is not None and hit.c.joint is not None and (not hit.guards or
                                                                 hold(hit.guards)):
                 outs = hit.c.run("joint", hit.leaves(args))
                 return hit.value(outs), hit.grads(outs)
+        return self._value_and_grad(args, kwargs, self.method)
+
+    def _value_and_grad(self, args, kwargs, method: bool):
         if compose.is_traced_call(args, kwargs):
             names, _ = bind_arguments(self.fn, args, kwargs)
-            wrt_args, single = _resolve_wrt(self.wrt, names, self.fn)
+            wrt_args, single = self._wrt(names, method)
             return compose.inline_value_and_grad(self, args, kwargs, wrt_args, single)
-        c, leaves, (wrt_args, single), _ = self._compiled(args, kwargs)
+        c, leaves, (wrt_args, single), _ = self._compiled(args, kwargs, method)
         if c.joint is None:
             raise c.not_differentiable
         outs = c.run("joint", leaves)
@@ -209,13 +246,15 @@ class Differentiable:
         return {"signatures": len(self._cache), "traces": self.trace_count}
 
     def inspect(self, *args, **kwargs) -> "Inspection":
-        c, _, _, _ = self._compiled(args, kwargs)
-        return Inspection(c)
+        return self._inspect(args, kwargs, self.method)
+
+    def _inspect(self, args, kwargs, method: bool) -> "Inspection":
+        return Inspection(self._compiled(args, kwargs, method)[0])
 
     # -- compile --------------------------------------------------------------------------
-    def _compiled(self, args, kwargs):
+    def _compiled(self, args, kwargs, method: bool = False):
         names, values = bind_arguments(self.fn, args, kwargs)
-        wrt_args, single = _resolve_wrt(self.wrt, names, self.fn)
+        wrt_args, single = self._wrt(names, method)
         leaves, struct = sig.flatten(tuple(values), names)
         key = (struct, wrt_args)  # one trace serves native and LLGRAD_DISABLE_JIT runs
         c = self._cache.get(key)
@@ -400,7 +439,7 @@ def _assemble(tr, cts: list, wrt_leaves, wrt_args, single, to_python: bool = Tru
             if to_python:
                 g = specs[k].to_python(g)
             vals.append(g)
-        per_arg.append(sig.unflatten(tr.in_struct[1][a], vals))
+        per_arg.append(sig.unflatten(sig.arg_struct(tr.in_struct, a), vals))
     return per_arg[0] if single else tuple(per_arg)
 
 
@@ -418,7 +457,7 @@ def _wrt_leaves(tr, wrt_args, fn=None) -> list[int]:
         ks = [k for k, o in enumerate(tr.leaf_owner) if o == a]
         name = tr.arg_names[a].lstrip("*")
         if not ks:
-            value = sig.describe(tr.in_struct[1][a])
+            value = sig.describe(sig.arg_struct(tr.in_struct, a))
             raise DTypeError(f"cannot differentiate with respect to argument {name!r} "
                              f"({value}): it holds no arrays or floats (static arguments "
                              f"such as ints have no gradient)", loc=_def_loc(fn),
@@ -473,25 +512,38 @@ def differentiate(fn: Callable | None = None, *, wrt=0, cache: bool = False):
         array([2., 4.])
     """
     if fn is None:
-        return lambda f: Differentiable(f, wrt, cache)
-    return Differentiable(fn, wrt, cache)
+        return lambda f: _differentiable(f, wrt, cache)
+    return _differentiable(fn, wrt, cache)
+
+
+def _differentiable(f: Callable, wrt, cache: bool = False):
+    """A Differentiable of `f` with `wrt`; a bound method (plain or differentiated) gives a
+    BoundDifferentiable whose `self` is an argument (Note [Methods] in llgrad/methods.py)."""
+    if isinstance(f, BoundDifferentiable):
+        d = f.__func__
+        if d.wrt != wrt or cache:
+            d = Differentiable(d.fn, wrt, cache or d.use_disk_cache, method=True)
+        return BoundDifferentiable(d, f.__self__)
+    if isinstance(f, types.MethodType) and isinstance(f.__func__, types.FunctionType):
+        return BoundDifferentiable(Differentiable(f.__func__, wrt, cache, method=True),
+                                   f.__self__)
+    if isinstance(f, Differentiable) and f.wrt == wrt and not cache:
+        return f
+    return Differentiable(getattr(f, "fn", f), wrt, cache,
+                          method=getattr(f, "method", False))
 
 
 def grad(f: Callable, argnums=0) -> Callable:
     """The gradient function of a scalar function (jax.grad style)."""
-    d = f if isinstance(f, Differentiable) and f.wrt == argnums else Differentiable(
-        getattr(f, "fn", f), argnums)
-    return d.grad
+    return _differentiable(f, argnums).grad
 
 
 def value_and_grad(f: Callable, argnums=0) -> Callable:
     """A function returning (value, gradient) (jax.value_and_grad style)."""
-    d = f if isinstance(f, Differentiable) and f.wrt == argnums else Differentiable(
-        getattr(f, "fn", f), argnums)
-    return d.value_and_grad
+    return _differentiable(f, argnums).value_and_grad
 
 
 jacobian, hessian, hvp = compose.jacobian, compose.hessian, compose.hvp
 
 __all__ = ["differentiate", "grad", "value_and_grad", "jacobian", "hessian", "hvp",
-           "Differentiable", "Inspection"]
+           "Differentiable", "BoundDifferentiable", "Inspection"]

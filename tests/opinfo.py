@@ -346,6 +346,9 @@ OP_DB: list[OpSpec] = [
     OpSpec("fusion", None, None, structural=_STRUCT),
     OpSpec("check", None, None, structural="raises the user's exception (Note [Checks]): "
            "tested in tests/e2e/test_raise.py and tests/transform"),
+    OpSpec("custom_vjp", None, None, structural="a custom derivative rule's call (regions): "
+           "made by tracer/custom.py, removed before codegen; tested in "
+           "tests/e2e/test_custom_vjp.py"),
     OpSpec("tape_new", None, None, structural=_TAPE),
     OpSpec("tape_push", None, None, structural=_TAPE),
     OpSpec("tape_get", None, None, structural=_TAPE),

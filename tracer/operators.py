@@ -23,6 +23,7 @@ Staging protocol (implemented by the tracing layer; see tests/tracer/fake_tracer
     stage_raise(make, loc) -> exception   (optional) for ``raise make()``: the exception
                           to raise now, or (under a traced condition) a compiled check
                           (Note [Raise under a traced condition] in tracer/checks.py)
+    stage_ufunc_at(ufunc, target, index, value) -> new target value   (optional)
     in_region() -> bool   (optional) True while tracing a branch or loop body
     eager() -> bool       (optional) True when traced values are concrete (the dynamic
                           path): control flow runs as Python; fences are off
@@ -68,12 +69,12 @@ import dataclasses
 import operator
 import threading
 import types
-from operator import (iadd, iand, ifloordiv, ilshift, imatmul, imod, imul, ior,  # noqa: F401
-                      ipow, irshift, isub, itruediv, ixor)
+from operator import iand, ilshift, ior, irshift, ixor  # noqa: F401  (see updates.py)
 from typing import Any, Callable, Protocol, Sequence
 
 import numpy as np
 
+from llgrad.runtime import pytree
 from llgrad.runtime.errors import ConcretizationError, user_loc
 
 from . import captures
@@ -163,11 +164,27 @@ Undefined.__hash__ = None  # type: ignore[assignment]
 
 
 def ldu(load: Callable[[], Any], name: str) -> Any:
-    """``load()``, or ``Undefined(name)`` if the variable is unbound."""
+    """``load()``, or ``Undefined(name)`` if the variable (or attribute ``s.t``) is unbound."""
     try:
         return load()
-    except NameError:
+    except (NameError, AttributeError, UnboundLocalError):
         return Undefined(name)
+
+
+def setattr_(obj, attr: str, value) -> None:
+    """``obj.attr = value`` from a set_state (Note [Attributes in control-flow state] in
+    convert/control_flow.py); an Undefined value removes the attribute again."""
+    if type(obj) is Undefined:
+        return
+    if type(value) is Undefined:
+        if hasattr(obj, attr):
+            delattr(obj, attr)
+        return
+    if getattr(obj, attr, _MISSING) is not value:
+        setattr(obj, attr, value)
+
+
+_MISSING = object()
 
 
 def retval(value: Any) -> Any:
@@ -317,8 +334,30 @@ def while_stmt(test_fn, body_fn, get_state, set_state, symbol_names: Sequence[st
 
 
 def _state_stager(get_state) -> Stager | None:
-    """The stager of the first traced value in a statement's state, if any."""
-    return next((s for s in map(stager_of, get_state()) if s is not None), None)
+    """The stager of the first traced value in a statement's state (or in a record of it:
+    Note [Records in loop and branch state]), if any."""
+    for v in get_state():
+        s = stager_of(v)
+        if s is None and is_record(v):
+            s = next((t for t in map(stager_of, pytree.tree_leaves(v)) if t is not None), None)
+        if s is not None:
+            return s
+    return None
+
+
+# Note [Records in loop and branch state]
+# A variable holding a record of arrays (a tuple, namedtuple, dataclass or registered pytree:
+# `state = State(pos, vel)`) is loop or branch state like an array: the stager carries its
+# leaves (tracer/records.py, `flat_state`) and rebuilds the record from the loop's or cond's
+# results, so `for i in range(n): state = step(state)` is one loop op, not n copies of the
+# body. Lists and dicts are not records: they are changed in place (`hs.append(h)`).
+_RECORD_KINDS = frozenset({"tuple", "namedtuple", "dataclass", "custom"})
+
+
+def is_record(v) -> bool:
+    """Whether `v` is a record of arrays (Note [Records in loop and branch state])."""
+    nt = pytree.node_type(v)
+    return nt is not None and nt.kind in _RECORD_KINDS
 
 
 def _no_op() -> None:
@@ -596,3 +635,8 @@ def _convert(f: types.FunctionType, traced: bool) -> Callable | None:
     if converted is not None and not is_converted_library(f):  # library globals: constants
         captures.note_function(f)
     return converted
+
+
+# The element-update operators converted code calls as `__lg.iadd`, `__lg.ufunc_at`, ...
+from .updates import (iadd, ifloordiv, imatmul, imod, imul, ipow, isub,  # noqa: E402,F401
+                      itruediv, ufunc_at)

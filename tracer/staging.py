@@ -17,6 +17,7 @@ from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
 from llgrad.tracer import checks, merge, operators
 from llgrad.tracer.operators import TracedRange, Undefined
 from llgrad.tracer.stores import StoreLog
+from llgrad.tracer.records import flat_state
 from llgrad.transform import ir
 from llgrad.transform.builder import Builder, Value, current
 
@@ -77,6 +78,7 @@ class IRStager:
         if getattr(b, "eager", False):
             return body_fn() if _truth(cond) else orelse_fn()
         pred = _pred(b, cond, loc)
+        get_state, set_state, names = flat_state(get_state, set_state, names)
         s0 = get_state()
         branches = []
         for fn in (body_fn, orelse_fn):
@@ -175,6 +177,16 @@ class IRStager:
         if isinstance(target, np.ndarray):  # a copy: the user's array is never written
             target = current().const(np.array(target))
         return ops.setitem(target, index, value)
+
+    def stage_ufunc_at(self, ufunc, target, index, value=None):
+        """`np.add.at(target, index, value)` (or np.subtract.at) as a new value."""
+        if ufunc not in (np.add, np.subtract) or value is None:
+            raise LLGradError(f"np.{ufunc.__name__}.at on traced values is not supported",
+                              loc=user_loc(), fix="use np.add.at (or np.subtract.at), or "
+                              "write the update with np.where")
+        if isinstance(target, np.ndarray):  # a copy: the user's array is never written
+            target = current().const(np.array(target))
+        return ops.index_add(target, index, value if ufunc is np.add else ops.neg(value))
 
     def in_region(self) -> bool:
         """True while a branch or loop body is traced (See operators._region_stager)."""
@@ -305,6 +317,7 @@ class IRStager:
     # strong or wider, so this ends.
     def _loop(self, b, loc, names, get_state, set_state, static, kind, body, test=None,
               bounds=None, may_skip=False, python_test=False):
+        get_state, set_state, names = flat_state(get_state, set_state, names)
         s0 = list(get_state())
         carried = {k for k, v in enumerate(s0) if _is_val(v)}
         avals = {k: s0[k].aval for k in carried}
@@ -388,6 +401,7 @@ class IRStager:
             regions.append(rc)
         if counts_up:
             b.nonneg.add(i_param.id)
+        b.origins.update((p.id, v) for p, v in zip(cparams, init))  # tracer/aliasing.py
         body_params = ([i_param] if kind != "while" else []) + cparams
         with b.open_region(body_params) as rb:
             self.region_locs[id(rb)] = ("loop", loc)

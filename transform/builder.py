@@ -67,6 +67,15 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
         b = current()
         return b.concrete(v) if b.concrete is not None else None
 
+    @staticmethod
+    def _lg_custom_vjp(call):
+        """A custom derivative rule applied to IR values (runtime/custom.py)."""
+        hook = current().on_custom_vjp
+        if hook is None:
+            raise LLGradError(f"the custom derivative rule {call.name} was called on IR values "
+                              f"outside a trace", loc=call.loc)
+        return hook(call)
+
     # Augmented assignment computes a new value (IR values are immutable); the tracer's
     # `on_inplace` hook refuses it where numpy's in-place update would be seen through another
     # reference (tracer/aliasing.py, Note [In-place updates are by value]).
@@ -145,6 +154,10 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
     def __index__(self):
         return int(self._concretize("use as an index"))
 
+    def detach(self):
+        """The value without gradient (Tensor.detach; llgrad.stop_gradient)."""
+        return ops.stop_gradient(self)
+
     def item(self):
         return self._concretize(".item()").item()
 
@@ -174,8 +187,14 @@ class Builder:
         self.on_concretize = None
         self.on_inplace = None
         self.format_concrete = False  # see Value._formatted
-        self.home: dict = {}  # value id -> the (non-root) region defining it
         self.nonneg: set = set()  # ids of loop counters known >= 0 (Value._lg_nonnegative)
+        self.on_custom_vjp = None  # traces a runtime.custom.CustomCall (tracer/custom.py)
+        self.home: dict = {}  # value id -> the (non-root) region defining it
+        # For the tracer's in-place checks (tracer/aliasing.py): parameter id -> the path of
+        # an array the caller passed (`x`, `state.pos`), and loop-carried region parameter
+        # id -> the value it starts from.
+        self.arguments: dict = {}
+        self.origins: dict = {}
 
     def __enter__(self) -> "Builder":
         stack = getattr(_TLS, "stack", None)

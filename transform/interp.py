@@ -11,7 +11,7 @@ import numpy as np
 
 from llgrad.runtime.errors import IndexingError, InternalError, LinAlgError, LLGradError
 from llgrad.runtime.ops.control import (check_exception, check_p, cond_p, constant_p,
-                                        for_loop_p, fusion_p, while_loop_p)
+                                        custom_vjp_p, for_loop_p, fusion_p, while_loop_p)
 from llgrad.transform import ir
 
 
@@ -120,5 +120,10 @@ def _fusion(op, ins, env):
     return _region(op.regions[0], ins, env)
 
 
+def _custom_vjp(op, ins, env):
+    return ins[len(ins) - len(op.outputs):]  # its values (the bwd region runs only in AD)
+
+
 _RULES = {constant_p: _constant, cond_p: _cond, for_loop_p: _for_loop,
-          while_loop_p: _while_loop, fusion_p: _fusion, check_p: _check}
+          while_loop_p: _while_loop, fusion_p: _fusion, check_p: _check,
+          custom_vjp_p: _custom_vjp}

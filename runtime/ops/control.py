@@ -62,6 +62,15 @@ def check_exception(exc, args, loc) -> BaseException:
     return e
 
 
+# A call of a custom derivative rule (runtime/custom.py): custom_vjp(*xs, *closed, *values)
+# yields the values its forward computed with ordinary ops before it; region [bwd] maps the
+# outputs' cotangents to the xs' (Note [Control-flow ops] in transform/control.py). AD runs
+# bwd instead of differentiating the forward's ops (transform/ad.py); everything else sees
+# the identity on the values.
+custom_vjp_p = register(Primitive("custom_vjp", "control", _region_op("custom_vjp"), None,
+                                  nondiff=True))
+
+
 # ---- loop tapes ---------------------------------------------------------------------------------
 class Tape:
     """Rows pushed by a forward loop, read back (any order) by its reverse sweep.

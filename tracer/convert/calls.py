@@ -11,8 +11,9 @@ Output invariants:
 - ``for x in range(...)`` (the builtin) iterates ``__lg.range_(...)``, which a staged loop
   can read bounds from;
 - ``y[i] = v`` and ``y[i] op= v`` on a local name ``y`` become ``y = __lg.setitem(y, i, v)``
-  and ``y = __lg.setitem(y, i, __lg.iop(y[i], v))``, so a traced ``y`` is rebound (and becomes
-  loop-carried state) while a numpy ``y`` is still updated in place;
+  and ``y = __lg.setitem(y, i, __lg.iop(y[i], v))``, and the statement ``np.add.at(y, i, v)``
+  becomes ``y = __lg.ufunc_at(np.add.at, (y, i, v))``, so a traced ``y`` is rebound (and
+  becomes loop-carried state) while a numpy ``y`` is still updated in place;
 - every other store into an object (``o.a = v``, ``o.a += v``, ``del o.a``, ``o.b[i] = v``)
   is preceded by ``__lg.note_attr(o, 'a')`` / ``__lg.note_item(o.b, i, delete)`` (See Note
   [Stores in traced branches] in tracer/stores.py); the object and index expressions are
@@ -190,6 +191,21 @@ class _Calls(gast.NodeTransformer):
         self.generic_visit(node)
         notes = self._notes(node, node.targets, delete=True)
         return notes + [node] if notes else node
+
+    def visit_Expr(self, node):
+        """`np.add.at(y, i, v)` on a local `y` -> `y = __lg.ufunc_at(np.add.at, (y, i, v))`,
+        so a traced update rebinds `y` (operators.ufunc_at)."""
+        call = node.value
+        if not (isinstance(call, gast.Call) and isinstance(call.func, gast.Attribute) and
+                call.func.attr == "at" and call.args and not call.keywords and
+                isinstance(call.args[0], gast.Name) and call.args[0].id in self.writable and
+                not any(isinstance(a, gast.Starred) for a in call.args)):
+            return self.generic_visit(node)
+        self.generic_visit(call)
+        new = templates.replace("y = __lg.ufunc_at(f, args)", y=call.args[0].id, f=call.func,
+                                args=gast.Tuple(elts=call.args, ctx=gast.Load()))
+        anno.fill_loc(new, node)
+        return new
 
     def visit_AugAssign(self, node):
         self.generic_visit(node)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import gast
 
 from . import anno, logical, templates
-from .activity import activity
+from .activity import activity, base_name, is_composite
 from .naming import Namer
 
 
@@ -44,7 +44,7 @@ class _ControlFlow(gast.NodeTransformer):
         """Prepend nonlocal/global declarations to the body of the (single) def in fn_stmts."""
         fn = fn_stmts[0]
         decls = []
-        nonlocal_ = sorted(modified)
+        nonlocal_ = sorted(n for n in modified if not is_composite(n))
         if nonlocal_:
             decls.append(gast.Nonlocal(names=nonlocal_))
         glob = sorted(activity(fn.body).writes & self.globals)
@@ -54,7 +54,8 @@ class _ControlFlow(gast.NodeTransformer):
 
     def _inits(self, node, modified: set[str]) -> set[str]:
         maybe = anno.get(node, anno.Key.DEFINED_IN, set())
-        return modified - maybe - self.nonlocals - self.initialised
+        return {n for n in modified if not is_composite(n)} - maybe - self.nonlocals - \
+            self.initialised
 
     def _visit_children(self, node, modified: set[str]) -> None:
         """Convert nested statements, which need no Undefined for names bound out here."""
@@ -79,7 +80,10 @@ class _ControlFlow(gast.NodeTransformer):
         get_name, set_name, vars_ = names[:3]
         elts = []
         for n in state:
-            if n in deleted or (n in maybe and n not in sure):
+            if is_composite(n):  # See Note [Attributes in control-flow state]
+                elts.append(templates.replace_expr("__lg.ldu(lambda: x, name)",
+                                                   x=_attribute(n), name=templates.const(n)))
+            elif n in deleted or (n in maybe and n not in sure):
                 elts.append(templates.replace_expr("__lg.ldu(lambda: x, name)", x=n,
                                                    name=templates.const(n)))
             else:
@@ -87,14 +91,25 @@ class _ControlFlow(gast.NodeTransformer):
         prelude += templates.replace("def get_state():\n    return state", get_state=get_name,
                                      state=gast.Tuple(elts=elts, ctx=gast.Load()))
         if state:
+            plain = [n for n in state if not is_composite(n)]
+            targets = [n if not is_composite(n) else self.namer.new("attr") for n in state]
             prelude += templates.replace(
-                "def set_state(vars_):\n    nonlocal names\n    targets = vars_",
-                set_state=set_name, vars_=vars_, names=list(state),
-                targets=templates.names_tuple(state, "store"))
+                "def set_state(vars_):\n    nonlocal names\n    targets = vars_\n    attrs",
+                set_state=set_name, vars_=vars_, names=plain,
+                targets=templates.names_tuple(targets, "store"),
+                attrs=[s for n, t in zip(state, targets) if is_composite(n)
+                       for s in templates.replace(
+                           "__lg.setattr_(obj, attr, value)", obj=base_name(n),
+                           attr=templates.const(n.split(".", 1)[1]), value=t)])
         else:
             prelude += templates.replace("def set_state(vars_):\n    pass", set_state=set_name,
                                          vars_=vars_)
         return prelude
+
+    def _live(self, modified: set[str], live: set[str]) -> list[str]:
+        """The state: names modified and live after, and attributes of a live name."""
+        return sorted(n for n in modified if n not in self.nonlocals and (
+            n in live or is_composite(n) and base_name(n) in live))
 
     def _finish(self, node, stmts: list) -> list:
         anno.fill_loc(stmts, node)
@@ -161,7 +176,9 @@ class _ControlFlow(gast.NodeTransformer):
                    if isinstance(n, gast.Name) and isinstance(n.ctx, gast.Del)}
         self._visit_children(node, modified)
         live = anno.get(node, anno.Key.LIVE_OUT, set())
-        bound = sorted(n for n in modified if n not in self.nonlocals)
+        # attributes are not state here: the store log undoes and merges them (Note [Stores in
+        # traced branches])
+        bound = sorted(n for n in modified if n not in self.nonlocals and not is_composite(n))
         outs = [n for n in bound if n in live]
         state = outs + [n for n in bound if n not in live]
         prelude = self._state(node, state, modified, names, deleted)
@@ -187,8 +204,7 @@ class _ControlFlow(gast.NodeTransformer):
         names = self._names("loop_body", "itr", "extra_test")
         get_state, set_state, _, body_name, itr, extra_name = names
         self._visit_children(node, modified)
-        state = sorted(modified & anno.get(node, anno.Key.HEAD_LIVE, set()))
-        state = [n for n in state if n not in self.nonlocals]
+        state = self._live(modified, anno.get(node, anno.Key.HEAD_LIVE, set()))
         prelude = self._state(node, state, modified, names)
         body = templates.replace("def body_name(itr):\n    target = itr\n    body",
                                  body_name=body_name, itr=itr, target=node.target,
@@ -213,8 +229,7 @@ class _ControlFlow(gast.NodeTransformer):
         names = self._names("loop_test", "loop_body")
         get_state, set_state, _, test_name, body_name = names
         self._visit_children(node, modified)
-        state = sorted(modified & anno.get(node, anno.Key.HEAD_LIVE, set()))
-        state = [n for n in state if n not in self.nonlocals]
+        state = self._live(modified, anno.get(node, anno.Key.HEAD_LIVE, set()))
         prelude = self._state(node, state, modified, names)
         test = templates.replace("def test_name():\n    return test", test_name=test_name,
                                  test=node.test)
@@ -229,6 +244,19 @@ class _ControlFlow(gast.NodeTransformer):
             loop_test=test_name, loop_body=body_name, get_state=get_state, set_state=set_state,
             names=templates.str_tuple(state), loc=templates.loc_expr(node))
         return self._finish(node, prelude + test + body + call)
+
+
+def _attribute(name: str) -> gast.Attribute:
+    base, attr = name.split(".", 1)
+    return gast.Attribute(value=templates.name(base), attr=attr, ctx=gast.Load())
+
+
+# Note [Attributes in control-flow state]
+# An attribute of a local name assigned in a branch or loop body (`s.t = s.t + dt` on a
+# mutable dataclass, `self.n += 1`) is state like a variable, named `s.t`: get_state reads
+# it, set_state writes it back on the object (`__lg.setattr_`), so a traced `if` or a staged
+# loop carries it instead of tracing the body's write once. It is state when `s` (or `s.t`)
+# is read afterwards. Only one level (`s.a.b = ...` is not tracked).
 
 
 def convert_control_flow(fn: gast.FunctionDef, namer: Namer, globals_: set[str],

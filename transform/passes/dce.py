@@ -3,11 +3,12 @@
 Requires: any verified IR. Produces: the same IR without ops whose outputs are unused, and
 without carried positions of loops (or outputs of cond/fusion) that nothing live reads; so
 the loop tapes of values the reverse sweep never reads disappear too. Ops with an effect
-(`check`, Note [Checks]) stay, with the region ops holding them and what they read.
+(`check`, Note [Checks]) stay, with the region ops holding them and what they read. A live
+custom_vjp op keeps its bwd region and the residuals it reads (AD needs them).
 """
 from __future__ import annotations
 
-from llgrad.runtime.ops.control import cond_p, for_loop_p, fusion_p, while_loop_p
+from llgrad.runtime.ops.control import cond_p, custom_vjp_p, for_loop_p, fusion_p, while_loop_p
 from llgrad.transform import ir
 from llgrad.transform.passes import Pass
 
@@ -35,6 +36,9 @@ def _mark(region: ir.Region, live: set, prune: dict, effects: set) -> None:
         if op.prim in (for_loop_p, while_loop_p):
             _mark_loop(op, live, prune, effects)
             continue
+        if op.prim is custom_vjp_p:  # its bwd region is kept whole, with what it reads
+            live.update(v.id for v in op.regions[0].results)
+            _mark(op.regions[0], live, prune, effects)
         if op.prim in (cond_p, fusion_p):
             keep = [k for k, o in enumerate(op.outputs) if o.id in live]
             prune[id(op)] = set(range(len(op.outputs))) - set(keep)
