@@ -1,7 +1,8 @@
 """compile_functions: several IR functions -> one LLVM module -> native entries callable on
 numpy arrays (a `CompiledModule`, compiled.py: `m[name](*arrays) -> list[ndarray]`).
 
-Each entry is a `void(void**)` kernel (abi.py) over [params..., results..., workspace].
+Each entry is an `i64(void**)` kernel (abi.py) over [params..., results..., workspace],
+returning 0 or the status of a failure (native_errors.py).
 Constants are private module globals. Loading cached object code (compiled.load_object) does
 not import this module, so the lowering loads only when something is compiled.
 """
@@ -73,10 +74,10 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
             stats["ops"][op.prim.name] = stats["ops"].get(op.prim.name, 0) + 1
         symbol = f"llgrad{mid}_{_ident(name)}"
         consts = _Constants(module, symbol)
-        n = emit_function(plan, module, symbol, consts, stats)
-        kernels[name] = (symbol, n)
+        n, sites, record = emit_function(plan, module, symbol, consts, stats)
+        kernels[name] = (symbol, n, sites, record)
         plans[name] = plan
-        workspace = max(workspace, plan.workspace)
+        workspace = max(workspace, record + 8)  # the error record ends the workspace
         stats[f"constant bytes ({name})"] = consts.bytes
         stats[f"workspace bytes ({name})"] = plan.workspace
     llvm_ir = str(module)
@@ -87,7 +88,7 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
         t2 = time.perf_counter()
         j.optimize(mod, j.level_for(llvm_ir))
         t3 = time.perf_counter()
-        names = [s for s, _ in kernels.values()]
+        names = [s for s, *_ in kernels.values()]
         if keep_object:  # one machine-code pass: load the object code the disk cache keeps
             obj = j.target.machine.emit_object(mod)
             addresses = j.add_object(obj, names, check=False)  # LLVM's own output
@@ -101,8 +102,9 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
         memtype(v.aval.dtype)  # every boundary dtype is supported
     layout = {name: (symbol, n, [(tuple(v.aval.shape), np.dtype(v.aval.dtype))
                                  for v in fns[name].params],
-                     [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in fns[name].outputs])
-              for name, (symbol, n) in kernels.items()}
+                     [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in fns[name].outputs],
+                     sites, record)
+              for name, (symbol, n, sites, record) in kernels.items()}
     cm = assemble(layout, addresses, llvm_ir, stats, workspace)
     cm.object_code = obj
     return cm

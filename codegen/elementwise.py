@@ -90,6 +90,8 @@ class Emitter:
         if _py(x) and _py(y):
             return self._fold(npfn, x, y)
         x, y = self._pair(x, y)
+        if iop == "add" and _elem(x.type) == I1:  # numpy's bool + bool is a logical or
+            return self.b.or_(x, y)
         return getattr(self.b, fop if _is_float(x.type) else iop)(x, y)
 
     def add(self, x, y):

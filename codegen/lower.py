@@ -6,27 +6,42 @@ from __future__ import annotations
 from llvmlite import ir
 
 from llgrad.runtime.errors import UnsupportedError
-from llgrad.runtime.ops.control import constant_p
+from llgrad.runtime.ops.control import cond_p, constant_p
 
 from . import elementwise as ew
 from .layout import Layout
 from .loops import I64
+from .native_errors import Failures, Site
 from .plan import ControlUnit, CopyUnit, FunctionPlan, GroupUnit, Unit, _dense, _size
+from .ranges import Ranges
 from .registry import LOWERINGS
 
 
 # ---- emission -------------------------------------------------------------------------------
 class Ctx:
-    """What a lowering sees: the builder and the addresses of values."""
+    """What a lowering sees: the builder, the addresses of values, and `fail_if`."""
 
     def __init__(self, plan: FunctionPlan, builder: ir.IRBuilder, buffers: list, consts: dict,
-                 stats: dict):
+                 stats: dict, failures: Failures):
         self.plan, self.b, self.buffers = plan, builder, buffers
         self.module = builder.module
         self._consts, self.stats = consts, stats
         self.n_params, self.n_results = len(plan.fn.params), len(plan.fn.outputs)
         self.slots: dict = {}   # slot number -> alloca (Note [Carried storage])
         self.tapes: dict = {}   # tape class -> (data, rows, capacity) allocas
+        self.failures = failures
+        self.ranges = Ranges(plan.fn)  # what the IR proves about ints (index checks)
+        self.checked: set = set()      # (id of index array, axis size) checked in scope
+
+    def fail_if(self, cond: ir.Value, kind: str, op, info: tuple = (),
+                value: ir.Value | None = None) -> None:
+        """Stop the kernel with an error of `kind` at `op`'s line when the i1 `cond` holds;
+        `value` (an i64) is the run-time detail the message shows. Note [Native errors]."""
+        self.failures.fail_if(cond, Site(kind, getattr(op, "loc", None), tuple(info)), value)
+
+    def scratch(self, op) -> list:
+        """Pointers to the scratch buffers op's lowering asked for (registry.Lowering)."""
+        return [self.ptr(v) for v in self.plan.scratch[id(op)]]
 
     def tape(self, v):
         """The header allocas (data ptr, rows used, rows allocated) of tape value `v`."""
@@ -95,12 +110,15 @@ class Ctx:
                           else self.ptr(v), strides=lay.strides, dtype=v.aval.dtype)
 
 
-def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stats) -> int:
-    """Emit the kernel `name` for `plan` into `module`; returns its buffer count."""
+def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stats,
+                  ) -> tuple[int, list[Site], int]:
+    """Emit the kernel `name` for `plan` into `module`; returns its buffer count, its failure
+    sites and the workspace offset of its error record (Note [Native errors])."""
     from .abi import define_kernel
     n = len(plan.fn.params) + len(plan.fn.outputs) + 1
+    record = -(-plan.workspace // 8) * 8
     with define_kernel(module, name, n) as (builder, buffers):
-        ctx = Ctx(plan, builder, buffers, consts, stats)
+        ctx = Ctx(plan, builder, buffers, consts, stats, Failures(builder, buffers[-1], record))
         slot_types = {}
         for v, (kind, where) in plan.storage.items():
             if kind == "slot":
@@ -109,10 +127,14 @@ def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stat
             ctx.slots[k] = builder.alloca(slot_types[k], name=f"slot{k}")
         from .lowerings.control import free_tapes, init_tapes
         init_tapes(ctx)
+        if any(isinstance(u, ControlUnit) and u.op.prim is not cond_p
+               for u in plan.all_units()):
+            ctx.failures.begin_polling()
         for u in plan.units:
             _emit_unit(ctx, u)
         free_tapes(ctx)
-    return n
+        ctx.failures.finish(lambda b: free_tapes(ctx))
+    return n, ctx.failures.sites, record
 
 
 def _emit_unit(ctx: Ctx, u: Unit):

@@ -30,7 +30,7 @@ MODULES = [  # (public module name, one-line description)
     ("llgrad.nn.functional", "stateless layers and losses (as `torch.nn.functional`)"),
     ("llgrad.nn.init", "parameter initialisation (as `torch.nn.init`)"),
     ("llgrad.optim", "optimisers (as `torch.optim`)"),
-    ("llgrad.linalg", "linear algebra (as `torch.linalg`): `vector_norm`"),
+    ("llgrad.linalg", "linear algebra (as `torch.linalg`): solves, factorizations, norms"),
     ("llgrad.special", "special functions (as `torch.special`, with scipy.special's names)"),
     ("llgrad.errors", "the error classes (every error says what, where and how to fix)"),
     ("llgrad.viz", "pictures of autograd graphs and IR (Graphviz DOT)"),

@@ -14,6 +14,7 @@ from llgrad.runtime.conversions import array_from, numpy_operands, stand_in
 from llgrad.runtime.errors import UnsupportedError, user_loc
 from llgrad.runtime.ops._util import dtype_of, shape_of
 from llgrad.runtime.prim import REGISTRY, is_value
+from llgrad.runtime.promotion import all_weak, coerce, numpy_call, strong
 
 
 def _axis(x, axis):
@@ -45,7 +46,7 @@ def _reshape(a, *args, **kw):
 def _clip(a, a_min=None, a_max=None, **kw):
     lo = kw.get("min", a_min)
     hi = kw.get("max", a_max)
-    return ops.clip(a, lo, hi)
+    return ops.clip(strong(a), lo, hi)  # numpy makes `a` an array: np.clip(1.5, 0, f32) is f64
 
 
 def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
@@ -54,24 +55,6 @@ def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
 
 def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     return ops.std(a, _axis(a, axis), keepdim=keepdims, correction=ddof)
-
-
-def _linalg_norm(x, ord=None, axis=None, keepdims=False):
-    """np.linalg.norm's vector norms and the Frobenius norm (vector_norm over the axes);
-    matrix norms (spectral, nuclear, induced 1/inf) are not supported."""
-    if axis is None:
-        if ord is None:  # the 2-norm of the flattened array
-            return ops.vector_norm(x, 2.0, None, keepdims)
-        axis = tuple(range(len(shape_of(x))))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    if len(axes) == 1 and not isinstance(ord, str):
-        return ops.vector_norm(x, 2.0 if ord is None else ord, axes, keepdims)
-    if len(axes) == 2 and ord in (None, "fro"):
-        return ops.vector_norm(x, 2.0, axes, keepdims)
-    raise UnsupportedError(
-        f"np.linalg.norm(ord={ord!r}) over {len(axes)} axes: only vector norms and the "
-        f"Frobenius norm are supported on llgrad values", loc=user_loc(),
-        fix="use a vector norm over one axis, or ord=None / 'fro' over two axes")
 
 
 def _concat(arrays, axis=0, out=None, **kw):
@@ -102,9 +85,18 @@ def _tensordot_free(a, b):
     return ops.dot(a, b)
 
 
-def _square(x, **kw):
-    """np.square keeps bool as bool (ops.square promotes it, as PyTorch does)."""
-    return ops.mul(x, x) if dtype_of(x) == np.bool_ else ops.elementwise.square_p.bind(x)
+def _fabs(x):
+    """np.fabs computes in a float (numpy's loop for the operand's dtype)."""
+    (x,), _, _ = coerce(np.fabs, (x,))
+    return ops.abs(x)
+
+
+def _numpy_call(fn):
+    """A numpy function: its result is strong even from Python numbers (promotion.py)."""
+    def impl(*args, **kw):
+        with numpy_call:
+            return fn(*args, **kw)
+    return impl
 
 
 def _ufunc_call(fn):
@@ -114,7 +106,10 @@ def _ufunc_call(fn):
             raise UnsupportedError("where=/dtype= ufunc arguments are not supported on llgrad "
                                    "values", loc=user_loc(),
                                    fix="use np.where(mask, f(x), y) / .astype(dtype) instead")
-        return fn(*args)
+        if not all_weak(args):
+            return fn(*args)
+        with numpy_call:
+            return fn(*args)
     return impl
 
 
@@ -122,13 +117,13 @@ FUNCTIONS = {
     np.var: _var, np.std: _std,  # np.sum/mean/prod/max/min: runtime/numpy_shape.py
     np.argmax: _argreduce(ops.argmax), np.argmin: _argreduce(ops.argmin),
     np.dot: _tensordot_free, np.matmul: _ufunc_call(ops.matmul), np.outer: ops.outer,
-    np.where: ops.where, np.clip: _clip,
+    np.where: _numpy_call(ops.where), np.clip: _numpy_call(_clip),
     np.concatenate: _concat, np.stack: _stack,
     np.reshape: _reshape, np.transpose: _transpose, np.swapaxes: ops.swapaxes,
     np.squeeze: _squeeze, np.expand_dims: _expand_dims, np.ravel: ops.ravel,
     np.broadcast_to: ops.broadcast_to,
     np.zeros_like: _like(0), np.ones_like: _like(1),
-    np.square: _ufunc_call(_square), np.linalg.norm: _linalg_norm,
+    np.fabs: _ufunc_call(_fabs),
     np.shape: shape_of, np.ndim: lambda a: len(shape_of(a)),
     np.size: lambda a: math.prod(shape_of(a)),
 }
@@ -225,6 +220,10 @@ from llgrad.runtime.numpy_shape import FUNCTIONS as _SHAPE_FUNCTIONS  # noqa: E4
 
 FUNCTIONS.update(_SHAPE_FUNCTIONS)
 
+# ---- numpy.linalg and scipy.linalg (issue 11, linalg) ------------------------------------------
+from llgrad.runtime import numpy_linalg  # noqa: E402
+
+FUNCTIONS.update(numpy_linalg.FUNCTIONS)
 
 # Note [Lazily named functions]
 # A primitive's `numpy` entry may name a function of a module runtime must not import (scipy:
@@ -237,6 +236,7 @@ LAZY.update({
     "scipy.special.softmax": _sp_softmax(ops.softmax),
     "scipy.special.log_softmax": _sp_softmax(ops.log_softmax),
 })
+LAZY.update(numpy_linalg.SCIPY)  # scipy.linalg's functions
 
 
 def resolve_lazy() -> None:

@@ -583,7 +583,7 @@ def _process_results(prim, args, params, arrays, out, req):
                         [(o.shape, o.dtype) for o in outs])
         res = tuple(Tensor._wrap(o, node, i, vc) for i, o in enumerate(outs))
         if plan.saves_out:
-            node.save_output(res[0])
+            node.save_output(res)
     if vc is not None:
         for i, t in enumerate(res):
             _views.record(t, args[0], prim, args, params, i)

@@ -344,6 +344,11 @@ OP_DB: list[OpSpec] = [
     OpSpec("for_loop", None, None, structural=_STRUCT),
     OpSpec("while_loop", None, None, structural=_STRUCT),
     OpSpec("fusion", None, None, structural=_STRUCT),
+    OpSpec("check", None, None, structural="raises the user's exception (Note [Checks]): "
+           "tested in tests/e2e/test_raise.py and tests/transform"),
+    OpSpec("custom_vjp", None, None, structural="a custom derivative rule's call (regions): "
+           "made by tracer/custom.py, removed before codegen; tested in "
+           "tests/e2e/test_custom_vjp.py"),
     OpSpec("tape_new", None, None, structural=_TAPE),
     OpSpec("tape_push", None, None, structural=_TAPE),
     OpSpec("tape_get", None, None, structural=_TAPE),
@@ -459,6 +464,10 @@ NUMPY_MATH_DB: list[OpSpec] = [
 ]
 OP_DB += NUMPY_MATH_DB
 
+# linear algebra (issue 11): tests/opinfo_linalg.py
+from opinfo_linalg import LINALG_FUNCS, LINALG_OPS  # noqa: E402
+
+OP_DB += LINALG_OPS
 OPS = {s.name: s for s in OP_DB}
 
 
@@ -567,3 +576,4 @@ NUMPY_MATH_FUNCS: list[OpSpec] = [
     OpSpec("signbit", lambda x: x.signbit(), np.signbit, **_SPECIAL),
 ]
 FUNC_DB += NUMPY_MATH_FUNCS
+FUNC_DB += SHAPE_FUNCS + LINALG_FUNCS

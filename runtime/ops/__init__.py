@@ -8,7 +8,7 @@ from llgrad.runtime.ops.elementwise import (  # noqa: F401
     log1p, logical_and, logical_not, logical_or, lt, maximum, minimum, mul, ne, neg, pow, relu,
     remainder, rsqrt, sigmoid, sign, sin, sqrt, square, stop_gradient, sub, tan, tanh, where,
 )
-from llgrad.runtime.ops.index import getitem, setitem, slice_axis  # noqa: F401
+from llgrad.runtime.ops.index import getitem, index_add, setitem, slice_axis  # noqa: F401
 from llgrad.runtime.ops.linalg import dot, matmul, outer  # noqa: F401
 from llgrad.runtime.ops.loss import mse_loss, nll_loss  # noqa: F401
 from llgrad.runtime.ops.reduce import (  # noqa: F401
@@ -43,3 +43,12 @@ from llgrad.runtime.ops.stats import (  # noqa: F401,E402
     average, count_nonzero, diff, nanmean, nansum, ptp,
 )
 from llgrad.runtime.ops.arrays import meshgrid, moveaxis, tile  # noqa: F401,E402
+
+# ---- linear algebra (issue 11, branch linalg) ----------------------------------------------------
+from llgrad.runtime.ops.linalg_solve import (  # noqa: F401,E402
+    cholesky, cholesky_solve, det, inv, matrix_power, slogdet, solve, solve_triangular,
+    triangular_solve,
+)
+from llgrad.runtime.ops.linalg_spectral import (  # noqa: F401,E402
+    eigh, eigvalsh, matrix_norm, pinv, qr, svd, svdvals,
+)

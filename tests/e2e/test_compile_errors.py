@@ -70,8 +70,8 @@ def uses_convolve(x):
     return np.sum(np.convolve(x, x))
 
 
-def uses_inv(m):
-    return np.sum(np.linalg.inv(m))
+def uses_eig(m):
+    return np.sum(np.linalg.eig(m)[0])
 
 
 def uses_ufunc_method(x):
@@ -88,7 +88,7 @@ def uses_searchsorted(x):
 
 @pytest.mark.parametrize("fn,name,arg", [
     (uses_fft, "np.fft.fft", X), (uses_convolve, "np.convolve", X),
-    (uses_inv, "np.linalg.inv", np.eye(3) * 2), (uses_ufunc_method, "np.add.reduce", X),
+    (uses_eig, "np.linalg.eig", np.eye(3) * 2), (uses_ufunc_method, "np.add.reduce", X),
     (uses_searchsorted, "np.searchsorted", X), (uses_spacing, "np.spacing", X)],
     ids=lambda p: p if isinstance(p, str) else "")
 def test_unsupported_numpy_function_names_it_and_the_line(fn, name, arg):
@@ -257,7 +257,7 @@ def test_bad_return_values(fn, what):
 
 
 def test_unsupported_argument_dtype():
-    with pytest.raises(DTypeError, match=r"unsupported dtype float16"):
+    with pytest.raises(DTypeError, match=r"argument `x` is an array of dtype float16"):
         llgrad.differentiate(scaled)(X.astype(np.float16), 2)
 
 

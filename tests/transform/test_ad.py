@@ -80,6 +80,35 @@ SAMPLES.update({
     "logit": U(sp.logit_p, POS / 2), "xlogy": B(sp.xlogy_p, X, POS),
     "xlog1py": B(sp.xlog1py_p, X, POS),
 })
+# linear algebra (issue 11): inputs made invertible / positive definite / with spread-out
+# eigenvalues by the sample itself; multi-result primitives return all results, flattened
+from llgrad.runtime.ops import linalg_solve as ls, linalg_spectral as lsp  # noqa: E402
+I3, SPREAD = np.eye(3) * 3, np.diag([0.0, 2.0, 4.0])
+
+
+def _flat(*ys):
+    return ops.concatenate([ops.reshape(y, (-1,)) for y in ys])
+
+
+def _sym(a):
+    return ops.add(ops.mul(ops.add(a, ops.swapaxes(a, 0, 1)), 0.5), SPREAD)
+
+
+SAMPLES.update({
+    "cholesky": (lambda a: ls.cholesky_p.bind(ops.add(ops.matmul(a, ops.swapaxes(a, 0, 1)), I3)),
+                 [R.normal(size=(3, 3))]),
+    "triangular_solve": (lambda a, b: ls.triangular_solve_p.bind(
+        ops.add(a, I3), b, lower=False, trans=True, unit_diagonal=False),
+        [R.normal(size=(3, 3)), R.normal(size=(3, 2))]),
+    "solve": (lambda a, b: ls.solve_p.bind(ops.add(a, I3), b),
+              [R.normal(size=(3, 3)), R.normal(size=(3, 2))]),
+    "inv": (lambda a: ls.inv_p.bind(ops.add(a, I3)), [R.normal(size=(3, 3))]),
+    "slogdet": (lambda a: _flat(*ls.slogdet_p.bind(ops.add(a, I3))), [R.normal(size=(3, 3))]),
+    "eigh": (lambda a: _flat(*lsp.eigh_p.bind(_sym(a), lower=True)), [R.normal(size=(3, 3))]),
+    "svd": (lambda a: _flat(*lsp.svd_p.bind(ops.add(a, SPREAD[:, :2] * 2), full_matrices=False)),
+            [R.normal(size=(3, 2)) * 0.3]),
+    "qr": (lambda a: _flat(*lsp.qr_p.bind(a, complete=False)), [R.normal(size=(3, 2))]),
+})
 STRUCTURAL = {"control", "const", "tape"}
 
 

@@ -146,13 +146,14 @@ def _convert(fn: Callable) -> ConvertedFunction:
     namer = Namer.for_function(node)
     globals_, nonlocals = declared_names(node)
     locals_ = local_names(node)
+    cells = liveness.closure_reads(node) & locals_
     resolve = _resolver(fn)
     fence.insert_fences(node, locals_ | set(fn.__code__.co_freevars), globals_, nonlocals,
                         _is_llgrad_context(resolve, locals_))
     jumps.convert_jumps(node, namer)
     calls.convert_calls(node, locals_, locals_, resolve, namer)
     logical.convert_logical(node)
-    liveness.annotate(node)
+    liveness.annotate(node, cells)
     convert_control_flow(node, namer, globals_, nonlocals, locals_)
 
     py_node = gast.gast_to_ast(node)
