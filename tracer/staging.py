@@ -78,7 +78,7 @@ class IRStager:
         if getattr(b, "eager", False):
             return body_fn() if _truth(cond) else orelse_fn()
         pred = _pred(b, cond, loc)
-        get_state, set_state, names = flat_state(get_state, set_state, names)
+        get_state, set_state, names, nouts = flat_state(get_state, set_state, names, nouts)
         s0 = get_state()
         branches = []
         for fn in (body_fn, orelse_fn):
@@ -317,7 +317,7 @@ class IRStager:
     # strong or wider, so this ends.
     def _loop(self, b, loc, names, get_state, set_state, static, kind, body, test=None,
               bounds=None, may_skip=False, python_test=False):
-        get_state, set_state, names = flat_state(get_state, set_state, names)
+        get_state, set_state, names, _ = flat_state(get_state, set_state, names)
         s0 = list(get_state())
         carried = {k for k, v in enumerate(s0) if _is_val(v)}
         avals = {k: s0[k].aval for k in carried}
