@@ -32,7 +32,7 @@ FEATURES = frozenset({
     "helpers", "early_return", "int_index", "element_update", "augassign",
     "mixed_dtypes", "int_float_mix", "int_to_float", "int_ops", "inplace_cast", "astype_copy",
     "f64_scalar_f32", "int_f32", "bool_xor", "bool_add", "bool_prod", "pyfloat_f32",
-    "scalar_alias_aug", "branch_alias", "where_0d", "reductions", "matmul", "ternary", "math",
+    "scalar_alias_aug", "branch_alias", "where_0d", "bool_index", "reductions", "matmul", "ternary", "math",
     "argmax", "pyfloat_arg", "static_args", "traced_range",
     # constructs that plain Python rejects or concretises:
     "oob_index", "raise", "static_bool", "concretize",
@@ -64,6 +64,8 @@ KNOWN_BUGS: dict[str, str] = {
                         "update of an alias",
     "where_0d": "a traced `a if c else b` of np.where's 0-d array and a Python float is an "
                 "LLGradError (ndarray vs float)",
+    "bool_index": "x[b[0]] (a traced 0-d bool index) crashes in np.nonzero (numpy: a "
+                  "mask that adds an axis)",
     "branch_alias": "an alias made in one branch refuses an in-place update in another "
                     "(llgrad's alias check does not follow paths): unsupported, not wrong",
 }
@@ -96,12 +98,12 @@ class Program:
     concretized: bool = False  # float(t) somewhere: no gradient through it (llgrad's rule)
     features: frozenset = field(default_factory=frozenset)
 
-    def param_types(self) -> dict:
+    def param_types(self, strict: bool = False) -> dict:
         """f's argument types. llgrad traces a Python float argument as a float64 scalar:
-        unless `pyfloat_f32` is on, its type is ambiguous (weak or not), so no expression
-        whose type depends on that is generated."""
+        unless `pyfloat_f32` is on (and not `strict`), its type is ambiguous (weak or not),
+        so no expression whose type depends on that is generated (typer.evaluate)."""
         weak = {"array": False, "static": True,
-                "pyfloat": True if "pyfloat_f32" in self.features else None}
+                "pyfloat": True if "pyfloat_f32" in self.features and not strict else None}
         return {a.name: Ty(a.dtype, a.shape, weak[a.kind]) for a in self.args}
 
     def known_bugs(self) -> list[str]:
@@ -109,7 +111,7 @@ class Program:
         range on dummy values counts as `oob_index`)."""
         from tests.fuzz.typecheck import TypeFault, check_types
         try:
-            needs = check_types(self.source, self.param_types())
+            needs = check_types(self.source, self.param_types(strict=True))
         except TypeFault as e:
             needs = {"oob_index"} if "IndexError" in str(e) else {"untypable"}
         if any(isinstance(v, bool) for a in self.args for v in a.values):

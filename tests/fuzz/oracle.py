@@ -290,6 +290,8 @@ def check(program: Program, engines=("interp", "native"), fd: bool = True) -> Ou
         out.failures.sort(key=lambda f: order.index(f.status))
         out.status = out.failures[0].status
         out.known = program.known_bugs()
+        if any(f.kind == "missing_error" and "IndexError" in f.detail for f in out.failures):
+            out.known = sorted(set(out.known) | {"oob_index"})
     return out
 
 

@@ -18,6 +18,7 @@ import dataclasses
 import json
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import time
@@ -54,6 +55,8 @@ def worker(cfg: dict) -> None:
         if not line:
             return
         req = json.loads(line)
+        if req["index"] in cfg.get("die_on", ()):  # (tests: a worker that segfaults)
+            os.kill(os.getpid(), signal.SIGSEGV)
         program = generate(cfg["seed"], req["index"], features)
         if req["op"] == "check":
             out = check(program, engines, fd=cfg["fd"])
@@ -62,8 +65,10 @@ def worker(cfg: dict) -> None:
                          grad=out.grad, note=out.note, unrolled=out.unrolled,
                          seconds=round(out.seconds, 3), draw=out.draw, known=out.known)
         else:
-            small, tries = minimize(program, Failure(**req["failure"]), engines,
-                                    budget=cfg["min_budget"])
+            failure = Failure(**req["failure"])
+            if "interp" in failure.engine:  # (no LLVM per candidate)
+                engines = ("interp",)
+            small, tries = minimize(program, failure, engines, budget=cfg["min_budget"])
             out = check(small, engines, fd=cfg["fd"])
             reply = dict(source=small.source, args=[dataclasses.asdict(a) for a in small.args],
                          wrt=small.wrt, tries=tries, draw=out.draw, known=out.known,
@@ -145,8 +150,8 @@ def main(argv=None) -> int:
     ap.add_argument("--engines", default="interp,native")
     ap.add_argument("--no-fd", action="store_true", help="skip finite-difference checks")
     ap.add_argument("--timeout", type=float, default=180.0, help="seconds per program")
-    ap.add_argument("--minimize", type=int, default=2, help="programs shrunk per bucket")
-    ap.add_argument("--min-budget", type=float, default=240.0, help="seconds per shrink")
+    ap.add_argument("--minimize", type=int, default=1, help="programs shrunk per bucket")
+    ap.add_argument("--min-budget", type=float, default=150.0, help="seconds per shrink")
     ap.add_argument("--out", default="fuzz-out")
     ap.add_argument("--only", type=int, nargs="*", help="check just these program numbers")
     ap.add_argument("--show", action="store_true", help="print the programs (with --only)")

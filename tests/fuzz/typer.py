@@ -26,6 +26,12 @@ class TypeFault(Exception):
     """The expression or program is ill-typed (the message says where)."""
 
 
+def _helper_call(node: ast.expr) -> bool:
+    """A call of one of the program's functions (its result may be a constant: maybe)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
+        node.func.id not in ("abs", "min", "max", "len", "float", "range", "int")
+
+
 def _arithmetic(node: ast.expr) -> bool:
     """Operators and numpy calls (not indexing, comparisons, `a if c else b`, helper calls:
     a helper's body is checked on its own)."""
@@ -66,6 +72,9 @@ def rules(template: str, ops: list[E], ty: Ty, node: ast.expr) -> set[str]:
         out.add("astype_copy")
     if template.startswith("float("):
         out.add("concretize")
+    if isinstance(node, ast.Subscript) and any(o.ty.kind == "b" and not o.ty.shape
+                                               for o in ops[1:]):
+        out.add("bool_index")
     if template.startswith("np.where(") and not ty.shape:
         out.add("where_0d")  # a 0-d ndarray, not a numpy scalar
     return out
@@ -186,7 +195,7 @@ def type_expr(node: ast.expr, env: dict, helpers: dict, needs: set) -> E:
             raise TypeFault(f"`{ast.unparse(node)}`: its type depends on the path")
     ty = evaluate(src, typed, helpers, needs)
     needs |= rules(src, typed, ty, node)
-    const = all(o.const for o in typed)
+    const = all(o.const for o in typed) or _helper_call(node)
     if alts:  # chosen by a traced condition: traced, but constants may keep their weakness
         alt_es = [typed[i] for i, o in enumerate(ops) if any(o is a for a in alts)]
         chosen = not const
