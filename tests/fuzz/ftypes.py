@@ -77,18 +77,6 @@ def typeof(v) -> Ty | None:
     return None
 
 
-class OutOfScope(Exception):
-    """numpy computed a float16 (`np.sin(bool)`), which llgrad computes in float32."""
-
-
-def check_value(v):
-    """`v`, unless it is a float16 (checked on every call's result, intermediates included)."""
-    if isinstance(v, (np.ndarray, np.generic)) and v.dtype.kind == "f" and \
-            v.dtype.name not in DTYPES:
-        raise OutOfScope(f"numpy computed a {v.dtype.name} value")
-    return v
-
-
 NAMESPACE = {"np": np, "math": math}
 
 

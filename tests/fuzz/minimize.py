@@ -22,7 +22,7 @@ import re
 import signal
 import time
 
-from tests.fuzz.gen import KNOWN_BUGS, Program
+from tests.fuzz.program import KNOWN_BUGS, Program
 from tests.fuzz.oracle import check
 from tests.fuzz.typecheck import TypeFault, check_types
 from tests.fuzz.typer import is_module

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tests.fuzz.ftypes import DTYPES
-from tests.fuzz.gen import Program
+from tests.fuzz.program import Program
 from tests.fuzz.instrument import Margins, instrumented
 
 DRAWS = 4

@@ -11,7 +11,7 @@ import re
 
 import numpy as np
 
-from tests.fuzz.gen import Program
+from tests.fuzz.program import Program
 from tests.fuzz.oracle import inputs
 
 _MAIN = '''

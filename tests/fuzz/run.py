@@ -28,7 +28,7 @@ RECYCLE = 150
 
 def parse_features(spec: str) -> frozenset:
     """`default`, `all`, or either followed by `,+feature` / `,-feature` items."""
-    from tests.fuzz.gen import DEFAULT_FEATURES, FEATURES
+    from tests.fuzz.program import DEFAULT_FEATURES, FEATURES
     items = spec.split(",")
     base = {"default": DEFAULT_FEATURES, "all": FEATURES}.get(items[0])
     if base is None:
@@ -205,7 +205,8 @@ def check_all(cfg: dict, indices: list[int], a) -> list[dict]:
 
 def shrink_failures(cfg: dict, results: list[dict], a) -> None:
     """Shrink the first programs of each bucket; write every failure as a repro script."""
-    from tests.fuzz.gen import Arg, generate
+    from tests.fuzz.gen import generate
+    from tests.fuzz.program import Arg
     from tests.fuzz.report import repro_script, slug
     features = frozenset(cfg["features"])
     firsts, requests = {}, []

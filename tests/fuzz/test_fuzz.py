@@ -17,7 +17,8 @@ import llgrad
 from llgrad.runtime.errors import UnsupportedError
 from tests.fuzz import minimize as minimize_mod
 from tests.fuzz import oracle
-from tests.fuzz.gen import DEFAULT_FEATURES, FEATURES, KNOWN_BUGS, Arg, Program, generate
+from tests.fuzz.gen import generate
+from tests.fuzz.program import DEFAULT_FEATURES, FEATURES, KNOWN_BUGS, Arg, Program
 from tests.fuzz.minimize import minimize
 from tests.fuzz.run import Pool, parse_features
 from tests.fuzz.typecheck import TypeFault, check_types

@@ -90,8 +90,8 @@ def _literal(node: ast.expr) -> bool:
     """A constant written out (`-1`, `3 - 1`): kept in the template, since its value may
     decide a shape (`x[:-1]`, `axis=-1`). A numpy call on constants (`np.sin(0.75)`) is an
     operand still: its type (a strong numpy scalar) matters to typer.rules."""
-    return not isinstance(node, ast.Call) and not any(
-        isinstance(n, ast.Name) and n.id not in MODULES for n in ast.walk(node))
+    return not any(isinstance(n, ast.Call) or isinstance(n, ast.Name) and n.id not in MODULES
+                   for n in ast.walk(node))
 
 
 def operands(node: ast.AST) -> list[ast.expr]:
