@@ -437,6 +437,12 @@ class Gen(Exprs):
             outs.append("vout")
         ret = [f"np.reshape({n}, (1,))" if n in self.env and not self.env[n].ty.shape else n
                for n in outs]
+        if "t0" not in outs and self.on("early_return_tuple", 0.25):
+            alts = [self.like(self.env[n].ty, 1) for n in outs]
+            if all(alts):  # `if c: return (...)` of the same types as the final return
+                ret_alt = [f"np.reshape({e.src}, (1,))" if not e.ty.shape else e.src
+                           for e in alts]
+                body += [f"if {self.cond(1).src}:", f"    return ({', '.join(ret_alt)},)"]
         params = ", ".join(a.name for a in args)
         lines += [f"def f({params}):"] + ind(body + [f"return ({', '.join(ret)},)"])
         terms = [f"np.sum(np.sin(r[{j}]))" for j, n in enumerate(outs)

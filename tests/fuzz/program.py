@@ -20,6 +20,7 @@ FEATURES = frozenset({
     "f64_scalar_f32", "int_f32", "bool_xor", "bool_add", "bool_prod", "pyfloat_f32",
     "scalar_alias_aug", "branch_alias", "where_0d", "bool_index", "reductions", "matmul",
     "ternary", "math", "argmax", "pyfloat_arg", "static_args", "traced_range",
+    "early_return_tuple",
     # constructs that plain Python rejects or concretises:
     "oob_index", "raise", "static_bool", "concretize",
 })
@@ -52,6 +53,8 @@ KNOWN_BUGS: dict[str, str] = {
                 "LLGradError (ndarray vs float)",
     "bool_index": "x[b[0]] (a traced 0-d bool index) crashes in np.nonzero (numpy: a "
                   "mask that adds an axis)",
+    "early_return_tuple": "`return (a, b)` inside a traced if is an LLGradError (`__lg_retval`"
+                          " holds different Python objects: tuple and tuple)",
     "branch_alias": "an alias made in one branch refuses an in-place update in another "
                     "(llgrad's alias check does not follow paths): unsupported, not wrong",
 }

@@ -115,6 +115,9 @@ class Checker:
             return self.update(st, env)
         if isinstance(st, ast.If):
             self.truth(st.test, env)
+            if any(isinstance(r, ast.Return) and isinstance(r.value, ast.Tuple)
+                   for r in ast.walk(st)):
+                self.needs.add("early_return_tuple")
             if _names(st.body, ast.Store) & _names(st.orelse, ast.Load):
                 self.needs.add("cross_branch_reads")
             out = _join([self.block(st.body, dict(env)), self.block(st.orelse, dict(env))])
