@@ -271,7 +271,7 @@ class Exprs:
             args.append(e)
         views = frozenset().union(*[e.views for e in args]) if h.may_alias else frozenset()
         src = f"{h.name}({', '.join(e.src for e in args)})"
-        return E(src, h.ret, views, const=True)  # (maybe: typer._helper_call)
+        return E(src, h.ret, views, h.ret.kind in "ib", True)  # (maybe: typer._helper_call)
 
     def cond(self, depth: int) -> E:
         """A scalar condition for `if`/`while`/ternaries: a comparison, maybe combined."""

@@ -20,7 +20,7 @@ FEATURES = frozenset({
     "f64_scalar_f32", "int_f32", "bool_xor", "bool_add", "bool_prod", "pyfloat_f32",
     "scalar_alias_aug", "branch_alias", "where_0d", "bool_index", "reductions", "matmul",
     "ternary", "math", "argmax", "pyfloat_arg", "static_args", "traced_range",
-    "early_return_tuple",
+    "early_return_tuple", "clip_int",
     # constructs that plain Python rejects or concretises:
     "oob_index", "raise", "static_bool", "concretize",
 })
@@ -42,7 +42,7 @@ KNOWN_BUGS: dict[str, str] = {
                    "updates of it are refused",
     "int_f32": "int64 with float32 operands gives float32 (numpy: float64)",
     "bool_xor": "^ on traced arrays is a TypeError",
-    "bool_add": "b + b on bool arrays is computed as xor (numpy: or)",
+    "bool_add": "b + b on bool arrays is xor in native code (numpy, the interpreter: or)",
     "bool_prod": "np.prod(bool array) is a bool (numpy: int64)",
     "pyfloat_f32": "a Python float that llgrad traces (an argument; a float rebound in a "
                    "staged loop or a traced branch) is a strong float64: y32 * s gives "
@@ -53,6 +53,8 @@ KNOWN_BUGS: dict[str, str] = {
                 "LLGradError (ndarray vs float)",
     "bool_index": "x[b[0]] (a traced 0-d bool index) crashes in np.nonzero (numpy: a "
                   "mask that adds an axis)",
+    "clip_int": "np.clip(b, -1.0, 1.0) of a bool or int array keeps its dtype, the bounds "
+                "cast to it: wrong values (False -> True, -3 -> -1; numpy: float64)",
     "early_return_tuple": "`return (a, b)` inside a traced if is an LLGradError (`__lg_retval`"
                           " holds different Python objects: tuple and tuple)",
     "branch_alias": "an alias made in one branch refuses an in-place update in another "
@@ -89,12 +91,19 @@ class Program:
 
     def known_bugs(self) -> list[str]:
         """The KNOWN_BUGS features this program exercises (typecheck.py; an index out of
-        range on dummy values counts as `oob_index`)."""
+        range on dummy values counts as `oob_index`, a program typable only if its Python
+        float arguments are Python floats as `pyfloat_f32`)."""
         from tests.fuzz.typecheck import TypeFault, check_types
         try:
             needs = check_types(self.source, self.param_types(strict=True))
         except TypeFault as e:
             needs = {"oob_index"} if "IndexError" in str(e) else set()
+            try:  # typable only with Python float arguments taken as Python floats
+                check_types(self.source, dict(self.param_types(strict=True), **{
+                    a.name: Ty("float64", (), True) for a in self.args if a.kind == "pyfloat"}))
+                needs.add("pyfloat_f32")
+            except TypeFault:
+                pass
         if any(isinstance(v, bool) for a in self.args for v in a.values):
             needs.add("static_bool")
         return sorted(n for n in needs if n in KNOWN_BUGS)

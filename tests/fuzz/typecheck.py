@@ -55,6 +55,35 @@ def _names(nodes, ctx) -> set:
             if isinstance(n, ast.Name) and isinstance(n.ctx, ctx)}
 
 
+def _updated(nodes, bound: bool = True) -> set:
+    """Names updated in place (`y[i] = v`, `y += v`) in `nodes`, and bound if `bound`."""
+    out = _names(nodes, ast.Store) if bound else set()
+    for s in nodes:
+        for n in ast.walk(s):
+            t = n.targets[0] if isinstance(n, ast.Assign) and \
+                isinstance(n.targets[0], ast.Subscript) else \
+                n.target if isinstance(n, ast.AugAssign) else None
+            while isinstance(t, ast.Subscript):
+                t = t.value
+            if isinstance(t, ast.Name):
+                out.add(t.id)
+    return out
+
+
+def _aliases(nodes) -> set:
+    """Names bound to another name (`t = s`, `t = a if c else b`) in `nodes`, both sides."""
+    out = set()
+    for s in nodes:
+        for n in ast.walk(s):
+            if isinstance(n, ast.Assign) and isinstance(n.targets[0], ast.Name):
+                v = n.value
+                alts = [v.body, v.orelse] if isinstance(v, ast.IfExp) else [v]
+                src = {a.id for a in alts if isinstance(a, ast.Name)}
+                if src:
+                    out |= src | {n.targets[0].id}
+    return out
+
+
 class Checker:
     def __init__(self, module: ast.Module):
         self.fns = {f.name: f for f in module.body if isinstance(f, ast.FunctionDef)}
@@ -118,8 +147,11 @@ class Checker:
             if any(isinstance(r, ast.Return) and isinstance(r.value, ast.Tuple)
                    for r in ast.walk(st)):
                 self.needs.add("early_return_tuple")
-            if _names(st.body, ast.Store) & _names(st.orelse, ast.Load):
+            if _updated(st.body) & _names(st.orelse, ast.Load):
                 self.needs.add("cross_branch_reads")
+            if _aliases(st.body) & _updated(st.orelse, False) or \
+                    _aliases(st.orelse) & _updated(st.body, False):
+                self.needs.add("branch_alias")
             out = _join([self.block(st.body, dict(env)), self.block(st.orelse, dict(env))])
             return traced(out, _names(st.body + st.orelse, ast.Store))
         if isinstance(st, (ast.For, ast.While)):

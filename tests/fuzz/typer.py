@@ -32,6 +32,14 @@ def _helper_call(node: ast.expr) -> bool:
         node.func.id not in ("abs", "min", "max", "len", "float", "range", "int")
 
 
+def _static(node: ast.expr) -> bool:
+    """`len(x)`, `x.shape[0]`: a Python int at trace time."""
+    if isinstance(node, ast.Call) and getattr(node.func, "id", "") == "len":
+        return True
+    return isinstance(node, ast.Subscript) and isinstance(node.value, ast.Attribute) and \
+        node.value.attr == "shape"
+
+
 def _arithmetic(node: ast.expr) -> bool:
     """Operators and numpy calls (not indexing, comparisons, `a if c else b`, helper calls:
     a helper's body is checked on its own)."""
@@ -75,6 +83,9 @@ def rules(template: str, ops: list[E], ty: Ty, node: ast.expr) -> set[str]:
     if isinstance(node, ast.Subscript) and any(o.ty.kind == "b" and not o.ty.shape
                                                for o in ops[1:]):
         out.add("bool_index")
+    if template.startswith("np.clip(") and ops and \
+            ops[0].ty.kind in "ib" and ty.kind == "f":
+        out.add("clip_int")
     if template.startswith("np.where(") and not ty.shape:
         out.add("where_0d")  # a 0-d ndarray, not a numpy scalar
     return out
@@ -195,7 +206,7 @@ def type_expr(node: ast.expr, env: dict, helpers: dict, needs: set) -> E:
             raise TypeFault(f"`{ast.unparse(node)}`: its type depends on the path")
     ty = evaluate(src, typed, helpers, needs)
     needs |= rules(src, typed, ty, node)
-    const = all(o.const for o in typed) or _helper_call(node)
+    const = all(o.const for o in typed) or _helper_call(node) or _static(node)
     if alts:  # chosen by a traced condition: traced, but constants may keep their weakness
         alt_es = [typed[i] for i, o in enumerate(ops) if any(o is a for a in alts)]
         chosen = not const
@@ -204,7 +215,8 @@ def type_expr(node: ast.expr, env: dict, helpers: dict, needs: set) -> E:
             ty = Ty(ty.dtype, ty.shape, None)  # (a traced Python float is strong in llgrad)
     else:
         chosen = False
-    counter = (chosen or any(o.counter for o in typed)) and ty.kind in "ib"
+    counter = (chosen or _helper_call(node) or any(o.counter for o in typed)) and \
+        ty.kind in "ib"
     return E(ast.unparse(node), ty, frozenset(), counter, const)
 
 
