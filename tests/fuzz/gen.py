@@ -149,8 +149,9 @@ class Gen(Exprs):
         return [f"{name} = {e.src}"]
 
     def s_aug(self, depth: int) -> list[str]:
-        names = self.rebindable(lambda v: v.fresh or (not v.ty.shape and
-                                                      self.on("scalar_alias_aug")))
+        alias = self.on("alias_inplace", 0.3)  # (llgrad must refuse, or agree with numpy)
+        names = self.rebindable(lambda v: v.fresh or alias or (not v.ty.shape and
+                                                               self.on("scalar_alias_aug")))
         if not names:
             return self.s_assign(depth)
         name = self.rng.choice(names)
@@ -188,7 +189,8 @@ class Gen(Exprs):
         return value.kind in {"f": "fib", "i": "ib", "b": "b"}[target.kind]
 
     def s_update(self, depth: int) -> list[str]:
-        names = self.rebindable(lambda v: v.fresh and v.ty.shape)
+        alias = self.on("alias_inplace", 0.3)
+        names = self.rebindable(lambda v: (v.fresh or alias) and v.ty.shape)
         if not names:
             return self.s_assign(depth)
         name = self.rng.choice(names)

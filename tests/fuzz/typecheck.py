@@ -9,7 +9,7 @@ loop body twice (the types of names bound before it must not change in it, up to
 numpy scalars), and keeps after control flow only the names bound with one type on all
 paths. It also returns the KNOWN_BUGS features the program exercises (typer.rules, plus the
 statement-level ones: in-place casts, `raise`, reading in one branch a name another branch
-rebinds, augmented assignment of an aliased scalar).
+rebinds, in-place updates of a name that may share its value with another).
 """
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 
 from tests.fuzz.ftypes import NAMESPACE, E, Ty, merge, typeof
-from tests.fuzz.typer import TypeFault, type_expr
+from tests.fuzz.typer import TypeFault, _literal, is_module, type_expr
 
 __all__ = ["TypeFault", "check_types"]
 
@@ -70,6 +70,26 @@ def _updated(nodes, bound: bool = True) -> set:
     return out
 
 
+VIEWS = ("reshape", "transpose", "expand_dims", "ravel", "T", "squeeze", "swapaxes")
+
+
+def _alias_sources(v: ast.expr, copies) -> set:
+    """Names whose value `v` may share memory with: `s`, `a if c else b`, `x[1:]`, `X[0]`,
+    `x.T`, `np.reshape(x, ...)`; not a subscript for which `copies(v)` (an index array, a
+    scalar element)."""
+    if isinstance(v, ast.Name):
+        return {v.id}
+    if isinstance(v, ast.IfExp):
+        return _alias_sources(v.body, copies) | _alias_sources(v.orelse, copies)
+    if isinstance(v, ast.Subscript) and not copies(v) or \
+            isinstance(v, ast.Attribute) and v.attr in VIEWS:
+        return _alias_sources(v.value, copies)
+    if isinstance(v, ast.Call) and isinstance(v.func, ast.Attribute) and v.func.attr in VIEWS:
+        base = v.args[0] if is_module(v.func.value) and v.args else v.func.value
+        return _alias_sources(base, copies)
+    return set()
+
+
 def _aliases(nodes) -> set:
     """Names bound to another name (`t = s`, `t = a if c else b`) in `nodes`, both sides."""
     out = set()
@@ -90,7 +110,7 @@ class Checker:
         self.cache: dict = {}
         self.returns: list = []
         self.needs: set = set()
-        self.aliased: set = set()  # names bound to another name (`t = s`)
+        self.aliased: set = set()  # names that may share a value (_alias_sources)
         self.helpers = {name: self._abstract(name) for name in self.fns if name != "loss"}
 
     def _abstract(self, name: str):
@@ -133,8 +153,13 @@ class Checker:
     def stmt(self, st: ast.stmt, env: dict) -> dict:
         if isinstance(st, ast.Assign) and isinstance(st.targets[0], ast.Name):
             name, v = st.targets[0].id, st.value
-            alts = [v.body, v.orelse] if isinstance(v, ast.IfExp) else [v]
-            sources = {a.id for a in alts if isinstance(a, ast.Name)}
+
+            def copies(sub):  # an element, or indexed by an array: not a view
+                idx = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
+                return not self.ev(sub, env).ty.shape or any(
+                    not isinstance(i, ast.Slice) and not _literal(i) and self.ev(i, env).ty.shape
+                    for i in idx)
+            sources = _alias_sources(v, copies)
             self.aliased -= {name}
             if sources:
                 self.aliased |= sources | {name}
@@ -213,8 +238,8 @@ class Checker:
         old = env[base.id].ty
         if old.shape and stored.weak is False and stored.dtype != old.dtype:
             self.needs.add("inplace_cast")  # numpy casts to the array's dtype
-        if isinstance(st, ast.AugAssign) and not old.shape and base.id in self.aliased:
-            self.needs.add("scalar_alias_aug")
+        if base.id in self.aliased and (old.shape or isinstance(st, ast.AugAssign)):
+            self.needs.add("alias_inplace" if old.shape else "scalar_alias_aug")
         names = sorted({n.id for n in ast.walk(st) if isinstance(n, ast.Name)} & set(env))
         src, result = ast.unparse(st), None
         for combo in _combos([env[n].ty for n in names]):
