@@ -43,8 +43,8 @@ class Var:
     ty: Ty
     fresh: bool = True        # owns its value: in-place updates are safe
     bound: int | None = None  # an int known to lie in [0, bound): loop counters
-    counter: bool = False     # derived from a loop counter (E.counter)
-    const: bool = False       # a constant at trace time (E.const)
+    counter: bool = False     # may be a traced int (E.counter)
+    const: bool = False       # may be a constant at trace time (E.const)
 
     def copy(self) -> "Var":
         return Var(self.ty, self.fresh, self.bound, self.counter, self.const)
@@ -94,8 +94,6 @@ class Exprs:
         ty = r.ty
         if needs - self.features:
             return None
-        if "concretize" in needs:
-            self.concretized = True
         if view is None:
             view = any(m in template for m in VIEW_MARKERS)
         views = operands[0].views if view and ty.shape else frozenset()
@@ -269,7 +267,7 @@ class Exprs:
             if e is None:
                 return None
             args.append(e)
-        views = frozenset().union(*[e.views for e in args]) if h.may_alias else frozenset()
+        views = frozenset().union(*[e.views for e in args])  # (it may return an argument)
         src = f"{h.name}({', '.join(e.src for e in args)})"
         return E(src, h.ret, views, h.ret.kind in "ib", True)  # (maybe: typer._helper_call)
 

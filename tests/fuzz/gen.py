@@ -32,7 +32,6 @@ class Helper:
     name: str
     params: list
     ret: Ty
-    may_alias: bool
 
 
 def ind(lines: list[str]) -> list[str]:
@@ -52,7 +51,6 @@ class Gen(Exprs):
         self.loop = 0                    # enclosing loops (break/continue allowed when > 0)
         self.outer: set[str] = set()     # names bound before the enclosing loops
         self.helper_ret: Ty | None = None
-        self.concretized = False
         self.assigned: set[str] = set()  # names (re)bound or updated in the current branch
 
     def readable(self) -> dict[str, Var]:
@@ -386,7 +384,7 @@ class Gen(Exprs):
         final = self.like(ret.ty, 2) or ret
         if final.ty != ret.ty:
             final = ret
-        h = Helper(f"h{k}", params, ret.ty, may_alias=True)
+        h = Helper(f"h{k}", params, ret.ty)
         self.helpers.append(h)
         return [f"def {h.name}({', '.join(names)}):"] + ind(body + [f"return {final.src}"])
 
@@ -455,7 +453,7 @@ class Gen(Exprs):
         f32 = any(a.dtype == "float32" for a in args) or "float32" in src
         wrt = [a.name for a in args if (a.kind == "array" and a.dtype == "float64")
                or (a.kind == "pyfloat" and not f32)]
-        return Program(src, args, wrt, seed, self.concretized, self.features)
+        return Program(src, args, wrt, seed, self.features)
 
 
 def generate(seed: int, index: int, features=DEFAULT_FEATURES) -> Program:

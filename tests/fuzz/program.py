@@ -81,8 +81,12 @@ class Program:
     args: list                # [Arg] of f and loss
     wrt: list                 # names of the arguments the gradient is taken w.r.t.
     seed: str                 # "seed:index", for the inputs and for reporting
-    concretized: bool = False  # float(t) somewhere: no gradient through it (llgrad's rule)
     features: frozenset = field(default_factory=frozenset)
+
+    @property
+    def concretized(self) -> bool:
+        """`float(t)` somewhere: no gradient flows through it (llgrad's rule, PyTorch's)."""
+        return "float(" in self.source
 
     def param_types(self, strict: bool = False) -> dict:
         """f's argument types. llgrad traces a Python float argument as a float64 scalar:

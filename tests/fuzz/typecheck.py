@@ -19,7 +19,7 @@ import warnings
 import numpy as np
 
 from tests.fuzz.ftypes import NAMESPACE, E, Ty, merge, typeof
-from tests.fuzz.typer import TypeFault, _literal, is_module, type_expr
+from tests.fuzz.typer import TypeFault, literal, is_module, type_expr
 
 __all__ = ["TypeFault", "check_types"]
 
@@ -157,7 +157,7 @@ class Checker:
             def copies(sub):  # an element, or indexed by an array: not a view
                 idx = sub.slice.elts if isinstance(sub.slice, ast.Tuple) else [sub.slice]
                 return not self.ev(sub, env).ty.shape or any(
-                    not isinstance(i, ast.Slice) and not _literal(i) and self.ev(i, env).ty.shape
+                    not isinstance(i, ast.Slice) and not literal(i) and self.ev(i, env).ty.shape
                     for i in idx)
             sources = _alias_sources(v, copies)
             self.aliased -= {name}

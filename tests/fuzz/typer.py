@@ -97,7 +97,7 @@ def is_module(node) -> bool:
     return isinstance(node, ast.Name) and node.id in MODULES
 
 
-def _literal(node: ast.expr) -> bool:
+def literal(node: ast.expr) -> bool:
     """A constant written out (`-1`, `3 - 1`): kept in the template, since its value may
     decide a shape (`x[:-1]`, `axis=-1`). A numpy call on constants (`np.sin(0.75)`) is an
     operand still: its type (a strong numpy scalar) matters to typer.rules."""
@@ -115,7 +115,7 @@ def operands(node: ast.AST) -> list[ast.expr]:
             for ch in val if isinstance(val, list) else [val]:
                 if isinstance(ch, (ast.List, ast.Tuple, ast.Slice, ast.keyword)):
                     visit(ch)
-                elif not isinstance(ch, ast.expr) or _literal(ch) or is_module(ch):
+                elif not isinstance(ch, ast.expr) or literal(ch) or is_module(ch):
                     continue
                 elif isinstance(n, ast.Call) and fld == "func":
                     if isinstance(ch, ast.Attribute):
