@@ -15,15 +15,17 @@ Outcomes (`Outcome.status`):
   boundary    every input draw put a comparison within rounding distance of flipping.
 Inputs are drawn again (up to `DRAWS` times) while a comparison is that close (Note in
 instrument.py); if no draw keeps comparisons a finite-difference step away from flipping,
-or the differences at two step sizes disagree (a kink), the gradient is checked against
-the interpreter only.
+or the differences at two step sizes disagree (a kink), the native gradient is checked
+against the interpreter's only.
 """
 from __future__ import annotations
 
+import atexit
 import hashlib
 import importlib.util
 import os
 import re
+import shutil
 import sys
 import tempfile
 import time
@@ -51,7 +53,7 @@ ENGINE_TOL = (1e-8, 1e-10)   # native vs interpreter gradients
 class Failure:
     status: str      # mismatch / crash / unsupported
     kind: str        # value, dtype, shape, grad, missing_error, or the exception's type
-    engine: str      # interp / native / both / fd
+    engine: str      # interp, native, interp+native, or native-vs-interp (gradients)
     detail: str      # expected vs got, or the exception message
 
     @property
@@ -80,8 +82,10 @@ _DIR = [None]
 
 
 def workdir() -> str:
+    """A temporary directory for the programs' files, removed at exit."""
     if _DIR[0] is None:
         _DIR[0] = tempfile.mkdtemp(prefix="llgrad-fuzz-")
+        atexit.register(shutil.rmtree, _DIR[0], True)
     return _DIR[0]
 
 
@@ -100,6 +104,7 @@ def load(source: str, tag: str):
 
 
 def inputs(program: Program, draw: int) -> dict:
+    """Input draw number `draw` of `program` (from its seed: reproducible), by name."""
     rng = np.random.default_rng(int(hashlib.sha1(f"{program.seed}/{draw}".encode())
                                     .hexdigest()[:8], 16))
     out = {}
@@ -150,7 +155,10 @@ def run_reference(fn, args: list):
 
 
 def finite_differences(fn, args: list, wrt: list[int], eps: float) -> list:
-    """Central differences of scalar `fn` w.r.t. args[i], i in wrt (arrays or Python floats)."""
+    """Central differences of scalar `fn` w.r.t. args[i], i in wrt (arrays or Python floats);
+    each call gets copies of the arrays (a program may update an argument in place)."""
+    fn = (lambda f: lambda *a: f(*[np.copy(v) if isinstance(v, np.ndarray) else v
+                                   for v in a]))(fn)
     grads = []
     for i in wrt:
         a = args[i]
@@ -276,6 +284,8 @@ def choose_inputs(program: Program, ns_for, params: list[str]):
 
 
 def check(program: Program, engines=("interp", "native"), fd: bool = True) -> Outcome:
+    """Run `program` every way (`engines`; finite differences unless not `fd`) and classify
+    the outcome; the failures of a failing program are tagged with the known bugs it uses."""
     t0 = time.perf_counter()
     out = Outcome("ok")
     try:
