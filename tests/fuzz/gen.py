@@ -256,7 +256,7 @@ class Gen(Exprs):
         for n in assigned & set(self.env):  # bound in a traced branch: typecheck.traced
             v = self.env[n]
             v.counter |= v.ty.kind in "ib"
-            if v.ty.weak is True and v.ty.kind == "f":
+            if v.ty.weak is True and v.ty.kind == "f" and not self.on("pyfloat_f32"):
                 v.ty = Ty(v.ty.dtype, v.ty.shape, None)
         return out
 
@@ -281,7 +281,7 @@ class Gen(Exprs):
         self.env = {n: v.copy() for n, v in before.items()}
         for v in self.env.values():  # what a staged loop carries is traced: typecheck.traced
             v.counter |= v.ty.kind in "ib"
-            if v.ty.weak is True and v.ty.kind == "f":
+            if v.ty.weak is True and v.ty.kind == "f" and not self.on("pyfloat_f32"):
                 v.ty = Ty(v.ty.dtype, v.ty.shape, None)
         self.env.update(locals_)
         self.protected |= set(locals_)

@@ -18,19 +18,19 @@ import warnings
 
 import numpy as np
 
-from tests.fuzz.ftypes import NAMESPACE, E, Ty, merge, typeof
-from tests.fuzz.typer import TypeFault, literal, is_module, type_expr
+from tests.fuzz.ftypes import NAMESPACE, E, Ty, typeof
+from tests.fuzz.typer import TypeFault, is_module, literal, merge_or_tag, type_expr
 
 __all__ = ["TypeFault", "check_types"]
 
 
-def _join(envs: list[dict]) -> dict:
+def _join(envs: list[dict], needs: set) -> dict:
     names = set.intersection(*[set(e) for e in envs])
     out = {}
     for n in names:
         t = envs[0][n].ty
         for e in envs[1:]:
-            t = t and merge(t, e[n].ty)
+            t = t and merge_or_tag(t, e[n].ty, needs)
         if t is not None:
             out[n] = E(n, t, frozenset(), any(e[n].counter for e in envs),
                        any(e[n].const for e in envs))
@@ -135,7 +135,14 @@ class Checker:
             self.block(fn.body, env)
             returns, self.returns = self.returns, outer
             t = returns[0] if returns else None
-            if t is None or any(r != t for r in returns[1:]):
+            for r in returns[1:]:
+                both = zip(t, r) if isinstance(t, tuple) and isinstance(r, tuple) and \
+                    len(t) == len(r) else [(t, r)]
+                if t is not None and any(not isinstance(a, Ty) or not isinstance(b, Ty) or
+                                         merge_or_tag(a, b, self.needs) is None
+                                         for a, b in both):
+                    t = None
+            if t is None:
                 raise TypeFault(f"{name} returns different types (or nothing)")
             self.cache[key] = t
         if self.cache[key] is None:
@@ -143,7 +150,7 @@ class Checker:
         return self.cache[key]
 
     def ev(self, node, env) -> E:
-        return type_expr(node, env, self.helpers, self.needs)
+        return type_expr(node, env, self.helpers, self.needs, lenient=True)
 
     def block(self, stmts: list, env: dict) -> dict:
         for st in stmts:
@@ -177,7 +184,8 @@ class Checker:
             if _aliases(st.body) & _updated(st.orelse, False) or \
                     _aliases(st.orelse) & _updated(st.body, False):
                 self.needs.add("branch_alias")
-            out = _join([self.block(st.body, dict(env)), self.block(st.orelse, dict(env))])
+            out = _join([self.block(st.body, dict(env)), self.block(st.orelse, dict(env))],
+                        self.needs)
             return traced(out, _names(st.body + st.orelse, ast.Store))
         if isinstance(st, (ast.For, ast.While)):
             return self.loop(st, env)
@@ -212,9 +220,10 @@ class Checker:
         first = self.block(st.body, dict(inner))
         again = self.block(st.body, {**inner, **{n: e for n, e in first.items() if n in inner}})
         for n in env:  # (llgrad cannot unroll a loop with a traced trip count)
-            if any(n in e and merge(env[n].ty, e[n].ty) is None for e in (first, again)):
+            if any(n in e and merge_or_tag(env[n].ty, e[n].ty, self.needs) is None
+                   for e in (first, again)):
                 raise TypeFault(f"`{n}` changes type in the loop at line {st.lineno}")
-        return _join([env, {n: e for n, e in again.items() if n in env}])
+        return _join([env, {n: e for n, e in again.items() if n in env}], self.needs)
 
     def truth(self, test: ast.expr, env: dict) -> None:
         if self.ev(test, env).ty.shape:
@@ -255,7 +264,7 @@ class Checker:
             except Exception as e:  # noqa: BLE001
                 raise TypeFault(f"`{src}`: {type(e).__name__}: {e}") from None
             t = typeof(scope[base.id])
-            result = t if result is None else result and merge(result, t)
+            result = t if result is None else result and merge_or_tag(result, t, self.needs)
         if result is None:
             raise TypeFault(f"`{src}` gives different types")
         return {**env, base.id: E(base.id, result, frozenset(),

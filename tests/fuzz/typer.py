@@ -151,12 +151,21 @@ def template(node: ast.expr) -> tuple[str, list[ast.expr]]:
 _CODE: dict = {}
 
 
-def evaluate(src: str, ops: list[E], helpers: dict, needs: set | None = None) -> Ty:
-    """The type of `src` (operands `_o0`, ...) on every dummy combination of the operands.
+def merge_or_tag(a: Ty, b: Ty, needs: set | None) -> Ty | None:
+    """`merge(a, b)`; else, with `needs` (lenient), `a` when the two differ only as float32
+    vs float64, adding `pyfloat_f32` to `needs`: a Python float that llgrad traces is a
+    strong float64, so its dtype with float32 operands depends on it (typecheck.traced)."""
+    m = merge(a, b)
+    if m is None and needs is not None and a.shape == b.shape and \
+            {a.dtype, b.dtype} == {"float32", "float64"}:
+        needs.add("pyfloat_f32")
+        return a
+    return m
 
-    If an operand that may be a Python or a numpy scalar (weak=None) changes the result's
-    dtype, the Python one's is returned and `pyfloat_f32` added to `needs` (without
-    `needs`, that is a TypeFault): llgrad traces such a scalar as a strong float64."""
+
+def evaluate(src: str, ops: list[E], helpers: dict, needs: set | None = None) -> Ty:
+    """The type of `src` (operands `_o0`, ...) on every dummy combination of the operands
+    (they must agree: merge_or_tag)."""
     code = _CODE.get(src)
     if code is None:
         code = _CODE[src] = compile(src, "<fuzz-type>", "eval")
@@ -175,18 +184,16 @@ def evaluate(src: str, ops: list[E], helpers: dict, needs: set | None = None) ->
         t = typeof(v)
         if t is None:
             raise TypeFault(f"`{src}` is a {type(v).__name__} {getattr(v, 'dtype', '')}")
-        m = t if out is None else merge(out, t)
-        if m is None:
-            if needs is None or t.shape != out.shape:
-                raise TypeFault(f"`{src}`: its type depends on Python vs numpy scalars")
-            needs.add("pyfloat_f32")
-        else:
-            out = m
+        out = t if out is None else merge_or_tag(out, t, needs)
+        if out is None:
+            raise TypeFault(f"`{src}`: its type depends on Python vs numpy scalars")
     return out
 
 
-def type_expr(node: ast.expr, env: dict, helpers: dict, needs: set) -> E:
-    """The type of `node`; adds the KNOWN_BUGS features it touches to `needs`."""
+def type_expr(node: ast.expr, env: dict, helpers: dict, needs: set,
+              lenient: bool = False) -> E:
+    """The type of `node`; adds the KNOWN_BUGS features it touches to `needs`. The checker
+    is `lenient` (merge_or_tag); the generator is not: it makes no such expression."""
     if isinstance(node, ast.Name):
         if node.id not in env:
             raise TypeFault(f"`{node.id}` may be unbound here")
@@ -197,14 +204,15 @@ def type_expr(node: ast.expr, env: dict, helpers: dict, needs: set) -> E:
             raise TypeFault(f"constant {node.value!r}")
         return E(repr(node.value), t, const=True)
     src, ops = template(node)
-    typed = [type_expr(o, env, helpers, needs) for o in ops]
+    typed = [type_expr(o, env, helpers, needs, lenient) for o in ops]
     alts = [node.body, node.orelse] if isinstance(node, ast.IfExp) else \
         node.values if isinstance(node, ast.BoolOp) else []
-    alt_tys = [type_expr(a, env, helpers, needs).ty for a in alts]
+    alt_tys = [type_expr(a, env, helpers, needs, lenient).ty for a in alts]
+    lenient_needs = needs if lenient else None
     for t in alt_tys[1:]:  # `a if c else b`, `a and b`: one type, whichever is taken
-        if merge(alt_tys[0], t) is None:
+        if merge_or_tag(alt_tys[0], t, lenient_needs) is None:
             raise TypeFault(f"`{ast.unparse(node)}`: its type depends on the path")
-    ty = evaluate(src, typed, helpers, needs)
+    ty = evaluate(src, typed, helpers, lenient_needs)
     needs |= rules(src, typed, ty, node)
     const = all(o.const for o in typed) or _helper_call(node) or _static(node)
     if alts:  # chosen by a traced condition: traced, but constants may keep their weakness
