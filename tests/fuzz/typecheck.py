@@ -179,8 +179,8 @@ class Checker:
             if any(isinstance(r, ast.Return) and isinstance(r.value, ast.Tuple)
                    for r in ast.walk(st)):
                 self.needs.add("early_return_tuple")
-            if _updated(st.body) & _names(st.orelse, ast.Load):
-                self.needs.add("cross_branch_reads")
+            if _updated(st.body) & (_names(st.orelse, ast.Load) | _updated(st.orelse, False)):
+                self.needs.add("cross_branch_reads")  # (`y += 1`, `y[i] = 1` read y too)
             if _aliases(st.body) & _updated(st.orelse, False) or \
                     _aliases(st.orelse) & _updated(st.body, False):
                 self.needs.add("branch_alias")
