@@ -119,8 +119,8 @@ class Checker:
         return call
 
     def function(self, name: str, params: list[Ty], counters: bool = True) -> Ty:
-        """The return type of `name` called with `params` (Python ints among them may be
-        loop counters, traced in llgrad, unless `counters` is False: f's static ints)."""
+        """The return type of `name` called with `params` (`counters`: a helper's, which may
+        be traced or constants; else f's, whose Python ints are static)."""
         key = (name, tuple(params))
         if key not in self.cache:
             fn = self.fns[name]
@@ -128,9 +128,9 @@ class Checker:
                 raise TypeFault(f"call of {name} with {len(params)} arguments")
             self.cache[key] = None  # recursion: not generated
             outer, self.returns = self.returns, []
-            # f's Python ints are static (constants); a helper's may be loop counters
-            env = {a.arg: E(a.arg, t, frozenset(), counters and t.kind in "ib",
-                            counters or t.weak is True)  # (a helper may get constants)
+            # f's Python ints are static (constants); a helper's parameters may be traced
+            # (`counter`: so is an int made from one, np.argmin(p)) or constants
+            env = {a.arg: E(a.arg, t, frozenset(), counters, counters or t.weak is True)
                    for a, t in zip(fn.args.args, params)}
             self.block(fn.body, env)
             returns, self.returns = self.returns, outer
