@@ -89,7 +89,8 @@ class Gen(Exprs):
                       "rows": 0.6 * self.on("for_rows"), "while": 0.8 * self.on("while")})
         if self.loop and self.on("break_continue"):
             w["jump"] = 1.2
-        if self.helper_ret is not None and depth > 0 and self.on("early_return"):
+        if self.helper_ret is not None and depth > 0 and self.on("early_return") and \
+                (not self.loop or self.on("return_in_loop")):
             w["return"] = 0.6
         if depth > 0 and self.on("raise"):
             w["raise"] = 0.2

@@ -20,7 +20,7 @@ FEATURES = frozenset({
     "f64_scalar_f32", "int_f32", "bool_xor", "bool_add", "bool_prod", "pyfloat_f32",
     "scalar_alias_aug", "branch_alias", "where_0d", "bool_index", "reductions", "matmul",
     "ternary", "math", "argmax", "pyfloat_arg", "static_args", "traced_range",
-    "early_return_tuple", "clip_int", "alias_inplace",
+    "early_return_tuple", "clip_int", "alias_inplace", "return_in_loop",
     # constructs that plain Python rejects or concretises:
     "oob_index", "raise", "static_bool", "concretize",
 })
@@ -53,6 +53,8 @@ KNOWN_BUGS: dict[str, str] = {
                 "LLGradError (ndarray vs float)",
     "bool_index": "x[b[0]] (a traced 0-d bool index) crashes in np.nonzero (numpy: a "
                   "mask that adds an axis)",
+    "return_in_loop": "after a traced `if c: return a`, a `return b` inside a `for` loop is "
+                      "lost: the function returns 0.0 (wrong value)",
     "alias_inplace": "an in-place update of an array another name shares is refused in "
                      "straight-line code, but not through a traced `a if c else b` or across "
                      "loop iterations: wrong values",

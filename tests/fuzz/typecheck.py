@@ -201,6 +201,8 @@ class Checker:
         return env  # pass, break, continue
 
     def loop(self, st, env: dict) -> dict:
+        if any(isinstance(n, ast.Return) for n in ast.walk(st)):
+            self.needs.add("return_in_loop")
         inner = traced(env, _names(st.body, ast.Store))
         if isinstance(st, ast.For):
             it = st.iter

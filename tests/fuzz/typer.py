@@ -61,10 +61,12 @@ def rules(template: str, ops: list[E], ty: Ty, node: ast.expr) -> set[str]:
             out.add("int_f32")
         # a float from traced integers and Python floats (a numpy scalar constant counts
         # as a Python float: llgrad makes it weak, see f64_scalar_f32)
-        if ty.kind == "f" and "astype" not in template and \
-                not any(o.ty.kind == "f" and (o.ty.shape or not o.const) for o in strong) and \
-                any(o.ty.kind in "ib" and (o.counter or (o.ty.weak is not True and not o.const))
-                    for o in ops):
+        vals = ops[1:] if template.startswith("np.where(") else ops  # (not the condition)
+        traced_int = any(o.ty.kind in "ib" and (o.counter or (o.ty.weak is not True and
+                                                              not o.const)) for o in vals)
+        if ty.kind == "f" and "astype" not in template and not any(
+                o.ty.kind == "f" and o.ty.weak is False and (o.ty.shape or not o.const)
+                for o in vals) and (traced_int or vals is not ops and not ops[0].const):
             out.add("int_to_float")
     if re.search(r"\+|np\.add\(", template) and len(ops) == 2 and \
             all(o.ty.kind == "b" and o.ty.weak is not True for o in ops):
