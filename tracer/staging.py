@@ -17,6 +17,7 @@ from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
 from llgrad.tracer import checks, merge, operators
 from llgrad.tracer.operators import TracedRange, Undefined
 from llgrad.tracer.stores import StoreLog
+from llgrad.tracer.effects import LoopEffects, NewEffects, PoisonRead
 from llgrad.tracer.records import flat_state
 from llgrad.transform import ir
 from llgrad.transform.builder import Builder, Value, current
@@ -60,6 +61,7 @@ class IRStager:
         self.region_locs: dict = {}  # id(region) -> ("loop" | "if", loc), for scope errors
         self.promoted: dict = {}  # id(v) -> (v, loc): Python values a static loop made traced
         self.stores = StoreLog()  # Note [Stores in traced branches]
+        self.loops: list = []  # LoopEffects of the loops being staged (innermost last)
 
     # -- the dynamic path ------------------------------------------------------------------
     # Under an eager builder (tracer/dynamic.py) values are concrete: control flow runs as
@@ -233,7 +235,8 @@ class IRStager:
         try:
             self._loop(b, loc, names, get_state, set_state, static, kind=kind,
                        bounds=(start_v, stop_v, int(step)), body=body, test=extra_test,
-                       may_skip=may_skip)
+                       may_skip=may_skip, fns=(body_fn, extra_test),
+                       trips=len(range(start, stop, step)) if static else None)
         except ConcretizationError as e:
             # See Note [Unrolled loops]: the body needs an integer as a Python value (the
             # index of a Python list, a shape): with a static trip count, unroll the loop.
@@ -252,7 +255,7 @@ class IRStager:
         if self._wants_unroll(loc):
             raise _cannot_unroll("while loop", loc, self._reason(loc))
         self._loop(current(), loc, names, get_state, set_state, False, kind="while",
-                   body=lambda: body_fn(), test=test_fn, may_skip=True)
+                   body=lambda: body_fn(), test=test_fn, may_skip=True, fns=(body_fn, test_fn))
 
     def stage_python_while(self, test_fn, body_fn, get_state, set_state, names, loc) -> bool:
         """A `while` whose test is a Python value (found true) over traced state: staged as
@@ -262,7 +265,8 @@ class IRStager:
             return False
         try:
             self._loop(current(), loc, names, get_state, set_state, True, kind="while",
-                       body=lambda: body_fn(), test=test_fn, python_test=True)
+                       body=lambda: body_fn(), test=test_fn, python_test=True,
+                       fns=(body_fn, test_fn))
         except ConcretizationError as e:
             # The body needs a carried value (the counter, now traced) as a Python value.
             v = getattr(e, "value", None)
@@ -316,23 +320,65 @@ class IRStager:
     # shape or dtype makes the loop unroll (Note [Unrolled loops]). Weak values only become
     # strong or wider, so this ends.
     def _loop(self, b, loc, names, get_state, set_state, static, kind, body, test=None,
-              bounds=None, may_skip=False, python_test=False):
+              bounds=None, may_skip=False, python_test=False, fns=(), trips=None):
+        """Stage a loop; rounds trace it again while its body is found to change more
+        Python containers (Note [Containers in staged loops] in effects.py)."""
+        effects = LoopEffects(b, fns, trips if kind == "for" else None)
+        self.loops.append(effects)
+        try:
+            for _round in range(64):
+                g, s, n = effects.wrap(get_state, set_state, names)
+                try:
+                    return self._loop_round(b, loc, n, g, s, static, kind, body, test, bounds,
+                                            may_skip, python_test, effects)
+                except NewEffects:
+                    continue
+                except PoisonRead as e:
+                    if e.buffer not in effects.buffers:
+                        raise  # an enclosing loop's list
+                    if not effects.carry_last(e):
+                        self._not_one_loop(loc, static, kind, str(e.what))
+            raise LLGradError("could not determine what the loop changes", loc=loc)
+        finally:
+            self.loops.pop()
+
+    def _not_one_loop(self, loc, static, kind, reason):
+        """The loop cannot be one loop op: unroll it (static trip count) or refuse it."""
+        if static:
+            self.unroll.add((loc, reason))
+            raise Unroll(loc, reason)
+        raise _cannot_unroll("while loop" if kind == "while" else "loop", loc, reason)
+
+    def _loop_round(self, b, loc, names, get_state, set_state, static, kind, body, test,
+                    bounds, may_skip, python_test, effects):
         get_state, set_state, names = flat_state(get_state, set_state, names)
         s0 = list(get_state())
+        try:
+            return self._loop_state(b, loc, names, get_state, set_state, static, kind, body,
+                                    test, bounds, may_skip, python_test, effects, s0)
+        except (NewEffects, PoisonRead):
+            effects.abort()
+            set_state(tuple(s0))
+            raise
+        except BaseException:
+            effects.abort()
+            raise
+
+    def _loop_state(self, b, loc, names, get_state, set_state, static, kind, body, test,
+                    bounds, may_skip, python_test, effects, s0):
         carried = {k for k, v in enumerate(s0) if _is_val(v)}
         avals = {k: s0[k].aval for k in carried}
         weak = {k for k in carried if merge.is_weak(s0[k])}  # See Note [Carried numbers]
         for _attempt in range(4 * len(names) + 2):
             region_ops = self._trace_loop(b, loc, names, s0, carried, avals, weak, get_state,
-                                          set_state, kind, body, test, bounds)
+                                          set_state, kind, body, test, bounds, effects)
+            if effects.unsupported:
+                set_state(tuple(s0))
+                self._not_one_loop(loc, static, kind, effects.unsupported)
             grown = region_ops["grow"]
             changed = region_ops["changed"]
             if changed:
-                reason = f"it changes {changed} across iterations"
-                if static:
-                    self.unroll.add((loc, reason))
-                    raise Unroll(loc, reason)
-                raise _cannot_unroll("while loop" if kind == "while" else "loop", loc, reason)
+                self._not_one_loop(loc, static, kind, f"it changes {changed} across iterations")
             if not grown:
                 break
             for k, (aval, is_weak) in grown.items():
@@ -347,6 +393,8 @@ class IRStager:
             self.unroll.add((loc, reason))
             raise Unroll(loc, reason)
         outs = region_ops["emit"]()
+        n_rows = effects.n_slots()
+        effects.finish([outs[k] for k in range(len(names) - n_rows, len(names))])
         if static:  # See Note [Values a static loop made traced]
             self.promoted.update((id(v), (v, loc)) for k, v in outs.items() if not _is_val(s0[k]))
         # A variable first assigned in the body is unbound after a loop that ran zero times
@@ -362,7 +410,7 @@ class IRStager:
             set_state(tuple(st))
 
     def _trace_loop(self, b, loc, names, s0, carried, avals, weak, get_state, set_state, kind,
-                    body, test, bounds):
+                    body, test, bounds, effects):
         order = sorted(carried)
         init = [merge.lift(b, s0[k], avals[k]) for k in order]
 
@@ -405,10 +453,17 @@ class IRStager:
         body_params = ([i_param] if kind != "while" else []) + cparams
         with b.open_region(body_params) as rb:
             self.region_locs[id(rb)] = ("loop", loc)
-            set_state(state_from(cparams))
+            before = state_from(cparams)
+            set_state(before)
+            if effects.trips is not None:  # the row of list buffers (effects.py)
+                start, _, step = bounds
+                effects.index = i_param if step == 1 and _is_zero(start) else \
+                    ops.floor_divide(ops.sub(i_param, start), np.int64(step))
+            effects.begin(before)
             if checks.trace_branch(body, *([i_param] if kind != "while" else [])):
                 set_state(state_from(cparams))  # Note [Raise under a traced condition]
             after = list(get_state())
+            effects.end(names, before, after)
         grow, changed = {}, ""
         for k, name in enumerate(names):
             v = after[k]
@@ -466,6 +521,12 @@ class IRStager:
             set_state(tuple(final))
             return dict(zip(order, outs))
         return {"grow": {}, "changed": "", "emit": emit, "test_traced": test_traced}
+
+
+def _is_zero(v) -> bool:
+    """Whether a lifted range bound is the constant 0."""
+    op = v.op
+    return op is not None and op.prim.name == "constant" and not op.params["value"].any()
 
 
 def _returned(names, state) -> bool:
