@@ -253,7 +253,8 @@ class LoopEffects:
 
     def wrap(self, get_state, set_state, names):
         """The loop state extended with the places and buffers found so far."""
-        places, slots = self.places, [(buf, j, k) for buf in self.buffers for j, k in buf.slots()]
+        places = list(self.places)
+        slots = [(buf, j, k) for buf in self.buffers for j, k in buf.slots()]
         current = {}
 
         def get():

@@ -23,6 +23,11 @@ from llgrad.transform import ir
 from llgrad.transform.builder import Builder, Value, current
 
 
+class Decline(Exception):
+    """An optional staging gives the loop back to Python (Note [Static loops over traced
+    state] in operators.py)."""
+
+
 class Unroll(Exception):
     """Raised to restart a trace with the loop at `loc` unrolled (See Note [Unrolled loops])."""
 
@@ -198,7 +203,8 @@ class IRStager:
             return False
 
     # -- loops ----------------------------------------------------------------------------
-    def stage_for(self, iterable, extra_test, body_fn, get_state, set_state, names, loc):
+    def stage_for(self, iterable, extra_test, body_fn, get_state, set_state, names, loc,
+                  optional=False):
         b = current()
         if getattr(b, "eager", False):
             if isinstance(iterable, (range, TracedRange)):
@@ -236,13 +242,18 @@ class IRStager:
             self._loop(b, loc, names, get_state, set_state, static, kind=kind,
                        bounds=(start_v, stop_v, int(step)), body=body, test=extra_test,
                        may_skip=may_skip, fns=(body_fn, extra_test),
-                       trips=len(range(start, stop, step)) if static else None)
+                       trips=len(range(start, stop, step)) if static else None,
+                       optional=optional)
+        except Decline:
+            return False
         except ConcretizationError as e:
             # See Note [Unrolled loops]: the body needs an integer as a Python value (the
             # index of a Python list, a shape): with a static trip count, unroll the loop.
             v = getattr(e, "value", None)
             if not static or v is None or v.aval.dtype.kind not in "iub":
                 raise
+            if optional:  # Note [Static loops over traced state]: run it as Python
+                return False
             reason = "its body uses the loop index as a Python value (e.g. to index a list)"
             self.unroll.add((loc, reason))
             raise Unroll(loc, reason) from None
@@ -257,7 +268,8 @@ class IRStager:
         self._loop(current(), loc, names, get_state, set_state, False, kind="while",
                    body=lambda: body_fn(), test=test_fn, may_skip=True, fns=(body_fn, test_fn))
 
-    def stage_python_while(self, test_fn, body_fn, get_state, set_state, names, loc) -> bool:
+    def stage_python_while(self, test_fn, body_fn, get_state, set_state, names, loc,
+                           optional=False) -> bool:
         """A `while` whose test is a Python value (found true) over traced state: staged as
         one while_loop, or False to run it as Python (Note [Python while loops over traced
         state] in operators.py)."""
@@ -266,12 +278,16 @@ class IRStager:
         try:
             self._loop(current(), loc, names, get_state, set_state, True, kind="while",
                        body=lambda: body_fn(), test=test_fn, python_test=True,
-                       fns=(body_fn, test_fn))
+                       fns=(body_fn, test_fn), optional=optional)
+        except Decline:
+            return False
         except ConcretizationError as e:
             # The body needs a carried value (the counter, now traced) as a Python value.
             v = getattr(e, "value", None)
             if v is None or v.aval.shape != ():
                 raise
+            if optional:
+                return False
             reason = "its body uses a value the loop changes (e.g. its counter) as a Python value"
             self.unroll.add((loc, reason))
             raise Unroll(loc, reason) from None
@@ -320,10 +336,14 @@ class IRStager:
     # shape or dtype makes the loop unroll (Note [Unrolled loops]). Weak values only become
     # strong or wider, so this ends.
     def _loop(self, b, loc, names, get_state, set_state, static, kind, body, test=None,
-              bounds=None, may_skip=False, python_test=False, fns=(), trips=None):
+              bounds=None, may_skip=False, python_test=False, fns=(), trips=None,
+              optional=False):
         """Stage a loop; rounds trace it again while its body is found to change more
-        Python containers (Note [Containers in staged loops] in effects.py)."""
+        Python containers (Note [Containers in staged loops] in effects.py). `optional`:
+        raise Decline rather than unroll, or when the loop would carry nothing (Note
+        [Static loops over traced state] in operators.py)."""
         effects = LoopEffects(b, fns, trips if kind == "for" else None)
+        effects.optional = optional
         self.loops.append(effects)
         try:
             for _round in range(64):
@@ -337,13 +357,15 @@ class IRStager:
                     if e.buffer not in effects.buffers:
                         raise  # an enclosing loop's list
                     if not effects.carry_last(e):
-                        self._not_one_loop(loc, static, kind, str(e.what))
+                        self._not_one_loop(loc, static, kind, e.what, optional)
             raise LLGradError("could not determine what the loop changes", loc=loc)
         finally:
             self.loops.pop()
 
-    def _not_one_loop(self, loc, static, kind, reason):
+    def _not_one_loop(self, loc, static, kind, reason, optional=False):
         """The loop cannot be one loop op: unroll it (static trip count) or refuse it."""
+        if optional:
+            raise Decline()
         if static:
             self.unroll.add((loc, reason))
             raise Unroll(loc, reason)
@@ -356,12 +378,9 @@ class IRStager:
         try:
             return self._loop_state(b, loc, names, get_state, set_state, static, kind, body,
                                     test, bounds, may_skip, python_test, effects, s0)
-        except (NewEffects, PoisonRead):
-            effects.abort()
-            set_state(tuple(s0))
-            raise
         except BaseException:
             effects.abort()
+            set_state(tuple(s0))
             raise
 
     def _loop_state(self, b, loc, names, get_state, set_state, static, kind, body, test,
@@ -372,13 +391,14 @@ class IRStager:
         for _attempt in range(4 * len(names) + 2):
             region_ops = self._trace_loop(b, loc, names, s0, carried, avals, weak, get_state,
                                           set_state, kind, body, test, bounds, effects)
+            optional = effects.optional
             if effects.unsupported:
-                set_state(tuple(s0))
-                self._not_one_loop(loc, static, kind, effects.unsupported)
+                self._not_one_loop(loc, static, kind, effects.unsupported, optional)
             grown = region_ops["grow"]
             changed = region_ops["changed"]
             if changed:
-                self._not_one_loop(loc, static, kind, f"it changes {changed} across iterations")
+                self._not_one_loop(loc, static, kind, f"it changes {changed} across iterations",
+                                   optional)
             if not grown:
                 break
             for k, (aval, is_weak) in grown.items():
@@ -387,7 +407,11 @@ class IRStager:
                 (weak.add if is_weak else weak.discard)(k)
         else:  # pragma: no cover - carried values only grow or become strong: this ends
             raise LLGradError("could not determine the loop-carried values", loc=loc)
+        if effects.optional and not carried and not effects.buffers:
+            raise Decline()  # it carries nothing: Python runs it (Note [Static loops ...])
         if python_test and not region_ops["test_traced"]:
+            if effects.optional:
+                raise Decline()
             reason = ("its condition does not depend on values the loop carries (it reads "
                       "Python objects the body changes in place, or nothing the body changes)")
             self.unroll.add((loc, reason))
