@@ -301,7 +301,7 @@ class LoopEffects:
         """Before the body is traced: copy what it may change, poison the old items of the
         lists it appends to."""
         self.snap = Snapshot(list(roots) + free_values(self.fns))
-        self.real = []
+        self.real, self.unsupported = [], None
         for buf in self.buffers:
             real = list(buf.lst)
             self.real.append((buf.lst, real))
@@ -384,7 +384,7 @@ class LoopEffects:
         items = lst[len(copy):]
         if self.trips is None or self.index is None:
             reasons.append(f"it appends to the list `{label}` and its trip count is not "
-                           f"static (a `while` loop, or a loop with `break`)")
+                           f"static")
             return False
         specs = []
         for item in items:

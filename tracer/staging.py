@@ -85,7 +85,7 @@ class IRStager:
         if getattr(b, "eager", False):
             return body_fn() if _truth(cond) else orelse_fn()
         pred = _pred(b, cond, loc)
-        get_state, set_state, names = flat_state(get_state, set_state, names)
+        get_state, set_state, names, nouts = flat_state(get_state, set_state, names, nouts)
         s0 = get_state()
         branches = []
         for fn in (body_fn, orelse_fn):
@@ -357,14 +357,15 @@ class IRStager:
                     if e.buffer not in effects.buffers:
                         raise  # an enclosing loop's list
                     if not effects.carry_last(e):
-                        self._not_one_loop(loc, static, kind, e.what, optional)
+                        self._not_one_loop(loc, static, kind, e.what)
             raise LLGradError("could not determine what the loop changes", loc=loc)
         finally:
             self.loops.pop()
 
-    def _not_one_loop(self, loc, static, kind, reason, optional=False):
-        """The loop cannot be one loop op: unroll it (static trip count) or refuse it."""
-        if optional:
+    def _not_one_loop(self, loc, static, kind, reason, decline=False):
+        """The loop cannot be one loop op: unroll it (static trip count) or refuse it; or,
+        `decline`, give it back to Python without a warning."""
+        if decline:
             raise Decline()
         if static:
             self.unroll.add((loc, reason))
@@ -391,14 +392,13 @@ class IRStager:
         for _attempt in range(4 * len(names) + 2):
             region_ops = self._trace_loop(b, loc, names, s0, carried, avals, weak, get_state,
                                           set_state, kind, body, test, bounds, effects)
-            optional = effects.optional
-            if effects.unsupported:
-                self._not_one_loop(loc, static, kind, effects.unsupported, optional)
+            if effects.unsupported:  # (a loop carrying nothing traced is Python's: no warning)
+                self._not_one_loop(loc, static, kind, effects.unsupported, effects.optional
+                                   and not carried and not region_ops["grow"])
             grown = region_ops["grow"]
             changed = region_ops["changed"]
             if changed:
-                self._not_one_loop(loc, static, kind, f"it changes {changed} across iterations",
-                                   optional)
+                self._not_one_loop(loc, static, kind, f"it changes {changed} across iterations")
             if not grown:
                 break
             for k, (aval, is_weak) in grown.items():

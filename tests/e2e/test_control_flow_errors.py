@@ -314,8 +314,8 @@ def growing_loop_over_rows_of_traced_bound(x):
 
 
 @pytest.mark.parametrize("fn, match", [
-    (append_with_traced_trip_count, r"must be unrolled \(its body stores traced values in a "
-                                    r"Python container\) but its trip count is traced"),
+    (append_with_traced_trip_count, r"must be unrolled \(it appends to the list `hs` and its "
+                                    r"trip count is not static\) but its trip count is traced"),
     (growing_with_traced_trip_count, r"must be unrolled \(it changes the shape/dtype of `h` "
                                      r"from f64\[1\] to f64\[2\] across iterations\) but its "
                                      r"trip count is traced"),
