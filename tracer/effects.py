@@ -9,13 +9,16 @@ loop's state with them (`wrap`), so the stager carries them like variables.
 from __future__ import annotations
 
 import types
+import warnings
+from contextlib import contextmanager
 
 import numpy as np
 
 from llgrad.runtime import ops, pytree
 from llgrad.runtime.aval import Aval
-from llgrad.runtime.errors import LLGradError, user_loc
-from llgrad.tracer.operators import Undefined, is_traced
+from llgrad.runtime.errors import LLGradError, UnsupportedError, user_loc
+from llgrad.tracer import operators
+from llgrad.tracer.operators import Undefined
 from llgrad.transform import ir
 
 # Note [Containers in staged loops]
@@ -126,15 +129,20 @@ def free_values(fns) -> list:
 
 
 class Snapshot:
-    """Shallow copies of the lists, dicts and attribute dicts reachable from `roots`."""
+    """Shallow copies of the lists, dicts, sets and attribute dicts reachable from `roots`,
+    and the ids of the numpy arrays reachable (an in-place method on one is refused)."""
 
     def __init__(self, roots):
         self.copies: dict = {}  # id -> (obj, kind, copy)
+        self.arrays: set = set()
         todo, seen = [(r, 0) for r in roots], set()
         while todo and len(seen) < _LIMIT:
             v, depth = todo.pop()
+            if type(v) is np.ndarray:
+                self.arrays.add(id(v))
+                continue
             if id(v) in seen or depth > _DEPTH or v is None or \
-                    isinstance(v, (int, float, str, bool, ir.Value, np.ndarray, Poison, Undefined)):
+                    isinstance(v, (int, float, str, bool, ir.Value, Poison, Undefined)):
                 continue
             seen.add(id(v))
             if type(v) is list or isinstance(v, list):
@@ -143,15 +151,26 @@ class Snapshot:
             elif isinstance(v, dict):
                 self.copies[id(v)] = (v, "dict", dict(v))
                 todo.extend((x, depth + 1) for x in v.values())
+            elif isinstance(v, (set, frozenset)):
+                if isinstance(v, set):
+                    self.copies[id(v)] = (v, "set", set(v))
             elif isinstance(v, tuple):
                 todo.extend((x, depth + 1) for x in v)
             elif _user_object(v):
                 self.copies[id(v)] = (v, "attrs", dict(vars(v)))
                 todo.extend((x, depth + 1) for x in vars(v).values())
 
+    def holds(self, obj) -> bool:
+        """Whether `obj` was reachable (existed before the body or branch)."""
+        return id(obj) in self.copies or id(obj) in self.arrays
+
     def changes(self):
         """(obj, kind, copy) of each container that differs from its copy."""
         for obj, kind, copy in self.copies.values():
+            if kind == "set":
+                if obj != copy:
+                    yield obj, kind, copy
+                continue
             now = obj if kind == "list" else obj if kind == "dict" else vars(obj)
             if len(now) != len(copy) or any(a is not b for a, b in zip(
                     now if kind == "list" else now.values(),
@@ -161,7 +180,11 @@ class Snapshot:
 
     def restore(self) -> None:
         for obj, kind, copy in self.copies.values():
-            if kind == "list":
+            if kind == "set":
+                if obj != copy:
+                    obj.clear()
+                    obj.update(copy)
+            elif kind == "list":
                 if len(obj) != len(copy) or any(a is not b for a, b in zip(obj, copy)):
                     obj[:] = copy
             else:
@@ -185,6 +208,9 @@ class Place:
             return Undefined(self.label)
 
     def write(self, value) -> None:
+        # (logged: a loop inside a traced branch changes the entry on one path only)
+        operators._note_store(self.obj, ("attr" if self.kind == "attrs" else "item", self.key),
+                              False)
         if type(value) is Undefined:
             if self.kind == "attrs":
                 self.obj.__dict__.pop(self.key, None)
@@ -249,7 +275,7 @@ class LoopEffects:
         self.unsupported: str | None = None
         self.index = None  # the buffer row of the iteration being traced
         self._init: dict = {}
-        self.snap, self.real = None, []
+        self.snap, self.real, self.lines, self.noted = None, [], {}, []
 
     def wrap(self, get_state, set_state, names):
         """The loop state extended with the places and buffers found so far."""
@@ -301,7 +327,7 @@ class LoopEffects:
         """Before the body is traced: copy what it may change, poison the old items of the
         lists it appends to."""
         self.snap = Snapshot(list(roots) + free_values(self.fns))
-        self.real, self.unsupported = [], None
+        self.real, self.unsupported, self.lines, self.noted = [], None, {}, []
         for buf in self.buffers:
             real = list(buf.lst)
             self.real.append((buf.lst, real))
@@ -311,54 +337,82 @@ class LoopEffects:
             if entry is not None:
                 self.snap.copies[id(buf.lst)] = (buf.lst, "list", list(buf.lst))
 
+    def note_len(self, obj) -> None:
+        """`len(obj)` in the body: the length of a list the loop appends to is not known
+        while the body is traced."""
+        if self.snap is not None:
+            for buf in self.buffers:
+                if buf.lst is obj:
+                    raise PoisonRead(buf, None)
+
+    def note(self, obj, method, loc) -> None:
+        """A mutating method called on `obj` in the body (converted code's calls)."""
+        if self.snap is None or not self.snap.holds(obj):
+            return  # made by the body
+        self.lines.setdefault(id(obj), (method, loc))
+        if isinstance(obj, np.ndarray):
+            self.noted.append(f"it changes a numpy array in place (`.{method}()` at {loc})")
+
     def end(self, names, before, after):
         """After the body: record what it changed (new places or buffers: NewEffects after
         putting everything back), and put the containers back as they were."""
-        found, reasons = False, []
+        found, reasons = False, list(self.noted)
         covered = {(id(b), id(a)) for b, a in zip(before, after)}
         known = {(id(p.obj), p.key) for p in self.places}
         bufs = {id(buf.lst): buf for buf in self.buffers}
         for obj, kind, copy in self.snap.changes():
             label = _label(obj, names, before, self.fns)
-            if kind == "list":
-                buf = bufs.get(id(obj))
-                n0 = len(copy)
-                if len(obj) < n0:
-                    reasons.append(f"it removes items from the list `{label}`")
-                    continue
-                for i in range(n0):
-                    if obj[i] is copy[i]:
-                        continue
-                    if isinstance(copy[i], Poison):
-                        reasons.append(f"it replaces an item of the list `{label}` it "
-                                       f"appends to")
-                        break
-                    if (id(obj), i) not in known and (id(copy[i]), id(obj[i])) not in covered:
-                        self.places.append(Place(obj, "list", i, f"{label}[{i}]"))
-                        known.add((id(obj), i))
-                        found = True
-                if len(obj) > n0:
-                    found |= self._appended(obj, label, copy, buf, reasons)
-                continue
-            now = obj if kind == "dict" else vars(obj)
-            if any(k not in now for k in copy):
-                reasons.append(f"it deletes {'keys' if kind == 'dict' else 'attributes'} of "
-                               f"`{label}`")
-                continue
-            for key, v in now.items():
-                if copy.get(key, Undefined) is v or (id(obj), key) in known:
-                    continue
-                if (id(copy.get(key)), id(v)) in covered:
-                    continue
-                text = f"{label}[{key!r}]" if kind == "dict" else f"{label}.{key}"
-                self.places.append(Place(obj, kind, key, text))
-                known.add((id(obj), key))
-                found = True
+            n_reasons = len(reasons)
+            found |= self._diff(obj, kind, copy, label, covered, known, bufs, reasons)
+            if len(reasons) > n_reasons and id(obj) in self.lines:  # where the body did it
+                method, where = self.lines[id(obj)]
+                reasons[n_reasons] += f" (`.{method}()` at {where})"
         self.abort()
         if reasons:
             self.unsupported = reasons[0]
         elif found:
             raise NewEffects()
+
+    def _diff(self, obj, kind, copy, label, covered, known, bufs, reasons) -> bool:
+        """What the body changed in one container: new places or buffers (True), or why
+        it cannot be staged (appended to `reasons`)."""
+        found = False
+        if kind == "set":
+            reasons.append(f"it changes the set `{label}`")
+            return False
+        if kind == "list":
+            buf = bufs.get(id(obj))
+            n0 = len(copy)
+            if len(obj) < n0:
+                reasons.append(f"it removes items from the list `{label}`")
+                return False
+            for i in range(n0):
+                if obj[i] is copy[i]:
+                    continue
+                if isinstance(copy[i], Poison):
+                    reasons.append(f"it replaces an item of the list `{label}` it appends to")
+                    return False
+                if (id(obj), i) not in known and (id(copy[i]), id(obj[i])) not in covered:
+                    self.places.append(Place(obj, "list", i, f"{label}[{i}]"))
+                    known.add((id(obj), i))
+                    found = True
+            if len(obj) > n0:
+                found |= self._appended(obj, label, copy, buf, reasons)
+            return found
+        now = obj if kind == "dict" else vars(obj)
+        if any(k not in now for k in copy):
+            reasons.append(f"it deletes {'keys' if kind == 'dict' else 'attributes'} of "
+                           f"`{label}`")
+            return False
+        for key, v in now.items():
+            if copy.get(key, Undefined) is v or (id(obj), key) in known or \
+                    (id(copy.get(key)), id(v)) in covered:
+                continue
+            text = f"{label}[{key!r}]" if kind == "dict" else f"{label}.{key}"
+            self.places.append(Place(obj, kind, key, text))
+            known.add((id(obj), key))
+            found = True
+        return found
 
     def abort(self) -> None:
         """Put the containers back as they were before the body."""
@@ -428,3 +482,80 @@ def _target(x):
     if isinstance(x, np.ndarray):
         return Aval(x.shape, x.dtype), False
     return merge.target(x)
+
+
+# Note [Python effects in staged code]
+# Besides stores (`obj.a = v`, `lst[i] = v`: the store log of tracer/stores.py) converted
+# code announces calls that change a Python object in place (`lst.append`, `d.update`,
+# `s.add`, `a.fill`, ...: operators._MUTATORS), `len` and `print` (operators.note_call).
+# In a traced `if` branch both branches run at trace time, so a change to an object that
+# existed before the branch cannot be undone and merged: it is refused at its line (and a
+# Snapshot of the reachable containers, compared after the branch, catches what converted
+# code did not announce). In a staged loop body the Snapshot turns such changes into loop
+# state (Note [Containers in staged loops]); an announced call only gives the message its
+# line, and an in-place method on a numpy array that existed before the body makes the loop
+# unroll. `len` of a list the loop appends to reads its length at trace time: the loop is
+# unrolled. `print` runs once while tracing, printing traced values, as in JAX: a
+# TracePrintWarning says so once per line.
+
+
+class TracePrintWarning(UserWarning):
+    """`print` in a staged loop body or a traced branch runs once, at trace time."""
+
+
+_PRINTED: dict = {}
+
+
+def note_call(stager, kind, loc, obj, name) -> None:
+    """A call announced by converted code inside a traced region (`kind`: "loop" or "if",
+    at `loc`)."""
+    where = user_loc()
+    if name == "print":
+        what = "staged loop" if kind == "loop" else "branch of the traced `if`"
+        warnings.warn_explicit(
+            f"llgrad: print() in the {what} at {loc} runs once, while tracing (it prints "
+            f"traced values, not numbers, and not once per iteration or only on the path "
+            f"taken); call the function without llgrad to print its numbers",
+            TracePrintWarning, where.file if where else "<unknown>", where.line if where else 0,
+            registry=_PRINTED)  # (once per line: a body is traced more than once)
+        return
+    if name == "len":
+        for eff in stager.loops:
+            eff.note_len(obj)
+        return
+    if kind == "if" and stager.branches and stager.branches[-1].holds(obj):
+        raise UnsupportedError(
+            f"`.{name}()` changes a {_kind(obj)} in place inside a branch of the "
+            f"traced `if` at {loc}: both branches are traced, so the change would happen "
+            f"whatever the condition", loc=where,
+            fix="assign the value to a variable on both branches (or use np.where) and "
+            "change the object after the `if`")
+    if kind == "loop" and stager.loops:
+        stager.loops[-1].note(obj, name, where)
+
+
+@contextmanager
+def branch(stack, state, fn, loc):
+    """Around the trace of one branch of a traced `if`: refuse changes to Python containers
+    that existed before it and that the store log did not undo (Note [Python effects in
+    staged code])."""
+    snap = Snapshot(list(state) + free_values((fn,)))
+    stack.append(snap)
+    try:
+        yield snap
+    finally:
+        stack.pop()
+    changed = next(snap.changes(), None)
+    if changed is not None:
+        snap.restore()
+        obj = changed[0]
+        raise UnsupportedError(
+            f"a branch of the traced `if` at {loc} changes a {_kind(obj)} that "
+            f"existed before it ({'its length or keys' if changed[1] != 'attrs' else 'its attributes'}): both "
+            f"branches are traced, so the change would happen whatever the condition",
+            loc=loc, fix="assign the value to a variable on both branches (or use "
+            "np.where) and change the object after the `if`")
+
+
+def _kind(obj) -> str:
+    return "numpy array" if isinstance(obj, np.ndarray) else type(obj).__name__

@@ -647,7 +647,38 @@ def _is_numpy(f) -> bool:
     return isinstance(f, np.ufunc) or (getattr(f, "__module__", None) or "").startswith("numpy")
 
 
+# Methods that change their object in place, by the object's type (See Note [Python effects
+# in staged code] in tracer/effects.py).
+_MUTATORS = {
+    list: frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort",
+                     "reverse"}),
+    dict: frozenset({"update", "pop", "popitem", "clear", "setdefault"}),
+    set: frozenset({"add", "discard", "remove", "pop", "clear", "update", "difference_update",
+                    "intersection_update", "symmetric_difference_update"}),
+    np.ndarray: frozenset({"fill", "sort", "put", "itemset", "resize", "partition",
+                           "setfield"}),
+}
+
+
+def _note_call(f: Callable, args) -> None:
+    """Announce a call that changes a Python object, `len` or `print` to the stagers."""
+    if f is print or f is len:
+        obj, name = (args[0] if f is len and args else None), f.__name__
+    else:
+        obj = getattr(f, "__self__", None)
+        names = _MUTATORS.get(type(obj))
+        if names is None or f.__name__ not in names:
+            return
+        name = f.__name__
+    for s in _STAGERS.values():
+        note = getattr(s, "note_call", None)
+        if note is not None:
+            note(obj, name)
+
+
 def _converted_target(f: Callable, args=()) -> Callable:
+    if _STAGERS and (type(f) is types.BuiltinMethodType or f is print or f is len):
+        _note_call(f, args)
     if is_random(f):
         _random_draw(f)
         return f

@@ -14,7 +14,7 @@ from llgrad.runtime.aval import BOOL, I64, Aval, aval_str
 from llgrad.runtime.errors import (ConcretizationError, DTypeError, LLGradError, ShapeError,
                                    user_loc)
 from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
-from llgrad.tracer import checks, merge, operators
+from llgrad.tracer import checks, effects, merge, operators
 from llgrad.tracer.operators import TracedRange, Undefined
 from llgrad.tracer.stores import StoreLog
 from llgrad.tracer.effects import LoopEffects, NewEffects, PoisonRead
@@ -67,6 +67,7 @@ class IRStager:
         self.promoted: dict = {}  # id(v) -> (v, loc): Python values a static loop made traced
         self.stores = StoreLog()  # Note [Stores in traced branches]
         self.loops: list = []  # LoopEffects of the loops being staged (innermost last)
+        self.branches: list = []  # Snapshots of the traced branches being traced
 
     # -- the dynamic path ------------------------------------------------------------------
     # Under an eager builder (tracer/dynamic.py) values are concrete: control flow runs as
@@ -90,7 +91,8 @@ class IRStager:
         branches = []
         for fn in (body_fn, orelse_fn):
             set_state(s0)  # Note [Each branch starts from the state before the if]
-            with b.open_region() as r, self.stores.branch(loc) as log:
+            with effects.branch(self.branches, s0, fn, loc), b.open_region() as r, \
+                    self.stores.branch(loc) as log:
                 self.region_locs[id(r)] = ("if", loc)
                 raised = checks.trace_branch(fn)  # Note [Raise under a traced condition]
                 branches.append((r, get_state(), log, raised))
@@ -158,6 +160,17 @@ class IRStager:
         """See Note [Stores in traced branches] (tracer/stores.py)."""
         self.stores.note(obj, key, delete)
 
+    def note_call(self, obj, name):
+        """Before converted code calls a method that changes `obj` in place (`lst.append`,
+        `a.fill`), `len(obj)` or `print` (Note [Python effects in staged code] in
+        effects.py)."""
+        if self.eager() or not self.in_region():
+            return
+        b = current()
+        kind, loc = next((self.region_locs[id(r)] for r in reversed(b.regions)
+                          if id(r) in self.region_locs), (None, None))
+        effects.note_call(self, kind, loc, obj, name)
+
     def branch_loc(self):
         """The traced `if` whose branch is being traced (innermost), or None."""
         return self.stores.stack[-1][1] if self.stores.stack else None
@@ -166,12 +179,12 @@ class IRStager:
         if self.eager():
             return true_fn() if _truth(cond) else false_fn()
         loc = loc or user_loc()  # `and`/`or` pass none: the user's line is the caller's
-        box = [None]
-        self.stage_if(cond, lambda: box.__setitem__(0, true_fn()),
-                      lambda: box.__setitem__(0, false_fn()),
-                      lambda: (box[0],), lambda s: box.__setitem__(0, s[0]), ("(value)",), 1,
+        box = _Box()  # (not a list: a branch may not change a list from outside it)
+        self.stage_if(cond, lambda: setattr(box, "v", true_fn()),
+                      lambda: setattr(box, "v", false_fn()),
+                      lambda: (box.v,), lambda s: setattr(box, "v", s[0]), ("(value)",), 1,
                       loc)
-        return box[0]
+        return box.v
 
     def stage_not(self, value, loc):
         if self.eager():
@@ -545,6 +558,13 @@ class IRStager:
             set_state(tuple(final))
             return dict(zip(order, outs))
         return {"grow": {}, "changed": "", "emit": emit, "test_traced": test_traced}
+
+
+class _Box:
+    __slots__ = ("v",)
+
+    def __init__(self):
+        self.v = None
 
 
 def _is_zero(v) -> bool:
