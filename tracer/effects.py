@@ -95,6 +95,10 @@ class PoisonRead(LLGradError):
         self.buffer, self.index = buffer, index
 
 
+class Unstageable(LLGradError):
+    """The body did something a loop op cannot repeat (`what`: the reason)."""
+
+
 # -- reachable containers --------------------------------------------------------------------
 def _user_object(v) -> bool:
     t = type(v)
@@ -275,7 +279,7 @@ class LoopEffects:
         self.unsupported: str | None = None
         self.index = None  # the buffer row of the iteration being traced
         self._init: dict = {}
-        self.snap, self.real, self.lines, self.noted = None, [], {}, []
+        self.snap, self.real, self.lines = None, [], {}
 
     def wrap(self, get_state, set_state, names):
         """The loop state extended with the places and buffers found so far."""
@@ -327,7 +331,7 @@ class LoopEffects:
         """Before the body is traced: copy what it may change, poison the old items of the
         lists it appends to."""
         self.snap = Snapshot(list(roots) + free_values(self.fns))
-        self.real, self.unsupported, self.lines, self.noted = [], None, {}, []
+        self.real, self.unsupported, self.lines = [], None, {}
         for buf in self.buffers:
             real = list(buf.lst)
             self.real.append((buf.lst, real))
@@ -351,12 +355,12 @@ class LoopEffects:
             return  # made by the body
         self.lines.setdefault(id(obj), (method, loc))
         if isinstance(obj, np.ndarray):
-            self.noted.append(f"it changes a numpy array in place (`.{method}()` at {loc})")
+            raise Unstageable(f"it changes a numpy array in place (`.{method}()` at {loc})")
 
     def end(self, names, before, after):
         """After the body: record what it changed (new places or buffers: NewEffects after
         putting everything back), and put the containers back as they were."""
-        found, reasons = False, list(self.noted)
+        found, reasons = False, []
         covered = {(id(b), id(a)) for b, a in zip(before, after)}
         known = {(id(p.obj), p.key) for p in self.places}
         bufs = {id(buf.lst): buf for buf in self.buffers}
@@ -503,7 +507,7 @@ class TracePrintWarning(UserWarning):
     """`print` in a staged loop body or a traced branch runs once, at trace time."""
 
 
-_PRINTED: dict = {}
+_PRINTED: set = set()
 
 
 def note_call(stager, kind, loc, obj, name) -> None:
@@ -512,12 +516,14 @@ def note_call(stager, kind, loc, obj, name) -> None:
     where = user_loc()
     if name == "print":
         what = "staged loop" if kind == "loop" else "branch of the traced `if`"
+        if where is None or (where.file, where.line) in _PRINTED:
+            return  # once per line (a body is traced more than once)
+        _PRINTED.add((where.file, where.line))
         warnings.warn_explicit(
             f"llgrad: print() in the {what} at {loc} runs once, while tracing (it prints "
             f"traced values, not numbers, and not once per iteration or only on the path "
             f"taken); call the function without llgrad to print its numbers",
-            TracePrintWarning, where.file if where else "<unknown>", where.line if where else 0,
-            registry=_PRINTED)  # (once per line: a body is traced more than once)
+            TracePrintWarning, where.file, where.line)
         return
     if name == "len":
         for eff in stager.loops:

@@ -17,7 +17,7 @@ from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
 from llgrad.tracer import checks, effects, merge, operators
 from llgrad.tracer.operators import TracedRange, Undefined
 from llgrad.tracer.stores import StoreLog
-from llgrad.tracer.effects import LoopEffects, NewEffects, PoisonRead
+from llgrad.tracer.effects import LoopEffects, NewEffects, PoisonRead, Unstageable
 from llgrad.tracer.records import flat_state
 from llgrad.transform import ir
 from llgrad.transform.builder import Builder, Value, current
@@ -371,6 +371,8 @@ class IRStager:
                         raise  # an enclosing loop's list
                     if not effects.carry_last(e):
                         self._not_one_loop(loc, static, kind, e.what)
+                except Unstageable as e:
+                    self._not_one_loop(loc, static, kind, e.what)
             raise LLGradError("could not determine what the loop changes", loc=loc)
         finally:
             self.loops.pop()

@@ -187,7 +187,7 @@ def _convertible(fn: Callable) -> Callable:
     except (OSError, TypeError):
         # No source (exec, `python -c`): trace as written (Note [Code without a source file])
         from llgrad.tracer.convert.api import warn_no_source
-        warn_no_source(target, stacklevel=5)
+        warn_no_source(target)
         return fn
     return convert(fn)
 

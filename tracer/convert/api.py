@@ -91,7 +91,7 @@ def try_convert(fn: types.FunctionType, library: bool = False) -> Callable | Non
             _is_user_function(fn) or library and calls.is_converted_library(fn)):
         if library and not _FAILED.get(fn) and _no_source(fn):
             _FAILED[fn] = True
-            warn_no_source(fn, stacklevel=6)
+            warn_no_source(fn)
         return None
     try:
         return convert(fn).fn
@@ -132,19 +132,21 @@ def _no_source(fn) -> bool:
 # linecache, so they convert; code run by exec converts when its source is registered first
 # (`linecache.cache[name] = (len(src), None, src.splitlines(True), name)`, then
 # `exec(compile(src, name, "exec"))`). Reading loops back from bytecode is not attempted.
-def warn_no_source(fn, stacklevel: int) -> None:
-    """The warning of Note [Code without a source file], naming `fn`."""
+def warn_no_source(fn) -> None:
+    """The warning of Note [Code without a source file], naming `fn`, at the user's line."""
     import warnings
+    from llgrad.runtime.errors import user_loc
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
-    warnings.warn(
+    loc = user_loc()
+    warnings.warn_explicit(
         f"llgrad: the source of {name} is not available (a function made by exec, "
         f"`python -c` or a prompt that keeps no source), so its control flow is not "
         f"converted: each loop over traced values is unrolled at trace time, one copy of the "
         f"body per iteration (compile time grows with the trip count), and a traced "
         f"condition takes the per-call dynamic path. Define it in a .py file, or register "
         f"its source before exec: linecache.cache[name] = (len(src), None, "
-        f"src.splitlines(True), name); exec(compile(src, name, 'exec'))",
-        stacklevel=stacklevel)
+        f"src.splitlines(True), name); exec(compile(src, name, 'exec'))", UserWarning,
+        loc.file if loc else "<unknown>", loc.line if loc else 0)
 
 
 def _resolver(fn: Callable) -> Callable[[str], Any]:
