@@ -20,6 +20,9 @@ Staging protocol (implemented by the tracing layer; see tests/tracer/fake_tracer
     note_store(obj, key, delete)  (optional) before a store into a Python object: key is
                           ("attr", name) or ("item", index) (See Note [Stores in traced
                           branches] in tracer/stores.py)
+    note_call(obj, name)  (optional) before a call of an in-place method on obj (name in
+                          _MUTATORS), `len(obj)` or `print` (obj None) (See Note [Python
+                          effects in staged code] in tracer/effects.py)
     stage_raise(make, loc) -> exception   (optional) for ``raise make()``: the exception
                           to raise now, or (under a traced condition) a compiled check
                           (Note [Raise under a traced condition] in tracer/checks.py)

@@ -37,11 +37,15 @@ class Unroll(Exception):
 
 
 # Note [Unrolled loops]
-# A loop whose carried values change shape or dtype across iterations, or whose body leaks
-# traced values into Python containers (`hs.append(h)` then `np.stack(hs)`), cannot be one
-# loop op. When its trip count is static, the trace restarts with that loop run as Python
-# (unrolled), and llgrad warns once naming the line and the reason. A leak is noticed when a
-# value defined inside a loop region is used outside it (Builder.check_scope).
+# A loop whose carried values change shape or dtype across iterations, or whose body changes
+# a Python container in a way one loop op cannot repeat (Note [Containers in staged loops] in
+# effects.py: items removed, a list it appends to read back, appends without a static trip
+# count), cannot be one loop op. When its trip count is static, the trace restarts with that
+# loop run as Python (unrolled), and llgrad warns once naming the line and the reason
+# (tracing._warn_unroll, the one place its text is made); with a traced trip count it is an
+# error. A traced value that still leaks out of a loop body (stored into an object the
+# snapshot does not reach) is noticed when a value defined inside a loop region is used
+# outside it (Builder.check_scope), and unrolls the loop the same way.
 
 
 def _is_val(x) -> bool:
