@@ -32,8 +32,9 @@ from llgrad.tracer.snapshot import Snapshot, free_values
 #   and written through `LoopEffects.wrap`), so records in it are flattened by `flat_state`
 #   and numbers are carried weak (Note [Carried numbers]);
 # - items appended to a list (`outs.append(h @ V)`) go to *list buffers*: one carried array
-#   of shape (trip count, *item shape) per appended position and leaf, written at the loop
-#   counter (`index_put`), as AutoGraph's TensorArrays. After the loop the list holds slices
+#   of shape (trip count, *item shape) per appended position and traced leaf, written at the
+#   loop counter (`index_put`), as AutoGraph's TensorArrays (a leaf that is not traced is
+#   the same immutable Python object at every iteration: `flags.append(1)` appends it). After the loop the list holds slices
 #   of the buffers (`np.stack` of them is the buffer again: transform/passes/simplify.py).
 #   The list's items from before the loop are replaced by `Poison` while the body is traced,
 #   except the last, which is a place: `hs.append(f(hs[-1]))` carries the last item; any
@@ -147,7 +148,10 @@ class Buffer:
         self.carry_last = False
 
     def slots(self):
-        return [(j, k) for j, (_, leaves) in enumerate(self.specs) for k in range(len(leaves))]
+        """(position, leaf) of each carried array: a leaf that is not traced is the same
+        immutable Python object at every iteration, kept as it is (`flags.append(1)`)."""
+        return [(j, k) for j, (_, leaves) in enumerate(self.specs)
+                for k, (aval, _) in enumerate(leaves) if aval is not None]
 
 
 def _label(obj, names, values, fns) -> str:
@@ -344,7 +348,7 @@ class LoopEffects:
         specs = []
         for item in items:
             leaves, struct = pytree.flatten(item)
-            targets = [_target(x) for x in leaves]
+            targets = [(None, x) if isinstance(x, _IMMUTABLE) else _target(x) for x in leaves]
             if any(t is None for t in targets):
                 bad = next(x for x, t in zip(leaves, targets) if t is None)
                 reasons.append(f"it appends a {type(bad).__name__} to the list `{label}`")
@@ -367,7 +371,10 @@ class LoopEffects:
             for t in range(self.trips):
                 for j, (struct, leaves) in enumerate(buf.specs):
                     vals = []
-                    for k, (_, weak) in enumerate(leaves):
+                    for k, (aval, weak) in enumerate(leaves):
+                        if aval is None:  # the same Python object at every iteration
+                            vals.append(weak)
+                            continue
                         v = ops.getitem(outs[(j, k)], t)
                         v._lg_weak = weak
                         vals.append(v)
@@ -375,6 +382,9 @@ class LoopEffects:
 
     def n_slots(self) -> int:
         return sum(len(buf.slots()) for buf in self.buffers)
+
+
+_IMMUTABLE = (bool, int, float, complex, str, bytes, type(None), np.generic)
 
 
 def _target(x):
@@ -427,37 +437,40 @@ def note_call(stager, kind, loc, obj, name) -> None:
             eff.note_len(obj)
         return
     if kind == "if" and stager.branches and stager.branches[-1].holds(obj):
-        raise UnsupportedError(
-            f"`.{name}()` changes a {_kind(obj)} in place inside a branch of the "
-            f"traced `if` at {loc}: both branches are traced, so the change would happen "
-            f"whatever the condition", loc=where,
-            fix="assign the value to a variable on both branches (or use np.where) and "
-            "change the object after the `if`")
+        _in_branch(stager, f"`.{name}()` changes a {_kind(obj)} in place inside a branch of "
+                   f"the traced `if` at {loc}", where)
     if kind == "loop" and stager.loops:
         stager.loops[-1].note(obj, name, where)
 
 
 @contextmanager
-def branch(stack, state, fn, loc):
+def branch(stager, state, fn, loc):
     """Around the trace of one branch of a traced `if`: refuse changes to Python containers
     that existed before it and that the store log did not undo (Note [Python effects in
     staged code])."""
     snap = Snapshot(list(state) + free_values((fn,)))
-    stack.append(snap)
+    stager.branches.append(snap)
     try:
         yield snap
     finally:
-        stack.pop()
+        stager.branches.pop()
     changed = next(snap.changes(), None)
     if changed is not None:
         snap.restore()
-        obj = changed[0]
-        raise UnsupportedError(
-            f"a branch of the traced `if` at {loc} changes a {_kind(obj)} that "
-            f"existed before it ({'its length or keys' if changed[1] != 'attrs' else 'its attributes'}): both "
-            f"branches are traced, so the change would happen whatever the condition",
-            loc=loc, fix="assign the value to a variable on both branches (or use "
-            "np.where) and change the object after the `if`")
+        what = "its attributes" if changed[1] == "attrs" else "its length or keys"
+        _in_branch(stager, f"a branch of the traced `if` at {loc} changes a "
+                   f"{_kind(changed[0])} that existed before it ({what})", loc)
+
+
+def _in_branch(stager, what, loc):
+    """A change a traced branch cannot make: inside a staged loop, a reason to unroll the
+    loop (its condition may then be a Python value); else an error."""
+    if stager.loops:
+        raise Unstageable(f"{what}, which a traced branch cannot do")
+    raise UnsupportedError(
+        f"{what}: both branches are traced, so the change would happen whatever the "
+        f"condition", loc=loc, fix="assign the value to a variable on both branches (or use "
+        "np.where) and change the object after the `if`")
 
 
 def _kind(obj) -> str:

@@ -95,7 +95,7 @@ class IRStager:
         branches = []
         for fn in (body_fn, orelse_fn):
             set_state(s0)  # Note [Each branch starts from the state before the if]
-            with effects.branch(self.branches, s0, fn, loc), b.open_region() as r, \
+            with effects.branch(self, s0, fn, loc), b.open_region() as r, \
                     self.stores.branch(loc) as log:
                 self.region_locs[id(r)] = ("if", loc)
                 raised = checks.trace_branch(fn)  # Note [Raise under a traced condition]
@@ -426,7 +426,7 @@ class IRStager:
                 (weak.add if is_weak else weak.discard)(k)
         else:  # pragma: no cover - carried values only grow or become strong: this ends
             raise LLGradError("could not determine the loop-carried values", loc=loc)
-        if effects.optional and not carried and not effects.buffers:
+        if effects.optional and not carried and not effects.n_slots():
             raise Decline()  # it carries nothing: Python runs it (Note [Static loops ...])
         if python_test and not region_ops["test_traced"]:
             if effects.optional:

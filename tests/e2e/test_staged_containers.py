@@ -208,6 +208,8 @@ def appends_python_numbers(x):
         s = s + np.sin(x[i])
         flags.append(1)
         list.append(flags, 2)  # not announced by converted code: found by the snapshot
+    if flags != [1, 2] * x.shape[0] or type(flags[0]) is not int:
+        raise TypeError("the list should hold the Python ints Python appends")
     return s * len(flags) + sum(flags)
 
 
@@ -281,7 +283,19 @@ def appends_in_a_while(x):
     return np.sum(np.stack(outs))
 
 
+def appends_on_even_steps(x):
+    evens = []
+    h = x[0] * 0.0
+    for i in range(x.shape[0]):
+        h = np.sin(h + x[i])
+        if i % 2 == 0:  # traced while the loop is staged, a Python bool once unrolled
+            evens.append(h)
+    return np.sum(np.stack(evens))
+
+
 @pytest.mark.parametrize("fn, why", [
+    (appends_on_even_steps, r"`.append\(\)` changes a list in place inside a branch of the "
+                            r"traced `if` at .*, which a traced branch cannot do"),
     (reads_back_two, r"reads the list `hs` it appends to \(at .*test_staged_containers.py"),
     (reads_the_length, r"reads the list `hs` it appends to"),
     (pops, r"removes items from the list `stack` \(`.pop\(\)` at .*test_staged_containers"),
