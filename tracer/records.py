@@ -12,13 +12,12 @@ from llgrad.tracer.operators import Undefined
 from llgrad.transform import ir
 
 
-def flat_state(get_state, set_state, names, nouts=None):
+def flat_state(get_state, set_state, names, nouts: int = 0):
     """The state with each record of arrays replaced by its leaves, named `state.pos`, ...
-    (Note [Records in loop and branch state] in operators.py): (get, set, names) to stage
-    with, and with `nouts` (an `if`'s outputs are its first names) the number of leaves of
-    the first `nouts` names as a fourth entry. A record whose structure changes reads back
-    as itself, which the stager reports as a changed variable; one unbound on a path reads
-    back as Undefined leaves."""
+    (Note [Records in loop and branch state] in operators.py): (get, set, names, nouts) to
+    stage with, `nouts` counting the flat entries of the first `nouts` names (an `if`'s
+    outputs). A record whose structure changes reads back as itself, which the stager reports
+    as a changed variable; one unbound on a path reads back as Undefined leaves."""
     s0 = get_state()
     defs = []
     for v, name in zip(s0, names):
@@ -29,14 +28,10 @@ def flat_state(get_state, set_state, names, nouts=None):
                 d = (struct, len(leaves))
         defs.append(d)
     if not any(defs):
-        return (get_state, set_state, names) + (() if nouts is None else (nouts,))
+        return get_state, set_state, names, nouts
     flat_names = []
-    for k, (v, name, d) in enumerate(zip(s0, names, defs)):
-        if k == nouts:
-            flat_nouts = len(flat_names)
+    for v, name, d in zip(s0, names, defs):
         flat_names.extend([name] if d is None else _leaf_names(name, v))
-    if nouts is not None and nouts >= len(names):
-        flat_nouts = len(flat_names)
 
     def get():
         out = []
@@ -63,7 +58,7 @@ def flat_state(get_state, set_state, names, nouts=None):
             else:
                 out.append(pytree.unflatten(d[0], leaves))
         set_state(tuple(out))
-    return (get, set_, tuple(flat_names)) + (() if nouts is None else (flat_nouts,))
+    return get, set_, tuple(flat_names), sum(1 if d is None else d[1] for d in defs[:nouts])
 
 
 class _Restructured:

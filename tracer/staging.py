@@ -393,7 +393,7 @@ class IRStager:
 
     def _loop_round(self, b, loc, names, get_state, set_state, static, kind, body, test,
                     bounds, may_skip, python_test, effects):
-        get_state, set_state, names = flat_state(get_state, set_state, names)
+        get_state, set_state, names, _ = flat_state(get_state, set_state, names)
         s0 = list(get_state())
         try:
             return self._loop_state(b, loc, names, get_state, set_state, static, kind, body,
