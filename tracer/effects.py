@@ -34,8 +34,9 @@ from llgrad.tracer.snapshot import Snapshot, free_values
 # - items appended to a list (`outs.append(h @ V)`) go to *list buffers*: one carried array
 #   of shape (trip count, *item shape) per appended position and traced leaf, written at the
 #   loop counter (`index_put`), as AutoGraph's TensorArrays (a leaf that is not traced is
-#   the same immutable Python object at every iteration: `flags.append(1)` appends it). After the loop the list holds slices
-#   of the buffers (`np.stack` of them is the buffer again: transform/passes/simplify.py).
+#   the same immutable Python object at every iteration: `flags.append(1)` appends it).
+#   After the loop the list holds slices of the buffers (`np.stack` of them is the buffer
+#   again: transform/passes/simplify.py).
 #   The list's items from before the loop are replaced by `Poison` while the body is traced,
 #   except the last, which is a place: `hs.append(f(hs[-1]))` carries the last item; any
 #   other read of them would see the wrong iteration, so it restarts the trace with the loop
@@ -44,7 +45,6 @@ from llgrad.tracer.snapshot import Snapshot, free_values
 #   or a loop with `break`, whose trip count is not static) cannot be one loop op: the loop is
 #   unrolled with a warning when its trip count is static, else it is an error naming the
 #   line. Each round that finds new places or buffers traces the body again.
-
 
 
 class NewEffects(Exception):

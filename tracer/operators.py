@@ -679,6 +679,14 @@ def _note_call(f: Callable, args) -> None:
             note(obj, name)
 
 
+def len_(x) -> int:
+    """``len(x)`` in converted code (a staged loop cannot know the length of a list it
+    appends to: Note [Python effects in staged code])."""
+    if _STAGERS:
+        _note_call(len, (x,))
+    return len(x)
+
+
 def _converted_target(f: Callable, args=()) -> Callable:
     if _STAGERS and (type(f) is types.BuiltinMethodType or f is print or f is len):
         _note_call(f, args)

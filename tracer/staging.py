@@ -605,7 +605,7 @@ def _cannot_unroll(what, loc, reason) -> LLGradError:
 
 
 def _hint(name):
-    return None if name.startswith("__lg_") else name
+    return None if name.startswith("__lg_") or " " in name else name
 
 
 def _truth(v) -> bool:
