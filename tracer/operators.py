@@ -326,7 +326,7 @@ def _reads_stager(fns) -> Stager | None:
         s = stager_of(v)
         if s is not None:
             return s
-        if depth < 3 and type(v) in (list, tuple, dict) or is_record(v):
+        if depth < 3 and (type(v) in (list, tuple, dict) or is_record(v)):
             items = v.values() if type(v) is dict else v if type(v) in (list, tuple) else \
                 pytree.tree_leaves(v)
             todo.extend((x, depth + 1) for x in items)
@@ -372,8 +372,8 @@ def while_stmt(test_fn, body_fn, get_state, set_state, symbol_names: Sequence[st
 # body reads no traced value. Once the state holds a traced value (`x = x * 0.999`), running
 # on would add one copy of the body to the trace per iteration (n = 1e5: minutes,
 # gigabytes). As for a static `for` (Note [Static loops over traced state]), the (rest of
-# the) loop is staged as one while_loop op: the Python
-# scalars the body changes (the counter i) become carried values, so the test, traced over
+# the) loop is staged as one while_loop op: the Python scalars the body changes (the
+# counter i) become carried values, so the test, traced over
 # them, decides each iteration at run time. When the test does not become traced (it reads
 # only Python objects changed in place, like a list's length), or the body cannot be one
 # loop op, the trace restarts with the loop run as Python, with a warning (Note [Unrolled
