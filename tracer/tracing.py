@@ -185,11 +185,9 @@ def _convertible(fn: Callable) -> Callable:
     try:
         source_lines(target)  # read once: convert() below reuses it
     except (OSError, TypeError):
-        # No source (a REPL, exec): trace as written; Python control flow on traced values
-        # then takes the dynamic path, which is exact but re-traces per call.
-        warnings.warn(f"llgrad: the source of {target.__qualname__} is not available; its "
-                      f"control flow cannot be compiled (define it in a .py file)",
-                      stacklevel=4)
+        # No source (exec, `python -c`): trace as written (Note [Code without a source file])
+        from llgrad.tracer.convert.api import warn_no_source
+        warn_no_source(target)
         return fn
     return convert(fn)
 

@@ -6,8 +6,9 @@ Output invariants:
   ``__lg.converted_call(f, (args...), {kwargs} or None)``; calls that resolve, at conversion
   time, to numpy/math/builtins/llgrad objects or classes stay as written (readable output;
   converted_call makes the same decision again at run time for the others), unless the
-  callee has a traced form (np.asarray, math.exp, scipy.special.logsumexp) or a list is
-  written among the arguments (``np.sum([1, a * a])``);
+  callee has a traced form (np.asarray, math.exp, scipy.special.logsumexp), is ``print``
+  (Note [Python effects in staged code] in tracer/effects.py), or a list is written among
+  the arguments (``np.sum([1, a * a])``); ``len(x)`` becomes ``__lg.len_(x)``;
 - ``for x in range(...)`` (the builtin) iterates ``__lg.range_(...)``, which a staged loop
   can read bounds from;
 - ``y[i] = v`` and ``y[i] op= v`` on a local name ``y`` become ``y = __lg.setitem(y, i, v)``
@@ -116,9 +117,15 @@ class _Calls(gast.NodeTransformer):
     def visit_Call(self, node):
         self.generic_visit(node)
         value = self._static_value(node.func)
+        if value is len and len(node.args) == 1 and not node.keywords and \
+                not isinstance(node.args[0], gast.Starred):
+            new = templates.replace_expr("__lg.len_(x)", x=node.args[0])
+            anno.fill_loc(new, node)
+            return new
         if value is not _MISSING and is_library_object(value) and not _has_traced_form(value) \
-                and not _is_random(value) and not _list_argument(node):
-            return node  # (a random draw goes through converted_call's check)
+                and not _is_random(value) and not _list_argument(node) and \
+                value is not print and value is not len:
+            return node  # (a random draw, print and len go through converted_call's checks)
         args = gast.Tuple(elts=node.args, ctx=gast.Load())
         if node.keywords:
             kwargs = gast.Dict(keys=[templates.const(k.arg) if k.arg else None
