@@ -199,7 +199,6 @@ class Padded(ArrayOperators):
 def _split(x_ndim: int, key) -> tuple[tuple, list]:
     """`key` with each slice of traced bounds replaced by `:`, and those slices as
     (axis of the static key's result, start, stop, step)."""
-    from llgrad.runtime.ops._util import dtype_of, shape_of
     key = key if type(key) is tuple else (key,)
     real = sum(1 for k in key if k is not None and k is not Ellipsis)
     static, dyn, out_axis = [], [], 0
@@ -219,8 +218,7 @@ def _split(x_ndim: int, key) -> tuple[tuple, list]:
                 k = slice(None)
             static.append(k)
             out_axis += 1
-        elif isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_)) or \
-                is_value(k) and shape_of(k) == () and dtype_of(k).kind in "iu":
+        elif _integer(k):
             static.append(k)
         else:
             raise UnsupportedError(
@@ -228,6 +226,14 @@ def _split(x_ndim: int, key) -> tuple[tuple, list]:
                 "not supported", loc=user_loc(),
                 fix="index with integers and slices only, or split the indexing in two steps")
     return tuple(static), dyn
+
+
+def _integer(k) -> bool:
+    """A Python/numpy integer or a 0-d integer value (an index that removes an axis)."""
+    from llgrad.runtime.ops._util import dtype_of, shape_of
+    if is_value(k):
+        return shape_of(k) == () and dtype_of(k).kind in "iu"
+    return isinstance(k, (int, np.integer)) and not isinstance(k, (bool, np.bool_))
 
 
 def _trivial(key) -> bool:

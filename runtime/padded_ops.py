@@ -11,7 +11,8 @@ import numpy as np
 from llgrad.runtime import ops
 from llgrad.runtime.errors import ShapeError, UnsupportedError, user_loc
 from llgrad.runtime.ops._util import as_operand, dtype_of, shape_of
-from llgrad.runtime.padded import Padded, _FIX
+from llgrad.runtime.ops.index import has_traced_bounds
+from llgrad.runtime.padded import _FIX, Padded, _integer
 from llgrad.runtime.prim import bind, is_value
 
 
@@ -262,6 +263,8 @@ def getitem(p: Padded, key):
                 raise p.refuse("indexing an axis of run-time length (other than with `:`)",
                                shape=False)
             lengths[out_axis] = p.lengths[axis]
+        elif not (type(k) is slice and not has_traced_bounds(k) or _integer(k)):
+            raise p.refuse("indexing it with arrays or traced slice bounds", shape=False)
         full.append(k)
         axis += 1
         out_axis += type(k) is slice
@@ -352,7 +355,7 @@ def numpy_call(p: Padded, fn, func, args, kwargs, method: str):
     if impl is None:
         name = numpy_name(func) + ("" if method == "__call__" else f".{method}")
         raise p.refuse(name, shape=False)
-    if type(args[0]) is not Padded and fn in (np.sum, np.mean, np.prod, np.max, np.amax,
+    if (not args or type(args[0]) is not Padded) and fn in (np.sum, np.mean, np.prod, np.max, np.amax,
                                               np.min, np.amin, np.transpose, np.linalg.norm):
         raise p.refuse(numpy_name(func), shape=False)  # a Padded among other arguments
     try:

@@ -1,6 +1,7 @@
 """Indexing: getitem (basic keys are views; integer-array keys are gathers), scatter_add (its
-transpose: zero, then add at the gathered positions, duplicates accumulate as np.add.at) and
-index_put (copy, then store at the positions; the last duplicate wins).
+transpose: zero, then add at the gathered positions, duplicates accumulate as np.add.at),
+index_put (copy, then store at the positions; the last duplicate wins), and the windows of
+run-time length, dynamic_window and window_update.
 
 Keys follow runtime/ops/index.py. Advanced indexing follows numpy: integers count as advanced
 indices when arrays are present, and the broadcast index dimensions replace the advanced
@@ -40,6 +41,8 @@ from .shape import copy_layout
 # `n - 1 - k`); LLVM removes more (a counter compared with its own loop bound). Nor is a check
 # already made in the same or an enclosing region (`ctx.checked`, scoped by _emit_block): the
 # backward's scatter at the forward gather's indices.
+# The windows of run-time length (dynamic_window, window_update) need no check: they are
+# total, an entry whose position falls outside the axis is skipped (see their lowerings).
 
 
 @view(X.getitem_p)
@@ -185,7 +188,8 @@ def _lower_index_put(ctx, op) -> None:
 
 # ---- windows of run-time length (runtime/ops/window.py) ------------------------------------
 # Both are total, as their impls: an entry outside the length or the axis is skipped (reads
-# give 0), so any start and length stay inside the arrays without a check.
+# give 0), so any start and length stay inside the arrays without a check (Note [Index
+# checks]).
 def _window_entry(ctx, lay: Layout, idx, axis: int, start, length, stride: int):
     """(inside, element offset in lay's root) of window entry `idx` (idx[axis] is k): inside
     when k < length and start + k * stride is in the axis; the offset is clamped into it."""

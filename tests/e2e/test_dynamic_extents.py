@@ -38,10 +38,12 @@ def cholesky_solve(A, b):
 def gram_schmidt(A, W):
     n = A.shape[1]
     Q = np.zeros_like(A)
+    t = 0.0
     for k in range(n):
         v = A[:, k] - Q[:, :k] @ (Q[:, :k].T @ A[:, k])
         Q[:, k] = v / np.linalg.norm(v)
-    return np.sum(Q * W)
+        t = t + np.sum(np.dot(W[:, k], Q[:, :k]) ** 2) + np.sum(W[:, k] @ Q[:, :k])
+    return np.sum(Q * W) + t
 
 
 def back_substitution(U, b):
@@ -194,6 +196,30 @@ def test_slice_bounds_follow_numpy(a, b, step, no_jit):
         np.testing.assert_allclose(g, d, rtol=1e-6, atol=1e-8)
 
 
+# ---- reversed(range(...)) is a staged loop -----------------------------------------------------
+def reversed_loops(x, step):
+    s = x[0] * 0.0
+    for i in reversed(range(x.shape[0])):
+        for j in reversed(range(1, i + 2, step)):  # traced bounds; empty for some i
+            s = s * 0.5 + x[j % x.shape[0]] * (i + 1)
+    for i in reversed(range(x.shape[0] - 1, -1, -step)):
+        s = s * 0.9 + x[i]
+    return s
+
+
+@pytest.mark.parametrize("step", [1, 2, 3])
+def test_reversed_range_is_one_loop(step, no_jit):
+    x = np.linspace(0.5, 2.0, 5)
+    f = llgrad.differentiate(reversed_loops)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnrollWarning)
+        value, grad = f.value_and_grad(x, step)
+    assert f.inspect(x, step).forward_ir.count("for_loop") == 3
+    np.testing.assert_allclose(value, reversed_loops(x, step), rtol=1e-12)
+    fd, = finite_differences(lambda x: reversed_loops(x, step), (x,), (0,))
+    np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-8)
+
+
 # ---- numpy's errors at run time -------------------------------------------------------------
 def max_of_prefix(x):
     s = 0.0
@@ -252,6 +278,16 @@ def returns_a_slice(x):
     return x[:k]
 
 
+def merges_a_slice(x):
+    s = x[0] * 0.0
+    for i in range(x.shape[0]):
+        v = x[:i]
+        if s > 1.0:
+            v = v * 2.0
+        s = s + np.sum(v)
+    return s
+
+
 def writes_through_a_view(x):
     y = x.copy()
     for i in range(x.shape[0]):
@@ -268,6 +304,8 @@ def writes_through_a_view(x):
      "np.cumsum"),
     (returns_a_slice, ShapeError, r"returning it from returns_a_slice needs the shape",
      "x[:k]"),
+    (merges_a_slice, UnsupportedError, r"merging variable `v` over the paths of a traced `if`",
+     "if s > 1.0"),
     (writes_through_a_view, UnsupportedError, r"in-place \*= of `v`.*a view of `y`", "v *="),
 ], ids=lambda c: c.__name__ if callable(c) else None)
 def test_uses_needing_the_shape_raise_naming_the_line(fn, error, match, line):
