@@ -50,6 +50,7 @@ class Padded(ArrayOperators):
 
     __slots__ = ("data", "lengths", "pad", "source", "loc")
     _lg_level = 2  # above IR values: every primitive applied to one comes here
+    _lg_padded = True
     _lg_promotion = NUMPY
     _lg_weak = False
 
@@ -71,10 +72,10 @@ class Padded(ArrayOperators):
         return len(self.data.shape)
 
     def describe(self) -> str:
-        extents = ",".join(f"<={d}" if a in self.lengths else str(d)
-                           for a, d in enumerate(self.data.shape))
+        from llgrad.runtime.aval import aval_str
+        extents = [f"<={d}" if a in self.lengths else d for a, d in enumerate(self.data.shape)]
         where = f" (made at {self.loc})" if self.loc is not None else ""
-        return f"a slice of loop-dependent length, {self.dtype}[{extents}]{where}"
+        return f"a slice of loop-dependent length, {aval_str(extents, self.dtype)}{where}"
 
     def refuse(self, use: str, shape: bool = True, loc=None):
         """The error for a use the padding could change, or that needs the real shape."""
@@ -259,8 +260,8 @@ def getitem(x, key) -> Padded:
 
 
 def setitem(x, key, v):
-    """`x[key] = v` (functional), some slice of key with traced bounds: a window_update per
-    such axis, nested for several (Note [Slices of loop-dependent length])."""
+    """`x[key] = v` (functional), some slice of key with traced bounds (a window_update per
+    such axis, nested for several) or v a Padded (Note [Slices of loop-dependent length])."""
     from llgrad.runtime import ops
     from llgrad.runtime.ops._util import dtype_of, shape_of
     from llgrad.runtime.ops.window import slice_window
@@ -274,6 +275,8 @@ def setitem(x, key, v):
         windows.append((axis, first, (length, _key(length)), size, step))
         target[axis] = size
     v = fit_value(v, dtype_of(x), tuple(target), {w[0]: w[2] for w in windows})
+    if not windows:  # a static key, a Padded value: fitted to the key's static shape
+        return ops.setitem(x, key, v)
     new = _write(base, windows, v)
     return new if _trivial(static) else ops.setitem(x, static, new)
 

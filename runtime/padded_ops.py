@@ -85,18 +85,26 @@ def elementwise(prim, args, params):
         if type(a) is Padded:
             for ax in a.lengths:
                 uses.setdefault(ax + nd - a.ndim, []).append((k, ax))
-    lengths = {}
+    lengths, broadcast = {}, set()
     name = f"np.{prim.name}"
     for r, used in sorted(uses.items()):
-        first = args[used[0][0]].lengths[used[0][1]]
-        for k, ax in used[1:]:
-            agree(first, args[k].lengths[ax], name)
         dyn = {k for k, _ in used}
         statics = {_extent(a, r - nd + _ndim(a)) for k, a in enumerate(args)
                    if k not in dyn and r - nd + _ndim(a) >= 0} - {1}
         if len(statics) > 1:
             raise ShapeError(f"{name}: operands of extents {sorted(statics)} do not broadcast",
                              loc=user_loc())
+        ones = [(k, ax) for k, ax in used if args[k].data.shape[ax] == 1]
+        if ones and (statics or len(ones) < len(used)):  # `x[i:i + 1]` next to a longer axis
+            for k, ax in ones:  # broadcasts when its length is 1 (numpy fails on 0)
+                _require(args[k].lengths[ax], 1, name)
+                broadcast.add(k)
+            used = [u for u in used if u not in ones]
+            if not used:
+                continue
+        first = args[used[0][0]].lengths[used[0][1]]
+        for k, ax in used[1:]:
+            agree(first, args[k].lengths[ax], name)
         for k, ax in used:
             have = args[k].data.shape[ax]
             if statics:
@@ -108,8 +116,8 @@ def elementwise(prim, args, params):
         if not statics:
             lengths[r] = first
     out = bind(prim, *datas, **params)
-    return _wrap(out, lengths, _pad(prim, args, params, lengths, nd),
-                 next(a for a in args if type(a) is Padded))
+    pad = None if broadcast else _pad(prim, args, params, lengths, nd)
+    return _wrap(out, lengths, pad, next(a for a in args if type(a) is Padded))
 
 
 def _pad(prim, args, params, lengths, nd):
@@ -347,6 +355,8 @@ def numpy_call(p: Padded, fn, func, args, kwargs, method: str):
     from llgrad.runtime.arraylike import _locate
     from llgrad.runtime.errors import LLGradError
     from llgrad.runtime.numpy_api import FUNCTIONS, numpy_name
+    if kwargs.get("out") is not None:
+        raise p.refuse(f"{numpy_name(func)}(out=...)", shape=False)
     impl = _FUNCTIONS.get(fn)
     if fn in _VECTOR_ONLY and any(_ndim(a) != 1 for a in args):
         impl = None

@@ -223,8 +223,8 @@ def setitem(x, key, v):
             not (shape_of(v) if is_value(v) else np.shape(v)) and _concrete(key) is None:
         from llgrad.runtime.ops.elementwise import where  # x[mask] = scalar, mask traced
         return where(key, v, x)
-    if has_traced_bounds(key):  # Note [Slices of loop-dependent length] (runtime/padded.py)
-        from llgrad.runtime import padded
+    if has_traced_bounds(key) or getattr(type(v), "_lg_padded", False):
+        from llgrad.runtime import padded  # Note [Slices of loop-dependent length]
         return padded.setitem(x, key, v)
     k, idx = normalize_key(key)
     target = _getitem_shape(Aval(shape_of(x), dtype_of(x)), *idx, key=k).shape

@@ -66,6 +66,7 @@ def row_tail_writes(A):
     for i in range(A.shape[0]):
         B[i, i + 1:] = np.sin(B[i, i + 1:]) * B[i, i]
         B[i + 1:, i] += 0.5 * B[i, i + 1:]
+        B[:i, i] = 0.25
     return np.sum(B * B)
 
 
@@ -90,6 +91,16 @@ def wrapping_bounds(x, w):
     s = x[0] * 0.0  # traced: the loop is staged from i = 0
     for i in range(x.shape[0]):
         s = s + np.sum(x[:i - 1] * 2.0) + x[i::-1] @ w[:i + 1] + np.sum(x[i - 3:i - 1])
+        s = s + np.sum(x[i:i + 1] * w) + np.sum(x[i:i + 1] + w[:i + 1])  # length 1 broadcasts
+    return s
+
+
+def sliding_windows(x, stop):
+    y = np.zeros(3)
+    s = x[0] * 0.0
+    for i in range(x.shape[0] - stop):
+        y[:3] = x[i:i + 3] * 2.0  # a window of at most 3 into a static slice
+        s = s + y @ np.arange(1.0, 4.0) + np.sum(x[i:i + 3] * np.ones(3))
     return s
 
 
@@ -125,6 +136,7 @@ def _cases():
         (window_statistics, (rng.uniform(0.5, 2.0, 7) * rng.choice([-1, 1], 7),), (0,)),
         (wrapping_bounds, (x, y), (0, 1)),
         (matrix_windows, (rng.standard_normal((5, 5)), rng.standard_normal(5)), (0, 1)),
+        (sliding_windows, (x, 2), (0,)),
     ]
 
 
@@ -249,6 +261,10 @@ def test_lengths_that_differ_at_run_time_raise(mode):
         mismatched_lengths(x)
     with pytest.raises(ValueError, match="lengths of slices with traced bounds differ"):
         llgrad.differentiate(mismatched_lengths)(x)
+    with pytest.raises(ValueError, match="could not broadcast input array from shape"):
+        sliding_windows(x, 0)  # the last windows are shorter than 3
+    with pytest.raises(ValueError, match="lengths of slices with traced bounds differ"):
+        llgrad.differentiate(sliding_windows)(x, 0)
 
 
 # ---- uses that need the real shape, or that the padding could change: errors at the line ---
