@@ -120,14 +120,16 @@ def _child(name: str, n: int) -> dict:
     fn, args = FUNCTIONS[name], problem(name, n)
     f = llgrad.differentiate(fn)
     out = {}
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     v = f(*args)
     out["value first"] = time.perf_counter() - t
+    out["value first cpu"] = time.process_time() - c
     out["path"] = f.inspect(*args).path
     out["value ok"] = bool(np.isclose(v, fn(*args), rtol=1e-10))
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     f.grad(*args)
     out["grad first"] = time.perf_counter() - t
+    out["grad first cpu"] = time.process_time() - c
     out["value steady"] = _steady(lambda: f(*args))
     out["grad steady"] = _steady(lambda: f.grad(*args))
     return out
@@ -165,10 +167,11 @@ def _row(name: str, n: int, timeout: float) -> str:
     r, base = _llgrad(name, n, timeout), _baselines(name, n)
     refs = f"{_ms(base['numpy'])} {_ms(base.get('scipy', '-'))}"
     if "error" in r:
-        return f"{name:27s}{n:5d}  {r['error']:50s}{refs}"
+        return f"{name:27s}{n:5d}  {r['error']:68s}{refs}"
     path = r["path"] if r["value ok"] else r["path"] + " (WRONG value)"
-    return (f"{name:27s}{n:5d}  {_ms(r['value first'])}    {_ms(r['value steady'])}  "
-            f"{_ms(r['grad first'])}    {_ms(r['grad steady'])} {refs}  {path[:40]}")
+    return (f"{name:27s}{n:5d}  {_ms(r['value first'])} ({_ms(r['value first cpu'])}) "
+            f"{_ms(r['value steady'])}  {_ms(r['grad first'])} ({_ms(r['grad first cpu'])}) "
+            f"{_ms(r['grad steady'])} {refs}  {path[:40]}")
 
 
 def main(argv=None) -> int:
@@ -191,8 +194,8 @@ def main(argv=None) -> int:
         runs += [("cholesky_loops", n) for n in sizes]
         runs += [(name, n) for n in (100, 1000) for name in ("triangular_dots",
                                                              "triangular_loops")]
-    print(f"{'ms':27s}{'n':>5s}  value first  value steady  grad first  grad steady     numpy"
-          f"     scipy  path")
+    print(f"{'ms (first calls: wall (cpu))':27s}{'n':>5s}  {'value first':>22s} "
+          f"{'steady':>9s}  {'grad first':>22s} {'steady':>9s} {'numpy':>9s} {'scipy':>9s}  path")
     for name, n in runs:
         print(_row(name, n, args.timeout))
         sys.stdout.flush()

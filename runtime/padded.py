@@ -26,8 +26,13 @@ one compiled loop body serves every iteration.
 The alternative, dynamic shapes in the IR (views of run-time length), would need symbolic
 extents in every shape rule, the verifier, the AD's zero cotangents, ragged tape rows, the
 planner's static workspace and every lowering's loop bounds. Padding costs the work of the
-maximal extent (about 2x for a triangular loop nest) and a mask where the padding is not
-known to be 0; benchmarks/dynamic_extents.py measures the Cholesky example of issue 12.
+maximal extent, the window's copy, and a mask where the padding is not known to be 0.
+Measured (`python -m benchmarks.dynamic_extents --compare`), against the same functions
+written with scalar loops over exactly the run-time length, the code views of run-time
+length would compile to: issue 12's Cholesky and solves at n = 50 run in 0.50 vs 0.46 ms
+(index_put's copies of L dominate both) and compile in about 0.3 vs 0.2 s of CPU (0.7 vs
+0.45 s with the gradient), flat in n; a bare triangular sum `x[:i] @ y[:i]` at n = 1000
+takes 0.97 vs 0.23 ms (gradient 1.5 vs 0.6 ms).
 """
 from __future__ import annotations
 
