@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from llgrad.runtime import ops
-from llgrad.runtime.errors import ShapeError, UnsupportedError, user_loc
+from llgrad.runtime.errors import ShapeError, user_loc
 from llgrad.runtime.ops._util import as_operand, dtype_of, shape_of
 from llgrad.runtime.ops.index import has_traced_bounds
 from llgrad.runtime.padded import _FIX, Padded, _integer
@@ -190,7 +190,7 @@ def _expand(v, axis: int):
     """v with a new axis of extent 1 at `axis`."""
     if type(v) is not Padded:
         return ops.unsqueeze(as_operand(v), axis)
-    lengths = {ax + (ax >= axis): l for ax, l in v.lengths.items()}
+    lengths = {ax + (ax >= axis): n for ax, n in v.lengths.items()}
     return Padded(ops.unsqueeze(v.data, axis), lengths, v.pad, v.source, v.loc)
 
 
@@ -231,8 +231,8 @@ def reduce(p: Padded, kind: str, axis=None, dtype=None, out=None, keepdims=False
         result = ops.div(total, ops.astype(count, ft))
     else:
         result = FUNCTIONS[getattr(np, kind)](data, axis=axes, dtype=dtype, keepdims=keepdims)
-    lengths = {(a if keepdims else a - sum(r < a for r in axes)): l
-               for a, l in p.lengths.items() if a not in axes}
+    lengths = {(a if keepdims else a - sum(r < a for r in axes)): n
+               for a, n in p.lengths.items() if a not in axes}
     pad = 0 if kind == "sum" and p.pad == 0 else None
     return _wrap(result, lengths, pad, p)
 
@@ -302,7 +302,7 @@ def fit_value(v, dtype, target: tuple, lengths: dict):
     data, vlen = (v.data, v.lengths) if type(v) is Padded else (v, {})
     if vnd < nd:
         data = ops.reshape(data, (1,) * (nd - vnd) + tuple(shape_of(data)))
-        vlen = {a + nd - vnd: l for a, l in vlen.items()}
+        vlen = {a + nd - vnd: n for a, n in vlen.items()}
     from llgrad.runtime.ops.window import dynamic_window_p
     what = "x[...] = value"
     for r in range(nd):
@@ -336,7 +336,7 @@ def _reduction(kind):
 
 _FUNCTIONS = {
     np.dot: lambda a, b, out=None: contract(a, b, "dot"),
-    np.matmul: lambda a, b, **kw: contract(a, b, "matmul"),
+    np.matmul: lambda a, b: contract(a, b, "matmul"),
     np.vdot: lambda a, b: contract(a, b, "dot"),
     np.inner: lambda a, b: contract(a, b, "dot"),
     np.outer: lambda a, b, out=None: outer(a, b),
@@ -347,6 +347,8 @@ _FUNCTIONS = {
     np.transpose: lambda a, axes=None: transpose(a, axes),
 }
 _ELEMENTWISE = (np.where, np.clip, np.copy)  # numpy functions that map to elementwise ops
+_OF_FIRST = (np.sum, np.mean, np.prod, np.max, np.amax, np.min, np.amin, np.transpose,
+             np.linalg.norm)  # functions of their first argument: that is the Padded
 _VECTOR_ONLY = (np.vdot, np.inner)
 
 
@@ -365,14 +367,10 @@ def numpy_call(p: Padded, fn, func, args, kwargs, method: str):
     if impl is None:
         name = numpy_name(func) + ("" if method == "__call__" else f".{method}")
         raise p.refuse(name, shape=False)
-    if (not args or type(args[0]) is not Padded) and fn in (np.sum, np.mean, np.prod, np.max, np.amax,
-                                              np.min, np.amin, np.transpose, np.linalg.norm):
+    if fn in _OF_FIRST and (not args or type(args[0]) is not Padded):
         raise p.refuse(numpy_name(func), shape=False)  # a Padded among other arguments
     try:
         return impl(*args, **kwargs)
     except LLGradError as e:
         raise _locate(e) from None
 
-
-__all__ = ["Padded", "elementwise", "contract", "reduce", "norm", "getitem", "fit_value",
-           "UnsupportedError"]

@@ -83,9 +83,8 @@ def merge(name, a, c, loc) -> tuple[Aval, bool] | None:
             "traced operand)") if name == "(value)" else f"`{name}`" if not \
         name.isidentifier() else f"variable `{name}`"
     weak = is_weak(a) and is_weak(c)
-    padded = next((v for v in (a, c) if type(v) is Padded and v is not (c if v is a else a)),
-                  None)
-    if padded is not None:  # Note [Slices of loop-dependent length]
+    if a is not c and Padded in (type(a), type(c)):  # Note [Slices of loop-dependent length]
+        padded = a if type(a) is Padded else c
         raise padded.refuse(f"merging {what} over the paths of a traced `if`", shape=False,
                             loc=loc)
     if not isinstance(a, ir.Value) and not isinstance(c, ir.Value):
