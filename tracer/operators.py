@@ -227,6 +227,20 @@ def range_(*args) -> range | TracedRange:
     return range(*args)
 
 
+def reversed_range_(*args) -> range | TracedRange:
+    """``reversed(range(*args))`` as a range (a staged loop reads its bounds): the last
+    element of range(a, b, s) counting down to a, by -s."""
+    r = range_(*args)
+    if type(r) is range:
+        return r[::-1]
+    start, stop, step = r.start, r.stop, int(r.step)  # a traced step: the dynamic path
+    if step == 0:
+        return r  # refused by the stager, as range() is
+    sign = 1 if step > 0 else -1
+    last = stop - sign if abs(step) == 1 else start + (stop - start - sign) // step * step
+    return TracedRange(last, start - step, -step)
+
+
 def if_stmt(cond, body_fn, orelse_fn, get_state, set_state, symbol_names: Sequence[str],
             nouts: int, loc: SourceLoc) -> None:
     stager = stager_of(cond)

@@ -16,6 +16,7 @@ import numpy as np
 from llgrad.runtime.errors import (ConcretizationError, DTypeError, LLGradError, SourceLoc,
                                    UnsupportedError)
 from llgrad.runtime import pytree
+from llgrad.runtime.padded import Padded
 from llgrad.tracer import signature as sig
 from llgrad.transform import ir
 from llgrad.tracer import captures
@@ -100,6 +101,9 @@ def _flatten_outputs(out, builder: Builder, fn: Callable | None = None):
             return sig.Leaf(v.aval.shape, v.aval.dtype, _scalar_type(x))
         if not top and isinstance(x, (str, bool, type(None))):
             return sig.Static(x)
+        if isinstance(x, Padded):  # Note [Slices of loop-dependent length]
+            raise x.refuse(f"returning it from {getattr(fn, '__name__', 'the function')}",
+                           loc=x.loc)
         name = getattr(fn, "__name__", "a differentiated function")
         hint = " (a missing return statement?)" if x is None else ""
         raise UnsupportedError(f"{name} returned a {type(x).__name__}{hint}; a differentiated "

@@ -177,6 +177,19 @@ def normalize_key(key):
     return tuple(out), idx
 
 
+def has_traced_bounds(key) -> bool:
+    """Whether a slice of `key` has a bound only known at run time (a traced int)."""
+    for k in key if type(key) is tuple else (key,):
+        if type(k) is slice and (_traced(k.start) or _traced(k.stop) or _traced(k.step)):
+            return True
+    return False
+
+
+def _traced(b) -> bool:
+    """An IR value with no concrete value (eager Tensors are concrete, never traced)."""
+    return getattr(type(b), "_lg_level", -1) >= 1 and _concrete(b) is None
+
+
 def _int_or_none(v):
     if v is None:
         return None
@@ -190,6 +203,9 @@ def _int_or_none(v):
 
 
 def getitem(x, key):
+    if has_traced_bounds(key):  # Note [Slices of loop-dependent length] (runtime/padded.py)
+        from llgrad.runtime import padded
+        return padded.getitem(x, key)
     x = as_operand(x)
     k, idx = normalize_key(key)
     if not is_value(x) and not any(is_value(i) for i in idx):
@@ -207,6 +223,9 @@ def setitem(x, key, v):
             not (shape_of(v) if is_value(v) else np.shape(v)) and _concrete(key) is None:
         from llgrad.runtime.ops.elementwise import where  # x[mask] = scalar, mask traced
         return where(key, v, x)
+    if has_traced_bounds(key) or getattr(type(v), "_lg_padded", False):
+        from llgrad.runtime import padded  # Note [Slices of loop-dependent length]
+        return padded.setitem(x, key, v)
     k, idx = normalize_key(key)
     target = _getitem_shape(Aval(shape_of(x), dtype_of(x)), *idx, key=k).shape
     from llgrad.runtime.ops.elementwise import astype
@@ -221,6 +240,8 @@ def index_add(x, key, v):
     """Functional `np.add.at(x, key, v)`: x plus v at key, repeated indices accumulating."""
     from llgrad.runtime.ops.elementwise import add, astype
     from llgrad.runtime.ops.shape import broadcast_to
+    if has_traced_bounds(key):  # a slice: no index repeats
+        return setitem(x, key, add(getitem(x, key), v))
     k, idx = normalize_key(key)
     target = _getitem_shape(Aval(shape_of(x), dtype_of(x)), *idx, key=k).shape
     v = astype(v if is_value(v) else np.asarray(v), dtype_of(x))

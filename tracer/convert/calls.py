@@ -10,7 +10,7 @@ Output invariants:
   (Note [Python effects in staged code] in tracer/effects.py), or a list is written among
   the arguments (``np.sum([1, a * a])``); ``len(x)`` becomes ``__lg.len_(x)``;
 - ``for x in range(...)`` (the builtin) iterates ``__lg.range_(...)``, which a staged loop
-  can read bounds from;
+  can read bounds from, and ``for x in reversed(range(...))`` ``__lg.reversed_range_(...)``;
 - ``y[i] = v`` and ``y[i] op= v`` on a local name ``y`` become ``y = __lg.setitem(y, i, v)``
   and ``y = __lg.setitem(y, i, __lg.iop(y[i], v))``, and the statement ``np.add.at(y, i, v)``
   becomes ``y = __lg.ufunc_at(np.add.at, (y, i, v))``, so a traced ``y`` is rebound (and
@@ -141,11 +141,20 @@ class _Calls(gast.NodeTransformer):
     def visit_For(self, node):
         self.generic_visit(node)
         it = node.iter
-        if (isinstance(it, gast.Call) and isinstance(it.func, gast.Name) and not it.keywords
-                and it.func.id not in self.locals and self.resolve(it.func.id) is builtins.range):
+        if self._builtin_call(it, builtins.range):
             it.func = templates.replace_expr("__lg.range_")
             anno.fill_loc(it.func, it)
+        elif self._builtin_call(it, builtins.reversed) and len(it.args) == 1 and \
+                self._builtin_call(it.args[0], builtins.range):
+            it.func, it.args = templates.replace_expr("__lg.reversed_range_"), it.args[0].args
+            anno.fill_loc(it.func, it)
         return node
+
+    def _builtin_call(self, node, fn) -> bool:
+        """`node` calls the builtin `fn` (not shadowed), without keywords."""
+        return (isinstance(node, gast.Call) and isinstance(node.func, gast.Name) and
+                not node.keywords and node.func.id not in self.locals and
+                self.resolve(node.func.id) is fn)
 
     def _target(self, target) -> str | None:
         if (isinstance(target, gast.Subscript) and isinstance(target.value, gast.Name)
