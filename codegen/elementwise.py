@@ -207,15 +207,21 @@ class Emitter:
         return vmath.math_call(self.b, "floor", x) if _is_float(x.type) else x
 
     def _divmod(self, x, y):
-        """Python's floor division and remainder (the remainder takes the divisor's sign)."""
+        """Python's floor division and remainder (the remainder takes the divisor's sign), as
+        numpy computes them. See Note [Float floor division]."""
         x, y = self._pair(x, y)
         if _is_float(x.type):
-            r = self.b.frem(x, y)
-            fix = self.and_(self.cmp("!=", r, 0), self.cmp("!=", self.cmp("<", r, 0),
-                                                            self.cmp("<", y, 0)))
-            r = self.select(fix, self.add(r, y), r)
-            r = self.select(self.cmp("==", r, 0), self.call("copysign", 0.0, y), r)  # numpy's
-            return self.floor(self.div(x, y)), r
+            mod = self.b.frem(x, y)
+            div = self.div(self.sub(x, mod), y)
+            fix = self.and_(self.cmp("!=", mod, 0), self.cmp("!=", self.cmp("<", y, 0),
+                                                              self.cmp("<", mod, 0)))
+            r = self.select(self.cmp("==", mod, 0), self.call("copysign", 0.0, y),
+                            self.select(fix, self.add(mod, y), mod))
+            div = self.select(fix, self.sub(div, 1.0), div)
+            q = self.floor(div)
+            q = self.select(self.cmp(">", self.sub(div, q), 0.5), self.add(q, 1.0), q)
+            q = self.select(self.cmp("==", div, 0), self.call("copysign", 0.0, self.div(x, y)), q)
+            return self.select(self.cmp("==", y, 0), self.div(x, y), q), r
         zero = self.cmp("==", y, 0)
         safe = self.select(zero, 1, y)  # integer division by zero traps: numpy gives 0
         q, r = self.b.sdiv(x, safe), self.b.srem(x, safe)
@@ -321,6 +327,13 @@ class Emitter:
 
 
 _ROUNDING = frozenset({"ceil", "trunc", "rint"})
+# Note [Float floor division]
+# numpy's float `//` and `%` (npy_divmod, after CPython's float divmod) are not floor(x / y):
+# x / y rounds, so 1.0 // 0.1 would be floor(10.0) = 10 where the exact quotient 9.99...
+# floors to 9. They take mod = fmod(x, y) (exact), div = (x - mod) / y (nearly an integer),
+# move mod to the divisor's sign (div - 1 then), and snap floor(div) to the nearest integer.
+# Zero results take their sign from y (mod) and x / y (div); y == 0 gives x / y and fmod's
+# NaN, and NaN or inf operands give NaN, all without traps, as numpy does.
 _CMP_NP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
            "==": np.equal, "!=": np.not_equal}
 

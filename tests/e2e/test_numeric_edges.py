@@ -1,0 +1,74 @@
+"""Elementwise numerics that must equal numpy's to the bit, compiled natively and through the
+interpreter: float `//` and `%` (numpy's divmod, not floor(x / y)) on values near integers,
+signed zeros, infinities, NaN and zero divisors."""
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import llgrad
+
+SPECIAL = [0.0, -0.0, 1.0, -1.0, 0.1, -0.1, 0.3, 2.5, -2.5, 7.0, 1e30, -1e-30, np.inf,
+           -np.inf, np.nan]
+
+
+def _pairs(dtype):
+    a, b = zip(*itertools.product(SPECIAL, SPECIAL))
+    return np.array(a, dtype=dtype), np.array(b, dtype=dtype)
+
+
+def _assert_same_bits(actual, expected):
+    np.testing.assert_array_equal(actual, expected)  # NaN where numpy has NaN
+    np.testing.assert_array_equal(np.signbit(actual), np.signbit(expected))  # and -0.0
+
+
+def floordiv(a, b):
+    return a // b
+
+
+def remainder(a, b):
+    return a % b
+
+
+def floor_divide(a, b):
+    return np.floor_divide(a, b)
+
+
+def np_remainder(a, b):
+    return np.remainder(a, b)
+
+
+def both(a, b):
+    return a // b, a % b
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("fn", [floordiv, remainder, floor_divide, np_remainder, both],
+                         ids=lambda f: f.__name__)
+def test_float_floordiv_and_remainder_equal_numpys(fn, dtype, mode):
+    a, b = _pairs(dtype)
+    with np.errstate(all="ignore"):
+        expected = fn(a, b)
+        actual = llgrad.differentiate(fn)(a, b)  # the interpreter warns as numpy does
+    for got, want in zip(*((actual, expected) if fn is both else ((actual,), (expected,)))):
+        assert got.dtype == want.dtype
+        _assert_same_bits(got, want)
+
+
+def test_floordiv_near_integers_is_not_floor_of_the_quotient(mode):
+    # 1.0 / 0.1 rounds to 10.0, but 0.1 is a little more than a tenth: numpy's 1.0 // 0.1 is 9.
+    f = llgrad.differentiate(lambda x: np.sum(1.0 // x))
+    assert f(np.array([0.1])) == np.sum(1.0 // np.array([0.1])) == 9.0
+    rng = np.random.default_rng(0)
+    b = rng.choice([0.1, 0.2, 0.3, 0.7, 1.1, -0.1, -0.3], size=200)
+    a = b * rng.integers(-50, 50, size=200)  # exact quotients, rounded: the hard cases
+    g = llgrad.differentiate(lambda x, y: (x // y, x % y, 2.5 // y, x % 0.3))
+    for got, want in zip(g(a, b), (a // b, a % b, 2.5 // b, a % 0.3)):
+        _assert_same_bits(got, want)
+
+
+def test_python_float_floordiv_in_compiled_code(mode):
+    f = llgrad.differentiate(lambda x, s: np.sum(x) * (s // 0.1) + s % 0.1)
+    assert f(np.ones(2), 1.0) == 2.0 * (1.0 // 0.1) + 1.0 % 0.1
