@@ -254,10 +254,21 @@ def _unary(p, floating=True):
 
 
 def _integer_exponent(x, y, dt):
-    """numpy (and PyTorch) refuse an integer to a negative integer power."""
-    if dt.kind in "iub" and not is_value(y) and np.any(np.asarray(y) < 0):
-        raise DTypeError("integers to negative integer powers are not allowed", loc=user_loc(),
-                         fix="make the base a float: x.astype(np.float64) ** y, or 2.0 ** y")
+    """numpy (and PyTorch) refuse an integer to a negative integer power: a constant exponent
+    at once, a traced one by a check op where the code runs (eager Tensors: numpy raises)."""
+    if dt.kind not in "iub":
+        return
+    if not is_value(y):
+        if np.any(np.asarray(y) < 0):
+            raise DTypeError("integers to negative integer powers are not allowed",
+                             loc=user_loc(), fix="make the base a float: "
+                             "x.astype(np.float64) ** y, or 2.0 ** y")
+    elif type(y) is not _DEFAULT[0] and y._np_dtype.kind == "i" and \
+            0 not in y.shape and not getattr(y, "_lg_nonnegative", bool)():
+        from llgrad.runtime.ops.control import check_p
+        from llgrad.runtime.ops.reduce import amin
+        bind(check_p, lt(amin(y) if y.shape else y, 0), exc=ValueError,
+             args=("Integers to negative integer powers are not allowed.",))
 
 
 add, sub, mul = (_binary(p) for p in (add_p, sub_p, mul_p))

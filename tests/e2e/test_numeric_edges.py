@@ -72,3 +72,38 @@ def test_floordiv_near_integers_is_not_floor_of_the_quotient(mode):
 def test_python_float_floordiv_in_compiled_code(mode):
     f = llgrad.differentiate(lambda x, s: np.sum(x) * (s // 0.1) + s % 0.1)
     assert f(np.ones(2), 1.0) == 2.0 * (1.0 // 0.1) + 1.0 % 0.1
+
+
+# ---- integer ** negative integer ---------------------------------------------------------------
+def int_power(x, n):
+    return np.sum(x * (np.array([2, 3]) ** n))  # the line the error names
+
+
+def int_power_loop(x):
+    total = x * 0.0
+    for i in range(-2, 2):
+        total = total + x * (np.array([2, 3]) ** i)  # the line the error names
+    return np.sum(total)
+
+
+@pytest.mark.parametrize("fn,args", [(int_power, (np.ones(2), np.array([1, -1]))),
+                                     (int_power, (np.ones(2), np.array(-2))),
+                                     (int_power_loop, (np.ones(2),))],
+                         ids=["array", "0-d", "loop-counter"])
+def test_integer_to_a_negative_traced_power_raises_as_numpy(fn, args, mode):
+    with pytest.raises(ValueError, match="Integers to negative integer powers are not allowed"):
+        fn(*args)  # numpy's error
+    d = llgrad.differentiate(fn)
+    line = fn.__code__.co_firstlineno + (1 if fn is int_power else 3)
+    for call in (d, d.grad):
+        with pytest.raises(ValueError, match="Integers to negative integer powers are not "
+                           "allowed") as e:
+            call(*args)
+        assert f"{__file__}:{line}" in "".join(getattr(e.value, "__notes__", []))
+
+
+def test_integer_to_a_nonnegative_traced_power_is_unchanged(mode):
+    x, n = np.array([0.5, 2.0]), np.array([3, 0])
+    value, grad = llgrad.differentiate(int_power).value_and_grad(x, n)
+    assert value == int_power(x, n)
+    np.testing.assert_array_equal(grad, np.array([2, 3]) ** n)
