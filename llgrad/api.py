@@ -22,7 +22,7 @@ from llgrad.runtime.aval import aval_str
 from llgrad.runtime.errors import (ConcretizationError, DTypeError, ShapeError, SourceLoc,
                                    _compose)
 from llgrad.tracer import signature as sig
-from llgrad.tracer.captures import hold, note_function
+from llgrad.tracer.captures import hold, note_function, note_retrace
 from llgrad.tracer.dynamic import trace_dynamic
 from llgrad.tracer.tracing import _convertible, bind_arguments, call_with, trace
 from llgrad import compose
@@ -262,6 +262,7 @@ class Differentiable:
             with self._lock:  # a global it read changed: trace again (Note [Captured
                 self._cache.pop(key, None)  # values are guarded])
                 self._fast.clear()
+            note_retrace(self, c.guards)
             c = None
         if c is None:
             with self._lock:

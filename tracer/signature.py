@@ -132,7 +132,8 @@ def static_key(v, _path: tuple = ()):
     if isinstance(v, np.generic):
         return (t, v.tobytes())
     if isinstance(v, (tuple, list)):
-        return (t, tuple(static_key(e, path) for e in v))
+        return (t, tuple((te, e) if (te := type(e)) in _ATOMS else static_key(e, path)
+                         for e in v))
     if isinstance(v, dict):
         return (t, tuple((static_key(k, path), static_key(e, path)) for k, e in v.items()))
     if isinstance(v, (set, frozenset)):
@@ -150,7 +151,8 @@ def static_key(v, _path: tuple = ()):
         except TypeError:
             pass
     if t.__flags__ & _HEAPTYPE or t is types.SimpleNamespace:
-        return (t, tuple((name, static_key(e, path)) for name, e in _attributes(v)))
+        return (t, tuple((name, (te, e) if (te := type(e)) in _ATOMS else static_key(e, path))
+                         for name, e in _attributes(v)))
     return Identity(v)
 
 
@@ -158,14 +160,27 @@ def _attributes(v) -> list:
     """An object's attributes: its __dict__ and its __slots__, in a fixed order. Values a
     functools.cached_property stored are left out: they derive from the others, and appear
     when first read (a trace reading one does not change its object)."""
-    cls = type(v)
-    out = sorted((n, e) for n, e in getattr(v, "__dict__", {}).items()
-                 if not isinstance(getattr(cls, n, None), functools.cached_property))
-    for klass in type(v).__mro__:
-        for name in getattr(klass, "__slots__", ()):
-            if name not in ("__dict__", "__weakref__") and hasattr(v, name):
-                out.append((name, getattr(v, name)))
+    cached, slots = _layout(type(v))
+    d = getattr(v, "__dict__", None)
+    out = sorted((n, e) for n, e in d.items() if n not in cached) if d else []
+    for name in slots:
+        if hasattr(v, name):
+            out.append((name, getattr(v, name)))
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout(cls) -> tuple[frozenset, tuple]:
+    """A class's cached_property names and slot names (static_key runs per call: guards)."""
+    cached = frozenset(n for n in dir(cls)
+                       if isinstance(getattr(cls, n, None), functools.cached_property))
+    slots = []
+    for klass in cls.__mro__:
+        names = getattr(klass, "__slots__", ())
+        for name in (names,) if isinstance(names, str) else names:
+            if name not in ("__dict__", "__weakref__"):
+                slots.append(name)
+    return cached, tuple(slots)
 
 
 def flatten(tree, names=None, paths: list | None = None) -> tuple[list, Any]:

@@ -67,11 +67,15 @@ class Mode(enum.Enum):
     CUBE = 2
 
 
-RECEIVED: list = []
+class Received:
+    """What `configured` was passed (a class attribute: a global list it appends to would be
+    guarded, and the plain-Python calls in _check change it: Note [Captured values are
+    guarded])."""
+    last = None
 
 
 def configured(x, cfg):
-    RECEIVED.append(cfg)
+    Received.last = cfg
     return np.sum(x ** cfg.power) * cfg.scale
 
 
@@ -100,7 +104,7 @@ def test_config_object_read_by_attribute(make, mode):
     d = llgrad.differentiate(configured)
     cfg = make(2.0, 3)
     _check(d, configured, X, cfg)
-    assert RECEIVED[-1] is cfg  # the object itself, not a flattened copy
+    assert Received.last is cfg  # the object itself, not a flattened copy
     traces = d.cache_info()["traces"]
     _check(d, configured, X, make(2.0, 3))  # a new object with the same contents: no trace
     assert d.cache_info()["traces"] == traces
