@@ -78,7 +78,7 @@ from llgrad.runtime import pytree
 from llgrad.runtime.errors import ConcretizationError, user_loc
 
 from . import captures
-from .traced_builtins import traced_builtins
+from .traced_builtins import SHAPED, static_shape, traced_builtins
 from .convert.errors import SourceLoc, UnsupportedSyntaxError  # noqa: F401
 
 
@@ -610,6 +610,8 @@ def _converted_target(f: Callable, args=()) -> Callable:
     traced = bool(_STAGERS) and any(
         is_traced(a) or _traced_list(a) or type(a) is tuple and any(map(is_traced, a))
         for a in args)  # (a tuple: scipy's cho_solve((c, lower), b))
+    if _STAGERS and f in SHAPED and any(True for a in args for _ in _traced_leaves(a)):
+        return static_shape(f)
     if traced:
         try:
             g = traced_builtins().get(f)

@@ -28,6 +28,7 @@ def _traced_builtins() -> dict:
     table[min] = _extremum(min, ops.lt)
     table[float] = _number(float)
     table[int] = _number(int)
+    table.update((f, static_shape(f)) for f in SHAPED)
     return table
 
 
@@ -61,6 +62,32 @@ def _extremum(builtin, better: Callable) -> Callable:
         from llgrad.runtime import ops
         return ops.where(better(b, a), b, a)
     return call
+
+
+SHAPED = frozenset((np.zeros, np.ones, np.empty, np.full))
+
+
+def static_shape(f: Callable) -> Callable:
+    """np.zeros/ones/empty/full given a traced shape (a loop counter, `np.zeros(i)`): shapes
+    are static, so each traced entry is concretised where numpy would refuse it with its own
+    error. A counter makes the tracer unroll its loop (Note [Values a static loop made
+    traced] in staging.py); another value sends the function to the dynamic path, or is an
+    error naming the line."""
+    def call(*args, **kwargs):
+        if "shape" in kwargs:
+            kwargs["shape"] = _static(kwargs["shape"], f)
+        else:
+            args = (_static(args[0], f),) + args[1:]
+        return f(*args, **kwargs)
+    return call
+
+
+def _static(shape, f):
+    if is_value(shape):
+        return int(shape._concretize(f"the shape given to np.{f.__name__}"))
+    if type(shape) in (list, tuple):
+        return type(shape)(_static(d, f) for d in shape)
+    return shape
 
 
 def _weak(v):
