@@ -75,7 +75,7 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 from llgrad.runtime import pytree
-from llgrad.runtime.errors import ConcretizationError, user_loc
+from llgrad.runtime.errors import ConcretizationError, UnsupportedError, user_loc
 
 from . import captures
 from .traced_builtins import SHAPED, static_shape, traced_builtins
@@ -460,6 +460,21 @@ def note_item(obj, index, delete: bool = False) -> None:
     ``obj`` is ``UNKNOWN`` when naming it again would repeat a call."""
     if _STAGERS:
         _note_store(obj, ("item", index), delete)
+
+
+def item_value(obj, value) -> Any:
+    """The value of ``obj[i] = value`` where ``obj`` is not a local variable (an attribute,
+    an item): numpy cannot hold a traced value, so storing one into a numpy array there is
+    an error at the user's line (numpy's own would be "setting an array element with a
+    sequence")."""
+    if _STAGERS and isinstance(obj, np.ndarray) and any(True for _ in _traced_leaves(value)):
+        raise UnsupportedError(
+            "a traced value is written into a numpy array held in an attribute or a "
+            "container (not a local variable): numpy cannot hold a traced value, and "
+            "compiled code updates arrays by value", loc=user_loc(),
+            fix="copy the array into a local variable and update that (buf = obj.buf.copy(); "
+            "buf[i] = v), then use or return it")
+    return value
 
 
 def _note_store(obj, key, delete) -> None:

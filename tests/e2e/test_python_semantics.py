@@ -62,3 +62,66 @@ def test_max_of_one_element_arrays_of_different_shapes_is_refused(mode):
         return np.sum(max(x[:1], x[1]))
     with pytest.raises(UnsupportedError, match="depends on the values"):
         llgrad.differentiate(f)(np.array([0.4, 0.9]))
+
+
+# ---- a traced value written into a numpy array held in an attribute or a container ----------
+class Holder:
+    def __init__(self):
+        self.buf = np.zeros(3)
+
+
+HOLDER, TABLE = Holder(), {"w": np.zeros(3)}
+
+
+def writes_attribute_array(x):
+    HOLDER.buf[0] = x[0]
+    return np.sum(HOLDER.buf * x)
+
+
+def writes_item_array(x):
+    TABLE["w"][1:] = x[1:] * 2.0
+    return np.sum(TABLE["w"])
+
+
+@pytest.mark.parametrize("fn", [writes_attribute_array, writes_item_array],
+                         ids=lambda f: f.__name__)
+def test_traced_value_into_an_attribute_array_is_refused_at_its_line(fn, mode):
+    with pytest.raises(UnsupportedError, match="numpy cannot hold a traced value") as e:
+        llgrad.differentiate(fn)(np.ones(3))
+    assert e.value.loc.describe().startswith(_line(fn))
+    assert "buf = obj.buf.copy()" in e.value.fix
+    assert not HOLDER.buf.any() and not TABLE["w"].any()
+
+
+def writes_a_copy(x):
+    buf = HOLDER.buf.copy()
+    buf[0] = x[0]
+    HOLDER.buf[1] = 4.0  # a number into the array: Python's store, while tracing
+    return np.sum(buf * x)
+
+
+def test_the_fix_works(mode):
+    try:
+        value, grad = llgrad.differentiate(writes_a_copy).value_and_grad(np.ones(3) * 2.0)
+    finally:
+        HOLDER.buf[:] = 0.0
+    assert value == 4.0
+    np.testing.assert_array_equal(grad, [4.0, 0.0, 0.0])
+
+
+# ---- exception messages formatted on the dynamic path -------------------------------------------
+def raises_with_python_numbers(x, a):
+    for i in range(2):
+        if x[i] > a:
+            raise ValueError(f"x[{i!r}] = {x[i]!r} exceeds a = {a!r} ({a * 2!r}, {x[0]})")
+    return np.sum(x) * a
+
+
+def test_python_numbers_in_messages_format_as_python(mode):
+    x = np.array([0.25, 1.5])
+    with pytest.raises(ValueError) as expected:
+        raises_with_python_numbers(x, 0.5)
+    with pytest.raises(ValueError) as e:
+        llgrad.differentiate(raises_with_python_numbers)(x, 0.5)
+    assert str(e.value) == str(expected.value) == (
+        "x[1] = np.float64(1.5) exceeds a = 0.5 (1.0, 0.25)")
