@@ -213,9 +213,7 @@ def flatten(tree, names=None, paths: list | None = None) -> tuple[list, Any]:
                                            isinstance(x._data, np.ndarray)):
             arr = x if isinstance(x, np.ndarray) else x._data
             if arr.dtype not in TRACED_DTYPES:
-                if arr.dtype.kind != "i":
-                    raise _unsupported_dtype(arr, where)
-                arr = arr.astype(np.int64)
+                raise _unsupported_dtype(arr, where)
             x, leaf = arr, Leaf(arr.shape, arr.dtype)
         elif isinstance(x, float) and not isinstance(x, np.floating):
             x, leaf = np.asarray(float(x), dtype=np.float64), Leaf((), np.dtype(np.float64), float)
@@ -257,6 +255,9 @@ def arg_struct(struct, a: int):
 _DTYPE_FIXES = {
     "f": "pass float64 or float32 arrays (x.astype(np.float64))",
     "u": "pass a signed integer array (x.astype(np.int64))",
+    # numpy's int8/16/32 arithmetic wraps at their width; cast silently to int64, it would not
+    "i": "pass x.astype(np.int64): the same values, but arithmetic on them then wraps at 2**63 "
+         "instead of at the narrower dtype's limit, as numpy's own would",
     "c": "complex numbers are not supported: pass the real and imaginary parts as two float "
          "arrays (x.real, x.imag)",
     "M": "convert the dates to numbers first, e.g. (t - t0) / np.timedelta64(1, 's')",
@@ -273,7 +274,8 @@ def _unsupported_dtype(arr: np.ndarray, where: str) -> DTypeError:
     return DTypeError(
         f"argument {name} is an array of dtype {arr.dtype} (shape {list(arr.shape)}); compiled "
         f"functions take arrays of float64, float32, int64 or bool", loc=user_loc(),
-        fix=_DTYPE_FIXES.get(arr.dtype.kind, "convert it to float64, int64 or bool"))
+        fix=_DTYPE_FIXES.get(arr.dtype.kind, "convert it to float64, int64 or bool").replace(
+            "x.", "x." if where.startswith("the ") else f"{where}."))
 
 
 def _leaf_value(spec, it):
