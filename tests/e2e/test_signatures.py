@@ -150,21 +150,6 @@ def exp_sum(x):
 def test_a_failed_call_does_not_poison_the_function(mode):
     d = llgrad.differentiate(exp_sum)
     assert d(X) == pytest.approx(exp_sum(X), rel=1e-14)
-
-
-def squares_ints(x, k):
-    return np.sum(x * (k * k))
-
-
-def test_int32_arguments_are_refused_not_widened():
-    """k * k of int32 wraps at 2**31 in numpy; compiled in int64 it did not (a different
-    answer). Refused with the argument's name; int64 gives numpy's int64 answer."""
-    k = np.array([50000, 3], dtype=np.int32)
-    with pytest.raises(DTypeError, match=r"(?s)argument `k` is an array of dtype int32.*"
-                       r"k.astype\(np.int64\)"):
-        llgrad.differentiate(squares_ints)(np.ones(2), k)
-    k64 = k.astype(np.int64)
-    assert llgrad.differentiate(squares_ints)(np.ones(2), k64) == squares_ints(np.ones(2), k64)
     with pytest.raises(ConcretizationError, match="converts it to a numpy array"):
         d([0.1, 0.2])  # numpy converts the list of traced floats: concretised, on both paths
     traces = d.cache_info()["traces"]
@@ -223,3 +208,18 @@ def test_unsupported_array_dtypes_name_the_argument(arr, fix):
     with pytest.raises(DTypeError, match=r"argument `x\['w'\]\[1\]` is an array of dtype"):
         llgrad.differentiate(lambda x: np.sum(x["w"][0]))({"w": [X, arr]})
     assert d(X) == pytest.approx(exp_sum(X), rel=1e-14)
+
+
+def squares_ints(x, k):
+    return np.sum(x * (k * k))
+
+
+def test_int32_arguments_are_refused_not_widened():
+    """k * k of int32 wraps at 2**31 in numpy; compiled in int64 it did not (a different
+    answer). Refused with the argument's name; int64 gives numpy's int64 answer."""
+    k = np.array([50000, 3], dtype=np.int32)
+    with pytest.raises(DTypeError, match=r"(?s)argument `k` is an array of dtype int32.*"
+                       r"k.astype\(np.int64\)"):
+        llgrad.differentiate(squares_ints)(np.ones(2), k)
+    k64 = k.astype(np.int64)
+    assert llgrad.differentiate(squares_ints)(np.ones(2), k64) == squares_ints(np.ones(2), k64)
