@@ -91,12 +91,15 @@ def _native(c: Compiled, entry: str):
     from llgrad import cache, codegen
     fn = c.forward if entry == "forward" else c.joint
     key = None if c.disk_key is None else c.disk_key + ":" + entry
+    t0 = time.perf_counter()
     if key is not None:
         m = cache.load_module(key)
-        if m is not None:
+        if m is not None:  # no codegen ran: the same keys, with the load's time
             c.stats["disk cache"] = "hit"
+            c.stats[f"disk load time ({entry})"] = time.perf_counter() - t0
+            c.stats[f"codegen time ({entry})"] = 0.0
+            c.stats["codegen time"] = c.stats.get("codegen time", 0.0)
             return m
-    t0 = time.perf_counter()
     if key is not None:
         m = codegen.compile_functions({entry: fn}, symbol_prefix=_symbol_prefix(key),
                                       keep_object=True)
