@@ -69,6 +69,21 @@ def test_floordiv_near_integers_is_not_floor_of_the_quotient(mode):
         _assert_same_bits(got, want)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_floordiv_over_magnitudes_equals_numpys(dtype, mode):
+    """Quotients from tiny to past 2**53 (numpy's algorithm and the exact floor quotient part
+    there; Note [Float floor division]), random signs, an odd size (vector and scalar lanes)."""
+    rng = np.random.default_rng(3)
+    n = 4001
+    a = (rng.choice([-1, 1], n) * 10.0 ** rng.uniform(-8, 20, n)).astype(dtype)
+    b = (rng.choice([-1, 1], n) * 10.0 ** rng.uniform(-8, 8, n)).astype(dtype)
+    b[::7] = (a[::7] / rng.integers(1, 1000, a[::7].size)).astype(dtype)  # near-integer
+    g = llgrad.differentiate(both)
+    with np.errstate(all="ignore"):
+        for got, want in zip(g(a, b), both(a, b)):
+            _assert_same_bits(got, want)
+
+
 def test_python_float_floordiv_in_compiled_code(mode):
     f = llgrad.differentiate(lambda x, s: np.sum(x) * (s // 0.1) + s % 0.1)
     assert f(np.ones(2), 1.0) == 2.0 * (1.0 // 0.1) + 1.0 % 0.1
