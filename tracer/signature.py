@@ -172,8 +172,11 @@ def _attributes(v) -> list:
 @functools.lru_cache(maxsize=1024)
 def _layout(cls) -> tuple[frozenset, tuple]:
     """A class's cached_property names and slot names (static_key runs per call: guards)."""
-    cached = frozenset(n for n in dir(cls)
-                       if isinstance(getattr(cls, n, None), functools.cached_property))
+    first: dict = {}  # each name's definition nearest in the MRO (no descriptor is run)
+    for klass in cls.__mro__:
+        for n, v in vars(klass).items():
+            first.setdefault(n, v)
+    cached = frozenset(n for n, v in first.items() if isinstance(v, functools.cached_property))
     slots = []
     for klass in cls.__mro__:
         names = getattr(klass, "__slots__", ())
