@@ -143,6 +143,33 @@ def test_closure_objects_are_guarded(mode):
     assert d(X) == 4.0
 
 
+NESTED = types.SimpleNamespace(scale=2, sizes=[1.0, 2.0], opts={"p": (1.0, 3.0)}, bad=np.nan)
+
+
+def uses_nested_config(x):
+    return np.sum(x * NESTED.scale) * NESTED.sizes[1] + x[0] ** NESTED.opts["p"][1]
+
+
+def test_nested_config_changes_are_seen(mode, monkeypatch):
+    """A config of numbers, lists, dicts and tuples is checked by identity, recursively; an
+    equal number of another type (2 -> 2.0) or a NaN attribute are Python's values too."""
+    module = sys.modules[__name__]
+    monkeypatch.setattr(module, "NESTED", copy.deepcopy(NESTED))
+    d = llgrad.differentiate(uses_nested_config)
+    _agree(d, uses_nested_config)
+    d(X)
+    assert d.cache_info()["traces"] == 1  # NaN == NaN here: no retrace
+    module.NESTED.sizes[1] = -4.0
+    _agree(d, uses_nested_config)
+    module.NESTED.opts["p"] = (1.0, 2.0)
+    _agree(d, uses_nested_config)
+    module.NESTED.scale = 2.0  # equal, but a float: traced again (weak float, not int)
+    _agree(d, uses_nested_config)
+    module.NESTED.bad = float("nan")  # another NaN object, the same value: no new trace
+    _agree(d, uses_nested_config)
+    assert d.cache_info()["traces"] == 4
+
+
 CALLS = types.SimpleNamespace(n=0)
 
 
