@@ -28,6 +28,8 @@ def _traced_builtins() -> dict:
     table[min] = _extremum(min, ops.lt)
     table[float] = _number(float)
     table[int] = _number(int)
+    # np.zeros(...) and friends: listed so converted code calls them through converted_call,
+    # which also catches a list shape holding traced ints (operators._converted_target)
     table.update((f, static_shape(f)) for f in SHAPED)
     return table
 
