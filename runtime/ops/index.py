@@ -221,10 +221,15 @@ def _consumed(k) -> int:
     return len(shape_of(arr)) if dtype_of(arr) == np.bool_ else 1
 
 
+_PLAIN = frozenset({int, slice, type(None), type(Ellipsis)})
+
+
 def _bool_axes(x, key):
     """x with a new axis per 0-d boolean entry of `key`, and the key indexing it (Note [0-d
     boolean indices]); (x, key) unchanged when there is none."""
     key = key if isinstance(key, tuple) else (key,)
+    if all(type(k) in _PLAIN for k in key):  # the common keys, cheaply (eager indexing)
+        return x, key
     flags = [_bool_flag(k) for k in key]
     if all(f is None for f in flags):
         return x, key
