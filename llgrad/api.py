@@ -22,7 +22,7 @@ from llgrad.runtime.aval import aval_str
 from llgrad.runtime.errors import (ConcretizationError, DTypeError, ShapeError, SourceLoc,
                                    _compose)
 from llgrad.tracer import signature as sig
-from llgrad.tracer.captures import hold, note_function
+from llgrad.tracer.captures import hold, note_function, note_retrace
 from llgrad.tracer.dynamic import trace_dynamic
 from llgrad.tracer.tracing import _convertible, bind_arguments, call_with, trace
 from llgrad import compose
@@ -91,12 +91,15 @@ def _native(c: Compiled, entry: str):
     from llgrad import cache, codegen
     fn = c.forward if entry == "forward" else c.joint
     key = None if c.disk_key is None else c.disk_key + ":" + entry
+    t0 = time.perf_counter()
     if key is not None:
         m = cache.load_module(key)
-        if m is not None:
+        if m is not None:  # no codegen ran: the same keys, with the load's time
             c.stats["disk cache"] = "hit"
+            c.stats[f"disk load time ({entry})"] = time.perf_counter() - t0
+            c.stats[f"codegen time ({entry})"] = 0.0
+            c.stats["codegen time"] = c.stats.get("codegen time", 0.0)
             return m
-    t0 = time.perf_counter()
     if key is not None:
         m = codegen.compile_functions({entry: fn}, symbol_prefix=_symbol_prefix(key),
                                       keep_object=True)
@@ -262,6 +265,7 @@ class Differentiable:
             with self._lock:  # a global it read changed: trace again (Note [Captured
                 self._cache.pop(key, None)  # values are guarded])
                 self._fast.clear()
+            note_retrace(self, c.guards)
             c = None
         if c is None:
             with self._lock:

@@ -81,10 +81,10 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 from llgrad.runtime import pytree
-from llgrad.runtime.errors import ConcretizationError, user_loc
+from llgrad.runtime.errors import ConcretizationError, UnsupportedError, user_loc
 
 from . import captures
-from .traced_builtins import traced_builtins
+from .traced_builtins import SHAPED, static_shape, traced_builtins
 from .convert.errors import SourceLoc, UnsupportedSyntaxError  # noqa: F401
 
 
@@ -523,6 +523,21 @@ def note_item(obj, index, delete: bool = False) -> None:
         _note_store(obj, ("item", index), delete)
 
 
+def item_value(obj, value) -> Any:
+    """The value of ``obj[i] = value`` where ``obj`` is not a local variable (an attribute,
+    an item): numpy cannot hold a traced value, so storing one into a numpy array there is
+    an error at the user's line (numpy's own would be "setting an array element with a
+    sequence")."""
+    if _STAGERS and isinstance(obj, np.ndarray) and any(True for _ in _traced_leaves(value)):
+        raise UnsupportedError(
+            "a traced value is written into a numpy array held in an attribute or a "
+            "container (not a local variable): numpy cannot hold a traced value, and "
+            "compiled code updates arrays by value", loc=user_loc(),
+            fix="copy the array into a local variable and update that (buf = obj.buf.copy(); "
+            "buf[i] = v), then use or return it")
+    return value
+
+
 def _note_store(obj, key, delete) -> None:
     for s in _STAGERS.values():
         note = getattr(s, "note_store", None)
@@ -710,6 +725,8 @@ def _converted_target(f: Callable, args=()) -> Callable:
     traced = bool(_STAGERS) and any(
         is_traced(a) or _traced_list(a) or type(a) is tuple and any(map(is_traced, a))
         for a in args)  # (a tuple: scipy's cho_solve((c, lower), b))
+    if _STAGERS and f in SHAPED and any(True for a in args for _ in _traced_leaves(a)):
+        return static_shape(f)
     if traced:
         try:
             g = traced_builtins().get(f)

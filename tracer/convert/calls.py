@@ -18,7 +18,9 @@ Output invariants:
 - every other store into an object (``o.a = v``, ``o.a += v``, ``del o.a``, ``o.b[i] = v``)
   is preceded by ``__lg.note_attr(o, 'a')`` / ``__lg.note_item(o.b, i, delete)`` (See Note
   [Stores in traced branches] in tracer/stores.py); the object and index expressions are
-  evaluated twice, unless they contain a call (then ``__lg.UNKNOWN`` is noted).
+  evaluated twice, unless they contain a call (then ``__lg.UNKNOWN`` is noted); the value of
+  ``o.b[i] = v`` is ``__lg.item_value(o.b, v)`` (a traced value into a numpy array held
+  there is refused at its line).
 Nested def/class bodies are not rewritten (they are converted when called).
 """
 
@@ -192,6 +194,10 @@ class _Calls(gast.NodeTransformer):
         converted = t if len(node.targets) == 1 and self._target(t) else None
         notes = self._notes(node, node.targets, converted)
         if converted is None:
+            if len(node.targets) == 1 and isinstance(t, gast.Subscript) and _pure(t.value):
+                node.value = templates.replace_expr("__lg.item_value(obj, v)", obj=t.value,
+                                                    v=node.value)
+                anno.fill_loc(node.value, node)
             return notes + [node] if notes else node
         new = templates.replace("y = __lg.setitem(y, i, v)", y=t.value.id, i=_index(t.slice),
                                 v=node.value)
