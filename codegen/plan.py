@@ -19,6 +19,7 @@ from llgrad.runtime.prim import Primitive
 from llgrad.transform.ir import Value
 
 from .abi import ALIGN
+from .arena import Arena
 from .layout import Layout, contiguous_strides
 from .registry import LOWERINGS, lowering_of
 
@@ -499,11 +500,11 @@ class FunctionPlan:
         for t, u in enumerate(self.top.units):
             for v in self._unit_reads(u):
                 last[self._sroot(v)] = t
-        self._live: list = []  # (offset, size, value)
-        self.workspace = 0
+        self._last, self._arena = last, Arena()
         for t, u in enumerate(self.top.units):
             self._allocate_unit(u)
-            self._live = [e for e in self._live if last.get(e[2], -1) > t]
+            self._arena.expire(t)
+        self.workspace = self._arena.size
 
     def _allocate_unit(self, u):
         for v in u.writes:
@@ -574,14 +575,7 @@ class FunctionPlan:
             return
         size = max(_size(v), 1) * np.dtype(v.aval.dtype).itemsize
         size = -(-size // ALIGN) * ALIGN
-        off = 0
-        for o, s, _ in sorted(self._live, key=lambda e: e[0]):
-            if off + size <= o:
-                break
-            off = max(off, o + s)
-        self._live.append((off, size, v))
-        self.storage[v] = ("temp", off)
-        self.workspace = max(self.workspace, off + size)
+        self.storage[v] = ("temp", self._arena.alloc(size, self._last.get(v, -1)))
 
 
 def skey(storage):
