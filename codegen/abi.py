@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import numpy as np
 from llvmlite import ir
 
-from . import jit
+from . import jit, once
 from .loops import I64, PTR, for_range
 
 __all__ = [
@@ -166,7 +166,9 @@ def fast_path_available(cache: jit.ObjectCache | None = None) -> bool:
         with _setup_lock:
             if _fast_path is None:
                 if _offsets_hold():
-                    addr = jit.compile_module(_trampoline_ir(), ["llgrad_call_arrays"], cache)
+                    with once.paid("call trampoline"):  # O1: the loop is already tight
+                        addr = jit.compile_module(_trampoline_ir(), ["llgrad_call_arrays"],
+                                                  cache, opt_level=1)
                     _trampoline = _TRAMPOLINE_CFUNC(addr["llgrad_call_arrays"])
                     _fast_path = True
                 else:

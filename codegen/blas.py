@@ -15,6 +15,7 @@ from functools import cache
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from . import once
 from .loops import I64, PTR, IndexLike, const, elementwise, for_range, load, store
 from .vmath import splat, vector_width
 
@@ -40,6 +41,11 @@ def blas_address(name: str) -> int | None:
     LP64 (32-bit) integers, no hidden string lengths. scipy is imported here, lazily; without
     it this returns None and callers fall back to loop nests.
     """
+    with once.paid("libraries"):
+        return _find_blas(name)
+
+
+def _find_blas(name: str) -> int | None:
     address = _wheel_openblas(name)
     if address is not None:
         return address

@@ -13,6 +13,8 @@ import time
 import numpy as np
 from llvmlite import ir
 
+from llgrad.runtime import config
+
 from . import jit
 from .abi import ALIGN
 from .compiled import CompiledModule, assemble
@@ -62,6 +64,7 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
         UnsupportedError: an op has no lowering (the message names the primitive and line).
     """
     from . import lowerings  # noqa: F401  (registers every lowering)
+    j = jit.get_jit()
     t0 = time.perf_counter()
     mid = symbol_prefix or str(next(_MODULE_IDS))
     module = ir.Module(name=f"llgrad{mid}")
@@ -81,11 +84,11 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
         stats[f"workspace bytes ({name})"] = plan.workspace
     llvm_ir = str(module)
     t1 = time.perf_counter()
-    j = jit.get_jit()
+    stats["opt level"] = level = opt_level(stats)
     with jit._lock:  # llvmlite objects are not thread safe (jit.py, Note [One JIT per process])
         mod = j.parse(llvm_ir)
         t2 = time.perf_counter()
-        j.optimize(mod, j.level_for(llvm_ir))
+        j.optimize(mod, level)
         t3 = time.perf_counter()
         names = [s for s, _ in kernels.values()]
         if keep_object:  # one machine-code pass: load the object code the disk cache keeps
@@ -106,6 +109,15 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
     cm = assemble(layout, addresses, llvm_ir, stats, workspace)
     cm.object_code = obj
     return cm
+
+
+def opt_level(stats: dict) -> int:
+    """The LLVM optimisation level for a module, from what its lowering emitted (Note [Why
+    O2]); LLGRAD_OPT_LEVEL overrides it."""
+    forced = config.opt_level()
+    if forced is not None:
+        return forced
+    return 3 if stats.get("matmul (loops)") else 2
 
 
 def _ident(name: str) -> str:

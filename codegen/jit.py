@@ -16,6 +16,7 @@ from typing import Protocol
 
 import llvmlite.binding as llvm
 
+from . import once
 from .objfile import BadObject, check_object
 
 __all__ = [
@@ -162,8 +163,9 @@ class Jit:
         return addresses
 
     def compile_module(self, llvm_ir: str, names: list[str], cache: ObjectCache | None = None,
-                       ) -> dict[str, int]:
-        """Parse, optimise and JIT `llvm_ir`; return the address of each function in `names`.
+                       opt_level: int | None = None) -> dict[str, int]:
+        """Parse, optimise (at `opt_level`, default O2) and JIT `llvm_ir`; return the address
+        of each function in `names`.
 
         With `cache`, object code stored for this IR is loaded instead (no LLVM passes), and
         freshly compiled object code is stored; object code that fails the check is recompiled.
@@ -177,7 +179,7 @@ class Jit:
                     pass
         start = time.perf_counter()
         with _lock:
-            mod = self.optimize(self.parse(llvm_ir))
+            mod = self.optimize(self.parse(llvm_ir), opt_level)
             if cache is not None:  # one machine-code pass: load the object code to be stored
                 object_code = self.target.machine.emit_object(mod)
                 addresses = self.add_object(object_code, names, check=False)
@@ -188,19 +190,15 @@ class Jit:
             cache.store(llvm_ir, object_code)  # (what would be refused on loading is not kept)
         return addresses
 
-    def optimized_ir(self, llvm_ir: str) -> str:
+    def optimized_ir(self, llvm_ir: str, opt_level: int | None = None) -> str:
         """The module as the pipeline leaves it (a fresh parse; nothing is added to the JIT)."""
-        return str(self.optimize(self.parse(llvm_ir), self.level_for(llvm_ir)))
+        return str(self.optimize(self.parse(llvm_ir), opt_level))
 
-    def assembly(self, llvm_ir: str) -> str:
+    def assembly(self, llvm_ir: str, opt_level: int | None = None) -> str:
         """Host assembly for the optimised module (a fresh parse; nothing is JIT-compiled)."""
-        mod = self.optimize(self.parse(llvm_ir), self.level_for(llvm_ir))
+        mod = self.optimize(self.parse(llvm_ir), opt_level)
         with _lock:
             return self.target.machine.emit_assembly(mod)
-
-    def level_for(self, llvm_ir: str) -> int | None:
-        """O3 for a module holding a loop-nest matmul, else the default (Note [Why O2])."""
-        return 3 if "mm.i.header" in llvm_ir else None
 
 
 # Note [Why O2]
@@ -242,15 +240,17 @@ def get_jit() -> Jit:
     if _jit is None:
         with _lock:
             if _jit is None:
-                _jit = Jit()
+                with once.paid("JIT set-up"):
+                    _jit = Jit()
     return _jit
 
 
 def compile_module(llvm_ir: str, names: list[str], cache: ObjectCache | None = None,
-                   ) -> dict[str, int]:
+                   opt_level: int | None = None) -> dict[str, int]:
     """Compile LLVM IR text with the process-wide JIT; return {name: function address}.
 
-    `cache` (optional) supplies and keeps the module's object code (see `ObjectCache`).
+    `cache` (optional) supplies and keeps the module's object code (see `ObjectCache`);
+    `opt_level` overrides the default O2.
 
     Example:
         >>> src = 'define i64 @twice(i64 %x) {\\n  %y = add i64 %x, %x\\n  ret i64 %y\\n}'
@@ -259,17 +259,17 @@ def compile_module(llvm_ir: str, names: list[str], cache: ObjectCache | None = N
         >>> ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(addr)(21)
         42
     """
-    return get_jit().compile_module(llvm_ir, names, cache)
+    return get_jit().compile_module(llvm_ir, names, cache, opt_level)
 
 
-def optimized_ir(llvm_ir: str) -> str:
-    """The optimised LLVM IR text of a module, for inspection."""
-    return get_jit().optimized_ir(llvm_ir)
+def optimized_ir(llvm_ir: str, opt_level: int | None = None) -> str:
+    """The optimised LLVM IR text of a module (at `opt_level`, default O2), for inspection."""
+    return get_jit().optimized_ir(llvm_ir, opt_level)
 
 
-def assembly(llvm_ir: str) -> str:
-    """The host assembly text of a module, for inspection."""
-    return get_jit().assembly(llvm_ir)
+def assembly(llvm_ir: str, opt_level: int | None = None) -> str:
+    """The host assembly text of a module (at `opt_level`, default O2), for inspection."""
+    return get_jit().assembly(llvm_ir, opt_level)
 
 
 def host_cpu_name() -> str:
@@ -292,9 +292,10 @@ def load_library(name: str) -> bool:
     """Make a shared library's symbols visible to JIT code; False if it cannot be loaded."""
     with _lock:
         if name not in _loaded_libraries:
-            try:
-                llvm.load_library_permanently(name)
-                _loaded_libraries[name] = True
-            except RuntimeError:
-                _loaded_libraries[name] = False
+            with once.paid("libraries"):
+                try:
+                    llvm.load_library_permanently(name)
+                    _loaded_libraries[name] = True
+                except RuntimeError:
+                    _loaded_libraries[name] = False
         return _loaded_libraries[name]

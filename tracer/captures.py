@@ -129,4 +129,9 @@ def hold(guards) -> bool:
     return True
 
 
-__all__ = ["Guard", "Recording", "recording", "stop", "note_function", "hold"]
+def failed(guards) -> Guard | None:
+    """The first guard that no longer holds (the reason to trace again), or None."""
+    return next((g for g in guards if not g.holds()), None)
+
+
+__all__ = ["Guard", "Recording", "recording", "stop", "note_function", "hold", "failed"]

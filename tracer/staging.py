@@ -130,6 +130,7 @@ class IRStager:
 
     def __init__(self):
         self.unroll: set = set()  # (loc, reason) of loops run as Python (Note [Unrolled loops])
+        self.copies: dict = {}  # (file, line) of an unrolled loop -> body copies traced
         self.region_locs: dict = {}  # id(region) -> ("loop" | "if", loc), for scope errors
 
     # -- the dynamic path ------------------------------------------------------------------
@@ -239,6 +240,8 @@ class IRStager:
         if self._wants_unroll(loc):
             if not static:
                 raise _cannot_unroll("loop", loc, self._reason(loc))
+            key = (loc.file, loc.line)
+            self.copies[key] = self.copies.get(key, 0) + len(range(start, stop, step))
             return self._run_python(range(start, stop, step), item, extra_test, body_fn)
         start_v, stop_v = b.lift(np.int64(start) if not _is_val(start) else start), \
             b.lift(np.int64(stop) if not _is_val(stop) else stop)

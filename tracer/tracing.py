@@ -12,7 +12,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from llgrad.runtime.errors import DTypeError, LLGradError, SourceLoc, UnsupportedError
+from llgrad.runtime.errors import (DTypeError, LLGradError, SourceLoc,  # noqa: F401
+                                   UnrollWarning, UnsupportedError)
 from llgrad.tracer import signature as sig
 from llgrad.transform import ir
 from llgrad.tracer import captures
@@ -31,6 +32,7 @@ class Trace:
     leaf_owner: list = field(default_factory=list)  # leaf index -> top-level argument index
     source_fn: Any = None  # the user's function
     guards: list = field(default_factory=list)  # Note [Captured values are guarded]
+    unrolled: list = field(default_factory=list)  # (loc, reason, copies) of unrolled loops
 
 
 def bind_arguments(fn: Callable, args: tuple, kwargs: dict) -> tuple[list[str], list]:
@@ -95,19 +97,23 @@ def trace(fn: Callable, args: tuple, kwargs: dict) -> Trace:
     """Trace `fn(*args, **kwargs)` through its gast-converted form (control flow staged).
 
     A loop that must be unrolled (See Note [Unrolled loops] in staging.py) restarts the
-    trace; each such loop is reported once with a warning naming its line and the reason.
+    trace; the loops unrolled are listed in `Trace.unrolled` as (loc, reason, copies of the
+    body) for the caller to report (llgrad/diagnostics.py: one warning each, with its cost).
     """
     from llgrad.tracer import staging
     converted = _convertible(fn)
     stager = staging.STAGER
-    saved = set(stager.unroll)
+    saved, saved_copies = set(stager.unroll), stager.copies
     stager.unroll = set()
+    unrolled: list = []
     try:
         for _ in range(64):
+            stager.copies = {}
             try:
-                return _trace_once(fn, args, kwargs, converted)
+                tr = _trace_once(fn, args, kwargs, converted)
             except staging.Unroll as e:
-                _warn_unroll(e.loc, e.reason)
+                unrolled.append((e.loc, e.reason))
+                continue
             except ScopeError as e:
                 kind, loc = stager.region_locs.get(id(e.region), (None, None))
                 if kind != "loop":
@@ -117,10 +123,14 @@ def trace(fn: Callable, args: tuple, kwargs: dict) -> Trace:
                         fix="assign it to a variable on both branches instead") from None
                 reason = "its body stores traced values in a Python container"
                 stager.unroll.add((loc, reason))
-                _warn_unroll(loc, reason)
+                unrolled.append((loc, reason))
+                continue
+            tr.unrolled = [(loc, reason, stager.copies.get((loc.file, loc.line), 0))
+                           for loc, reason in unrolled]
+            return tr
         raise LLGradError("too many loops had to be unrolled while tracing")
     finally:
-        stager.unroll = saved
+        stager.unroll, stager.copies = saved, saved_copies
         stager.region_locs.clear()
 
 
@@ -142,16 +152,6 @@ def _convertible(fn: Callable) -> Callable:
                       stacklevel=4)
         return fn
     return convert(fn)
-
-
-def _warn_unroll(loc, reason) -> None:
-    warnings.warn_explicit(
-        f"llgrad: the loop at {loc} is unrolled at trace time because {reason}; it compiles "
-        f"to one copy of the body per iteration", UnrollWarning, loc.file, loc.line)
-
-
-class UnrollWarning(UserWarning):
-    """A loop was unrolled at trace time instead of compiled as a loop."""
 
 
 def _trace_once(fn: Callable, args: tuple, kwargs: dict, call: Callable) -> Trace:
