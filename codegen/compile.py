@@ -14,13 +14,15 @@ import numpy as np
 from llvmlite import ir
 
 from llgrad.runtime import config
+from llgrad.runtime.ops.control import cond_p
+from llgrad.runtime.ops.index import index_put_p, scatter_add_p
 
-from . import jit
+from . import jit, outline
 from .abi import ALIGN
 from .compiled import CompiledModule, assemble
 from .elementwise import memtype
 from .lower import emit_function
-from .plan import FunctionPlan
+from .plan import ControlUnit, FunctionPlan, GroupUnit, OpUnit
 
 _MODULE_IDS = itertools.count()
 
@@ -82,9 +84,10 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
         workspace = max(workspace, plan.workspace)
         stats[f"constant bytes ({name})"] = consts.bytes
         stats[f"workspace bytes ({name})"] = plan.workspace
+    stats["loops shared"] = outline.finish(module)
     llvm_ir = str(module)
     t1 = time.perf_counter()
-    stats["opt level"] = level = opt_level(stats)
+    stats["opt level"] = level = opt_level(plans.values())
     with jit._lock:  # llvmlite objects are not thread safe (jit.py, Note [One JIT per process])
         mod = j.parse(llvm_ir)
         t2 = time.perf_counter()
@@ -111,13 +114,80 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
     return cm
 
 
-def opt_level(stats: dict) -> int:
-    """The LLVM optimisation level for a module, from what its lowering emitted (Note [Why
-    O2]); LLGRAD_OPT_LEVEL overrides it."""
+def opt_level(plans) -> int:
+    """The LLVM optimisation level of a module (Note [Choosing the optimisation level]);
+    LLGRAD_OPT_LEVEL (or config opt_level) overrides it."""
     forced = config.opt_level()
     if forced is not None:
         return forced
-    return 3 if stats.get("matmul (loops)") else 2
+    work = sum(_vectorizer_work(p.top, 1) for p in plans)
+    return 2 if work >= VECTORIZER_WORK else 1
+
+
+# Note [Choosing the optimisation level]
+# Most of our loops are vectorised by hand (Note [Explicit vector loops]) and small matmuls
+# are register-blocked (Note [Rows in registers]), so what O2 adds to O1 (LLVM's loop and
+# SLP vectorisers, runtime unrolling, more inlining and value numbering) changes nothing
+# measurable on them, while it costs 30-100% more LLVM time: on the benchmark workloads O1
+# runs within 3% of O2 and O3 (interleaved runs, one process). The exceptions are lowerings
+# written as scalar loops that LLVM's vectoriser speeds up: gathers and scatters (1.6x at
+# 10^6 elements), scans (2x), sorts, argmax, and reductions over a middle axis (1.3x). A
+# module whose such units handle VECTORIZER_WORK elements or more per call (a unit in a
+# loop counts LOOP_GUESS times) is optimised at O2; every other module at O1.
+VECTORIZER_WORK = 1 << 14
+LOOP_GUESS = 1000
+
+
+def _vectorizer_work(block, scale: int) -> int:
+    work = 0
+    for u in block.units:
+        if isinstance(u, ControlUnit):
+            inner = scale if u.op.prim is cond_p else scale * LOOP_GUESS
+            work += sum(_vectorizer_work(blk, inner) for blk in u.blocks)
+        elif isinstance(u, GroupUnit):
+            axes = set(u.red_axes or ())
+            if u.reds and len(u.shape) >= 3 and any(
+                    a in axes and a + 1 not in axes for a in range(len(u.shape) - 1)):
+                work += scale * _elements(u.shape)
+        elif isinstance(u, OpUnit):
+            arrays = _SCALAR_LOOPS.get(u.op.prim.family, lambda op: ())(u.op)
+            work += scale * max([_elements(v.aval.shape) for v in arrays
+                                 if None not in v.aval.shape] or [0])
+    return work
+
+
+def _scattered(op) -> list:
+    """The values an `accumulate` (plan.py) scatters: after its bases, each g and its indices."""
+    out, pos = [], op.params["nbases"]
+    for _, n_idx in op.params["scatters"]:
+        out.append(op.inputs[pos])
+        pos += 1 + n_idx
+    return out
+
+
+def _indexed(op) -> list:
+    if op.prim is scatter_add_p:
+        return op.inputs[:1]  # the updates
+    if op.prim is index_put_p:
+        return op.inputs[1:2]
+    if all(v.aval.shape == () for v in op.inputs[1:]):
+        return []  # x[i] with scalar indices: a slab copy at a computed offset
+    return op.outputs  # a gather
+
+
+# The lowerings written as scalar loops, by primitive family: the arrays whose size is the
+# number of elements they handle per run (a gather's result, a scatter's updates, a scan's
+# or a sort's input).
+_SCALAR_LOOPS = {
+    "index": _indexed,
+    "codegen": _scattered,  # plan.py's accumulate
+    "scan": lambda op: op.inputs[:1], "sort": lambda op: op.inputs[:1],
+    "reduce": lambda op: op.inputs[:1],  # argmax, argmin (reductions are GroupUnits)
+}
+
+
+def _elements(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
 
 
 def _ident(name: str) -> str:

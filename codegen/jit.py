@@ -1,10 +1,11 @@
-"""The one process-wide LLVM JIT: host target machine, O2 pipeline, MCJIT engine.
+"""The one process-wide LLVM JIT: host target machine, pass pipelines, MCJIT engine.
 
 LLVM IR text goes in, native function addresses come out (`compile_module`); `optimized_ir`
 and `assembly` show what the pipeline and the backend made of a module, for inspection.
-Invariants: every module is optimised for the host CPU (name and features) at O2 with the
-new pass builder (vectorisers and unrolling on; see Note [Why O2]), and all LLVM state is touched under one lock, so callers may compile from
-any thread. Nothing here knows about the llgrad IR; lowering lives in the other codegen files.
+Invariants: every module is optimised for the host CPU (name and features) with the new
+pass builder, at the level its caller chose (codegen/compile.py, Note [Choosing the
+optimisation level]; O2 by default), and all LLVM state is touched under one lock, so
+callers may compile from any thread. Nothing here knows about the llgrad IR; lowering lives in the other codegen files.
 """
 from __future__ import annotations
 
@@ -76,7 +77,7 @@ def _host_target() -> _Target:
 
 
 class Jit:
-    """Owns the target machine, the O2 pass pipeline and the MCJIT engine.
+    """Owns the target machine, the pass pipelines and the MCJIT engine.
 
     Use the process-wide instance from `get_jit()`; modules added to the engine stay alive
     (and their code mapped) for the life of the process.
@@ -199,22 +200,6 @@ class Jit:
         mod = self.optimize(self.parse(llvm_ir), opt_level)
         with _lock:
             return self.target.machine.emit_assembly(mod)
-
-
-# Note [Why O2]
-# First-call latency is mostly LLVM (issue 4: < 1 s per workload). For the benchmark modules
-# O2 (loop and SLP vectorisers, unrolling and interleaving still on) optimises in about half
-# the time of O3 and emits about half the machine code (rnn: 0.8 s -> 0.3 s, gmm: 0.8 s ->
-# 0.45 s for optimise + machine code), with the same run time within noise for gmm, lorenz_rk4,
-# newton, recurrence and elementwise: our elementwise loops are already vectorised by hand
-# (loops.py, Note [Explicit vector loops]), and what O3 adds (more aggressive unrolling and
-# inlining, argument promotion, non-trivial unswitching) buys little on kernels that are one
-# function with straight-line loop bodies. The exception is small matmuls emitted as loop
-# nests (blas.emit_loop_matmul; rnn's per-step products): O3's unrolling and interleaving of
-# those nests is worth ~10-15% of rnn's run time, so compile_functions asks for O3 when a
-# module holds one (rnn: 0.5 s for optimise + machine code, with the nests emitted as
-# explicit vectors; 0.8 s before). Measured with benchmarks/codegen_micro.py and the
-# per-stage `stats` of compile_functions.
 
 
 # Note [Pass managers are single use]

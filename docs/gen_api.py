@@ -31,7 +31,9 @@ MODULES = [  # (public module name, one-line description)
     ("llgrad.nn.init", "parameter initialisation (as `torch.nn.init`)"),
     ("llgrad.optim", "optimisers (as `torch.optim`)"),
     ("llgrad.linalg", "linear algebra (as `torch.linalg`): `vector_norm`"),
-    ("llgrad.errors", "the error classes (every error says what, where and how to fix)"),
+    ("llgrad.errors", "the error classes (every error says what, where and how to fix) and "
+     "the performance warnings"),
+    ("llgrad.config", "options set from code (`update`); the LLGRAD_* environment flags"),
     ("llgrad.viz", "pictures of autograd graphs and IR (Graphviz DOT)"),
 ]
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "api.md")

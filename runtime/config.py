@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+__all__ = ["update"]
+
 _OPTIONS = {"log_compiles": None, "opt_level": None}  # None: follow the environment
 
 
