@@ -10,7 +10,7 @@ from llgrad.runtime.ops.control import constant_p
 
 from . import elementwise as ew
 from .layout import Layout
-from .loops import I64
+from .loops import I64, PTR
 from .plan import ControlUnit, CopyUnit, FunctionPlan, GroupUnit, Unit, _dense, _size
 from .registry import LOWERINGS
 
@@ -105,6 +105,9 @@ def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stat
         for v, (kind, where) in plan.storage.items():
             if kind == "slot":
                 slot_types[where] = ew.memtype(v.aval.dtype)
+        if len(plan.units) > SEGMENT_UNITS and not plan.tape_rows:
+            _emit_segments(ctx, name, len(slot_types))
+            return n
         for k in sorted(slot_types):
             ctx.slots[k] = builder.alloca(slot_types[k], name=f"slot{k}")
         from .lowerings.control import free_tapes, init_tapes
@@ -113,6 +116,40 @@ def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stat
             _emit_unit(ctx, u)
         free_tapes(ctx)
     return n
+
+
+# Note [Kernel segments]
+# LLVM's register allocator and schedulers take more than linear time in the size of one
+# function, and a long straight-line program (unrolled, or just long) is one kernel. So a
+# kernel of more than SEGMENT_UNITS top-level units runs them in internal `noinline`
+# functions of SEGMENT_UNITS units each, called in order with the kernel's buffers; the
+# 0-d values (slots, Note [Carried storage]) live in one array on the kernel's stack,
+# passed to every segment, instead of in registers (LLVM still forwards them within a
+# segment). Kernels with tapes (loops differentiated in reverse) are not split: their tape
+# headers live in the kernel's frame.
+SEGMENT_UNITS = 128
+
+
+def _emit_segments(ctx: Ctx, name: str, n_slots: int) -> None:
+    b = ctx.b
+    area = b.alloca(ir.ArrayType(I64, max(n_slots, 1)), name="slots")
+    units = ctx.plan.units
+    for k in range(0, len(units), SEGMENT_UNITS):
+        fn = ir.Function(ctx.module, ir.FunctionType(ir.VoidType(), [PTR] * (len(ctx.buffers)
+                                                                           + 1)),
+                         f"{name}.part{k // SEGMENT_UNITS}")
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        for arg in fn.args:
+            arg.add_attribute("noalias")
+        sb = ir.IRBuilder(fn.append_basic_block("entry"))
+        seg = Ctx(ctx.plan, sb, list(fn.args[:-1]), ctx._consts, ctx.stats)
+        seg.slots = {s: sb.gep(fn.args[-1], [ir.Constant(I64, s)], inbounds=True,
+                               source_etype=I64) for s in range(n_slots)}
+        for u in units[k:k + SEGMENT_UNITS]:
+            _emit_unit(seg, u)
+        sb.ret_void()
+        b.call(fn, [*ctx.buffers, area])
 
 
 def _emit_unit(ctx: Ctx, u: Unit):

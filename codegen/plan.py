@@ -37,7 +37,10 @@ from .registry import LOWERINGS, lowering_of
 # reads one of its values, or a view of one: so every reader runs after the group's loop, and
 # a group never reads its own values through memory. Only values read outside the group (or
 # returned) are stored. The transform layer's `fusion` op, once it exists, can map onto the
-# same GroupUnit.
+# same GroupUnit. A group closes after MAX_GROUP_OPS ops: LLVM's analyses of one loop body
+# grow quadratically with its memory accesses (the gradient of a weight used at each of
+# 1000 unrolled steps adds 1000 products in one loop: 2.7 s in LoopLoadElimination alone).
+MAX_GROUP_OPS = 64
 
 
 # ---- units: what the kernel runs, in order ---------------------------------------------------
@@ -388,6 +391,8 @@ class FunctionPlan:
                 if h is not None and (h is not g or self._root(v) is not v
                                       or any(v is r.outputs[0] for r in h.reds)):
                     self._close(h)
+        if g.open and len(g.ops) >= MAX_GROUP_OPS:  # See Note [Fusion in codegen]
+            self._close(g)
         if not g.open:
             g = self._group_for(shape)
         g.ops.append(op)
