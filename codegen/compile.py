@@ -14,7 +14,7 @@ import numpy as np
 from llvmlite import ir
 
 from llgrad.runtime import config
-from llgrad.runtime.ops.control import cond_p
+from llgrad.runtime.ops.control import cond_p, constant_p, for_loop_p
 from llgrad.runtime.ops.index import index_put_p, scatter_add_p
 
 from . import jit, outline
@@ -133,17 +133,23 @@ def opt_level(plans) -> int:
 # written as scalar loops that LLVM's vectoriser speeds up: gathers and scatters (1.6x at
 # 10^6 elements), scans (2x), sorts, argmax, and reductions over a middle axis (1.3x). A
 # module whose such units handle VECTORIZER_WORK elements or more per call (a unit in a
-# loop counts LOOP_GUESS times) is optimised at O2; every other module at O1.
+# loop counts once per iteration; a reverse sweep, whose count is the forward loop's, as
+# often as the static loop before it; a while loop LOOP_GUESS times) is optimised at O2;
+# every other module at O1.
 VECTORIZER_WORK = 1 << 14
 LOOP_GUESS = 1000
 
 
 def _vectorizer_work(block, scale: int) -> int:
-    work = 0
+    work, guess = 0, LOOP_GUESS
     for u in block.units:
         if isinstance(u, ControlUnit):
-            inner = scale if u.op.prim is cond_p else scale * LOOP_GUESS
-            work += sum(_vectorizer_work(blk, inner) for blk in u.blocks)
+            trips = 1 if u.op.prim is cond_p else _trips(u.op)
+            if trips is None:  # a reverse sweep runs as often as the static loop before it
+                trips = guess
+            elif u.op.prim is not cond_p:
+                guess = trips
+            work += sum(_vectorizer_work(blk, scale * trips) for blk in u.blocks)
         elif isinstance(u, GroupUnit):
             axes = set(u.red_axes or ())
             if u.reds and len(u.shape) >= 3 and any(
@@ -151,9 +157,22 @@ def _vectorizer_work(block, scale: int) -> int:
                 work += scale * _elements(u.shape)
         elif isinstance(u, OpUnit):
             arrays = _SCALAR_LOOPS.get(u.op.prim.family, lambda op: ())(u.op)
-            work += scale * max([_elements(v.aval.shape) for v in arrays
-                                 if None not in v.aval.shape] or [0])
+            n = max([_elements(v.aval.shape) for v in arrays if None not in v.aval.shape]
+                    or [0])
+            work += scale * n if n >= 8 else 0  # fewer elements than a vector: nothing to gain
     return work
+
+
+def _trips(op) -> int | None:
+    """A for_loop's static trip count (None: not static); LOOP_GUESS for a while loop."""
+    if op.prim is not for_loop_p:
+        return LOOP_GUESS
+    bounds = []
+    for v in op.inputs[:3]:  # start, stop, step (transform/control.py)
+        if v.op is None or v.op.prim is not constant_p:
+            return None
+        bounds.append(int(v.op.params["value"]))
+    return len(range(*bounds))
 
 
 def _scattered(op) -> list:
