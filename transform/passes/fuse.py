@@ -125,7 +125,9 @@ class _Groups:
 
 # Note [Dependencies between groups]
 # An op may join a group only if that creates no cycle among groups and unfused ops, so
-# grouping asks "does this value depend on group c?" for every operand. Walking all of a
+# grouping asks "does this value depend on group c?" for every operand. Unfused ops are
+# nodes of the same graph (groups that never take members), so what a value depends on
+# directly is always one node, not every group above a chain of unfused ops. Walking all of a
 # value's dependencies for each question is quadratic in the program's length (a straight
 # line of 10^4 ops took a minute). Instead the groups are kept in a topological order,
 # updated when a new edge goes against it (Pearce and Kelly's dynamic topological sort, which
@@ -173,9 +175,10 @@ def _groups(region: ir.Region):
                 vdirect[o.id] = frozenset([g])
                 group_of_val[o.id] = g
         else:  # a region op depends on what its regions capture too (Note [Control-flow ops])
-            deps = frozenset(gr.find(x) for v in _reads(op) for x in vdirect.get(v, ()))
+            node = gr.new(None)  # in the order too, never fused (no shape)
+            gr.add_reads(node, {x for v in _reads(op) for x in vdirect.get(v, ())})
             for o in op.outputs:
-                vdirect[o.id] = deps
+                vdirect[o.id] = frozenset([node])
         op_group.append(g)
     op_group = [None if g is None else gr.find(g) for g in op_group]
     compute: dict[int, int] = {}
