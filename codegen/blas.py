@@ -203,14 +203,13 @@ def emit_loop_matmul(builder: ir.IRBuilder, dtype: str, a: ir.Value, b: ir.Value
 
 
 # Note [Outlined matmuls]
-# Small products (below BLAS_MIN_FLOPS) are loop nests that LLVM unrolls and interleaves
-# (the reason such modules are optimised harder: compile.opt_level). Emitted inline, every
-# product pays that again: a tanh RNN unrolled 10 times has 49 of them, ~25 ms of LLVM
-# each. They repeat a few shapes (forward, and each operand's gradient), so each shape is
-# one internal `noinline` function of the module with `noalias` operands (a result never
-# overlaps an operand: plan.py), optimised once however often it is called; a call costs
-# nanoseconds next to a product of OUTLINE_MIN_FLOPS or more. Tinier products stay inline,
-# where LLVM can keep them in registers.
+# Small products (below BLAS_MIN_FLOPS) are loop nests. Emitted inline, every product pays
+# LLVM again: a tanh RNN unrolled 10 times has 49 of them, ~25 ms of LLVM each at O3. They
+# repeat a few shapes (forward, and each operand's gradient), so each shape is one internal
+# `noinline` function of the module with `noalias` operands (a result never overlaps an
+# operand: plan.py), optimised once however often it is called; a call costs nanoseconds
+# next to a product of OUTLINE_MIN_FLOPS or more. Tinier products stay inline, where LLVM
+# can keep them in registers.
 OUTLINE_MIN_FLOPS = 64
 
 
