@@ -8,7 +8,7 @@ set-up), the path taken (staged / dynamic) and the second call; beside it JAX's
 ``jit(value_and_grad)`` first and second call on the same function when JAX is installed.
 
 Options: ``--only a,b`` (case names or prefixes), ``--timeout S`` (per case, default 120),
-``--no-jax``, ``--json PATH``. The cases: a tanh RNN (hidden 16, batch 8) built with a
+``--no-jax``, ``--json PATH``. Every system runs on one thread, as in ``benchmarks.run``. The cases: a tanh RNN (hidden 16, batch 8) built with a
 list and ``np.stack`` and with a preallocated ``preds[t] = h``, at T = 5..80; an LSTM at
 T = 8, 40; a hand-written Cholesky factorisation and triangular solve at n = 10, 25, 50; a
 plain-numpy MLP (784-128-10) and softmax regression; and the compiled benchmark workloads
@@ -24,7 +24,12 @@ import sys
 import time
 import types
 
-import numpy as np
+from ._threads import set_threads
+
+if __name__ == "__main__":  # one thread for every system (as benchmarks.run), before numpy
+    set_threads(1)
+
+import numpy as np  # noqa: E402
 
 # ---------------------------------------------------------------- the user functions ----
 

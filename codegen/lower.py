@@ -105,8 +105,9 @@ def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stat
         for v, (kind, where) in plan.storage.items():
             if kind == "slot":
                 slot_types[where] = ew.memtype(v.aval.dtype)
-        if len(plan.units) > SEGMENT_UNITS and not plan.tape_rows:
-            _emit_segments(ctx, name, len(slot_types))
+        parts = _segments(plan.units)
+        if len(parts) > 1 and not plan.tape_rows:
+            _emit_segments(ctx, name, len(slot_types), parts)
             return n
         for k in sorted(slot_types):
             ctx.slots[k] = builder.alloca(slot_types[k], name=f"slot{k}")
@@ -120,24 +121,46 @@ def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stat
 
 # Note [Kernel segments]
 # LLVM's register allocator and schedulers take more than linear time in the size of one
-# function, and a long straight-line program (unrolled, or just long) is one kernel. So a
-# kernel of more than SEGMENT_UNITS top-level units runs them in internal `noinline`
-# functions of SEGMENT_UNITS units each, called in order with the kernel's buffers; the
-# 0-d values (slots, Note [Carried storage]) live in one array on the kernel's stack,
+# function (the post-RA scheduler in the size of one basic block), and a long straight-line
+# program (unrolled, or just long) is one kernel. So a kernel whose top-level units hold
+# more than SEGMENT_OPS ops runs them in internal `noinline` functions of about
+# SEGMENT_OPS ops each (a unit is never split), called in order with the kernel's buffers;
+# the 0-d values (slots, Note [Carried storage]) live in one array on the kernel's stack,
 # passed to every segment, instead of in registers (LLVM still forwards them within a
 # segment). Kernels with tapes (loops differentiated in reverse) are not split: their tape
 # headers live in the kernel's frame.
-SEGMENT_UNITS = 128
+SEGMENT_OPS = 256
 
 
-def _emit_segments(ctx: Ctx, name: str, n_slots: int) -> None:
+def _unit_ops(u) -> int:
+    """Ops a unit emits code for (a control unit: everything in its regions)."""
+    if isinstance(u, ControlUnit):
+        return 1 + sum(_unit_ops(v) for blk in u.blocks for v in blk.units)
+    if isinstance(u, GroupUnit):
+        return len(u.ops) + len(u.reds)
+    op = u.op
+    return 1 + len(getattr(op, "params", {}).get("scatters", ())) if op is not None else 1
+
+
+def _segments(units) -> list:
+    parts, size = [[]], 0
+    for u in units:
+        n = _unit_ops(u)
+        if parts[-1] and size + n > SEGMENT_OPS:
+            parts.append([])
+            size = 0
+        parts[-1].append(u)
+        size += n
+    return parts
+
+
+def _emit_segments(ctx: Ctx, name: str, n_slots: int, parts: list) -> None:
     b = ctx.b
     area = b.alloca(ir.ArrayType(I64, max(n_slots, 1)), name="slots")
-    units = ctx.plan.units
-    for k in range(0, len(units), SEGMENT_UNITS):
+    for k, units in enumerate(parts):
         fn = ir.Function(ctx.module, ir.FunctionType(ir.VoidType(), [PTR] * (len(ctx.buffers)
                                                                            + 1)),
-                         f"{name}.part{k // SEGMENT_UNITS}")
+                         f"{name}.part{k}")
         fn.linkage = "internal"
         fn.attributes.add("noinline")
         for arg in fn.args:
@@ -146,7 +169,7 @@ def _emit_segments(ctx: Ctx, name: str, n_slots: int) -> None:
         seg = Ctx(ctx.plan, sb, list(fn.args[:-1]), ctx._consts, ctx.stats)
         seg.slots = {s: sb.gep(fn.args[-1], [ir.Constant(I64, s)], inbounds=True,
                                source_etype=I64) for s in range(n_slots)}
-        for u in units[k:k + SEGMENT_UNITS]:
+        for u in units:
             _emit_unit(seg, u)
         sb.ret_void()
         b.call(fn, [*ctx.buffers, area])

@@ -113,7 +113,11 @@ class Block:
 # rewrites every tree of `add`s whose leaves include scatter_adds used only by the tree into one
 # `accumulate` op (copy the other leaves' sum, then scatter-add each g at its indices), and when
 # one leaf is the loop's carried ct, read only here, and the tree's root is yielded at ct's
-# position, the result takes ct's buffer: the update is O(size of g), in place.
+# position, the result takes ct's buffer: the update is O(size of g), in place. A tree of
+# many scatters (a gradient of thousands of element reads) becomes a chain of accumulates of
+# MAX_SCATTERS each, each after the first in place, so that no unit's code is unbounded
+# (Note [Kernel segments]).
+MAX_SCATTERS = 64
 
 # Note [Tapes in codegen]
 # A tape value is a header {data, rows used, rows allocated}: three allocas (promoted to
@@ -131,9 +135,9 @@ class _AccumOp:
 
     __slots__ = ("prim", "inputs", "params", "outputs", "regions", "loc")
 
-    def __init__(self, root, bases, scatters, inplace):
+    def __init__(self, root, bases, scatters, inplace, outputs=None):
         self.prim, self.regions, self.loc = accumulate_p, [], root.loc
-        self.outputs = list(root.outputs)
+        self.outputs = list(root.outputs if outputs is None else outputs)
         self.inputs = list(bases)
         keys = []
         for s in scatters:
@@ -260,20 +264,18 @@ class FunctionPlan:
                 continue
             bases, scatters, inner = [], [], []
 
-            def expand(v):
+            todo = list(reversed(op.inputs))  # the tree's leaves, left to right (a
+            while todo:                         # gradient's chain of adds can be 10^4 deep)
+                v = todo.pop()
                 d = defs.get(v)
                 if d is not None and uses.get(v, 0) == 1 and is_add(d, shape, dtype):
                     inner.append(d)
-                    for w in d.inputs:
-                        expand(w)
+                    todo.extend(reversed(d.inputs))
                 elif (d is not None and uses.get(v, 0) == 1 and d.prim is scatter_add_p
                       and d.outputs[0].aval.dtype == dtype):
                     scatters.append(d)
                 else:
                     bases.append(v)
-
-            for w in op.inputs:
-                expand(w)
             if not scatters:
                 continue
             inplace = None
@@ -287,10 +289,18 @@ class FunctionPlan:
                     bases.insert(0, bases.pop(at[0]))
             for d in inner + scatters:
                 absorbed.add(id(d))
-            replace[id(op)] = _AccumOp(op, bases, scatters, inplace)
-            if inplace is not None:
-                self.alias[out] = inplace
-        return [replace.get(id(op), op) for op in ops if id(op) not in absorbed]
+            chain = []  # MAX_SCATTERS at a time, each after the first in place
+            for k in range(0, len(scatters), MAX_SCATTERS):
+                last = k + MAX_SCATTERS >= len(scatters)
+                acc = out if last else Value(out.aval, "acc")
+                chain.append(_AccumOp(op, bases, scatters[k:k + MAX_SCATTERS], inplace, [acc]))
+                if inplace is not None:
+                    self.alias[acc] = inplace
+                uses[acc] = uses.get(acc, 1)
+                bases, inplace = [acc], acc
+            replace[id(op)] = chain
+        return [new for op in ops if id(op) not in absorbed
+                for new in replace.get(id(op), [op])]
 
     # -- 1. layouts and units -----------------------------------------------------------------
     def _build(self):

@@ -89,7 +89,7 @@ def _weights_chain(x):
 
 
 def test_no_llvm_function_grows_with_the_program(native, monkeypatch):
-    monkeypatch.setattr(lower, "SEGMENT_UNITS", 16)
+    monkeypatch.setattr(lower, "SEGMENT_OPS", 16)
     x = np.random.default_rng(1).standard_normal((8, 8))
     fns = _functions(_joint_ir(llgrad.differentiate(_weights_chain), x))
     assert any(".part" in n for n in fns)  # the kernel runs in segments
@@ -116,7 +116,7 @@ def test_every_use_case_with_everything_outlined_and_segmented(uc, native, monke
     """The smallest thresholds: each loop its own function, each unit its own segment, at
     most two ops per fused loop; the numbers are the interpreter's."""
     monkeypatch.setattr(outline, "BIG_PLAN", 1)
-    monkeypatch.setattr(lower, "SEGMENT_UNITS", 1)
+    monkeypatch.setattr(lower, "SEGMENT_OPS", 1)
     monkeypatch.setattr(plan, "MAX_GROUP_OPS", 2)
     args = make_args(uc.fn, np.random.default_rng(0))
     _check_against_interp(llgrad.differentiate(uc.fn, wrt=float_argnums(uc.fn)), args,
@@ -185,6 +185,25 @@ def test_control_flow_corpus_with_everything_outlined_and_segmented(name, native
     """Loops and conditions in segments (their 0-d values in the segments' shared array),
     every loop outlined; the numbers are the interpreter's."""
     monkeypatch.setattr(outline, "BIG_PLAN", 1)
-    monkeypatch.setattr(lower, "SEGMENT_UNITS", 1)
+    monkeypatch.setattr(lower, "SEGMENT_OPS", 1)
     c = cf_corpus.CASES[name]
     _check_against_interp(llgrad.differentiate(c.fn, wrt=c.wrt), c.args(), monkeypatch)
+
+
+STEPS = tuple(range(1500))
+
+
+def _many_reads(x):
+    s = 0.0
+    for k in STEPS:  # a Python tuple: 1500 reads of x, whose gradient is one long sum
+        s = s + x[k] * (k % 7)
+    return s
+
+
+def test_a_gradient_summing_thousands_of_scatters_compiles(native, monkeypatch):
+    """The planner follows a sum of 1500 scattered reads without recursing per term (it hit
+    Python's recursion limit)."""
+    x = np.linspace(-1.0, 1.0, len(STEPS))
+    f = llgrad.differentiate(_many_reads)
+    np.testing.assert_allclose(f.grad(x), [k % 7 for k in STEPS], rtol=1e-12)
+    _check_against_interp(f, (x,), monkeypatch)

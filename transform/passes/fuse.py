@@ -34,6 +34,7 @@ def _fusible(op) -> bool:
 
 
 _SEARCH_BUDGET = 64
+MAX_GROUP_OPS = 64  # as codegen's groups (plan.py): bounds every group's reads
 
 
 class _Groups:
@@ -43,6 +44,7 @@ class _Groups:
     def __init__(self):
         self.parent: list[int] = []
         self.shape: list = []
+        self.size: list[int] = []   # member ops
         self.reads: list[set] = []  # groups each group reads from (ids, maybe merged away)
         self.users: list[set] = []  # the inverse
         self.ord: list[int] = []    # position in a topological order (producers first)
@@ -56,6 +58,7 @@ class _Groups:
         g = len(self.parent)
         self.parent.append(g)
         self.shape.append(shape)
+        self.size.append(0)
         self.reads.append(set())
         self.users.append(set())
         self.ord.append(g)  # after every existing group: it reads nothing yet
@@ -66,7 +69,8 @@ class _Groups:
         when that takes more than _SEARCH_BUDGET steps to decide (then the op is not fused)."""
         c = self.find(c)
         bound, seen = self.ord[c], set()
-        todo = [(self.ord[x], x) for x in {self.find(x) for x in starts}]
+        todo = [(self.ord[x], x) for x in {self.find(x) for x in starts}
+                if self.ord[x] >= bound]  # (an earlier one cannot read c)
         heapq.heapify(todo)
         while todo:
             o, x = heapq.heappop(todo)  # the earliest first: the way to c, when there is one
@@ -98,6 +102,7 @@ class _Groups:
         """Merge group `c` into `g` (neither depends on the other)."""
         c, g = self.find(c), self.find(g)
         self.parent[c] = g
+        self.size[g] += self.size[c]
         self.add_reads(g, self.reads[c])
         for u in list(self.users[c]):
             self.add_reads(u, [g])
@@ -136,7 +141,8 @@ class _Groups:
 # c when there is one: a gradient reads the forward values it came from). A search still
 # undecided after _SEARCH_BUDGET groups answers "depends", so the op is not fused there:
 # never a cycle, at worst a missed fusion between far-apart parts of a long program, which
-# would only have kept values alive longer.
+# would only have kept values alive longer. A group takes at most MAX_GROUP_OPS ops (what
+# codegen runs in one loop anyway), so what one group reads stays bounded too.
 
 
 def _groups(region: ir.Region):
@@ -158,16 +164,18 @@ def _groups(region: ir.Region):
                                 if v.id in group_of_val})
             for c in producers:
                 c = gr.find(c)
-                if gr.shape[c] != shape or any(
+                if gr.shape[c] != shape or gr.size[c] >= MAX_GROUP_OPS or any(
                         gr.depends(vdirect.get(v.id, ()), c) for v in op.inputs
                         if v.id not in group_of_val or gr.find(group_of_val[v.id]) != c):
                     continue
                 if g is None:
                     g = c
-                elif not gr.depends(gr.reads[c], g) and not gr.depends(gr.reads[g], c):
+                elif gr.size[c] + gr.size[g] < MAX_GROUP_OPS and not gr.depends(
+                        gr.reads[c], g) and not gr.depends(gr.reads[g], c):
                     gr.merge(c, g)
             if g is None:
                 g = gr.new(shape)
+            gr.size[g] += 1
             for v in op.inputs:
                 if v.id not in group_of_val or gr.find(group_of_val[v.id]) != g:
                     gr.add_reads(g, vdirect.get(v.id, ()))
