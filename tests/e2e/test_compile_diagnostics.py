@@ -243,3 +243,23 @@ def test_config_update_refuses_unknown_options():
         llgrad.config.update("log_compile", True)
 
 
+
+
+APPENDS = llgrad.differentiate(appends)
+
+
+def uses_appends(x):
+    value, grad = APPENDS.value_and_grad(x)  # inlined into this trace
+    return value + np.sum(grad)
+
+
+def test_unrolled_loop_inside_an_inlined_gradient_warns_once(no_jit):
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        f = llgrad.differentiate(uses_appends)
+        f(np.ones(3))
+        f(np.ones(4))
+    got = [x for x in w if issubclass(x.category, UnrollWarning)]
+    assert len(got) == 1 and got[0].lineno == _line(appends, "for k in range(6)"), \
+        [str(x.message) for x in got]
+    assert "6 copies" in str(got[0].message)
