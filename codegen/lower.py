@@ -167,12 +167,25 @@ def _emit_segments(ctx: Ctx, name: str, n_slots: int, parts: list) -> None:
             arg.add_attribute("noalias")
         sb = ir.IRBuilder(fn.append_basic_block("entry"))
         seg = Ctx(ctx.plan, sb, list(fn.args[:-1]), ctx._consts, ctx.stats)
-        seg.slots = {s: sb.gep(fn.args[-1], [ir.Constant(I64, s)], inbounds=True,
-                               source_etype=I64) for s in range(n_slots)}
+        seg.slots = _Slots(sb, fn.args[-1])
         for u in units:
             _emit_unit(seg, u)
         sb.ret_void()
         b.call(fn, [*ctx.buffers, area])
+
+
+class _Slots(dict):
+    """A segment's slot pointers into the shared array, made on first use in its entry."""
+
+    def __init__(self, builder: ir.IRBuilder, area: ir.Value):
+        super().__init__()
+        self.b, self.area = builder, area
+
+    def __missing__(self, k: int) -> ir.Value:
+        with self.b.goto_entry_block():
+            p = self[k] = self.b.gep(self.area, [ir.Constant(I64, k)], inbounds=True,
+                                     source_etype=I64)
+        return p
 
 
 def _emit_unit(ctx: Ctx, u: Unit):

@@ -111,6 +111,7 @@ class Differentiable:
             return compose.inline_value_and_grad(self, args, kwargs, wrt_args, single)
         c, leaves, (wrt_args, single), _ = self._compiled(args, kwargs)
         outs = c.run("joint", leaves)  # raises c.not_differentiable when there is no gradient
+        c.grads_ok = True
         n_out = len(c.trace.fn.outputs)
         value = _rebuild_outputs(c.trace.out_struct, outs[:n_out])
         grads = _assemble(c.trace, outs[n_out:], c.wrt_leaves, wrt_args, single)

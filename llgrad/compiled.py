@@ -74,7 +74,7 @@ class Compiled:
         # reuse] in api.py); staged signatures always compile.
         self.uses = 2
         self.modules: dict = {}  # entry -> codegen CompiledModule
-        self.grads_ok = False  # a joint entry has run: the fast path may call it
+        self.grads_ok = False  # the joint has run (api.py): the fast path may call it
         self.pending_unrolled: list = []  # UnrollWarnings waiting for the compile's cost
         self._forward = self._joint = None
 
@@ -136,13 +136,9 @@ class Compiled:
             fn = self.forward if entry == "forward" else self.joint
             if fn is None:
                 raise self.not_differentiable
-            outs = interp.run(fn, *leaves)
-        else:
-            m = self.modules.get(entry) or self.module(entry)
-            outs = m[entry](*leaves)
-        if entry == "joint":
-            self.grads_ok = True
-        return outs
+            return interp.run(fn, *leaves)
+        m = self.modules.get(entry) or self.module(entry)
+        return m[entry](*leaves)
 
     def module(self, entry: str):
         """The native module of `entry` ("forward" or "joint"), compiled on first use."""
