@@ -220,7 +220,7 @@ OUTLINE_MIN_FLOPS = 64
 # b's row and one multiply-add per vector per p; c is read and written once per row). The
 # products are summed in the same order, p = 0, 1, ..., as the plain nest's.
 ROW_IN_REGISTERS = 16
-UNROLL_P = 128  # multiply-adds per row written out straight-line
+UNROLL_P = 64  # multiply-adds per row written out straight-line (b's rows contiguous)
 
 
 def _row_matmul(builder, elem, width, a, b, c, m, n, k, trans_a, trans_b, accumulate) -> None:
@@ -229,41 +229,49 @@ def _row_matmul(builder, elem, width, a, b, c, m, n, k, trans_a, trans_b, accumu
     chunks = [(j, width) for j in range(0, n - n % width, width)]
     chunks += [(j, 1) for j in range(n - n % width, n)]
     types = [elem if w == 1 else ir.VectorType(elem, w) for _, w in chunks]
-    with builder.goto_entry_block():
-        accs = [builder.alloca(t, name="mm.acc") for t in types]
+    unrolled = not trans_b and k * len(chunks) <= UNROLL_P  # straight-line over p, as O3 would
+    if not unrolled:  # the row's accumulators across the p loop (SROA makes them registers)
+        with builder.goto_entry_block():
+            slots = [builder.alloca(t, name="mm.acc") for t in types]
     n_v, k_v, m_v = const(n), const(k), const(m)
+
+    def products(i, p) -> list:
+        """a[i, p] * b[p, chunk] for each chunk of the row."""
+        a_idx = builder.add(builder.mul(p, m_v), i) if trans_a else \
+            builder.add(builder.mul(i, k_v), p)
+        a_ip = load(builder, a, a_idx, elem)
+        row_b = p if trans_b else builder.mul(p, n_v)
+        a_vec = splat(builder, a_ip, width) if any(w > 1 for _, w in chunks) else None
+        out = []
+        for (j, w), t in zip(chunks, types):
+            if not trans_b:
+                b_w = load(builder, b, builder.add(row_b, const(j)), elem, w)
+            else:  # b[p, j + q] is stored at (j + q) * k + p
+                b_w = ir.Constant(t, ir.Undefined) if w > 1 else None
+                for q in range(w):
+                    x = load(builder, b, builder.add(row_b, const((j + q) * k)), elem)
+                    b_w = x if w == 1 else builder.insert_element(
+                        b_w, x, ir.Constant(ir.IntType(32), q))
+            out.append(builder.fmul(a_ip if w == 1 else a_vec, b_w))
+        return out
+
     with for_range(builder, 0, m, name="mm.i") as i:
         row_c = builder.mul(i, n_v)
-        for (j, w), t, acc in zip(chunks, types, accs):
-            init = load(builder, c, builder.add(row_c, const(j)), elem, w) if accumulate \
+        accs = [load(builder, c, builder.add(row_c, const(j)), elem, w) if accumulate
                 else ir.Constant(t, 0.0 if w == 1 else [0.0] * w)
-            builder.store(init, acc)
-        def step(p):
-            a_idx = builder.add(builder.mul(p, m_v), i) if trans_a else \
-                builder.add(builder.mul(i, k_v), p)
-            a_ip = load(builder, a, a_idx, elem)
-            row_b = p if trans_b else builder.mul(p, n_v)
-            for (j, w), t, acc in zip(chunks, types, accs):
-                a_w = a_ip if w == 1 else splat(builder, a_ip, w)
-                if not trans_b:
-                    b_w = load(builder, b, builder.add(row_b, const(j)), elem, w)
-                else:  # b[p, j + q] is stored at (j + q) * k + p
-                    b_w = ir.Constant(t, ir.Undefined) if w > 1 else None
-                    for q in range(w):
-                        x = load(builder, b, builder.add(row_b, const((j + q) * k)), elem)
-                        b_w = x if w == 1 else builder.insert_element(
-                            b_w, x, ir.Constant(ir.IntType(32), q))
-                prod = builder.fmul(a_w, b_w)
-                builder.store(builder.fadd(builder.load(acc), prod), acc)
-
-        if k * len(chunks) <= UNROLL_P:  # straight-line over p: what O3 would unroll
+                for (j, w), t in zip(chunks, types)]
+        if unrolled:
             for p in range(k):
-                step(const(p))
+                accs = [builder.fadd(acc, prod) for acc, prod in zip(accs, products(i, const(p)))]
         else:
+            for acc, slot in zip(accs, slots):
+                builder.store(acc, slot)
             with for_range(builder, 0, k, name="mm.p") as p:
-                step(p)
+                for slot, prod in zip(slots, products(i, p)):
+                    builder.store(builder.fadd(builder.load(slot), prod), slot)
+            accs = [builder.load(slot) for slot in slots]
         for (j, _), acc in zip(chunks, accs):
-            store(builder, builder.load(acc), c, builder.add(row_c, const(j)))
+            store(builder, acc, c, builder.add(row_c, const(j)))
 
 
 def _outlined_matmul(module: ir.Module, dtype: str, m: int, n: int, k: int, trans_a: bool,
