@@ -8,8 +8,9 @@ set-up), the path taken (staged / dynamic) and the second call; beside it JAX's
 ``jit(value_and_grad)`` first and second call on the same function when JAX is installed.
 
 Options: ``--only a,b`` (case names or prefixes), ``--timeout S`` (per case, default 120),
-``--no-jax``, ``--json PATH``. Every system runs on one thread, as in ``benchmarks.run``. The cases: a tanh RNN (hidden 16, batch 8) built with a
-list and ``np.stack`` and with a preallocated ``preds[t] = h``, at T = 5..80; an LSTM at
+``--no-jax``, ``--json PATH``. Every system runs on one thread, as in ``benchmarks.run``.
+The cases: a tanh RNN (hidden 16, batch 8) built with a list and ``np.stack`` and with a
+preallocated ``preds[t] = h``, at T = 5..80; an LSTM at
 T = 8, 40; a hand-written Cholesky factorisation and triangular solve at n = 10, 25, 50; a
 plain-numpy MLP (784-128-10) and softmax regression; and the compiled benchmark workloads
 (benchmarks/workloads).
@@ -121,8 +122,9 @@ def _rnn_inputs(T, hidden=16, batch=8, inputs=4):
 
 def _lstm_inputs(T, hidden=16, batch=8, inputs=4):
     r = _RNG()
-    return (r.standard_normal((inputs, 4 * hidden)) / 2, r.standard_normal((hidden, 4 * hidden)) / 4,
-            np.zeros(4 * hidden), r.standard_normal((T, batch, inputs)))
+    return (r.standard_normal((inputs, 4 * hidden)) / 2,
+            r.standard_normal((hidden, 4 * hidden)) / 4, np.zeros(4 * hidden),
+            r.standard_normal((T, batch, inputs)))
 
 
 def _spd(n):
@@ -141,7 +143,8 @@ def _softmax_case():
     r = _RNG()
     X = r.standard_normal((64, 784))
     Y = np.eye(10)[r.integers(0, 10, 64)]
-    return softmax_regression, (r.standard_normal((784, 10)) * 0.01, np.zeros(10), X, Y), (0, 1), None
+    W = r.standard_normal((784, 10)) * 0.01
+    return softmax_regression, (W, np.zeros(10), X, Y), (0, 1), None
 
 
 def _workload_case(name):
