@@ -12,8 +12,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from llgrad.runtime.errors import (DTypeError, LLGradError, SourceLoc,  # noqa: F401
-                                   UnrollWarning, UnsupportedError)
+from llgrad.runtime.errors import (DTypeError, LLGradError, PerformanceWarning,  # noqa: F401
+                                   SourceLoc, UnrollWarning, UnsupportedError)
 from llgrad.tracer import signature as sig
 from llgrad.transform import ir
 from llgrad.tracer import captures
@@ -149,7 +149,7 @@ def _convertible(fn: Callable) -> Callable:
         # then takes the dynamic path, which is exact but re-traces per call.
         warnings.warn(f"llgrad: the source of {target.__qualname__} is not available; its "
                       f"control flow cannot be compiled (define it in a .py file)",
-                      stacklevel=4)
+                      PerformanceWarning, stacklevel=4)
         return fn
     return convert(fn)
 

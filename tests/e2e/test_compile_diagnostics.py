@@ -263,3 +263,10 @@ def test_unrolled_loop_inside_an_inlined_gradient_warns_once(no_jit):
     assert len(got) == 1 and got[0].lineno == _line(appends, "for k in range(6)"), \
         [str(x.message) for x in got]
     assert "6 copies" in str(got[0].message)
+
+
+def test_a_function_without_source_warns_that_its_control_flow_is_not_compiled(no_jit):
+    ns: dict = {}
+    exec("import numpy as np\ndef nosrc(x):\n    return np.sum(x * 2.0)\n", ns)
+    with pytest.warns(llgrad.PerformanceWarning, match="the source of nosrc is not available"):
+        assert llgrad.differentiate(ns["nosrc"])(np.ones(3)) == 6.0
