@@ -3,7 +3,8 @@
 `compile_functions({name: ir.Function}) -> CompiledModule` is the entry point (compile.py);
 `load_object` rebuilds a CompiledModule (compiled.py) from cached object code.
 Foundations: `jit` (the process-wide JIT), `vmath` (SIMD math), `loops` (loop nests),
-`blas` (gemm and loop matmul), `abi` (kernels as `void(void**)`); lowering: `registry` (one
+`blas` (gemm and loop matmul), `abi` (kernels as `i64(void**)` returning a status:
+`native_errors`); lowering: `registry` (one
 lowering per primitive), `plan` (views, groups, storage), `lower` (emission), `elementwise` (the
 generic loop), `lowerings/` (one module per op family).
 Submodules load on first use, so importing the package stays cheap; what that first use

@@ -1,10 +1,11 @@
 """The calling convention of compiled kernels, and the cheap way to call them from Python.
 
-Every kernel is `void name(ptr %buffers)`: `buffers` points to an array of data pointers, one
+Every kernel is `i64 name(ptr %buffers)`: `buffers` points to an array of data pointers, one
 per argument, result and workspace, in the order the lowering chose (scalars travel as 0-d
-arrays). One ctypes prototype therefore calls any signature. `define_kernel` builds that
-entry around an internal body whose parameters are `noalias` buffer pointers; `Kernel` calls
-a compiled entry on numpy arrays. See Note [Calling without ndarray.ctypes].
+arrays); it returns 0, or the status of the failure that stopped it (Note [Native errors]
+in native_errors.py). One ctypes prototype therefore calls any signature. `define_kernel`
+builds that entry around an internal body whose parameters are `noalias` buffer pointers;
+`Kernel` calls a compiled entry on numpy arrays. See Note [Calling without ndarray.ctypes].
 """
 from __future__ import annotations
 
@@ -18,19 +19,20 @@ from llvmlite import ir
 
 from . import jit, once
 from .loops import I64, PTR, for_range
+from .native_errors import define_sigint_handler
 
 __all__ = [
     "ENTRY_TYPE", "ALIGN", "define_kernel", "Kernel", "callable_pointer", "pointer_array",
-    "fast_path_available",
+    "fast_path_available", "support_address",
 ]
 
-ENTRY_TYPE = ir.FunctionType(ir.VoidType(), [PTR])
+ENTRY_TYPE = ir.FunctionType(I64, [PTR])
 # The workspace buffer starts on a 64-byte boundary (a cache line), and so does every temporary
 # the planner places in it (plan.py) and every constant global (compile.py). Kernels assume
 # only element alignment for their loads and stores (loops.py); this is for the cache.
 ALIGN = 64
-_ENTRY_CFUNC = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-_TRAMPOLINE_CFUNC = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.py_object)
+_ENTRY_CFUNC = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
+_TRAMPOLINE_CFUNC = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.py_object)
 
 
 @contextmanager
@@ -38,10 +40,10 @@ def define_kernel(module: ir.Module, name: str, n_buffers: int, noalias: bool = 
                   ) -> Iterator[tuple[ir.IRBuilder, list[ir.Value]]]:
     """Define kernel `name` in `module`; yield a builder and the buffer pointers for the body.
 
-    The body goes into an internal function `<name>.body(ptr noalias %b0, ...)` (inlined by
-    the pipeline into the entry, which keeps the no-alias facts as scoped metadata); on exit
-    the body's `ret void` and the `void name(ptr)` entry that unpacks the pointer array are
-    emitted.
+    The body goes into an internal function `i64 <name>.body(ptr noalias %b0, ...)` (inlined
+    by the pipeline into the entry, which keeps the no-alias facts as scoped metadata); on
+    exit the body's `ret i64 0` (success) and the `i64 name(ptr)` entry that unpacks the
+    pointer array and returns the body's status are emitted.
     Pass `noalias=False` when two buffers may overlap (in-place updates).
 
     Example (y = 2 * x over 100 doubles)::
@@ -52,7 +54,7 @@ def define_kernel(module: ir.Module, name: str, n_buffers: int, noalias: bool = 
         kernel = Kernel(compile_module(str(module), ["scale"])["scale"], 2)
         kernel(x_array, y_array)
     """
-    body_ty = ir.FunctionType(ir.VoidType(), [PTR] * n_buffers)
+    body_ty = ir.FunctionType(I64, [PTR] * n_buffers)
     body = ir.Function(module, body_ty, name=f"{name}.body")
     body.linkage = "internal"
     for i, arg in enumerate(body.args):
@@ -61,7 +63,7 @@ def define_kernel(module: ir.Module, name: str, n_buffers: int, noalias: bool = 
             arg.add_attribute("noalias")
     builder = ir.IRBuilder(body.append_basic_block("entry"))
     yield builder, list(body.args)
-    builder.ret_void()
+    builder.ret(ir.Constant(I64, 0))
 
     entry = ir.Function(module, ENTRY_TYPE, name=name)
     entry.args[0].name = "buffers"
@@ -69,8 +71,7 @@ def define_kernel(module: ir.Module, name: str, n_buffers: int, noalias: bool = 
     ptrs = [eb.load(eb.gep(entry.args[0], [ir.Constant(I64, i)], inbounds=True,
                            source_etype=PTR), typ=PTR, name=f"b{i}")
             for i in range(n_buffers)]
-    eb.call(body, ptrs)
-    eb.ret_void()
+    eb.ret(eb.call(body, ptrs))
 
 
 def callable_pointer(builder: ir.IRBuilder, pointer: ir.Value, fnty: ir.FunctionType,
@@ -102,16 +103,19 @@ def pointer_array(arrays: Sequence[np.ndarray]) -> ctypes.Array:
 # tuple of arrays as a PyObject*, reads its length and items at the offsets of CPython's
 # PyTupleObject, reads each PyArrayObject's `data` field (the first field after the object
 # header, stable since numpy 1.7 and in numpy 2), fills an alloca'd pointer array and calls
-# `fn`. The offsets come from `object.__basicsize__`/`tuple.__basicsize__` and are checked
-# against ctypes once; if the check fails (an unusual interpreter build) we fall back to
-# `pointer_array`. The tuple keeps the arrays alive during the call; ctypes releases the GIL.
-# Every element must be an `np.ndarray` (or subclass): `Kernel.__call__` checks, `call_unchecked`
-# does not. Compiling the trampoline costs ~15-20 ms of LLVM per process; with the disk cache
-# on, its object code is cached like a kernel's (keyed by its IR, which holds the offsets).
+# `fn`, returning its status. The offsets come from `object.__basicsize__` and
+# `tuple.__basicsize__` and are checked against ctypes once; if the check fails (an unusual
+# interpreter build) we fall back to `pointer_array`. The tuple keeps the arrays alive during
+# the call; ctypes releases the GIL. Every element must be an `np.ndarray` (or subclass):
+# `Kernel.__call__` checks, `call_unchecked` does not. Compiling the trampoline costs ~15-20 ms
+# of LLVM per process; with the disk cache on, its object code is cached like a kernel's
+# (keyed by its IR, which holds the offsets). The same support module holds the SIGINT hook
+# (Note [Interrupting compiled loops]).
 
 _setup_lock = threading.Lock()
 _trampoline: ctypes._CFuncPtr | None = None
 _fast_path: bool | None = None
+_support: dict[str, int] = {}  # name -> address of the support module's functions
 
 
 def _offsets() -> tuple[int, int, int]:
@@ -130,10 +134,17 @@ def _offsets_hold() -> bool:
                     for i, a in enumerate(probe)))
 
 
-def _trampoline_ir() -> str:
-    size_off, items_off, data_off = _offsets()
+def _support_ir(trampoline: bool) -> str:
     module = ir.Module(name="llgrad_abi")
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR, PTR]), "llgrad_call_arrays")
+    define_sigint_handler(module)
+    if trampoline:
+        _define_trampoline(module)
+    return str(module)
+
+
+def _define_trampoline(module: ir.Module) -> None:
+    size_off, items_off, data_off = _offsets()
+    fn = ir.Function(module, ir.FunctionType(I64, [PTR, PTR]), "llgrad_call_arrays")
     target, tup = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     i8 = ir.IntType(8)
@@ -149,37 +160,43 @@ def _trampoline_ir() -> str:
         array = field(tup, item_off, PTR)
         data = field(array, data_off, PTR)
         b.store(data, b.gep(buffers, [i], inbounds=True, source_etype=PTR))
-    b.call(callable_pointer(b, target, ENTRY_TYPE), [buffers])
-    b.ret_void()
-    return str(module)
+    b.ret(b.call(callable_pointer(b, target, ENTRY_TYPE), [buffers]))
 
 
 def fast_path_available(cache: jit.ObjectCache | None = None) -> bool:
     """True when kernels are called through the native trampoline (see the Note above).
 
-    The first call sets the trampoline up, once per process: from `cache` when it holds the
-    trampoline's object code (a warm start then runs no LLVM pass for it), else compiled
-    (and stored in `cache`, if given). Later calls ignore `cache`.
+    The first call sets the support module (trampoline and SIGINT hook) up, once per
+    process: from `cache` when it holds the module's object code (a warm start then runs no
+    LLVM pass for it), else compiled (and stored in `cache`, if given). Later calls ignore
+    `cache`.
     """
     global _fast_path, _trampoline
     if _fast_path is None:
         with _setup_lock:
             if _fast_path is None:
-                if _offsets_hold():
-                    with once.paid("call trampoline"):  # O1: the loop is already tight
-                        addr = jit.compile_module(_trampoline_ir(), ["llgrad_call_arrays"],
-                                                  cache, opt_level=1)
-                    _trampoline = _TRAMPOLINE_CFUNC(addr["llgrad_call_arrays"])
-                    _fast_path = True
-                else:
-                    _fast_path = False
+                fast = _offsets_hold()
+                names = ["llgrad_on_sigint"] + (["llgrad_call_arrays"] if fast else [])
+                with once.paid("support module"):  # O1: the loops are already tight
+                    _support.update(jit.compile_module(_support_ir(fast), names, cache,
+                                                       opt_level=1))
+                if fast:
+                    _trampoline = _TRAMPOLINE_CFUNC(_support["llgrad_call_arrays"])
+                _fast_path = fast
     return _fast_path
 
 
-class Kernel:
-    """A compiled `void(void**)` entry, callable on numpy arrays.
+def support_address(name: str) -> int:
+    """The address of a support-module function (e.g. "llgrad_on_sigint")."""
+    fast_path_available()
+    return _support[name]
 
-    `kernel(*arrays)` passes each array's data pointer, in order; arrays must be contiguous
+
+class Kernel:
+    """A compiled `i64(void**)` entry, callable on numpy arrays.
+
+    `kernel(*arrays)` passes each array's data pointer, in order, and returns the kernel's
+    status (0: success; see Note [Native errors]); arrays must be contiguous
     with the dtype and shape the kernel was compiled for (the caller's signature check
     guarantees it; nothing is checked here but the type). Thread safe: nothing is shared
     between calls.
@@ -198,27 +215,27 @@ class Kernel:
             entry = self._entry
             self._call = lambda arrays: entry(pointer_array(arrays))
 
-    def __call__(self, *arrays: np.ndarray) -> None:
+    def __call__(self, *arrays: np.ndarray) -> int:
         if len(arrays) != self.n_buffers:
             raise TypeError(f"{self.name} takes {self.n_buffers} buffers, got {len(arrays)}")
         for a in arrays:
             if not isinstance(a, np.ndarray):
                 raise TypeError(f"{self.name}: buffers must be numpy arrays, got {type(a)}")
-        self._call(arrays)
+        return self._call(arrays)
 
-    def call_unchecked(self, arrays: tuple[np.ndarray, ...]) -> None:
+    def call_unchecked(self, arrays: tuple[np.ndarray, ...]) -> int:
         """Call with a tuple of exactly `n_buffers` ndarrays; no checks (the hot path)."""
-        self._call(arrays)
+        return self._call(arrays)
 
-    def call_pointers(self, pointers: ctypes.Array) -> None:
+    def call_pointers(self, pointers: ctypes.Array) -> int:
         """Call the raw entry with a prepared `void*[n]` (see `pointer_array`)."""
-        self._entry(pointers)
+        return self._entry(pointers)
 
     def __repr__(self) -> str:
         return f"<Kernel {self.name} at {self.address:#x}, {self.n_buffers} buffers>"
 
 
 def _bind(trampoline: ctypes._CFuncPtr, address: int):  # noqa: ANN202
-    def call(arrays: tuple[np.ndarray, ...]) -> None:
-        trampoline(address, arrays)
+    def call(arrays: tuple[np.ndarray, ...]) -> int:
+        return trampoline(address, arrays)
     return call

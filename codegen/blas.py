@@ -49,11 +49,18 @@ def _find_blas(name: str) -> int | None:
     address = _wheel_openblas(name)
     if address is not None:
         return address
+    return capsule_address("cython_blas", name)
+
+
+def capsule_address(module: str, name: str) -> int | None:
+    """Address of `name` among the function pointers scipy.linalg.<module> exports
+    (cython_blas or cython_lapack), or None."""
+    import importlib
     try:
-        from scipy.linalg import cython_blas
+        mod = importlib.import_module(f"scipy.linalg.{module}")
     except ImportError:
         return None
-    capsule = cython_blas.__pyx_capi__.get(name)
+    capsule = mod.__pyx_capi__.get(name)
     if capsule is None:
         return None
     get_name = ctypes.pythonapi.PyCapsule_GetName

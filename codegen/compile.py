@@ -1,7 +1,8 @@
 """compile_functions: several IR functions -> one LLVM module -> native entries callable on
 numpy arrays (a `CompiledModule`, compiled.py: `m[name](*arrays) -> list[ndarray]`).
 
-Each entry is a `void(void**)` kernel (abi.py) over [params..., results..., workspace].
+Each entry is an `i64(void**)` kernel (abi.py) over [params..., results..., workspace],
+returning 0 or the status of a failure (native_errors.py).
 Constants are private module globals. Loading cached object code (compiled.load_object) does
 not import this module, so the lowering loads only when something is compiled.
 """
@@ -78,10 +79,10 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
             stats["ops"][op.prim.name] = stats["ops"].get(op.prim.name, 0) + 1
         symbol = f"llgrad{mid}_{_ident(name)}"
         consts = _Constants(module, symbol)
-        n = emit_function(plan, module, symbol, consts, stats)
-        kernels[name] = (symbol, n)
+        n, sites, record = emit_function(plan, module, symbol, consts, stats)
+        kernels[name] = (symbol, n, sites, record)
         plans[name] = plan
-        workspace = max(workspace, plan.workspace)
+        workspace = max(workspace, record + 8)  # the error record ends the workspace
         stats[f"constant bytes ({name})"] = consts.bytes
         stats[f"workspace bytes ({name})"] = plan.workspace
     stats["loops shared"] = outline.finish(module)
@@ -93,7 +94,7 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
         t2 = time.perf_counter()
         j.optimize(mod, level)
         t3 = time.perf_counter()
-        names = [s for s, _ in kernels.values()]
+        names = [s for s, *_ in kernels.values()]
         if keep_object:  # one machine-code pass: load the object code the disk cache keeps
             obj = j.target.machine.emit_object(mod)
             addresses = j.add_object(obj, names, check=False)  # LLVM's own output
@@ -107,8 +108,9 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
         memtype(v.aval.dtype)  # every boundary dtype is supported
     layout = {name: (symbol, n, [(tuple(v.aval.shape), np.dtype(v.aval.dtype))
                                  for v in fns[name].params],
-                     [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in fns[name].outputs])
-              for name, (symbol, n) in kernels.items()}
+                     [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in fns[name].outputs],
+                     sites, record)
+              for name, (symbol, n, sites, record) in kernels.items()}
     cm = assemble(layout, addresses, llvm_ir, stats, workspace)
     cm.object_code = obj
     return cm
@@ -178,7 +180,7 @@ def _trips(op) -> int | None:
 def _scattered(op) -> list:
     """The values an `accumulate` (plan.py) scatters: after its bases, each g and its indices."""
     out, pos = [], op.params["nbases"]
-    for _, n_idx in op.params["scatters"]:
+    for _, n_idx, _ in op.params["scatters"]:
         out.append(op.inputs[pos])
         pos += 1 + n_idx
     return out

@@ -14,17 +14,21 @@ import numpy as np
 
 from llgrad.runtime.errors import ShapeError
 
-from . import abi, jit
+from . import abi, jit, native_errors
 
 
 class Entry:
-    """One compiled function: checks/coerces arguments, allocates results, calls the kernel."""
+    """One compiled function: checks/coerces arguments, allocates results, calls the kernel,
+    and raises the error a kernel that stopped reports (Note [Native errors])."""
 
-    __slots__ = ("name", "kernel", "in_avals", "out_avals", "module", "_call", "_tls")
+    __slots__ = ("name", "kernel", "in_avals", "out_avals", "module", "sites", "record",
+                 "_polls", "_call", "_tls")
 
-    def __init__(self, name, kernel, in_avals, out_avals, module):
+    def __init__(self, name, kernel, in_avals, out_avals, module, sites=(), record=0):
         self.name, self.kernel, self.module = name, kernel, module
         self.in_avals, self.out_avals = in_avals, out_avals
+        self.sites, self.record = list(sites), record
+        self._polls = any(s.kind == "interrupt" for s in self.sites)
         self._call = kernel._call  # the native trampoline, bound to the kernel's address
         self._tls = module._tls
 
@@ -42,8 +46,17 @@ class Entry:
             ws = self._tls.ws
         except AttributeError:
             ws = self.module.workspace()
-        self._call((*args, *outs, ws))
+        if self._polls:
+            native_errors.watch_interrupts()
+        status = self._call((*args, *outs, ws))
+        if status:
+            return self._failed(status, args, ws)
         return outs
+
+    def _failed(self, status: int, args, ws: np.ndarray) -> list[np.ndarray]:
+        value = int(ws[self.record:self.record + 8].view(np.int64)[0])
+        native_errors.raise_for(self.sites[status - 1], value)
+        return self(*args)  # an interrupt whose handlers returned: run the call again
 
     def _coerce(self, args) -> tuple:
         out = []
@@ -63,8 +76,10 @@ class Entry:
 # A call checks each argument's class, dtype (identity: numpy's builtin dtypes are singletons),
 # shape and contiguity (~0.5 us), allocates the results with np.empty and hands one tuple to the
 # native trampoline (abi.py, Note [Calling without ndarray.ctypes]), which reads the data
-# pointers itself. Anything unusual (lists, other dtypes, strided arrays) takes the slow path,
-# np.ascontiguousarray. The workspace is per thread (threading.local), so no lock is taken.
+# pointers itself; the kernel's status is one int test (Note [Native errors]; ~25 ns with the
+# ctypes conversion, ~30 ns more for an entry that polls for Ctrl-C). Anything unusual (lists,
+# other dtypes, strided arrays) takes the slow path, np.ascontiguousarray. The workspace is
+# per thread (threading.local), so no lock is taken.
 
 
 class CompiledModule:
@@ -115,11 +130,13 @@ class CompiledModule:
 def assemble(layout: dict, addresses: dict, llvm_ir: str, stats: dict,
              workspace: int) -> CompiledModule:
     """A CompiledModule over compiled entries: `layout` maps name -> (symbol, buffer count,
-    parameter avals, result avals); `addresses` maps symbol -> address."""
+    parameter avals, result avals, failure sites, error record offset); `addresses` maps
+    symbol -> address."""
     cm = CompiledModule({}, llvm_ir, stats, workspace)
     cm.layout = layout
-    for name, (symbol, n, ins, outs) in layout.items():
-        cm.entries[name] = Entry(name, abi.Kernel(addresses[symbol], n, symbol), ins, outs, cm)
+    for name, (symbol, n, ins, outs, sites, record) in layout.items():
+        cm.entries[name] = Entry(name, abi.Kernel(addresses[symbol], n, symbol), ins, outs, cm,
+                                 sites, record)
     return cm
 
 
@@ -130,6 +147,9 @@ def load_object(object_code: bytes, layout: dict, llvm_ir: str, stats: dict,
     from . import blas, vmath  # symbols the object code may reference
     if "llgrad_blas_" in llvm_ir:
         blas.register_symbols()  # imports scipy: only when the code calls gemm
+    if "llgrad_lapack_" in llvm_ir:
+        from . import lapack
+        lapack.register_symbols(llvm_ir)
     vmath.mvec_available()
     addresses = jit.get_jit().add_object(object_code, [s for s, *_ in layout.values()])
     cm = assemble(layout, addresses, llvm_ir, stats, workspace)

@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 from llvmlite import ir
 
+from llgrad.runtime.ops._scalar import LIBM
+
 from . import vmath
 from .loops import I64, const, element_ptr, for_range
 from .loops import elementwise as vector_loop
@@ -88,6 +90,8 @@ class Emitter:
         if _py(x) and _py(y):
             return self._fold(npfn, x, y)
         x, y = self._pair(x, y)
+        if iop == "add" and _elem(x.type) == I1:  # numpy's bool + bool is a logical or
+            return self.b.or_(x, y)
         return getattr(self.b, fop if _is_float(x.type) else iop)(x, y)
 
     def add(self, x, y):
@@ -157,6 +161,18 @@ class Emitter:
     def tanh(self, x): return self._math("tanh", np.tanh, x)  # noqa: E704
     def sqrt(self, x): return self._math("sqrt", np.sqrt, x)  # noqa: E704
 
+    def call(self, name, *xs):
+        """libm function `name` (vmath's vocabulary: sinh, atan2, erf, lgamma, ...); the
+        rounding functions leave integers as they are, as numpy's do."""
+        if all(_py(x) for x in xs):
+            return self._fold(LIBM[name], *(float(x) for x in xs))
+        xs = [self.materialize(x, _elem(next(v for v in xs if not _py(v)).type)) for x in xs]
+        if not _is_float(xs[0].type):
+            if name in _ROUNDING:
+                return xs[0]
+            raise NotImplementedError(f"{name} of an integer value in codegen")
+        return vmath.math_call(self.b, name, *xs)
+
     def abs(self, x):
         if _py(x):
             return abs(x)
@@ -198,6 +214,7 @@ class Emitter:
             fix = self.and_(self.cmp("!=", r, 0), self.cmp("!=", self.cmp("<", r, 0),
                                                             self.cmp("<", y, 0)))
             r = self.select(fix, self.add(r, y), r)
+            r = self.select(self.cmp("==", r, 0), self.call("copysign", 0.0, y), r)  # numpy's
             return self.floor(self.div(x, y)), r
         zero = self.cmp("==", y, 0)
         safe = self.select(zero, 1, y)  # integer division by zero traps: numpy gives 0
@@ -207,6 +224,16 @@ class Emitter:
         q = self.select(zero, 0, self.select(fix, self.sub(q, 1), q))
         r = self.select(zero, 0, self.select(fix, self.add(r, safe), r))
         return q, r
+
+    def fmod(self, x, y):
+        """C's fmod (the remainder takes the dividend's sign); integer x % 0 is 0, as numpy."""
+        if _py(x) and _py(y):
+            return self._fold(np.fmod, x, y)
+        x, y = self._pair(x, y)
+        if _is_float(x.type):
+            return self.b.frem(x, y)
+        zero = self.cmp("==", y, 0)
+        return self.select(zero, 0, self.b.srem(x, self.select(zero, 1, y)))
 
     def floordiv(self, x, y):
         if _py(x) and _py(y):
@@ -268,6 +295,10 @@ class Emitter:
         x = self.to_bool(x)
         return (not x) if _py(x) else self.b.xor(x, self.const(1, I1))
 
+    def dtype(self, x):
+        """The numpy dtype of an LLVM value (its element type)."""
+        return np.dtype(_NP[str(_elem(x.type))])
+
     def cast(self, x, dtype):
         dst = lltype(dtype)
         if _py(x):
@@ -289,6 +320,7 @@ class Emitter:
         return self.b.sitofp(x, vt(dst))
 
 
+_ROUNDING = frozenset({"ceil", "trunc", "rint"})
 _CMP_NP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
            "==": np.equal, "!=": np.not_equal}
 

@@ -6,27 +6,42 @@ from __future__ import annotations
 from llvmlite import ir
 
 from llgrad.runtime.errors import UnsupportedError
-from llgrad.runtime.ops.control import constant_p
+from llgrad.runtime.ops.control import cond_p, constant_p
 
 from . import elementwise as ew
 from .layout import Layout
 from .loops import I64, PTR
+from .native_errors import Failures, Site
 from .plan import ControlUnit, CopyUnit, FunctionPlan, GroupUnit, Unit, _dense, _size
+from .ranges import Ranges
 from .registry import LOWERINGS
 
 
 # ---- emission -------------------------------------------------------------------------------
 class Ctx:
-    """What a lowering sees: the builder and the addresses of values."""
+    """What a lowering sees: the builder, the addresses of values, and `fail_if`."""
 
     def __init__(self, plan: FunctionPlan, builder: ir.IRBuilder, buffers: list, consts: dict,
-                 stats: dict):
+                 stats: dict, failures: Failures, ranges: Ranges | None = None):
         self.plan, self.b, self.buffers = plan, builder, buffers
         self.module = builder.module
         self._consts, self.stats = consts, stats
         self.n_params, self.n_results = len(plan.fn.params), len(plan.fn.outputs)
         self.slots: dict = {}   # slot number -> alloca (Note [Carried storage])
         self.tapes: dict = {}   # tape class -> (data, rows, capacity) allocas
+        self.failures = failures
+        self.ranges = ranges or Ranges(plan.fn)  # what the IR proves about ints (index checks)
+        self.checked: set = set()      # (id of index array, axis size) checked in scope
+
+    def fail_if(self, cond: ir.Value, kind: str, op, info: tuple = (),
+                value: ir.Value | None = None) -> None:
+        """Stop the kernel with an error of `kind` at `op`'s line when the i1 `cond` holds;
+        `value` (an i64) is the run-time detail the message shows. Note [Native errors]."""
+        self.failures.fail_if(cond, Site(kind, getattr(op, "loc", None), tuple(info)), value)
+
+    def scratch(self, op) -> list:
+        """Pointers to the scratch buffers op's lowering asked for (registry.Lowering)."""
+        return [self.ptr(v) for v in self.plan.scratch[id(op)]]
 
     def tape(self, v):
         """The header allocas (data ptr, rows used, rows allocated) of tape value `v`."""
@@ -95,28 +110,35 @@ class Ctx:
                           else self.ptr(v), strides=lay.strides, dtype=v.aval.dtype)
 
 
-def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stats) -> int:
-    """Emit the kernel `name` for `plan` into `module`; returns its buffer count."""
+def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stats,
+                  ) -> tuple[int, list[Site], int]:
+    """Emit the kernel `name` for `plan` into `module`; returns its buffer count, its failure
+    sites and the workspace offset of its error record (Note [Native errors])."""
     from .abi import define_kernel
     n = len(plan.fn.params) + len(plan.fn.outputs) + 1
+    record = -(-plan.workspace // 8) * 8
     with define_kernel(module, name, n) as (builder, buffers):
-        ctx = Ctx(plan, builder, buffers, consts, stats)
+        ctx = Ctx(plan, builder, buffers, consts, stats, Failures(builder, buffers[-1], record))
         slot_types = {}
         for v, (kind, where) in plan.storage.items():
             if kind == "slot":
                 slot_types[where] = ew.memtype(v.aval.dtype)
+        from .lowerings.control import free_tapes, init_tapes
+        if any(isinstance(u, ControlUnit) and u.op.prim is not cond_p
+               for u in plan.all_units()):
+            ctx.failures.begin_polling()
         parts = _segments(plan.units)
         if len(parts) > 1 and not plan.tape_rows:
             _emit_segments(ctx, name, len(slot_types), parts)
-            return n
-        for k in sorted(slot_types):
-            ctx.slots[k] = builder.alloca(slot_types[k], name=f"slot{k}")
-        from .lowerings.control import free_tapes, init_tapes
-        init_tapes(ctx)
-        for u in plan.units:
-            _emit_unit(ctx, u)
-        free_tapes(ctx)
-    return n
+        else:
+            for k in sorted(slot_types):
+                ctx.slots[k] = builder.alloca(slot_types[k], name=f"slot{k}")
+            init_tapes(ctx)
+            for u in plan.units:
+                _emit_unit(ctx, u)
+            free_tapes(ctx)
+        ctx.failures.finish(lambda b: free_tapes(ctx))
+    return n, ctx.failures.sites, record
 
 
 # Note [Kernel segments]
@@ -129,6 +151,16 @@ def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stat
 # passed to every segment, instead of in registers (LLVM still forwards them within a
 # segment). Kernels with tapes (loops differentiated in reverse) are not split: their tape
 # headers live in the kernel's frame.
+# A segment can fail like the kernel (Note [Native errors]): index checks, a user's `raise`,
+# LAPACK's INFO, a poll in a loop. It returns an i64 status numbered in the kernel's one list
+# of sites (its Failures is `Failures.segment` of the kernel's), writes the run-time value to
+# the same error record (the workspace is one of the buffers it gets), and leaves through a
+# failure exit of its own that only returns the status: it holds no heap buffer, as the
+# kernel holds no tape. The kernel tests the status after each call and leaves through its
+# failure exit with it. The polls of a segment's loops compare the interrupt counter with the
+# value the kernel read at its entry, passed as the last argument (re-reading it at a
+# segment's entry would miss a SIGINT that arrived between two segments' polls). An index
+# check made in one segment is made again in a later one (`ctx.checked` is per function).
 SEGMENT_OPS = 256
 
 
@@ -157,21 +189,24 @@ def _segments(units) -> list:
 def _emit_segments(ctx: Ctx, name: str, n_slots: int, parts: list) -> None:
     b = ctx.b
     area = b.alloca(ir.ArrayType(I64, max(n_slots, 1)), name="slots")
+    start = ctx.failures.start if ctx.failures.start is not None else ir.Constant(I64, 0)
+    fnty = ir.FunctionType(I64, [PTR] * (len(ctx.buffers) + 1) + [I64])
     for k, units in enumerate(parts):
-        fn = ir.Function(ctx.module, ir.FunctionType(ir.VoidType(), [PTR] * (len(ctx.buffers)
-                                                                           + 1)),
-                         f"{name}.part{k}")
+        fn = ir.Function(ctx.module, fnty, f"{name}.part{k}")
         fn.linkage = "internal"
         fn.attributes.add("noinline")
-        for arg in fn.args:
+        for arg in fn.args[:-1]:
             arg.add_attribute("noalias")
         sb = ir.IRBuilder(fn.append_basic_block("entry"))
-        seg = Ctx(ctx.plan, sb, list(fn.args[:-1]), ctx._consts, ctx.stats)
-        seg.slots = _Slots(sb, fn.args[-1])
+        buffers = list(fn.args[:-2])
+        seg = Ctx(ctx.plan, sb, buffers, ctx._consts, ctx.stats,
+                  ctx.failures.segment(sb, buffers[-1], fn.args[-1]), ctx.ranges)
+        seg.slots = _Slots(sb, fn.args[-2])
         for u in units:
             _emit_unit(seg, u)
-        sb.ret_void()
-        b.call(fn, [*ctx.buffers, area])
+        sb.ret(ir.Constant(I64, 0))
+        seg.failures.finish(lambda _: None)  # a segment holds no heap buffer
+        ctx.failures.propagate(b.call(fn, [*ctx.buffers, area, start]))
 
 
 class _Slots(dict):

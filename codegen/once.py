@@ -1,5 +1,5 @@
 """What code generation pays once per process (imports, the JIT's set-up, shared libraries,
-the calling trampoline), recorded where it is paid so the compile that paid it can say so.
+the support module: calling trampoline and SIGINT hook), recorded where it is paid so the compile that paid it can say so.
 
 `paid(name)` times a one-time step; `costs()` returns the totals so far, and a compile
 reports the difference across it (llgrad/api.py puts it in `inspect().stats`). This module

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from llgrad.runtime.aval import Aval
 from llgrad.runtime.ops.control import (cond_p, constant_p, for_loop_p, fusion_p, tape_new_p,
                                         tape_push_p, while_loop_p)
 from llgrad.runtime.ops.elementwise import add_p
@@ -131,7 +132,8 @@ MAX_SCATTERS = 64
 
 class _AccumOp:
     """Codegen's `accumulate` op (Note [In-place accumulation]): out = sum(bases), then
-    out[key_j] += g_j for each scatter. inputs = bases + (g_j, *idx_j) per scatter."""
+    out[key_j] += g_j for each scatter. inputs = bases + (g_j, *idx_j) per scatter; params
+    "scatters" holds (key_j, number of index arrays, the scatter_add op) per scatter."""
 
     __slots__ = ("prim", "inputs", "params", "outputs", "regions", "loc")
 
@@ -142,7 +144,7 @@ class _AccumOp:
         keys = []
         for s in scatters:
             self.inputs += list(s.inputs)
-            keys.append((s.params["key"], len(s.inputs) - 1))
+            keys.append((s.params["key"], len(s.inputs) - 1, s))
         self.params = {"nbases": len(bases), "scatters": keys, "inplace": inplace}
 
 
@@ -158,6 +160,7 @@ class FunctionPlan:
         self.consts: list = []
         self.storage: dict = {}
         self.alias: dict = {}      # value -> value whose storage it shares (in-place)
+        self.scratch: dict = {}    # id(op) -> its scratch values (Lowering.scratch)
         self.slots = 0
         self._prepare()
         for v in fn.params:
@@ -342,7 +345,12 @@ class FunctionPlan:
                 self._add_reduction(op)
             else:
                 self._close_readers_of(ins)
-                self.units.append(OpUnit(op, list(ins), list(op.outputs)))
+                unit = OpUnit(op, list(ins), list(op.outputs))
+                if low.scratch is not None:  # written by the op, read by nothing after it
+                    self.scratch[id(op)] = [Value(Aval(tuple(s), np.dtype(d)), "scratch")
+                                            for s, d in low.scratch(op)]
+                    unit.writes += self.scratch[id(op)]
+                self.units.append(unit)
 
     def _build_control(self, op):
         lowering_of(op)

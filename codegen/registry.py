@@ -19,16 +19,19 @@ class Lowering:
     accepts: Callable | None = None  # accepts(op, i, layout) -> bool: reads a strided view
     view: Callable | None = None     # view(op, layouts) -> Layout | None (None: run fn)
     family: str = "op"               # "op", "elementwise" or "reduce"
+    scratch: Callable | None = None  # scratch(op) -> [(shape, dtype)]: temporaries of one call
 
 
 LOWERINGS: dict[Primitive, Lowering] = {}
 
 
-def lowers(prim: Primitive, *, accepts: Callable | None = None, family: str = "op"):
-    """Register the lowering of `prim`: `fn(ctx, op)` emits its code with `ctx.b`."""
+def lowers(prim: Primitive, *, accepts: Callable | None = None, family: str = "op",
+           scratch: Callable | None = None):
+    """Register the lowering of `prim`: `fn(ctx, op)` emits its code with `ctx.b`; buffers
+    `scratch(op)` asks for (workspace, live during the op only) are `ctx.scratch(op)`."""
     def deco(fn):
         entry = LOWERINGS.setdefault(prim, Lowering())
-        entry.fn, entry.accepts, entry.family = fn, accepts, family
+        entry.fn, entry.accepts, entry.family, entry.scratch = fn, accepts, family, scratch
         return fn
     return deco
 

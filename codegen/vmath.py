@@ -50,9 +50,12 @@ _MVEC = {
     "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erf", "erfc",
     "cbrt", "pow", "atan2", "hypot",
 }
+# libm functions with no LLVM intrinsic and no libmvec variant: one scalar call per lane.
+_LIBM_ONLY = {"lgamma"}
 BINARY = frozenset({"pow", "atan2", "hypot", "copysign", "fmin", "fmax", "minimum", "maximum"})
 TERNARY = frozenset({"fma"})
-UNARY = frozenset((_NATIVE.keys() | _SCALAR_INTRINSIC.keys() | _MVEC) - BINARY - TERNARY)
+UNARY = frozenset((_NATIVE.keys() | _SCALAR_INTRINSIC.keys() | _MVEC | _LIBM_ONLY) - BINARY
+                  - TERNARY)
 _ALL = UNARY | BINARY | TERNARY
 
 _MVEC_LIBRARY = "libmvec.so.1"
@@ -142,12 +145,29 @@ def _libm_name(name: str, scalar: ir.Type) -> str:
 def _scalar_call(builder: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Value:
     ty = args[0].type
     module = builder.module
+    if name == "lgamma":
+        return _lgamma_call(builder, args[0])
     intrinsic = _NATIVE.get(name) or _SCALAR_INTRINSIC.get(name)
     if intrinsic is not None:
         fn = _declare(module, f"{intrinsic}.{_suffix(ty)}", ty, len(args), attrs=())
     else:
         fn = _declare(module, _libm_name(name, ty), ty, len(args))
     return builder.call(fn, args)
+
+
+def _lgamma_call(builder: ir.IRBuilder, x: ir.Value) -> ir.Value:
+    """lgamma(x) as `lgamma_r(x, &sign)`: plain lgamma writes the global `signgam`, a data race
+    when kernels run on several threads."""
+    ty = x.type
+    name = _libm_name("lgamma", ty) + "_r"
+    fn = builder.module.globals.get(name)
+    if fn is None:
+        i32p = ir.PointerType(ir.IntType(32))
+        fn = ir.Function(builder.module, ir.FunctionType(ty, [ty, i32p]), name=name)
+        fn.attributes.add("nounwind")
+    with builder.goto_entry_block():
+        sign = builder.alloca(ir.IntType(32), name="lgamma.sign")
+    return builder.call(fn, [x, sign])
 
 
 def _lanes(builder: ir.IRBuilder, vec: ir.Value, start: int, count: int) -> ir.Value:

@@ -30,7 +30,8 @@ MODULES = [  # (public module name, one-line description)
     ("llgrad.nn.functional", "stateless layers and losses (as `torch.nn.functional`)"),
     ("llgrad.nn.init", "parameter initialisation (as `torch.nn.init`)"),
     ("llgrad.optim", "optimisers (as `torch.optim`)"),
-    ("llgrad.linalg", "linear algebra (as `torch.linalg`): `vector_norm`"),
+    ("llgrad.linalg", "linear algebra (as `torch.linalg`): solves, factorizations, norms"),
+    ("llgrad.special", "special functions (as `torch.special`, with scipy.special's names)"),
     ("llgrad.errors", "the error classes (every error says what, where and how to fix) and "
      "the performance warnings"),
     ("llgrad.config", "options set from code (`update`); the LLGRAD_* environment flags"),
@@ -40,7 +41,7 @@ OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "api.md")
 TORCH_PREFIX = {"llgrad": "torch", "llgrad.autograd": "torch.autograd",
                 "llgrad.nn": "torch.nn", "llgrad.nn.functional": "torch.nn.functional",
                 "llgrad.nn.init": "torch.nn.init", "llgrad.optim": "torch.optim",
-                "llgrad.linalg": "torch.linalg"}
+                "llgrad.linalg": "torch.linalg", "llgrad.special": "torch.special"}
 
 
 def load(name: str):

@@ -20,8 +20,11 @@ from llgrad.runtime.creation import (  # noqa: F401
 from llgrad.runtime import config, errors  # noqa: F401
 from llgrad.runtime.errors import PerformanceWarning  # noqa: F401
 from llgrad.runtime import nn, optim  # noqa: F401
-from llgrad import linalg  # noqa: F401
+from llgrad import linalg, special  # noqa: F401
+from llgrad.linalg import cholesky_solve  # noqa: F401  (torch.cholesky_solve)
 from llgrad.runtime.tensor import Tensor  # noqa: F401
+from llgrad.runtime.custom import custom_vjp, stop_gradient  # noqa: F401
+from llgrad.runtime.pytree import register_pytree, tree_map  # noqa: F401
 from llgrad.runtime.functions import *  # noqa: F401,F403
 from llgrad.runtime.functions import __all__ as _fn_all
 

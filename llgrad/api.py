@@ -11,6 +11,8 @@ import functools
 import inspect
 import threading
 import time
+import types
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -27,6 +29,16 @@ from llgrad import compose, diagnostics
 from llgrad.compiled import Compiled, paused_gc
 from llgrad.transform.hashing import fingerprint
 from llgrad.inspection import Inspection, Stats
+from llgrad.methods import BoundDifferentiable
+
+
+@dataclass
+class _DynamicSignature:
+    """A signature whose trace concretised: its calls take the dynamic path (Note [Dynamic
+    signatures])."""
+
+    reason: Exception
+    guards = ()  # retracing would concretise again: nothing to check
 
 
 def _def_loc(fn) -> SourceLoc | None:
@@ -67,49 +79,85 @@ def _resolve_wrt(wrt, names: list[str], fn=None) -> tuple[tuple[int, ...], bool]
 class Differentiable:
     """A function compiled to native value and gradient code. See `differentiate`."""
 
-    def __init__(self, fn: Callable, wrt=0, cache: bool = False):
+    def __init__(self, fn: Callable, wrt=0, cache: bool = False, method: bool = False):
+        self._unbound = isinstance(fn, staticmethod)  # never binds an instance
+        fn = fn.__func__ if self._unbound else fn
         functools.update_wrapper(self, fn)
         self.fn, self.wrt, self.use_disk_cache = fn, wrt, cache
+        self.method = method  # See Note [Methods] in llgrad/methods.py
         self._cache: dict = {}
         self._fast: dict = {}  # See Note [Per-call fast path]
         self._graphs: dict = {}  # the dynamic path's compiled graphs, least recently used first
         self.max_dynamic_graphs = 32
-        self.dynamic_reason: Exception | None = None
         self._vjp: "Differentiable | None" = None
         self._lock = threading.Lock()
         self.trace_count = 0
         self._monitor = diagnostics.Monitor(fn, _def_loc(fn))
 
+    def _lg_static_key(self):  # a static argument of another compiled function: by identity
+        return sig.Identity(self)
+
+    # -- methods ------------------------------------------------------------------------
+    def __set_name__(self, owner, name) -> None:
+        self.method = not self._unbound  # in a class body: See Note [Methods] (methods.py)
+
+    def __get__(self, obj, objtype=None):
+        if obj is None or self._unbound:
+            return self
+        return BoundDifferentiable(self, obj)
+
+    def _wrt(self, names: list[str], method: bool) -> tuple[tuple[int, ...], bool]:
+        """Argument indices of `wrt` (ints count after `self` for a method: Note [Methods]
+        in llgrad/methods.py) and whether a single gradient is returned."""
+        if not method:
+            return _resolve_wrt(self.wrt, names, self.fn)
+        single = not isinstance(self.wrt, (tuple, list))
+        out: list[int] = []
+        for w in (self.wrt,) if single else self.wrt:
+            if isinstance(w, str):
+                out += _resolve_wrt(w, names, self.fn)[0]
+            else:
+                out += [i + 1 for i in _resolve_wrt(w, names[1:], self.fn)[0]]
+        return tuple(out), single
+
     # -- the public calls -----------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        self._monitor.calls += 1
         if not kwargs:
             hit = self._fast.get(_fast_key(args))
             if hit is not None and (not hit.guards or hold(hit.guards)):  # Note [Per-call
-                return hit.value(hit.c.run("forward", hit.leaves(args)))  # fast path]
+                self._monitor.calls += 1                                  # fast path]
+                return hit.value(hit.c.run("forward", hit.leaves(args)))
+        return self._call(args, kwargs, self.method)
+
+    def _call(self, args, kwargs, method: bool = False):
+        self._monitor.calls += 1
         if compose.is_traced_call(args, kwargs):  # inside another trace: inline
             names, values = bind_arguments(self.fn, args, kwargs)
             note_function(self.fn)
             return call_with(_convertible(self.fn), names, values)
         if compose.needs_eager_node(args, kwargs):
             return compose.eager_call(self, args, kwargs)
-        c, leaves, _, values = self._compiled(args, kwargs)
+        c, leaves, _, values = self._compiled(args, kwargs, method)
         outs = values if values is not None else c.run("forward", leaves)
         return _rebuild_outputs(c.trace.out_struct, outs)
 
     def value_and_grad(self, *args, **kwargs):
         """(value, gradient) from one native call of the fused forward+backward entry."""
-        self._monitor.calls += 1
-        if not kwargs:
+        if not kwargs and not self.method:
             hit = self._fast.get(_fast_key(args))
             if hit is not None and hit.c.grads_ok and (not hit.guards or hold(hit.guards)):
+                self._monitor.calls += 1
                 outs = hit.c.run("joint", hit.leaves(args))
                 return hit.value(outs), hit.grads(outs)
+        return self._value_and_grad(args, kwargs, self.method)
+
+    def _value_and_grad(self, args, kwargs, method: bool):
+        self._monitor.calls += 1
         if compose.is_traced_call(args, kwargs):
             names, _ = bind_arguments(self.fn, args, kwargs)
-            wrt_args, single = _resolve_wrt(self.wrt, names, self.fn)
+            wrt_args, single = self._wrt(names, method)
             return compose.inline_value_and_grad(self, args, kwargs, wrt_args, single)
-        c, leaves, (wrt_args, single), _ = self._compiled(args, kwargs)
+        c, leaves, (wrt_args, single), _ = self._compiled(args, kwargs, method)
         outs = c.run("joint", leaves)  # raises c.not_differentiable when there is no gradient
         c.grads_ok = True
         n_out = len(c.trace.fn.outputs)
@@ -126,44 +174,52 @@ class Differentiable:
         return {"signatures": len(self._cache), "traces": self.trace_count}
 
     def inspect(self, *args, **kwargs) -> "Inspection":
-        c, _, _, _ = self._compiled(args, kwargs)
-        return Inspection(c)
+        return self._inspect(args, kwargs, self.method)
+
+    def _inspect(self, args, kwargs, method: bool) -> "Inspection":
+        return Inspection(self._compiled(args, kwargs, method)[0])
 
     # -- compile --------------------------------------------------------------------------
-    def _compiled(self, args, kwargs):
+    def _compiled(self, args, kwargs, method: bool = False):
         names, values = bind_arguments(self.fn, args, kwargs)
-        wrt_args, single = _resolve_wrt(self.wrt, names, self.fn)
-        leaves, struct = sig.flatten(tuple(values))
-        if self.dynamic_reason is None:
-            key = (struct, wrt_args)  # one trace serves native and LLGRAD_DISABLE_JIT runs
-            c = self._cache.get(key)
-            stale = None
-            if c is not None and c.trace.guards and not hold(c.trace.guards):
-                with self._lock:  # a global it read changed: trace again (Note [Captured
-                    self._cache.pop(key, None)  # values are guarded])
-                    self._fast.clear()
-                stale, c = c, None
-            if c is None:
-                with self._lock:
-                    c = self._cache.get(key)
-                    if c is None:
-                        reason, fix = self._monitor.reason(
-                            names, struct, stale and failed(stale.trace.guards))
-                        try:
-                            c = self._trace(args, kwargs, wrt_args)
-                        except ConcretizationError as e:
-                            self.dynamic_reason = e  # See tracer/dynamic.py
-                            diagnostics.log(f"{self._monitor.name} takes the dynamic path: "
-                                            f"{_reason(e)}")
-                        else:
-                            self._cache[key] = c
-                            self._monitor.traced(names, struct, reason, fix)
-            if c is not None:
-                if not kwargs and len(names) == len(args) and _fast_key(args) is not None:
-                    self._fast[_fast_key(args)] = _FastCall(c, args, wrt_args, single)
-                return c, leaves, (wrt_args, single), None
-        c, values = self._dynamic(args, kwargs, struct, wrt_args)
-        return c, leaves, (wrt_args, single), values
+        wrt_args, single = self._wrt(names, method)
+        leaves, struct = sig.flatten(tuple(values), names)
+        key = (struct, wrt_args)  # one trace serves native and LLGRAD_DISABLE_JIT runs
+        c = self._cache.get(key)
+        stale = None
+        if c is not None and c.guards and not hold(c.guards):
+            with self._lock:  # a global it read changed: trace again (Note [Captured
+                self._cache.pop(key, None)  # values are guarded])
+                self._fast.clear()
+            stale, c = c, None
+        if c is None:
+            with self._lock:
+                c = self._cache.get(key)
+                if c is None:
+                    reason, fix = self._monitor.reason(names, struct,
+                                                       stale and failed(stale.guards))
+                    try:
+                        c = self._cache[key] = self._trace(args, kwargs, wrt_args)
+                    except ConcretizationError as e:
+                        c = _DynamicSignature(e)  # See Note [Dynamic signatures]
+                        diagnostics.log(f"{self._monitor.name} takes the dynamic path for "
+                                        f"{sig.describe(struct)}: {_reason(e)}")
+                    else:
+                        self._monitor.traced(names, struct, reason, fix)
+        if isinstance(c, _DynamicSignature):
+            dc, values = self._dynamic(args, kwargs, struct, wrt_args, c.reason)
+            self._cache[key] = c  # recorded once a call succeeded: a failed call leaves nothing
+            return dc, leaves, (wrt_args, single), values
+        if not kwargs and len(names) == len(args) and _fast_key(args) is not None:
+            self._fast[_fast_key(args)] = _FastCall(c, args, wrt_args, single)
+        return c, leaves, (wrt_args, single), None
+
+    # Note [Dynamic signatures]
+    # A trace that concretises (tracer/dynamic.py) sends its signature to the dynamic path,
+    # and only that signature: the concretisation may depend on shapes or static values
+    # (`if x.shape[0] > 3: s = float(x[0])`), and other signatures keep their staged code.
+    # The signature is marked only once a dynamic call has succeeded, so a call that raises
+    # (a wrong argument) leaves no state behind: the next call starts afresh.
 
     def _trace(self, args, kwargs, wrt_args) -> Compiled:
         """A staged trace of this call, ready to differentiate and compile."""
@@ -178,7 +234,7 @@ class Differentiable:
             c.pending_unrolled = unrolled
         return c
 
-    def _dynamic(self, args, kwargs, struct, wrt_args) -> tuple[Compiled, list]:
+    def _dynamic(self, args, kwargs, struct, wrt_args, reason) -> tuple[Compiled, list]:
         """The dynamic path: trace this call eagerly; reuse the compiled code of its graph."""
         t0 = time.perf_counter()
         with paused_gc():
@@ -189,7 +245,7 @@ class Differentiable:
         with self._lock:
             c = self._graphs.pop(key, None)
             if c is None:
-                c = self._build(tr, wrt_args, dt, staged=False)
+                c = self._build(tr, wrt_args, dt, dynamic_reason=reason)
                 c.uses = 0
                 if len(self._graphs) >= self.max_dynamic_graphs:
                     self._graphs.pop(next(iter(self._graphs)))
@@ -199,7 +255,7 @@ class Differentiable:
             c.uses += 1
             self._graphs[key] = c  # most recently used last
         if self._monitor.first("dynamic"):
-            diagnostics.warn_dynamic(self._monitor.name, self.dynamic_reason, dt,
+            diagnostics.warn_dynamic(self._monitor.name, reason, dt,
                                      self._monitor.def_loc)
         return c, values
 
@@ -210,9 +266,11 @@ class Differentiable:
     # is compiled to native code when it recurs; a loop over a fixed set of paths compiles
     # each path once, and a graph that never recurs never pays for LLVM.
 
-    def _build(self, tr, wrt_args, trace_time: float, staged: bool = True) -> Compiled:
-        """A Compiled for a trace; its IR stages and native code are made on first use (Note
-        [Stages on first use] in llgrad/compiled.py)."""
+    def _build(self, tr, wrt_args, trace_time: float, dynamic_reason=None) -> Compiled:
+        """A Compiled for a trace (of the dynamic path, for `dynamic_reason`); its IR stages
+        and native code are made on first use (Note [Stages on first use] in
+        llgrad/compiled.py)."""
+        staged = dynamic_reason is None
         if staged:
             self.trace_count += 1
         wrt_leaves, not_differentiable = [], None
@@ -222,14 +280,14 @@ class Differentiable:
         except (ShapeError, DTypeError) as e:
             not_differentiable = e  # the value still compiles; grad() raises this
         stats = Stats({
-            "path": "staged" if staged else f"dynamic ({_reason(self.dynamic_reason)})",
+            "path": "staged" if staged else f"dynamic ({_reason(dynamic_reason)})",
             "signature": sig.describe(tr.in_struct),
             "ops (traced)": sum(1 for _ in tr.fn.walk()),
             "trace time": trace_time,
         })
         c = Compiled(tr, wrt_leaves, stats, self._monitor.name, not_differentiable,
                      self._disk_key(tr, wrt_args) if staged else None)
-        c.dynamic_reason = None if staged else self.dynamic_reason
+        c.dynamic_reason = dynamic_reason
         if config.dump_dir():
             from llgrad.dump import dump_compiled
             dump_compiled(config.dump_dir(), Inspection(c))
@@ -284,8 +342,8 @@ class _FastCall:
         self.arrays = [(i, type(a) is float) for i, a in enumerate(args)
                        if type(a) is np.ndarray or type(a) is float]
         specs = sig.leaf_specs(c.trace.out_struct)
-        self.scalar_out = (len(specs) == 1 and isinstance(c.trace.out_struct, sig.Leaf)
-                           and specs[0].shape == () and specs[0].dtype.kind == "f")
+        self.scalar_out = (specs[0].to_python if len(specs) == 1 and
+                           isinstance(c.trace.out_struct, sig.Leaf) else None)
         pos = {i: k for k, (i, _) in enumerate(self.arrays)}
         n_out = len(c.trace.fn.outputs)
         # Each wrt argument is one leaf here: where its cotangent is, and whether it is a float.
@@ -300,8 +358,8 @@ class _FastCall:
                 for i, is_float in self.arrays]
 
     def value(self, outs):
-        if self.scalar_out:
-            return float(outs[0])
+        if self.scalar_out is not None:
+            return self.scalar_out(outs[0])
         return _rebuild_outputs(self.c.trace.out_struct, outs[:len(self.c.trace.fn.outputs)])
 
     def grads(self, outs):
@@ -324,9 +382,9 @@ def _assemble(tr, cts: list, wrt_leaves, wrt_args, single, to_python: bool = Tru
             if g is None:
                 g = np.zeros(specs[k].shape, specs[k].dtype)
             if to_python:
-                g = float(g) if specs[k].is_float_scalar else np.asarray(g)
+                g = specs[k].to_python(g)
             vals.append(g)
-        per_arg.append(sig.unflatten(tr.in_struct[1][a], vals))
+        per_arg.append(sig.unflatten(sig.arg_struct(tr.in_struct, a), vals))
     return per_arg[0] if single else tuple(per_arg)
 
 
@@ -344,7 +402,7 @@ def _wrt_leaves(tr, wrt_args, fn=None) -> list[int]:
         ks = [k for k, o in enumerate(tr.leaf_owner) if o == a]
         name = tr.arg_names[a].lstrip("*")
         if not ks:
-            value = sig.describe(tr.in_struct[1][a])
+            value = sig.describe(sig.arg_struct(tr.in_struct, a))
             raise DTypeError(f"cannot differentiate with respect to argument {name!r} "
                              f"({value}): it holds no arrays or floats (static arguments "
                              f"such as ints have no gradient)", loc=_def_loc(fn),
@@ -373,10 +431,8 @@ def _check_scalar_output(tr, fn) -> None:
 
 
 def _rebuild_outputs(struct, arrays):
-    vals = [float(a) if s.is_float_scalar or (np.ndim(a) == 0 and a.dtype.kind == "f")
-            else (np.asarray(a) if np.ndim(a) else np.asarray(a)[()])
-            for a, s in zip(arrays, sig.leaf_specs(struct))]
-    return sig.unflatten(struct, vals)
+    """Results as plain Python gives them: arrays, numpy scalars, Python numbers."""
+    return sig.unflatten(struct, [s.to_python(a) for a, s in zip(arrays, sig.leaf_specs(struct))])
 
 
 def differentiate(fn: Callable | None = None, *, wrt=0, cache: bool = False):
@@ -401,25 +457,38 @@ def differentiate(fn: Callable | None = None, *, wrt=0, cache: bool = False):
         array([2., 4.])
     """
     if fn is None:
-        return lambda f: Differentiable(f, wrt, cache)
-    return Differentiable(fn, wrt, cache)
+        return lambda f: _differentiable(f, wrt, cache)
+    return _differentiable(fn, wrt, cache)
+
+
+def _differentiable(f: Callable, wrt, cache: bool = False):
+    """A Differentiable of `f` with `wrt`; a bound method (plain or differentiated) gives a
+    BoundDifferentiable whose `self` is an argument (Note [Methods] in llgrad/methods.py)."""
+    if isinstance(f, BoundDifferentiable):
+        d = f.__func__
+        if d.wrt != wrt or cache:
+            d = Differentiable(d.fn, wrt, cache or d.use_disk_cache, method=True)
+        return BoundDifferentiable(d, f.__self__)
+    if isinstance(f, types.MethodType) and isinstance(f.__func__, types.FunctionType):
+        return BoundDifferentiable(Differentiable(f.__func__, wrt, cache, method=True),
+                                   f.__self__)
+    if isinstance(f, Differentiable) and f.wrt == wrt and not cache:
+        return f
+    return Differentiable(getattr(f, "fn", f), wrt, cache,
+                          method=getattr(f, "method", False))
 
 
 def grad(f: Callable, argnums=0) -> Callable:
     """The gradient function of a scalar function (jax.grad style)."""
-    d = f if isinstance(f, Differentiable) and f.wrt == argnums else Differentiable(
-        getattr(f, "fn", f), argnums)
-    return d.grad
+    return _differentiable(f, argnums).grad
 
 
 def value_and_grad(f: Callable, argnums=0) -> Callable:
     """A function returning (value, gradient) (jax.value_and_grad style)."""
-    d = f if isinstance(f, Differentiable) and f.wrt == argnums else Differentiable(
-        getattr(f, "fn", f), argnums)
-    return d.value_and_grad
+    return _differentiable(f, argnums).value_and_grad
 
 
 jacobian, hessian, hvp = compose.jacobian, compose.hessian, compose.hvp
 
 __all__ = ["differentiate", "grad", "value_and_grad", "jacobian", "hessian", "hvp",
-           "Differentiable", "Inspection"]
+           "Differentiable", "BoundDifferentiable", "Inspection"]

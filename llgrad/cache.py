@@ -29,7 +29,7 @@ import numpy as np
 from llgrad import safefs
 from llgrad.runtime import config
 
-_MAGIC, _FORMAT = b"LLGRADC\0", 3
+_MAGIC, _FORMAT = b"LLGRADC\0", 4
 _PREFIX = struct.Struct("<8sIIQ")  # magic, format, metadata bytes, object bytes
 _HEADER = _PREFIX.size + 32        # ... then the sha256 of everything else
 _MAX_META, _MAX_OBJECT = 1 << 26, 1 << 28
@@ -253,13 +253,73 @@ def _read_layout(raw) -> dict:
     if not isinstance(raw, dict) or not raw:
         raise ValueError("no entry layout")
     out = {}
-    for name, (symbol, n, ins, outs) in raw.items():
-        if not (isinstance(symbol, str) and _SYMBOL.match(symbol) and type(n) is int):
+    for name, (symbol, n, ins, outs, sites, record) in raw.items():
+        if not (isinstance(symbol, str) and _SYMBOL.match(symbol) and type(n) is int
+                and type(record) is int and 0 <= record < 1 << 40 and isinstance(sites, list)):
             raise ValueError(f"bad entry {name!r}")
-        out[name] = (symbol, n, _read_avals(ins), _read_avals(outs))
+        out[name] = (symbol, n, _read_avals(ins), _read_avals(outs),
+                     [_read_site(x) for x in sites], record)
         if n != len(ins) + len(outs) + 1:  # + the workspace
             raise ValueError(f"entry {name!r}: {n} buffers for {len(ins)} + {len(outs)} arrays")
     return out
+
+
+# Note [Failure sites on disk]
+# A kernel's failure sites (codegen/native_errors.py) are JSON too: [kind, loc, info] with loc
+# [file, line, column, function] or null, and info's items Python scalars, nested lists for
+# tuples, or {"class": [module, qualname]} for an exception class (a user's `raise` under a
+# traced condition). Reading a class never imports anything: its module must be imported
+# already (the user's function lives there), the qualname is walked by getattr, and the
+# result must be an exception class. A class that cannot be named so (defined inside a
+# function) makes the module unstorable: a warning, and the call goes on uncached.
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def _site_info(x):
+    if isinstance(x, _SCALARS):
+        return x
+    if isinstance(x, tuple):
+        return [_site_info(v) for v in x]
+    if isinstance(x, type) and issubclass(x, BaseException) and "<" not in x.__qualname__:
+        return {"class": [x.__module__, x.__qualname__]}
+    raise TypeError(f"{x!r} cannot be stored (an exception class defined inside a function?)")
+
+
+def _read_site_info(x):
+    if isinstance(x, _SCALARS):
+        return x
+    if isinstance(x, list):
+        return tuple(_read_site_info(v) for v in x)
+    if isinstance(x, dict) and set(x) == {"class"}:
+        import sys
+        module, qualname = x["class"]
+        obj = sys.modules.get(module) if isinstance(module, str) else None
+        for part in qualname.split(".") if isinstance(qualname, str) else ["<"]:
+            obj = getattr(obj, part, None) if not part.startswith("__") else None
+        if isinstance(obj, type) and issubclass(obj, BaseException):
+            return obj
+    raise ValueError(f"bad failure-site information {x!r}")
+
+
+def _site(site) -> list:
+    loc = site.loc
+    return [site.kind, None if loc is None else [loc.file, loc.line, loc.column, loc.function],
+            _site_info(tuple(site.info))]
+
+
+def _read_site(raw):
+    from llgrad.codegen.native_errors import KINDS, Site
+    from llgrad.runtime.errors import SourceLoc
+    kind, loc, info = raw
+    if not (kind in KINDS or kind == "interrupt") or not isinstance(info, list):
+        raise ValueError(f"bad failure site {raw!r}")
+    if loc is not None:
+        file, line, column, function = loc
+        if not (isinstance(file, str) and type(line) is int and type(column) is int
+                and isinstance(function, str)):
+            raise ValueError(f"bad failure-site location {loc!r}")
+        loc = SourceLoc(file, line, column, function)
+    return Site(kind, loc, _read_site_info(info))
 
 
 def store_module(k: str, m) -> None:
@@ -270,10 +330,16 @@ def store_module(k: str, m) -> None:
     if problem is not None:
         _note(f"compiled object code not stored: {problem}")
         return
+    try:
+        layout = {name: [symbol, n, _avals(ins), _avals(outs), [_site(x) for x in sites],
+                         record]
+                  for name, (symbol, n, ins, outs, sites, record) in m.layout.items()}
+    except TypeError as e:
+        import warnings
+        warnings.warn(f"llgrad: could not write the compile cache: {e}", stacklevel=3)
+        return
     meta = {"kind": "module", "llvm_ir": m.llvm_ir, "stats": m.stats,
-            "workspace": m.workspace_bytes,
-            "layout": {name: [symbol, n, _avals(ins), _avals(outs)]
-                       for name, (symbol, n, ins, outs) in m.layout.items()}}
+            "workspace": m.workspace_bytes, "layout": layout}
     store(key(k), meta, m.object_code)
 
 
@@ -336,13 +402,14 @@ def load_module(k: str):
 
 
 # Note [Cache entry format]
-# An entry file is, in order: the 8-byte magic "LLGRADC\0"; the format number (3) as a
+# An entry file is, in order: the 8-byte magic "LLGRADC\0"; the format number (4) as a
 # little-endian u32; the metadata length (u32) and the object code length (u64); the sha256
 # of the 24 bytes so far, the metadata and the object code; the metadata, UTF-8 JSON; the
 # object code (an ELF relocatable object). The file's length must be exactly the sum. The
 # metadata is {"key": the entry's key, "kind": "module" | "object", ...}; a module adds
 # "layout" ({entry: [symbol, buffer count, [[shape, dtype name], ...] for the arguments, the
-# same for the results]}), "llvm_ir", "stats" and "workspace". Everything is checked as it
+# same for the results, the failure sites (Note [Failure sites on disk]), the error record's
+# offset]}), "llvm_ir", "stats" and "workspace". Everything is checked as it
 # is read (types, dtype names from a fixed list, buffer counts against the avals), and the
 # object code by codegen/objfile.py, which also requires it to define the layout's symbols.
 # Format 2 (a pickle) and anything else is not an entry of this format: a miss, then

@@ -78,6 +78,10 @@ class Compiled:
         self.pending_unrolled: list = []  # UnrollWarnings waiting for the compile's cost
         self._forward = self._joint = None
 
+    @property
+    def guards(self) -> list:
+        return self.trace.guards  # Note [Captured values are guarded]
+
     # -- IR stages --------------------------------------------------------------------------
     @property
     def graph_text(self) -> str:

@@ -18,6 +18,7 @@ from llgrad import diagnostics
 from llgrad.runtime.autograd.function import Function
 from llgrad.runtime.autograd.graph import Node
 from llgrad.runtime.autograd.state import STATE
+from llgrad.runtime import pytree
 from llgrad.runtime.errors import AutogradError, UnsupportedError
 from llgrad.runtime.tensor import Tensor, _edge
 from llgrad.tracer import signature as sig
@@ -27,29 +28,21 @@ from llgrad.transform.inline import inline
 from llgrad.transform.passes.pipeline import optimize
 
 
-def _leaves(args, kwargs):
-    return sig.flatten((args, kwargs))[0]
-
-
 def is_traced_call(args, kwargs) -> bool:
-    return any(isinstance(v, ir.Value) for v in _leaves(args, kwargs))
+    return pytree.any_leaf(_is_ir_value, (args, kwargs))
 
 
-def _tensors(obj, out):
-    if isinstance(obj, Tensor):
-        out.append(obj)
-    elif isinstance(obj, (tuple, list)):
-        for e in obj:
-            _tensors(e, out)
-    elif isinstance(obj, dict):
-        for e in obj.values():
-            _tensors(e, out)
-    return out
+def _is_ir_value(x) -> bool:
+    return isinstance(x, ir.Value)
+
+
+def _requires_grad(x) -> bool:
+    return isinstance(x, Tensor) and x.requires_grad
 
 
 def needs_eager_node(args, kwargs) -> bool:
     from llgrad.runtime.autograd.state import STATE
-    return STATE.grad_enabled and any(t.requires_grad for t in _tensors((args, kwargs), []))
+    return STATE.grad_enabled and pytree.any_leaf(_requires_grad, (args, kwargs))
 
 
 # -- inlining ------------------------------------------------------------------------------
@@ -85,31 +78,19 @@ def _vjp_objective(fn):
 
 
 def _fill(obj, it):
-    if isinstance(obj, str) and obj == _SLOT:
-        return next(it)
-    if isinstance(obj, tuple):
-        return tuple(_fill(e, it) for e in obj)
-    if isinstance(obj, list):
-        return [_fill(e, it) for e in obj]
-    if isinstance(obj, dict):
-        return {k: _fill(v, it) for k, v in obj.items()}
-    return obj
+    return pytree.tree_map(lambda x: next(it) if isinstance(x, str) and x == _SLOT else x, obj)
 
 
 def _template(obj, grads: list):
     """Arguments with each tensor that requires grad replaced by a slot (collected in order)."""
-    if isinstance(obj, Tensor):
-        if obj.requires_grad:
-            grads.append(obj)
+    def slot(x):
+        if not isinstance(x, Tensor):
+            return x
+        if x.requires_grad:
+            grads.append(x)
             return _SLOT
-        return obj.detach()._data
-    if isinstance(obj, tuple):
-        return tuple(_template(e, grads) for e in obj)
-    if isinstance(obj, list):
-        return [_template(e, grads) for e in obj]
-    if isinstance(obj, dict):
-        return {k: _template(v, grads) for k, v in obj.items()}
-    return obj
+        return x.detach()._data
+    return pytree.tree_map(slot, obj)
 
 
 class CompiledFunction(Function):

@@ -74,10 +74,10 @@ class Monitor:
         if self._last is None:
             return "first call", None
         old_names, old = self._last
-        if old_names != names or len(old[1]) != len(struct[1]):
+        if old_names != names or len(old.children) != len(struct.children):
             return (f"the arguments changed from {sig.describe(old)} to "
                     f"{sig.describe(struct)}", None)
-        for name, a, b in zip(names, old[1], struct[1]):
+        for name, a, b in zip(names, old.children, struct.children):
             if a != b:
                 name = name.lstrip("*")
                 return (f"argument {name!r} changed from {sig.describe(a)} to "

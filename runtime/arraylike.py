@@ -3,7 +3,8 @@ values): `x + y`, `x @ y`, `x[i]`, `np.exp(x)`, ... all go through `llgrad.runti
 from __future__ import annotations
 
 from llgrad.runtime import ops
-from llgrad.runtime.errors import LLGradError, UnsupportedError, _compose, user_loc
+from llgrad.runtime.errors import DTypeError, LLGradError, UnsupportedError, _compose, user_loc
+from llgrad.runtime.prim import is_value
 
 
 def _locate(e: LLGradError) -> LLGradError:
@@ -22,6 +23,21 @@ def _unsupported_operator(sym: str):
                                loc=user_loc(), fix="compute it outside the differentiated "
                                "function, or write it with supported operations")
     return op
+
+
+def _booleans(sym: str, *xs):
+    """`&`, `|`, `~` are logical on booleans only: on integers numpy and PyTorch compute
+    bitwise (5 & 3 == 1), and on a Python bool `~True == -2`; those are refused."""
+    for x in xs:
+        dt = x._np_dtype if is_value(x) else getattr(x, "dtype", None)
+        weak = getattr(x, "_lg_weak", False) and sym == "~"
+        if not (isinstance(x, bool) or dt == bool) or weak:
+            what = "a Python bool" if weak else f"a {type(x).__name__}" if dt is None else str(dt)
+            raise DTypeError(f"the operator {sym} on {what}: llgrad supports {sym} on booleans "
+                             f"only (numpy and PyTorch compute it bitwise on integers)",
+                             loc=user_loc(), fix="use np.logical_and / np.logical_or / "
+                             "np.logical_not, or `not` for a Python bool")
+    return xs
 
 
 class ArrayOperators:
@@ -66,11 +82,11 @@ class ArrayOperators:
     def __ge__(self, o): return ops.ge(self, o)
     def __eq__(self, o): return ops.eq(self, o)
     def __ne__(self, o): return ops.ne(self, o)
-    def __and__(self, o): return ops.logical_and(self, o)
-    def __rand__(self, o): return ops.logical_and(o, self)
-    def __or__(self, o): return ops.logical_or(self, o)
-    def __ror__(self, o): return ops.logical_or(o, self)
-    def __invert__(self): return ops.logical_not(self)
+    def __and__(self, o): return ops.logical_and(*_booleans("&", self, o))
+    def __rand__(self, o): return ops.logical_and(*_booleans("&", o, self))
+    def __or__(self, o): return ops.logical_or(*_booleans("|", self, o))
+    def __ror__(self, o): return ops.logical_or(*_booleans("|", o, self))
+    def __invert__(self): return ops.logical_not(*_booleans("~", self))
     def __getitem__(self, key):
         try:
             return ops.getitem(self, key)
@@ -81,8 +97,11 @@ class ArrayOperators:
 
     # -- numpy dispatch ---------------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        from llgrad.runtime.numpy_api import FUNCTIONS
+        from llgrad.runtime.numpy_api import FUNCTIONS, LAZY, resolve_lazy
         fn = FUNCTIONS.get(ufunc if method == "__call__" else getattr(ufunc, method))
+        if fn is None and LAZY and method == "__call__":  # scipy.special's ufuncs
+            resolve_lazy()
+            fn = FUNCTIONS.get(ufunc)
         if fn is None:
             return self._lg_numpy_fallback(ufunc if method == "__call__" else
                                            getattr(ufunc, method), inputs, kwargs)
@@ -196,7 +215,11 @@ class NumpyMethods:
     def argmin(self, axis=None): return ops.argmin(self, axis)
     def dot(self, other): return ops.dot(self, other)
     def clip(self, a_min=None, a_max=None): return ops.clip(self, a_min, a_max)
-    def astype(self, dtype): return ops.astype(self, dtype)
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        out = ops.astype(self, dtype)
+        return ops.copy(out) if copy and out is self else out  # numpy copies by default
+
+    def round(self, decimals=0): return self._np("round", decimals)
     def copy(self): return ops.copy(self)
     def ravel(self): return ops.ravel(self)
     def flatten(self): return ops.ravel(self)

@@ -1,4 +1,4 @@
-"""Abstract values (shape + dtype), the four dtypes, and PyTorch-style type promotion.
+"""Abstract values (shape + dtype) and the four dtypes (promotion: runtime/promotion.py).
 
 Internally a dtype is a `numpy.dtype`; `DType` objects (`llgrad.float32`, ...) are the public face.
 """
@@ -8,7 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from llgrad.runtime.errors import DTypeError, ShapeError
+from llgrad.runtime.errors import ShapeError
 
 
 class DType:
@@ -83,40 +83,6 @@ _SHORT = {"float32": "f32", "float64": "f64", "int64": "i64", "bool": "bool", "i
 def aval_str(shape, dtype) -> str:
     """`f64[3,4]`: the one way shapes and dtypes are written in messages and IR."""
     return f"{_SHORT.get(np.dtype(dtype).name, np.dtype(dtype).name)}[{','.join(map(str, shape))}]"
-
-
-_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
-
-
-def category(dt: np.dtype) -> int:
-    return _CATEGORY[dt.kind]
-
-
-def promote(a: np.dtype, b: np.dtype) -> np.dtype:
-    """PyTorch's rule for two tensors: the higher category wins; within one, the wider type."""
-    if a == b:
-        return a
-    ca, cb = _CATEGORY[a.kind], _CATEGORY[b.kind]
-    if ca != cb:
-        return a if ca > cb else b
-    return a if a.itemsize >= b.itemsize else b
-
-
-def scalar_dtype(value, other: np.dtype | None) -> np.dtype:
-    """dtype a Python scalar takes next to a tensor of dtype `other` (scalars are 'weak')."""
-    if isinstance(value, bool):
-        kind = 0
-    elif isinstance(value, int):
-        kind = 1
-    elif isinstance(value, float):
-        kind = 2
-    else:
-        raise DTypeError(f"unsupported scalar type {type(value).__name__}")
-    if other is None:
-        return (BOOL, I64, DEFAULT_FLOAT)[kind]
-    if kind <= _CATEGORY[other.kind]:
-        return other
-    return (BOOL, I64, DEFAULT_FLOAT)[kind]
 
 
 def broadcast_shapes(*shapes: tuple, op: str = "operation") -> tuple:

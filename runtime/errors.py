@@ -10,10 +10,23 @@ import sys
 from dataclasses import dataclass
 from types import FrameType
 
+import numpy as np
+
+
+def _library_dirs() -> tuple:
+    """numpy's and scipy's package directories (scipy's found beside numpy's, not imported):
+    where numpy calls back into a value (`np.sum([a, b])` converting its list), the user's
+    line is the call, not a frame inside numpy."""
+    base = os.path.dirname(os.path.abspath(np.__file__))
+    return base + os.sep, os.path.join(os.path.dirname(base), "scipy") + os.sep
+
+
+# Frames in these directories are never the user's: llgrad's own packages and the libraries
+# above.
 _PKG_DIRS = tuple(
     os.path.dirname(os.path.abspath(__file__)).rsplit(os.sep, 1)[0] + os.sep + d + os.sep
     for d in ("runtime", "tracer", "transform", "codegen", "llgrad")
-)
+) + _library_dirs()
 
 
 @dataclass(frozen=True)
@@ -95,6 +108,45 @@ class DTypeError(LLGradError, TypeError):
 
 class ConcretizationError(LLGradError, TypeError):
     """A traced value was used where a concrete Python value is needed."""
+
+
+class IndexingError(LLGradError, IndexError):
+    """An index numpy would reject (out of bounds for its axis, too many indices), found while
+    tracing, interpreting or running compiled code."""
+
+    @classmethod
+    def out_of_bounds(cls, what: str, loc: SourceLoc | None) -> "IndexingError":
+        """`what` is numpy's sentence ("index 5 is out of bounds for axis 0 with size 5")."""
+        return cls(what, loc, "an axis of size n takes indices -n..n-1 (negative ones count "
+                              "from the end); check how the index is computed, e.g. a loop "
+                              "that runs one step too far")
+
+
+class OutOfMemoryError(LLGradError, MemoryError):
+    """Compiled code could not allocate memory it needs (a loop tape that outgrew memory)."""
+
+
+class LinAlgError(LLGradError, np.linalg.LinAlgError):
+    """numpy's LinAlgError at the user's line: a matrix that is singular, not positive
+    definite, or whose decomposition did not converge (eager, interpreted or compiled)."""
+
+    @classmethod
+    def numpy(cls, message: str, loc: SourceLoc | None) -> "LinAlgError":
+        """The error numpy/scipy raise with `message`, with advice for the usual causes."""
+        fix = next((f for key, f in _LINALG_FIXES if message.lower().startswith(key)), None)
+        return cls(message, loc, fix)
+
+
+_LINALG_FIXES = (
+    ("matrix is not positive definite",
+     "a Cholesky factor exists only for a symmetric positive definite matrix: check how the "
+     "matrix is built, or add a small multiple of the identity to its diagonal (jitter)"),
+    ("singular matrix",
+     "the matrix has no inverse (linearly dependent rows or columns, or a zero on the "
+     "diagonal of a triangular matrix): check how it is built, regularise it (A + eps * I), "
+     "or use np.linalg.pinv"),
+    ("", "check the matrix for inf or nan values"),
+)
 
 
 class UnsupportedError(LLGradError, NotImplementedError):

@@ -17,6 +17,11 @@ __all__ = [
     "split", "broadcast_to", "all", "any", "allclose", "equal", "isnan", "isfinite", "max", "min",
     "eq", "ne", "lt", "le", "gt", "ge", "square", "rsqrt", "norm", "numel", "is_tensor", "t",
     "detach", "floor", "remainder", "floor_divide",
+    "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "arcsin", "arccos",
+    "arctan", "arcsinh", "arccosh", "arctanh", "atan2", "arctan2", "log2", "log10", "exp2",
+    "logaddexp", "logaddexp2", "hypot", "reciprocal", "ceil", "round", "trunc", "fix", "fmod",
+    "nan_to_num", "copysign", "heaviside", "positive", "isinf", "signbit", "sinc", "deg2rad",
+    "rad2deg", "erf", "erfc", "lgamma", "digamma", "polygamma", "logit", "xlogy",
 ] + _shape_all
 
 exp, log, log1p, expm1, sin, cos, tan, tanh = (
@@ -84,6 +89,43 @@ def min(input, dim=None, keepdim=False):
     return input.min(dim, keepdim) if isinstance(input, Tensor) else ops.amin(input, dim, keepdim)
 
 
+sinh, cosh, log2, log10, exp2, ceil, trunc, fix = (
+    ops.sinh, ops.cosh, ops.log2, ops.log10, ops.exp2, ops.ceil, ops.trunc, ops.trunc)
+asin = arcsin = ops.arcsin
+acos = arccos = ops.arccos
+atan = arctan = ops.arctan
+asinh = arcsinh = ops.arcsinh
+acosh = arccosh = ops.arccosh
+atanh = arctanh = ops.arctanh
+atan2 = arctan2 = ops.arctan2
+logaddexp, logaddexp2, hypot, fmod, copysign = (
+    ops.logaddexp, ops.logaddexp2, ops.hypot, ops.fmod, ops.copysign)
+reciprocal, heaviside, sinc, deg2rad, rad2deg = (
+    ops.reciprocal, ops.heaviside, ops.sinc, ops.deg2rad, ops.rad2deg)
+isnan, isinf, isfinite, signbit = ops.isnan, ops.isinf, ops.isfinite, ops.signbit
+erf, erfc, lgamma, digamma, polygamma, xlogy = (
+    ops.erf, ops.erfc, ops.lgamma, ops.digamma, ops.polygamma, ops.xlogy)
+
+
+def round(input, *, decimals=0):
+    """Round half to even (to `decimals` places), as torch.round; zero gradient."""
+    return ops.round(input, decimals)
+
+
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
+    return ops.nan_to_num(input, nan=nan, posinf=posinf, neginf=neginf)
+
+
+def positive(input):
+    return input
+
+
+def logit(input, eps=None):
+    """log(p / (1 - p)); with `eps`, p is clamped to [eps, 1 - eps] first (torch.logit)."""
+    return input.logit(eps) if isinstance(input, Tensor) else ops.logit(
+        input if eps is None else ops.clip(input, eps, 1 - eps))
+
+
 def _data(x):
     return x._data if isinstance(x, Tensor) else np.asarray(x)
 
@@ -94,14 +136,6 @@ def all(input, dim=None) -> Tensor:
 
 def any(input, dim=None) -> Tensor:
     return Tensor._wrap(np.asarray(np.any(_data(input), axis=dim)))
-
-
-def isnan(input) -> Tensor:
-    return Tensor._wrap(np.isnan(_data(input)))
-
-
-def isfinite(input) -> Tensor:
-    return Tensor._wrap(np.isfinite(_data(input)))
 
 
 def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False) -> bool:

@@ -4,14 +4,17 @@ wrappers for composite functions. Anything not listed is an error, never a silen
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
 from llgrad.runtime import ops
 from llgrad.runtime.aval import normalize_axes
+from llgrad.runtime.conversions import array_from, numpy_operands, stand_in
 from llgrad.runtime.errors import UnsupportedError, user_loc
 from llgrad.runtime.ops._util import dtype_of, shape_of
-from llgrad.runtime.prim import REGISTRY
+from llgrad.runtime.prim import REGISTRY, is_value
+from llgrad.runtime.promotion import all_weak, coerce, numpy_call, strong
 
 
 def _axis(x, axis):
@@ -43,7 +46,7 @@ def _reshape(a, *args, **kw):
 def _clip(a, a_min=None, a_max=None, **kw):
     lo = kw.get("min", a_min)
     hi = kw.get("max", a_max)
-    return ops.clip(a, lo, hi)
+    return ops.clip(strong(a), lo, hi)  # numpy makes `a` an array: np.clip(1.5, 0, f32) is f64
 
 
 def _var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
@@ -54,32 +57,14 @@ def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     return ops.std(a, _axis(a, axis), keepdim=keepdims, correction=ddof)
 
 
-def _linalg_norm(x, ord=None, axis=None, keepdims=False):
-    """np.linalg.norm's vector norms and the Frobenius norm (vector_norm over the axes);
-    matrix norms (spectral, nuclear, induced 1/inf) are not supported."""
-    if axis is None:
-        if ord is None:  # the 2-norm of the flattened array
-            return ops.vector_norm(x, 2.0, None, keepdims)
-        axis = tuple(range(len(shape_of(x))))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    if len(axes) == 1 and not isinstance(ord, str):
-        return ops.vector_norm(x, 2.0 if ord is None else ord, axes, keepdims)
-    if len(axes) == 2 and ord in (None, "fro"):
-        return ops.vector_norm(x, 2.0, axes, keepdims)
-    raise UnsupportedError(
-        f"np.linalg.norm(ord={ord!r}) over {len(axes)} axes: only vector norms and the "
-        f"Frobenius norm are supported on llgrad values", loc=user_loc(),
-        fix="use a vector norm over one axis, or ord=None / 'fro' over two axes")
-
-
 def _concat(arrays, axis=0, out=None, **kw):
     _no_out(out)
-    return ops.concatenate(list(arrays), axis)
+    return ops.concatenate(numpy_operands(np.concatenate, arrays, axis=axis), axis)
 
 
 def _stack(arrays, axis=0, out=None, **kw):
     _no_out(out)
-    return ops.stack(list(arrays), axis)
+    return ops.stack(numpy_operands(np.stack, arrays, axis=axis), axis)
 
 
 def _squeeze(a, axis=None):
@@ -100,9 +85,18 @@ def _tensordot_free(a, b):
     return ops.dot(a, b)
 
 
-def _square(x, **kw):
-    """np.square keeps bool as bool (ops.square promotes it, as PyTorch does)."""
-    return ops.mul(x, x) if dtype_of(x) == np.bool_ else ops.elementwise.square_p.bind(x)
+def _fabs(x):
+    """np.fabs computes in a float (numpy's loop for the operand's dtype)."""
+    (x,), _, _ = coerce(np.fabs, (x,))
+    return ops.abs(x)
+
+
+def _numpy_call(fn):
+    """A numpy function: its result is strong even from Python numbers (promotion.py)."""
+    def impl(*args, **kw):
+        with numpy_call:
+            return fn(*args, **kw)
+    return impl
 
 
 def _ufunc_call(fn):
@@ -112,7 +106,10 @@ def _ufunc_call(fn):
             raise UnsupportedError("where=/dtype= ufunc arguments are not supported on llgrad "
                                    "values", loc=user_loc(),
                                    fix="use np.where(mask, f(x), y) / .astype(dtype) instead")
-        return fn(*args)
+        if not all_weak(args):
+            return fn(*args)
+        with numpy_call:
+            return fn(*args)
     return impl
 
 
@@ -120,15 +117,95 @@ FUNCTIONS = {
     np.var: _var, np.std: _std,  # np.sum/mean/prod/max/min: runtime/numpy_shape.py
     np.argmax: _argreduce(ops.argmax), np.argmin: _argreduce(ops.argmin),
     np.dot: _tensordot_free, np.matmul: _ufunc_call(ops.matmul), np.outer: ops.outer,
-    np.where: ops.where, np.clip: _clip,
+    np.where: _numpy_call(ops.where), np.clip: _numpy_call(_clip),
     np.concatenate: _concat, np.stack: _stack,
     np.reshape: _reshape, np.transpose: _transpose, np.swapaxes: ops.swapaxes,
     np.squeeze: _squeeze, np.expand_dims: _expand_dims, np.ravel: ops.ravel,
     np.broadcast_to: ops.broadcast_to,
     np.zeros_like: _like(0), np.ones_like: _like(1),
-    np.square: _ufunc_call(_square), np.linalg.norm: _linalg_norm,
+    np.fabs: _ufunc_call(_fabs),
     np.shape: shape_of, np.ndim: lambda a: len(shape_of(a)),
     np.size: lambda a: math.prod(shape_of(a)),
+}
+
+
+
+# ---- elementwise math, scipy.special, conversions ---------------------------------------------
+def _round(a, decimals=0, out=None):
+    _no_out(out)
+    return ops.round(a, decimals)
+
+
+def _reciprocal(x, **kw):
+    if dtype_of(x).kind != "f":  # numpy's integer reciprocal truncates: 1 / 2 -> 0
+        raise UnsupportedError("np.reciprocal of an integer array is not supported on llgrad "
+                               "values", loc=user_loc(), fix="write 1 / x for a float result")
+    return ops.reciprocal(x)
+
+
+def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    return ops.nan_to_num(x, copy, nan, posinf, neginf)
+
+
+def _sp_logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
+    """scipy.special.logsumexp: log(sum(b * exp(a))) over `axis`, with optional weights b."""
+    if return_sign:
+        raise UnsupportedError("scipy.special.logsumexp(return_sign=True) is not supported on "
+                               "llgrad values", loc=user_loc())
+    a = array_from(a)
+    if b is None:
+        return ops.logsumexp(a, _axis(a, axis), keepdims)
+    b = array_from(b)
+    a = ops.broadcast_to(a, np.broadcast_shapes(shape_of(a), shape_of(b)))
+    axes = _axis(a, axis)
+    m = ops.stop_gradient(ops.amax(a, axes, True))  # its gradient cancels exactly
+    m = ops.where(ops.isfinite(m), m, 0.0)
+    total = ops.sum(ops.mul(b, ops.exp(ops.sub(a, m))), axes, keepdims)
+    return ops.add(ops.log(total), m if keepdims else ops.reshape(m, shape_of(total)))
+
+
+def _sp_softmax(fn):
+    def impl(x, axis=None):
+        x = array_from(x)
+        return fn(x, _axis(x, axis))
+    return impl
+
+
+def _as_type(dtype):
+    def impl(x=0):
+        return array_from(x, dtype)
+    return impl
+
+
+def _asarray(a, dtype=None, order=None, *, copy=None, **kw):
+    out = array_from(a, dtype)
+    return ops.copy(out) if copy and out is a else out
+
+
+def _array(obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, **kw):
+    out = _asarray(obj, dtype, copy=copy)
+    extra = ndmin - len(shape_of(out))
+    return ops.reshape(out, (1,) * extra + shape_of(out)) if extra > 0 else out
+
+
+FUNCTIONS.update({
+    np.round: _round, np.around: _round, np.reciprocal: _ufunc_call(_reciprocal),
+    np.positive: _ufunc_call(ops.positive), np.sinc: ops.sinc,
+    np.deg2rad: _ufunc_call(ops.deg2rad), np.radians: _ufunc_call(ops.deg2rad),
+    np.rad2deg: _ufunc_call(ops.rad2deg), np.degrees: _ufunc_call(ops.rad2deg),
+    np.isnan: _ufunc_call(ops.isnan), np.isinf: _ufunc_call(ops.isinf),
+    np.isfinite: _ufunc_call(ops.isfinite), np.signbit: _ufunc_call(ops.signbit),
+    np.heaviside: _ufunc_call(ops.heaviside), np.nan_to_num: _nan_to_num,
+    np.copy: lambda a, order="K", subok=False: ops.copy(a),
+    np.result_type: lambda *a: np.result_type(*stand_in(list(a))),
+})
+
+# numpy's conversions are no __array_function__ overrides (they would call `__array__`): the
+# tracer calls these instead where a converted function passes them a value (traced_forms).
+CONVERSIONS = {
+    np.asarray: _asarray, np.asanyarray: _asarray, np.ascontiguousarray: _asarray,
+    np.asfortranarray: _asarray, np.array: _array,
+    np.float64: _as_type(np.float64), np.float32: _as_type(np.float32),
 }
 
 for _p in REGISTRY.values():
@@ -143,6 +220,55 @@ from llgrad.runtime.numpy_shape import FUNCTIONS as _SHAPE_FUNCTIONS  # noqa: E4
 
 FUNCTIONS.update(_SHAPE_FUNCTIONS)
 
+# ---- numpy.linalg and scipy.linalg (issue 11, linalg) ------------------------------------------
+from llgrad.runtime import numpy_linalg  # noqa: E402
+
+FUNCTIONS.update(numpy_linalg.FUNCTIONS)
+
+# Note [Lazily named functions]
+# A primitive's `numpy` entry may name a function of a module runtime must not import (scipy:
+# `numpy="scipy.special.erf"`), so `import llgrad` stays fast. Such names wait in LAZY (with
+# FUNCTIONS-style wrappers, or an adapter to the library's signature) and move to FUNCTIONS
+# once their module has been imported by someone: before that, no user code can hold one.
+LAZY = {f: FUNCTIONS.pop(f) for f in [f for f in FUNCTIONS if isinstance(f, str)]}
+LAZY.update({
+    "scipy.special.logsumexp": _sp_logsumexp,
+    "scipy.special.softmax": _sp_softmax(ops.softmax),
+    "scipy.special.log_softmax": _sp_softmax(ops.log_softmax),
+})
+LAZY.update(numpy_linalg.SCIPY)  # scipy.linalg's functions
+
+
+def resolve_lazy() -> None:
+    """Move the LAZY names of modules imported by now into FUNCTIONS."""
+    for name in [n for n in LAZY if n.rpartition(".")[0] in sys.modules]:
+        mod, _, attr = name.rpartition(".")
+        f, fn = getattr(sys.modules[mod], attr), LAZY.pop(name)
+        FUNCTIONS[f] = _typed_like(f, fn) if isinstance(f, np.ufunc) else fn
+
+
+def _typed_like(ufunc, fn):
+    """`fn` with its operands cast to the dtype `ufunc` itself resolves to: scipy's ufuncs
+    compute a float32 array with a Python float (or an int64 array) in float64."""
+    def impl(*args, **kw):
+        probe = [np.zeros((), dtype_of(a)) if is_value(a) or isinstance(a, np.ndarray) else a
+                 for a in args]
+        with np.errstate(all="ignore"):
+            dt = np.asarray(ufunc(*probe)).dtype
+        return fn(*[ops.astype(a, dt) if is_value(a) else np.asarray(a, dt) for a in args],
+                  **kw)
+    return impl
+
+
+def traced_forms() -> dict:
+    """Library callables whose Python implementation cannot run on llgrad values (numpy's
+    conversions, scipy's Python-level functions), each with the llgrad function to call."""
+    resolve_lazy()
+    out = dict(CONVERSIONS)
+    out.update((f, fn) for f, fn in FUNCTIONS.items() if not isinstance(f, np.ufunc)
+               and (getattr(f, "__module__", None) or "").startswith("scipy"))
+    return out
+
 
 def numpy_name(func) -> str:
     """How the user wrote `func`: np.exp, np.fft.fft, np.linalg.inv, np.add.reduce."""
@@ -150,9 +276,12 @@ def numpy_name(func) -> str:
     if isinstance(owner, np.ufunc):  # a ufunc method (np.add.reduce)
         return f"{numpy_name(owner)}.{func.__name__}"
     name = getattr(func, "__name__", repr(func))
+    special = sys.modules.get("scipy.special")
+    if isinstance(func, np.ufunc) and getattr(special, name, None) is func:
+        return f"scipy.special.{name}"
     mod = getattr(func, "__module__", None) or "numpy"
-    if not mod.startswith("numpy"):
-        return f"{mod}.{name}"
+    if not mod.startswith("numpy"):  # scipy.special._logsumexp -> scipy.special
+        return ".".join([p for p in mod.split(".") if not p.startswith("_")] + [name])
     # public submodules keep their name (numpy.fft, numpy.linalg._linalg -> np.linalg)
     parts = [p for p in mod.split(".")[1:] if not p.startswith("_")]
     sub = parts[0] if parts and hasattr(np, parts[0]) else None

@@ -45,17 +45,19 @@ class Primitive:
         decompose: for composite primitives, `decompose(*inputs, **params)` written with other
             ops: the compiler's IR builder emits that instead (so AD, passes and codegen never
             see this primitive), while eager mode runs `impl` as one graph node.
+        effect: the op acts beyond its outputs (`check` raises the user's exception): passes
+            keep it, and the region ops around it, even when nothing reads its outputs.
     """
 
     __slots__ = (
         "name", "family", "impl", "shape", "vjp", "nondiff", "saves", "scalar", "numpy",
-        "multiple_results", "node_name", "reads", "decompose", "__weakref__",
+        "multiple_results", "node_name", "reads", "decompose", "effect", "__weakref__",
     )
 
     def __init__(self, name: str, family: str, impl: Callable, shape: Callable, vjp=None, *,
                  nondiff: bool = False, saves=None, scalar=None, numpy=(),
                  multiple_results: bool = False, node_name: str | Callable | None = None,
-                 decompose: Callable | None = None):
+                 decompose: Callable | None = None, effect: bool = False):
         if not nondiff and vjp is None:
             raise ValueError(f"primitive {name}: give vjp rules or nondiff=True")
         self.name, self.family, self.impl, self.shape = name, family, impl, shape
@@ -64,7 +66,7 @@ class Primitive:
         self.saves = saves
         self.reads = _rule_reads(self.vjp) if saves is None and isinstance(self.vjp, tuple) else None
         self.scalar, self.multiple_results = scalar, multiple_results
-        self.decompose = decompose
+        self.decompose, self.effect = decompose, effect
         self.numpy = tuple(numpy) if isinstance(numpy, (tuple, list)) else (numpy,)
         self.node_name = node_name or (
             "".join(p.capitalize() for p in name.split("_")) + "Backward0")

@@ -480,7 +480,29 @@ class Tensor(ArrayOperators):
     dot, outer, mm = ops.dot, ops.outer, ops.matmul
 
     square, rsqrt = ops.square, ops.rsqrt
-    def reciprocal(self): return ops.div(1.0, self)
+    # numpy's elementwise math and torch.special's functions, under PyTorch's names
+    sinh, cosh, log2, log10, exp2, ceil, trunc, fix = (
+        ops.sinh, ops.cosh, ops.log2, ops.log10, ops.exp2, ops.ceil, ops.trunc, ops.trunc)
+    asin = arcsin = ops.arcsin
+    acos = arccos = ops.arccos
+    atan = arctan = ops.arctan
+    asinh = arcsinh = ops.arcsinh
+    acosh = arccosh = ops.arccosh
+    atanh = arctanh = ops.arctanh
+    atan2 = arctan2 = ops.arctan2
+    logaddexp, logaddexp2, hypot, fmod, copysign = (
+        ops.logaddexp, ops.logaddexp2, ops.hypot, ops.fmod, ops.copysign)
+    heaviside, sinc, deg2rad, rad2deg = ops.heaviside, ops.sinc, ops.deg2rad, ops.rad2deg
+    isnan, isinf, isfinite, signbit = ops.isnan, ops.isinf, ops.isfinite, ops.signbit
+    erf, erfc, lgamma, digamma, xlogy = ops.erf, ops.erfc, ops.lgamma, ops.digamma, ops.xlogy
+    reciprocal = ops.reciprocal
+    def positive(self): return self
+    def round(self, decimals=0): return ops.round(self, decimals)
+    def polygamma(self, n): return ops.polygamma(n, self)
+    def nan_to_num(self, nan=0.0, posinf=None, neginf=None):
+        return ops.nan_to_num(self, nan=nan, posinf=posinf, neginf=neginf)
+    def logit(self, eps=None):
+        return ops.logit(self if eps is None else ops.clip(self, eps, 1 - eps))
     def sum(self, dim=None, keepdim=False, dtype=None): return ops.sum(self, dim, keepdim, dtype)
     def mean(self, dim=None, keepdim=False): return ops.mean(self, dim, keepdim)
     def var(self, dim=None, unbiased=True, keepdim=False, correction=None):
@@ -561,7 +583,7 @@ def _process_results(prim, args, params, arrays, out, req):
                         [(o.shape, o.dtype) for o in outs])
         res = tuple(Tensor._wrap(o, node, i, vc) for i, o in enumerate(outs))
         if plan.saves_out:
-            node.save_output(res[0])
+            node.save_output(res)
     if vc is not None:
         for i, t in enumerate(res):
             _views.record(t, args[0], prim, args, params, i)

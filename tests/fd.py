@@ -40,3 +40,34 @@ def assert_close(actual, expected, rtol: float, atol: float, what: str = "") -> 
     actual, expected = np.asarray(actual), np.asarray(expected)
     assert actual.shape == expected.shape, f"{what}: shape {actual.shape} != {expected.shape}"
     np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, err_msg=what)
+
+
+def numerical_grad_tree(f: Callable, args: Sequence, argnum: int, eps: float = 1e-6):
+    """d f(*args) / d args[argnum] by central differences, with the structure of that argument
+    (a pytree: llgrad.runtime.pytree); its array leaves get arrays, Python floats floats."""
+    from llgrad.runtime import pytree
+    leaves, struct = pytree.flatten(args[argnum])
+
+    def at(new_leaves):
+        full = list(args)
+        full[argnum] = pytree.unflatten(struct, new_leaves)
+        return float(f(*full))
+
+    grads = []
+    for k, leaf in enumerate(leaves):
+        if isinstance(leaf, float):
+            hi, lo = list(leaves), list(leaves)
+            hi[k], lo[k] = leaf + eps, leaf - eps
+            grads.append((at(hi) - at(lo)) / (2 * eps))
+        elif isinstance(leaf, np.ndarray) and leaf.dtype.kind == "f":
+            g = np.zeros_like(leaf, dtype=np.float64)
+            for i in range(leaf.size):
+                hi, lo = list(leaves), list(leaves)
+                hi[k], lo[k] = leaf.astype(np.float64), leaf.astype(np.float64)
+                hi[k].flat[i] += eps
+                lo[k].flat[i] -= eps
+                g.flat[i] = (at(hi) - at(lo)) / (2 * eps)
+            grads.append(g)
+        else:
+            grads.append(leaf)  # a static field: the gradient holds its value
+    return pytree.unflatten(struct, grads)

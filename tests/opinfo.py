@@ -344,6 +344,11 @@ OP_DB: list[OpSpec] = [
     OpSpec("for_loop", None, None, structural=_STRUCT),
     OpSpec("while_loop", None, None, structural=_STRUCT),
     OpSpec("fusion", None, None, structural=_STRUCT),
+    OpSpec("check", None, None, structural="raises the user's exception (Note [Checks]): "
+           "tested in tests/e2e/test_raise.py and tests/transform"),
+    OpSpec("custom_vjp", None, None, structural="a custom derivative rule's call (regions): "
+           "made by tracer/custom.py, removed before codegen; tested in "
+           "tests/e2e/test_custom_vjp.py"),
     OpSpec("tape_new", None, None, structural=_TAPE),
     OpSpec("tape_push", None, None, structural=_TAPE),
     OpSpec("tape_get", None, None, structural=_TAPE),
@@ -386,6 +391,83 @@ OP_DB: list[OpSpec] = [
 from opinfo_shape import SHAPE_FUNCS, SHAPE_OPS  # noqa: E402
 
 OP_DB += SHAPE_OPS
+# ---- numpy's elementwise math and scipy.special (issue 11) --------------------------------
+def _draw(rng, shape, domain, dtype):
+    """make_input plus the domains of this block: above1 (arccosh), prob (logit), gamma
+    (reals away from the poles 0, -1, -2, ... of lgamma/digamma)."""
+    if domain == "above1":
+        x = rng.uniform(1.2, 3.0, shape)
+    elif domain == "prob":
+        x = rng.uniform(0.05, 0.95, shape)
+    elif domain == "gamma":
+        x = rng.integers(-3, 4, shape) + rng.uniform(0.2, 0.8, shape)
+    else:
+        return make_input(rng, shape, domain, dtype)
+    return np.asarray(x, dtype=dtype)
+
+
+def _math(name, op, ref, domain="real", shapes=None, **kw):
+    """An OpSpec over UNARY (one domain) or BINARY (a tuple of domains) shapes."""
+    binary = isinstance(domain, tuple)
+    shapes = shapes or (list(BINARY) if binary else [(s,) for s in UNARY])
+    doms = domain if binary else (domain,)
+
+    def samples(rng, dt):
+        return [Sample(tuple(_draw(rng, sh, d, dt) for sh, d in zip(shs, doms)))
+                for shs in shapes]
+    return OpSpec(name, op, ref, samples=samples, **kw)
+
+
+def _special(name):
+    import scipy.special
+    return getattr(scipy.special, name)
+
+
+def _trigamma_ref(x):
+    return _special("polygamma")(1, x).astype(x.dtype)
+
+
+_AWAY = ("away0", "away0")
+NUMPY_MATH_DB: list[OpSpec] = [
+    _math("sinh", lambda x: x.sinh(), np.sinh),
+    _math("cosh", lambda x: x.cosh(), np.cosh),
+    _math("arcsin", lambda x: x.asin(), np.arcsin, "unit"),
+    _math("arccos", lambda x: x.acos(), np.arccos, "unit"),
+    _math("arctan", lambda x: x.atan(), np.arctan),
+    _math("arcsinh", lambda x: x.asinh(), np.arcsinh),
+    _math("arccosh", lambda x: x.acosh(), np.arccosh, "above1"),
+    _math("arctanh", lambda x: x.atanh(), np.arctanh, "unit"),
+    _math("arctan2", lambda y, x: lg.atan2(y, x), np.arctan2, _AWAY),
+    _math("exp2", lambda x: x.exp2(), np.exp2),
+    _math("log2", lambda x: x.log2(), np.log2, "positive"),
+    _math("log10", lambda x: x.log10(), np.log10, "positive"),
+    _math("cbrt", lambda x: ops.cbrt(x), np.cbrt, "away0"),
+    _math("logaddexp", lambda x, y: lg.logaddexp(x, y), np.logaddexp, ("real", "real")),
+    _math("logaddexp2", lambda x, y: lg.logaddexp2(x, y), np.logaddexp2, ("real", "real")),
+    _math("hypot", lambda x, y: lg.hypot(x, y), np.hypot, _AWAY),
+    _math("copysign", lambda x, y: lg.copysign(x, y), np.copysign, _AWAY),
+    _math("fmod", lambda x, y: lg.fmod(x, y), np.fmod, ("real", "away0"), order=1),
+    _math("ceil", lambda x: x.ceil(), np.ceil, "away0", order=1),
+    _math("trunc", lambda x: x.trunc(), np.trunc, "away0", order=1),
+    _math("rint", lambda x: x.round(), np.rint, "away0", order=1),
+    _math("erf", lambda x: x.erf(), _special("erf")),
+    _math("erfc", lambda x: x.erfc(), _special("erfc")),
+    _math("lgamma", lambda x: x.lgamma(), _special("gammaln"), "gamma"),
+    # digamma' = trigamma, whose own derivative is not provided: first order only
+    _math("digamma", lambda x: x.digamma(), _special("digamma"), "gamma", order=1),
+    _math("trigamma", lambda x: x.detach().polygamma(1), _trigamma_ref, "gamma", order=0,
+          tol={np.dtype(np.float32): (1e-4, 1e-5)}),
+    _math("logit", lambda x: x.logit(), _special("logit"), "prob"),
+    _math("xlogy", lambda x, y: lg.xlogy(x, y), _special("xlogy"), ("real", "positive")),
+    _math("xlog1py", lambda x, y: lg.special.xlog1py(x, y), _special("xlog1py"),
+          ("real", "unit")),
+]
+OP_DB += NUMPY_MATH_DB
+
+# linear algebra (issue 11): tests/opinfo_linalg.py
+from opinfo_linalg import LINALG_FUNCS, LINALG_OPS  # noqa: E402
+
+OP_DB += LINALG_OPS
 OPS = {s.name: s for s in OP_DB}
 
 
@@ -457,3 +539,41 @@ FUNC_DB: list[OpSpec] = [
     OpSpec("rdiv", lambda x: 1 / x, lambda x: 1 / x, [((4,),)], "away0"),
 ]
 FUNC_DB += SHAPE_FUNCS
+
+
+def _special_values(rng, dt):
+    x = make_input(rng, (3, 4), "real", dt)
+    x.flat[[0, 3, 5, 6, 10]] = [np.nan, np.inf, -np.inf, -0.0, 0.0]
+    return [Sample((x,)), Sample((make_input(rng, (), "real", dt),))]
+
+
+def _heaviside_samples(rng, dt):
+    x = make_input(rng, (3, 4), "away0", dt)
+    x.flat[[1, 7]] = 0.0
+    return [Sample((x, make_input(rng, (4,), "real", dt))),
+            Sample((x, make_input(rng, (), "real", dt)))]
+
+
+_SPECIAL = dict(samples=_special_values, nondiff=True, order=0)
+NUMPY_MATH_FUNCS: list[OpSpec] = [
+    OpSpec("round_decimals", lambda x: x.round(decimals=2), lambda x: np.round(x, 2),
+           [((3, 4),), ((),)], order=1),
+    OpSpec("round_negative_decimals", lambda x: lg.round(x * 100, decimals=-1),
+           lambda x: np.round(x * 100, -1), [((3, 4),)], order=1),
+    OpSpec("sinc", lambda x: x.sinc(), np.sinc, [((3, 4),), ((),)]),
+    OpSpec("deg2rad", lambda x: x.deg2rad(), np.deg2rad, [((3, 4),)], order=1),
+    OpSpec("rad2deg", lambda x: x.rad2deg(), np.rad2deg, [((3, 4),)], order=1),
+    OpSpec("positive", lambda x: lg.positive(x), np.positive, [((3, 4),)], order=1),
+    # (finite replacements: the default +-1.8e308 swamps central differences)
+    OpSpec("nan_to_num", lambda x: x.nan_to_num(posinf=7.0, neginf=-7.0),
+           lambda x: np.nan_to_num(x, posinf=7.0, neginf=-7.0), samples=_special_values,
+           order=1),
+    OpSpec("heaviside", lambda x, v: x.heaviside(v), np.heaviside, samples=_heaviside_samples,
+           order=1, wrt=(1,)),  # d/dx is a Dirac delta at 0: zero, and no fd to check
+    OpSpec("isnan", lambda x: x.isnan(), np.isnan, **_SPECIAL),
+    OpSpec("isinf", lambda x: x.isinf(), np.isinf, **_SPECIAL),
+    OpSpec("isfinite", lambda x: x.isfinite(), np.isfinite, **_SPECIAL),
+    OpSpec("signbit", lambda x: x.signbit(), np.signbit, **_SPECIAL),
+]
+FUNC_DB += NUMPY_MATH_FUNCS
+FUNC_DB += SHAPE_FUNCS + LINALG_FUNCS

@@ -36,8 +36,9 @@ def test_unseeded_generator_is_seeded_with_zero():
 
 # `import llgrad` loads the eager runtime (numpy only): at most this many modules of its own,
 # ~20 ms on an idle machine (python -X importtime). Counting modules, not milliseconds, keeps
-# the budget meaningful on a loaded machine.
-IMPORT_BUDGET = 90
+# the budget meaningful on a loaded machine. (97 with pytrees, promotion, custom_vjp and the
+# linalg/special primitives.)
+IMPORT_BUDGET = 100
 
 
 def test_import_loads_no_compiler_and_few_modules():
@@ -69,4 +70,17 @@ def test_llvmlite_loads_only_when_something_is_compiled():
         del os.environ["LLGRAD_DISABLE_JIT"]
         d.grad(np.ones(3))
         assert "llvmlite.binding" in sys.modules
+    """)
+
+
+def test_import_and_compiling_do_not_load_scipy():
+    # scipy.special's functions are known by name until the user imports scipy
+    # (Note [Lazily named functions] in runtime/numpy_api.py)
+    _run("""
+        import sys
+        import numpy as np
+        import llgrad
+        f = llgrad.differentiate(lambda x: np.sum(np.arctan(x) + np.logaddexp(x, 1.0)))
+        f.grad(np.ones(3))
+        assert "scipy" not in sys.modules, sorted(m for m in sys.modules if "scipy" in m)
     """)

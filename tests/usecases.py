@@ -453,3 +453,5 @@ def comparison_operators(x, w, m):
 
 # scans, sorting, structure and contractions (issue 11): more use cases, registered on import
 from tests import usecases_shape  # noqa: E402,F401
+from tests import usecases_math  # noqa: E402,F401  (numpy's math, scipy.special, conversions)
+from tests import usecases_linalg  # noqa: E402,F401  (linear algebra)

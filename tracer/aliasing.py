@@ -23,9 +23,10 @@ import sys
 
 import numpy as np
 
-from llgrad.runtime.errors import UnsupportedError, is_internal_file, user_loc
+from llgrad.runtime.errors import LLGradError, UnsupportedError, is_internal_file, user_loc
 from llgrad.tracer.convert.naming import PREFIX
 from llgrad.transform import ir
+from llgrad.transform.builder import current
 
 _GENERATED = PREFIX  # converter-made names: never the user's references
 _ENTRY_FILES = ("tracing.py", "dynamic.py")  # the trace's entry: the user's caller is beyond
@@ -114,14 +115,63 @@ def _written(target, index):
         return None
 
 
+# Note [Writes into arguments]
+# A compiled function receives its array arguments as traced values, so a write into one
+# (`x[0] = v`, `x += 1`, `x[:2] *= 3`, through a view of it, in a loop over it, or in a helper
+# it was passed to) would leave the caller's array unchanged where Python changes it. Such a
+# write is refused at its line, with the fix to copy first; `check_unaliased` follows the
+# written value through numpy views and loop-carried parameters (Builder.origins) to the
+# parameters of the trace (Builder.arguments, filled by tracer/tracing.py). Python floats are
+# immutable (`a += 1.0` rebinds), so they are not arguments here. Containers passed to the
+# function (lists, dicts, dataclasses) are copies too: changing one is refused after the
+# call (tracing.Arguments.check_unchanged), as is changing a static object, which the
+# compiled code would not change again at later calls.
+def _argument(target) -> tuple[str, bool] | None:
+    """The path of the array argument that writing into `target` would write into, and
+    whether `target` is a view of it."""
+    try:
+        b = current()
+    except LLGradError:
+        return None
+    if not b.arguments:
+        return None
+    todo, seen = [(target, False)], set()
+    while todo:
+        v, view = todo.pop()
+        if not isinstance(v, ir.Value) or v.id in seen:
+            continue
+        seen.add(v.id)
+        if v.id in b.arguments:
+            return b.arguments[v.id], view
+        origin, base = b.origins.get(v.id), _view_base(v)
+        todo += [(origin, view)] if origin is not None else []
+        todo += [(base, True)] if base is not None else []
+    return None
+
+
 def check_unaliased(target, what: str, index=None) -> None:
     """Raise UnsupportedError if an in-place `what` on the array `target` (at `index`, for an
     element update) would, in numpy, be seen through another reference (Note [In-place
-    updates are by value])."""
+    updates are by value]), or would write into an argument (Note [Writes into
+    arguments])."""
     bases = _bases(target)
     written = _written(target, index) if isinstance(target, np.ndarray) else None
     refs = []  # (frame, name, relation)
     frames = list(_user_frames(sys._getframe(1)))
+    found = _argument(target)
+    if found is not None:
+        arg, view = found
+        names = [n for n, v in frames[0].f_locals.items() if v is target and not
+                 n.startswith(_GENERATED)] if frames else []
+        mine = next((n for n in names if n != arg), names[0] if names else None)
+        name = mine or arg.split(".")[0].split("[")[0]
+        where = f"{'a view of ' if view else ''}the argument `{arg}`" if mine in (None, arg) \
+            else f"`{mine}`, {'a view of ' if view else 'which is '}the argument `{arg}`"
+        raise UnsupportedError(
+            f"in-place {what} of {where}: Python would change the caller's array, while a "
+            f"compiled function works on a copy of its arguments", loc=user_loc(),
+            fix=f"copy first: `{name} = {name}.copy()` (or compute the new value without "
+            f"an in-place statement)")
     for f in frames:
         for name, value in f.f_locals.items():
             if name.startswith(_GENERATED):

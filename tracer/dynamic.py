@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from llgrad.runtime.errors import ConcretizationError, user_loc
+from llgrad.runtime.errors import ConcretizationError, IndexingError, user_loc
 from llgrad.tracer import signature as sig
-from llgrad.tracer.tracing import (Trace, _convertible, _flatten_outputs, _leaf_name,
-                                   bind_arguments, call_with)
+from llgrad.tracer.tracing import Arguments, Trace, _convertible, _flatten_outputs, call_with
 from llgrad.tracer.aliasing import check_unaliased
+from llgrad.tracer.custom import trace_custom
+from llgrad.runtime.ops.control import custom_vjp_p
 from llgrad.transform.builder import Builder
+from llgrad.transform.control import custom_parts
 
 
 class EagerBuilder(Builder):
@@ -33,25 +35,43 @@ class EagerBuilder(Builder):
         self.env: dict[int, np.ndarray] = {}
         self.concrete = lambda v: self.env[v.id]
         self.on_concretize = self._concretize
-        self.on_inplace = check_unaliased
+        self.on_inplace, self.on_custom_vjp = check_unaliased, trace_custom
         self.guards: list = []
 
     def _concretize(self, v, what: str):
+        if v.id not in self.env:  # computed in a custom rule's backward (tracer/custom.py)
+            raise ConcretizationError(
+                f"{what} of a value computed in the backward of a custom derivative rule: the "
+                f"backward is traced once, before any cotangent is known", loc=user_loc(),
+                fix="keep the backward an array computation (np.where instead of if)")
         if what.startswith("conversion to a numpy array"):
             raise ConcretizationError(
-                "a traced value was passed to code that converts it to a numpy array "
-                "(np.asarray / a library llgrad does not know); its gradient would be lost",
-                loc=user_loc(), fix="use numpy functions llgrad supports, or make the "
-                "conversion explicit with float(x) / x.item() if it is meant as a constant")
+                "a traced value was passed to code that converts it to a numpy array (a "
+                "library llgrad does not know, or a Python list of traced values held in a "
+                "variable); its gradient would be lost", loc=user_loc(),
+                fix="build a list of traced values as an array first, np.array([...]) or "
+                "np.stack(...); use numpy functions llgrad supports; or make the conversion "
+                "explicit with float(x) / x.item() if it is meant as a constant")
         value = self.env[v.id]
         self.guards.append((what, value))
         return value
 
     def emit(self, prim, inputs, params, out_avals, regions=(), loc=None) -> list:
         outs = super().emit(prim, inputs, params, out_avals, regions, loc)
+        if len(self.regions) > 1:  # a custom rule's backward: traced, run later by AD
+            return outs
+        if prim is custom_vjp_p:
+            for v, x in zip(outs, custom_parts(outs[0].op)[2]):
+                self.env[v.id] = self.env[x.id]
+            return outs
         if regions:
             raise ConcretizationError("structured control flow inside the dynamic path")
-        res = prim.impl(*[self.env[v.id] for v in inputs], **params)
+        try:
+            res = prim.impl(*[self.env[v.id] for v in inputs], **params)
+        except IndexError as e:  # at the user's line, as the staged path reports it
+            if prim.family != "index":
+                raise
+            raise IndexingError.out_of_bounds(str(e), outs[0].op.loc) from None
         res = res if prim.multiple_results else (res,)
         for v, r in zip(outs, res):
             self.env[v.id] = np.asarray(r)
@@ -60,20 +80,16 @@ class EagerBuilder(Builder):
 
 def trace_dynamic(fn, args: tuple, kwargs: dict) -> tuple[Trace, list]:
     """Trace one call eagerly; returns the Trace and the concrete output values."""
-    names, values = bind_arguments(fn, args, kwargs)
-    leaves, struct = sig.flatten(tuple(values))
+    a = Arguments(fn, args, kwargs)
     b = EagerBuilder(getattr(fn, "__name__", "f"))
-    owner = []
-    for i, v in enumerate(values):
-        owner += [i] * len(sig.flatten(v)[0])
-    specs = sig.leaf_specs(struct)
     with b:
-        params = []
-        for k, (s, arr) in enumerate(zip(specs, leaves)):
-            p = b.param((s.shape, s.dtype), _leaf_name(names, owner, k))
+        params = a.params(b)
+        for p, arr in zip(params, a.leaves):
             b.env[p.id] = arr
-            params.append(p)
-        out = call_with(_convertible(fn), names, sig.unflatten(struct, params))
-        out_leaves, out_struct = _flatten_outputs(out, b)
+        traced = sig.unflatten(a.struct, params)
+        out = call_with(_convertible(fn), a.names, traced)
+        a.check_unchanged(traced, params, fn, statics=False)
+        out_leaves, out_struct = _flatten_outputs(out, b, fn)
         b.fn.body.results = out_leaves
-    return Trace(b.fn, struct, out_struct, names, owner, fn), [b.env[v.id] for v in out_leaves]
+    return Trace(b.fn, a.struct, out_struct, a.names, a.owner, fn), \
+        [b.env[v.id] for v in out_leaves]

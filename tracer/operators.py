@@ -10,23 +10,35 @@ Staging protocol (implemented by the tracing layer; see tests/tracer/fake_tracer
 ``register_stager(cls, stager)`` declares instances of ``cls`` (and subclasses) traced;
 ``stager`` implements:
 
-    stage_if(cond, body_fn, orelse_fn, get_state, set_state, symbol_names, loc) -> None
+    stage_if(cond, body_fn, orelse_fn, get_state, set_state, symbol_names, nouts, loc) -> None
     stage_for(iterable, extra_test, body_fn, get_state, set_state, symbol_names, loc) -> None
     stage_while(test_fn, body_fn, get_state, set_state, symbol_names, loc) -> None
     stage_if_exp(cond, true_fn, false_fn, loc) -> value
     stage_not(value, loc) -> value
     stage_setitem(target, index, value) -> new target value
+    branch_loc() -> loc   (optional) the traced `if` whose branch is being traced, or None
+    note_store(obj, key, delete)  (optional) before a store into a Python object: key is
+                          ("attr", name) or ("item", index) (See Note [Stores in traced
+                          branches] in tracer/stores.py)
+    stage_raise(make, loc) -> exception   (optional) for ``raise make()``: the exception
+                          to raise now, or (under a traced condition) a compiled check
+                          (Note [Raise under a traced condition] in tracer/checks.py)
+    stage_ufunc_at(ufunc, target, index, value) -> new target value   (optional)
     in_region() -> bool   (optional) True while tracing a branch or loop body
     eager() -> bool       (optional) True when traced values are concrete (the dynamic
                           path): control flow runs as Python; fences are off
 
-State: ``symbol_names`` is a tuple of the variable names the statement may change and that
-are used afterwards (for loops: loop-carried or read after the loop). ``get_state()`` returns
-their current values as a tuple in that order; ``set_state(values)`` rebinds them. Body
-functions take no argument (``body_fn(item)`` for ``for``), and change state by assignment.
-A stager typically: saves ``s0 = get_state()``, traces ``body_fn()``, reads ``get_state()``,
-restores ``set_state(s0)``, traces ``orelse_fn()``, reads ``get_state()``, builds the region
-op, and finally ``set_state(results)``. Returning normally means results were delivered.
+State: ``symbol_names`` is a tuple of the variable names the statement may change (for loops:
+those loop-carried or read after the loop). ``get_state()`` returns their current values as a
+tuple in that order; ``set_state(values)`` rebinds them. Body functions take no argument
+(``body_fn(item)`` for ``for``), and change state by assignment. For ``if``, the names are
+every name the branches bind; only the first ``nouts`` are outputs, used after the
+statement; the rest must only be reset between the branches (See Note [Each branch starts
+from the state before the if] in convert/control_flow.py). A stager typically: saves
+``s0 = get_state()``, traces ``body_fn()``, reads ``get_state()``, restores
+``set_state(s0)``, traces ``orelse_fn()``, reads ``get_state()``, builds the region op from
+the outputs, and finally ``set_state(results)``, where a non-output is ``Undefined`` unless
+both branches left the same object. Returning normally means results were delivered.
 
 Rules for values in the state:
 - ``Undefined(name)`` marks a variable unbound on entry or in one branch. For user names,
@@ -44,25 +56,34 @@ Rules for values in the state:
 - A Python loop whose break/return flag becomes traced runs its remaining iterations under
   ``stage_if`` (one per item); a Python ``while`` whose test becomes traced is staged from
   the current state on (earlier iterations stay unrolled).
+- Optional: ``stage_python_while(test_fn, body_fn, get_state, set_state, symbol_names, loc)
+  -> bool`` for a ``while`` whose test is a Python value (just found true) while its state
+  holds a traced value: True when it staged the rest of the loop, False to have it run as
+  Python (See Note [Python while loops over traced state]).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import operator
+import threading
 import types
-from operator import (iadd, iand, ifloordiv, ilshift, imatmul, imod, imul, ior,  # noqa: F401
-                      ipow, irshift, isub, itruediv, ixor)
+from operator import iand, ilshift, ior, irshift, ixor  # noqa: F401  (see updates.py)
 from typing import Any, Callable, Protocol, Sequence
 
+import numpy as np
+
+from llgrad.runtime import pytree
 from llgrad.runtime.errors import ConcretizationError, user_loc
 
 from . import captures
+from .traced_builtins import traced_builtins
 from .convert.errors import SourceLoc, UnsupportedSyntaxError  # noqa: F401
 
 
 class Stager(Protocol):
-    def stage_if(self, cond, body_fn, orelse_fn, get_state, set_state, symbol_names,
+    def stage_if(self, cond, body_fn, orelse_fn, get_state, set_state, symbol_names, nouts,
                  loc) -> None: ...
     def stage_for(self, iterable, extra_test, body_fn, get_state, set_state, symbol_names,
                   loc) -> None: ...
@@ -98,6 +119,9 @@ def stager_of(x: Any) -> Stager | None:
 
 def is_traced(x: Any) -> bool:
     return stager_of(x) is not None
+
+
+UNKNOWN = object()  # note_item's object when naming it again would repeat a call
 
 
 # -- undefined variables -------------------------------------------------------------------
@@ -140,11 +164,27 @@ Undefined.__hash__ = None  # type: ignore[assignment]
 
 
 def ldu(load: Callable[[], Any], name: str) -> Any:
-    """``load()``, or ``Undefined(name)`` if the variable is unbound."""
+    """``load()``, or ``Undefined(name)`` if the variable (or attribute ``s.t``) is unbound."""
     try:
         return load()
-    except NameError:
+    except (NameError, AttributeError, UnboundLocalError):
         return Undefined(name)
+
+
+def setattr_(obj, attr: str, value) -> None:
+    """``obj.attr = value`` from a set_state (Note [Attributes in control-flow state] in
+    convert/control_flow.py); an Undefined value removes the attribute again."""
+    if type(obj) is Undefined:
+        return
+    if type(value) is Undefined:
+        if hasattr(obj, attr):
+            delattr(obj, attr)
+        return
+    if getattr(obj, attr, _MISSING) is not value:
+        setattr(obj, attr, value)
+
+
+_MISSING = object()
 
 
 def retval(value: Any) -> Any:
@@ -182,11 +222,11 @@ def range_(*args) -> range | TracedRange:
 
 
 def if_stmt(cond, body_fn, orelse_fn, get_state, set_state, symbol_names: Sequence[str],
-            loc: SourceLoc) -> None:
+            nouts: int, loc: SourceLoc) -> None:
     stager = stager_of(cond)
     if stager is not None:
         stager.stage_if(cond, body_fn, orelse_fn or _no_op, get_state, set_state,
-                        tuple(symbol_names), loc)
+                        tuple(symbol_names), nouts, loc)
     elif cond:
         body_fn()
     elif orelse_fn is not None:
@@ -229,7 +269,7 @@ def for_stmt(iterable, extra_test, body_fn, get_state, set_state, symbol_names: 
 # index, rather than unrolled n times. The iterations already run stay unrolled, exactly
 # as Python ran them.
 def _static_range(rng, extra_test, body_fn, get_state, set_state, symbol_names, loc):
-    stager = next((s for s in map(stager_of, get_state()) if s is not None), None)
+    stager = _state_stager(get_state)
     if stager is not None and len(rng) > 1:
         stager.stage_for(rng, extra_test, body_fn, get_state, set_state, symbol_names, loc)
         return
@@ -244,7 +284,7 @@ def _static_range(rng, extra_test, body_fn, get_state, set_state, symbol_names, 
                 return
         body_fn(item)
         if k + 1 < len(rng):
-            stager = next((s for s in map(stager_of, get_state()) if s is not None), None)
+            stager = _state_stager(get_state)
             if stager is not None:
                 stager.stage_for(rng[k + 1:], extra_test, body_fn, get_state, set_state,
                                  symbol_names, loc)
@@ -254,7 +294,7 @@ def _static_range(rng, extra_test, body_fn, get_state, set_state, symbol_names, 
 def _guarded_rest(test, it, extra_test, body_fn, get_state, set_state, symbol_names, loc):
     for item in it:
         if_stmt(test, lambda item=item: body_fn(item), None, get_state, set_state,
-                symbol_names, loc)
+                symbol_names, len(symbol_names), loc)
         test = extra_test()
         if not is_traced(test) and not test:
             return
@@ -262,6 +302,7 @@ def _guarded_rest(test, it, extra_test, body_fn, get_state, set_state, symbol_na
 
 def while_stmt(test_fn, body_fn, get_state, set_state, symbol_names: Sequence[str],
                loc: SourceLoc) -> None:
+    as_python = False  # the stager asked for Python iterations (Note [Unrolled loops])
     while True:
         test = test_fn()
         stager = stager_of(test)
@@ -270,7 +311,53 @@ def while_stmt(test_fn, body_fn, get_state, set_state, symbol_names: Sequence[st
             return
         if not test:
             return
+        if _STAGERS and not as_python:  # See Note [Python while loops over traced state]
+            stager = _state_stager(get_state)
+            stage = getattr(stager, "stage_python_while", None)
+            if stage is not None:
+                if stage(test_fn, body_fn, get_state, set_state, tuple(symbol_names), loc):
+                    return
+                as_python = True
         body_fn()
+
+
+# Note [Python while loops over traced state]
+# `while i < n:` with Python i and n runs as Python while its state is plain Python. Once the
+# state holds a traced value (`x = x * 0.999`), running on would add one copy of the body to
+# the trace per iteration (n = 1e5: minutes, gigabytes). As for a static `for` (Note [Static
+# loops over traced state]), the rest of the loop is staged as one while_loop op: the Python
+# scalars the body changes (the counter i) become carried values, so the test, traced over
+# them, decides each iteration at run time. When the test does not become traced (it reads
+# only Python objects changed in place, like a list's length), or the body cannot be one
+# loop op, the trace restarts with the loop run as Python, with a warning (Note [Unrolled
+# loops]). Optional for a stager: one without `stage_python_while` runs the loop as Python.
+
+
+def _state_stager(get_state) -> Stager | None:
+    """The stager of the first traced value in a statement's state (or in a record of it:
+    Note [Records in loop and branch state]), if any."""
+    for v in get_state():
+        s = stager_of(v)
+        if s is None and is_record(v):
+            s = next((t for t in map(stager_of, pytree.tree_leaves(v)) if t is not None), None)
+        if s is not None:
+            return s
+    return None
+
+
+# Note [Records in loop and branch state]
+# A variable holding a record of arrays (a tuple, namedtuple, dataclass or registered pytree:
+# `state = State(pos, vel)`) is loop or branch state like an array: the stager carries its
+# leaves (tracer/records.py, `flat_state`) and rebuilds the record from the loop's or cond's
+# results, so `for i in range(n): state = step(state)` is one loop op, not n copies of the
+# body. Lists and dicts are not records: they are changed in place (`hs.append(h)`).
+_RECORD_KINDS = frozenset({"tuple", "namedtuple", "dataclass", "custom"})
+
+
+def is_record(v) -> bool:
+    """Whether `v` is a record of arrays (Note [Records in loop and branch state])."""
+    nt = pytree.node_type(v)
+    return nt is not None and nt.kind in _RECORD_KINDS
 
 
 def _no_op() -> None:
@@ -334,12 +421,66 @@ def compare_chain(left, *ops_and_fns) -> Any:
     return and_(lambda: result, lambda: compare_chain(right, *ops_and_fns[2:]))
 
 
+def raising(make: Callable[[], Any], loc: SourceLoc) -> Any:
+    """``raise make()`` in converted code: what to raise (a stager may compile it instead)."""
+    for s in _STAGERS.values():
+        stage = getattr(s, "stage_raise", None)
+        if stage is not None:
+            return stage(make, loc)
+    return make()
+
+
+_TRY = threading.local()
+
+
+@contextlib.contextmanager
+def catching(types):
+    """Around the body of a ``try`` whose handlers catch ``types``."""
+    stack = _TRY.__dict__.setdefault("stack", [])
+    stack.append(types)
+    try:
+        yield
+    finally:
+        stack.pop()
+
+
+def caught(exc) -> bool:
+    """Whether an enclosing ``try`` catches ``exc`` (then it is raised as Python does)."""
+    return any(isinstance(exc, t) for t in getattr(_TRY, "stack", ()))
+
+
+def note_attr(obj, name: str) -> None:
+    """Converted code calls this before ``obj.name = ...`` or ``del obj.name``."""
+    if _STAGERS:
+        _note_store(obj, ("attr", name), False)
+
+
+def note_item(obj, index, delete: bool = False) -> None:
+    """Before ``obj[index] = ...`` (or ``del``) where ``obj`` is not a local variable;
+    ``obj`` is ``UNKNOWN`` when naming it again would repeat a call."""
+    if _STAGERS:
+        _note_store(obj, ("item", index), delete)
+
+
+def _note_store(obj, key, delete) -> None:
+    for s in _STAGERS.values():
+        note = getattr(s, "note_store", None)
+        if note is not None:
+            note(obj, key, delete)
+
+
 def setitem(target, index, value) -> Any:
     """``target[index] = value``, returning the (possibly new) target.
 
     Plain values are updated in place and returned (aliases see the update, as in Python);
-    if the target, index or value is traced, the stager returns a new traced value.
+    if the target (an array), index or value is traced, the stager returns a new traced
+    value. Python lists and dicts are always updated in place, traced items too.
     """
+    if _STAGERS and not is_traced(target) and type(target).__name__ != "ndarray":
+        _note_store(target, ("item", index), False)  # Note [Stores in traced branches]
+        if isinstance(target, (list, dict)):
+            target[index] = value
+            return target
     stager = stager_of(target) or stager_of(value)
     if stager is None:
         for i in index if type(index) is tuple else (index,):
@@ -373,7 +514,16 @@ def fence(kind: str, loc: SourceLoc, values: dict, names: Sequence[str]) -> None
     """Raise UnsupportedSyntaxError if a value read by an unsupported statement is traced."""
     if _STAGERS and not any(getattr(s, "eager", bool)() for s in _STAGERS.values()):
         from .convert.fence import check_fence
-        check_fence(kind, loc, values, tuple(names), is_traced)
+        check_fence(kind, loc, values, tuple(names), is_traced, _branch_loc())
+
+
+def _branch_loc() -> SourceLoc | None:
+    """The traced `if` whose branch a stager is tracing right now, if any."""
+    for s in _STAGERS.values():
+        loc = getattr(s, "branch_loc", lambda: None)()
+        if loc is not None:
+            return loc
+    return None
 
 
 # -- calls ---------------------------------------------------------------------------------
@@ -382,32 +532,50 @@ def converted_call(f: Callable, args: tuple, kwargs: dict | None) -> Any:
     _check_defined(args)
     if kwargs:
         _check_defined(kwargs.values())
-    target = _converted_target(f, args)
+    target = _converted_target(f, args + tuple(kwargs.values()) if kwargs else args)
     return target(*args, **(kwargs or {}))
 
 
-def _traced_builtins() -> dict:
-    """`math.*` and builtins that need a traced counterpart (they would concretise)."""
-    import math
-
-    import numpy as np
-    table = {getattr(math, n): getattr(np, m) for n, m in [
-        ("exp", "exp"), ("log", "log"), ("log1p", "log1p"), ("expm1", "expm1"), ("sin", "sin"),
-        ("cos", "cos"), ("tan", "tan"), ("tanh", "tanh"), ("sqrt", "sqrt"), ("fabs", "abs"),
-        ("pow", "power")]}
-    table[max] = lambda a, b: np.where(b > a, b, a)  # Python's max(a, b): a unless b > a
-    table[min] = lambda a, b: np.where(b < a, b, a)
-    return table
-
-
-_TRACED_BUILTINS: dict = {}
+# Note [Lists of traced values]
+# numpy converts a Python list argument with np.asarray, which calls each traced element's
+# `__array__` and loses the graph: `np.sum([1, a * a, 2])`. A converted call to a numpy
+# function with such a list (or tuple) builds it as one traced array first (stack, with the
+# dtype numpy would give: runtime/conversions.py). Not for functions that take a sequence of
+# arrays (np.stack, np.concatenate, ...): numpy dispatches those to llgrad by itself, and
+# their arrays need not have one shape. Lists of integer values are left alone: they are
+# shapes or indices, which the dynamic path reads as numbers.
+_SEQUENCE_FUNCTIONS = frozenset(
+    getattr(np, n) for n in ("concatenate", "stack", "hstack", "vstack", "dstack",
+                             "column_stack", "block", "choose", "select", "piecewise",
+                             "lexsort", "broadcast_arrays", "meshgrid", "einsum", "ix_")
+    if hasattr(np, n))
 
 
-def traced_builtins() -> dict:
-    """Library callables with a traced counterpart (see _converted_target)."""
-    if not _TRACED_BUILTINS:
-        _TRACED_BUILTINS.update(_traced_builtins())
-    return _TRACED_BUILTINS
+def _traced_list(x) -> bool:
+    if type(x) not in (list, tuple):
+        return False
+    leaves = list(_traced_leaves(x))
+    return bool(leaves) and any(getattr(v, "dtype", None) is None or v.dtype.kind != "i"
+                                for v in leaves)
+
+
+def _traced_leaves(x):
+    if type(x) in (list, tuple):
+        for e in x:
+            yield from _traced_leaves(e)
+    elif is_traced(x):
+        yield x
+
+
+def _with_arrays(f: Callable) -> Callable:
+    """`f` with its list arguments holding traced values built as arrays."""
+    from llgrad.runtime.conversions import array_from
+
+    def call(*args, **kwargs):
+        args = [array_from(a) if _traced_list(a) else a for a in args]
+        kwargs = {k: array_from(v) if _traced_list(v) else v for k, v in kwargs.items()}
+        return f(*args, **kwargs)
+    return call
 
 
 def is_random(f: Any) -> bool:
@@ -431,26 +599,44 @@ def _random_draw(f: Callable) -> None:
             "path")
 
 
+def _is_numpy(f) -> bool:
+    return isinstance(f, np.ufunc) or (getattr(f, "__module__", None) or "").startswith("numpy")
+
+
 def _converted_target(f: Callable, args=()) -> Callable:
-    from .convert import api
     if is_random(f):
         _random_draw(f)
         return f
-    if _STAGERS and any(is_traced(a) for a in args):
+    traced = bool(_STAGERS) and any(
+        is_traced(a) or _traced_list(a) or type(a) is tuple and any(map(is_traced, a))
+        for a in args)  # (a tuple: scipy's cho_solve((c, lower), b))
+    if traced:
         try:
             g = traced_builtins().get(f)
         except TypeError:
             g = None
         if g is not None and (f not in (max, min) or len(args) == 2):
             return g
+        if _is_numpy(f) and f not in _SEQUENCE_FUNCTIONS and any(map(_traced_list, args)):
+            return _with_arrays(f)
     if isinstance(f, types.MethodType):
-        inner = api.try_convert(f.__func__)
-        if inner is not None:
-            captures.note_function(f.__func__)
+        inner = _convert(f.__func__, traced)
         return f if inner is None else types.MethodType(inner, f.__self__)
     if isinstance(f, types.FunctionType):
-        converted = api.try_convert(f)
-        if converted is not None:
-            captures.note_function(f)
+        converted = _convert(f, traced)
         return f if converted is None else converted
     return f
+
+
+def _convert(f: types.FunctionType, traced: bool) -> Callable | None:
+    from .convert import api
+    from .convert.calls import is_converted_library
+    converted = api.try_convert(f, library=traced)
+    if converted is not None and not is_converted_library(f):  # library globals: constants
+        captures.note_function(f)
+    return converted
+
+
+# The element-update operators converted code calls as `__lg.iadd`, `__lg.ufunc_at`, ...
+from .updates import (iadd, ifloordiv, imatmul, imod, imul, ipow, isub,  # noqa: E402,F401
+                      itruediv, ufunc_at)

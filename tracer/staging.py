@@ -10,11 +10,14 @@ from __future__ import annotations
 import numpy as np
 
 from llgrad.runtime import ops
-from llgrad.runtime.aval import BOOL, F64, I64, Aval, aval_str
-from llgrad.runtime.errors import ConcretizationError, LLGradError, ShapeError, user_loc
+from llgrad.runtime.aval import BOOL, I64, Aval, aval_str
+from llgrad.runtime.errors import (ConcretizationError, DTypeError, LLGradError, ShapeError,
+                                   user_loc)
 from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
-from llgrad.tracer import operators
+from llgrad.tracer import checks, merge, operators
 from llgrad.tracer.operators import TracedRange, Undefined
+from llgrad.tracer.stores import StoreLog
+from llgrad.tracer.records import flat_state
 from llgrad.transform import ir
 from llgrad.transform.builder import Builder, Value, current
 
@@ -49,82 +52,6 @@ def _pred(b: Builder, cond, loc) -> Value:
     return cond if cond.aval.dtype == BOOL else ops.ne(cond, 0)
 
 
-def _scalar_aval(v):
-    if isinstance(v, (bool, np.bool_)):
-        return Aval((), BOOL)
-    if isinstance(v, (int, np.integer)):
-        return Aval((), I64)
-    if isinstance(v, (float, np.floating)):
-        return Aval((), F64)
-    return None
-
-
-def _lift_into(b: Builder, region: ir.Region, value, aval: Aval) -> Value:
-    """`value` as a Value of `aval` usable in `region` (constants are emitted inside it)."""
-    if _is_val(value):
-        if value.aval.dtype != aval.dtype:
-            b.regions.append(region)
-            try:
-                value = ops.astype(value, aval.dtype)
-            finally:
-                b.regions.pop()
-        return value
-    b.regions.append(region)
-    try:
-        if value is None:  # a placeholder (e.g. __lg_retval not yet set on this path)
-            return b.const(np.zeros(aval.shape, aval.dtype))
-        return b.const(np.broadcast_to(np.asarray(value, aval.dtype), aval.shape).copy())
-    finally:
-        b.regions.pop()
-
-
-def _merge_aval(name, a, c, loc):
-    """The aval both branch values take, or None when they can stay one Python value."""
-    what = ("the value of a conditional expression (`a if c else b`, or `and`/`or` on a "
-            "traced operand)") if name == "(value)" else f"variable `{name}`"
-    if not _is_val(a) and not _is_val(c):
-        if a is c:
-            return None
-        if isinstance(a, np.ndarray) and isinstance(c, np.ndarray):
-            aa, ac = Aval(a.shape, a.dtype), Aval(c.shape, c.dtype)
-            if aa != ac:
-                raise ShapeError(f"{what} is {aval_str(*aa)} on one path of a traced "
-                                 f"condition but {aval_str(*ac)} on the other", loc=loc,
-                                 fix="give both branches the same shape and dtype")
-            return aa
-        sa, sc = _scalar_aval(a), _scalar_aval(c)
-        if sa is not None and sc is not None:
-            if type(a) is type(c) and a == c:
-                return None
-            return sa if sa.dtype == sc.dtype else Aval((), F64 if F64 in (sa.dtype, sc.dtype)
-                                                       else I64)
-        if a is None or c is None and name.startswith("__lg_"):
-            return None
-        raise LLGradError(f"{what} holds different Python objects on the two paths "
-                          f"of a traced condition ({type(a).__name__} and {type(c).__name__})",
-                          loc=loc, fix="make it an array on both paths, or compute it outside "
-                          "the condition")
-    if _is_val(a) and _is_val(c):
-        if a.aval != c.aval:
-            raise ShapeError(f"{what} is {aval_str(*a.aval)} on one path of a traced "
-                             f"condition but {aval_str(*c.aval)} on the other", loc=loc,
-                             fix="give both branches the same shape and dtype (cast with "
-                             ".astype or broadcast explicitly)")
-        return None if a is c else a.aval
-    v, other = (a, c) if _is_val(a) else (c, a)
-    if other is None or _scalar_aval(other) is not None:
-        return v.aval
-    if isinstance(other, np.ndarray):  # e.g. a buffer written on one path only
-        if (other.shape, other.dtype) != (v.aval.shape, v.aval.dtype):
-            raise ShapeError(f"{what} is {aval_str(*v.aval)} on one path of a traced "
-                             f"condition but {aval_str(other.shape, other.dtype)} on the other",
-                             loc=loc, fix="give both branches the same shape and dtype")
-        return v.aval
-    raise LLGradError(f"{what} is an array on one path of a traced condition and a "
-                      f"{type(other).__name__} on the other", loc=loc,
-                      fix="assign an array of the same shape on both paths")
-
-
 class IRStager:
     """Stages control flow on IR values into cond/for_loop/while_loop ops."""
 
@@ -132,6 +59,8 @@ class IRStager:
         self.unroll: set = set()  # (loc, reason) of loops run as Python (Note [Unrolled loops])
         self.copies: dict = {}  # (file, line) of an unrolled loop -> body copies traced
         self.region_locs: dict = {}  # id(region) -> ("loop" | "if", loc), for scope errors
+        self.promoted: dict = {}  # id(v) -> (v, loc): Python values a static loop made traced
+        self.stores = StoreLog()  # Note [Stores in traced branches]
 
     # -- the dynamic path ------------------------------------------------------------------
     # Under an eager builder (tracer/dynamic.py) values are concrete: control flow runs as
@@ -145,47 +74,87 @@ class IRStager:
             return False
 
     # -- if / ternary ---------------------------------------------------------------------
-    def stage_if(self, cond, body_fn, orelse_fn, get_state, set_state, names, loc):
+    def stage_if(self, cond, body_fn, orelse_fn, get_state, set_state, names, nouts, loc):
         b = current()
         if getattr(b, "eager", False):
             return body_fn() if _truth(cond) else orelse_fn()
         pred = _pred(b, cond, loc)
+        get_state, set_state, names, nouts = flat_state(get_state, set_state, names, nouts)
         s0 = get_state()
         branches = []
         for fn in (body_fn, orelse_fn):
-            set_state(s0)
-            with b.open_region() as r:
+            set_state(s0)  # Note [Each branch starts from the state before the if]
+            with b.open_region() as r, self.stores.branch(loc) as log:
                 self.region_locs[id(r)] = ("if", loc)
-                fn()
-                branches.append((r, get_state()))
-        (rt, st), (re, se) = branches
-        final, outs = list(s0), []
-        for k, name in enumerate(names):
-            a, c = st[k], se[k]
+                raised = checks.trace_branch(fn)  # Note [Raise under a traced condition]
+                branches.append((r, get_state(), log, raised))
+        (rt, st, lt, xt), (re, se, le, xe) = branches
+        if xt:
+            checks.hoist(b, rt, lambda: pred)
+        if xe:
+            checks.hoist(b, re, lambda: ops.logical_not(pred))
+        if xt and xe:
+            b.emit(cond_p, [pred], {}, [], regions=[rt, re], loc=loc)
+            set_state(s0)
+            checks.both_raise(b, loc)
+        final = list(s0)
+        for k in range(nouts, len(names)):  # not used after the `if`: no value to merge
+            final[k] = st[k] if st[k] is se[k] else Undefined(
+                names[k], f"changed by the traced `if` at {loc}, and llgrad found no use of it "
+                "after the `if` (if this use is real, it is an llgrad bug: please report it)")
+        merges = [(names[k], st[k], se[k], lambda v, k=k: final.__setitem__(k, v))
+                  for k in range(nouts)]
+        merges += self.stores.merges(lt, le)  # Note [Stores in traced branches]
+        returned = [_returned(names, st), _returned(names, se)]
+        outs = []
+        for name, a, c, put in merges:
             ua, uc = isinstance(a, Undefined), isinstance(c, Undefined)
-            if ua or uc:
-                if name == "__lg_retval" or name.startswith("__lg_"):
+            # A branch that raised, or that returned where the name is unbound (Note [Nothing
+            # runs after a return], jumps.py), is not read: the other branch's value goes on.
+            skip_a = xt or ua and not uc and returned[0] and not name.startswith("__lg_")
+            skip_c = xe or uc and not ua and returned[1] and not name.startswith("__lg_")
+            if skip_a or skip_c:
+                keep = c if skip_a else a
+                if not _is_val(keep):
+                    put(keep)
+                    continue
+                a, c = (None if skip_a else a), (None if skip_c else c)
+            elif ua or uc:
+                if name.startswith("__lg_"):  # generated flags and __lg_retval
                     a, c = (None if ua else a), (None if uc else c)
                 elif ua and uc:
-                    final[k] = a
+                    put(a)
                     continue
                 else:
-                    final[k] = Undefined(name, f"assigned only in the "
-                                         f"{'false' if ua else 'true'} branch of the `if` at "
-                                         f"{loc}")
+                    put(Undefined(name, f"assigned only in the {'false' if ua else 'true'} "
+                                        f"branch of the `if` at {loc}"))
                     continue
-            aval = _merge_aval(name, a, c, loc)
-            if aval is None:
-                final[k] = a if a is not None else c
+            merged = merge.merge(name, a, c, loc)
+            if merged is None:
+                put(a if a is not None else c)
                 continue
-            rt.results.append(_lift_into(b, rt, a, aval))
-            re.results.append(_lift_into(b, re, c, aval))
-            outs.append((k, aval))
-        values = b.emit(cond_p, [pred], {}, [a for _, a in outs], regions=[rt, re], loc=loc)
-        for (k, _), v in zip(outs, values):
-            v.name = names[k] if not names[k].startswith("__lg_") else None
-            final[k] = v
+            rt.results.append(merge.lift(b, a, merged[0], rt))
+            re.results.append(merge.lift(b, c, merged[0], re))
+            outs.append((name, merged, put))
+        values = b.emit(cond_p, [pred], {}, [a for _, (a, _), _ in outs], regions=[rt, re],
+                        loc=loc)
+        for (name, (_, weak), put), v in zip(outs, values):
+            v.name = _hint(name) if name.isidentifier() else None  # not "(value)", "Box.a"
+            v._lg_weak = weak
+            put(v)
         set_state(tuple(final))
+
+    def stage_raise(self, make, loc):
+        """See Note [Raise under a traced condition] (tracer/checks.py)."""
+        return checks.stage_raise(make, loc)
+
+    def note_store(self, obj, key, delete):
+        """See Note [Stores in traced branches] (tracer/stores.py)."""
+        self.stores.note(obj, key, delete)
+
+    def branch_loc(self):
+        """The traced `if` whose branch is being traced (innermost), or None."""
+        return self.stores.stack[-1][1] if self.stores.stack else None
 
     def stage_if_exp(self, cond, true_fn, false_fn, loc):
         if self.eager():
@@ -194,18 +163,31 @@ class IRStager:
         box = [None]
         self.stage_if(cond, lambda: box.__setitem__(0, true_fn()),
                       lambda: box.__setitem__(0, false_fn()),
-                      lambda: (box[0],), lambda s: box.__setitem__(0, s[0]), ("(value)",), loc)
+                      lambda: (box[0],), lambda s: box.__setitem__(0, s[0]), ("(value)",), 1,
+                      loc)
         return box[0]
 
     def stage_not(self, value, loc):
         if self.eager():
             return not _truth(value)
-        return ops.logical_not(_pred(current(), value, loc))
+        out = ops.logical_not(_pred(current(), value, loc))
+        out._lg_weak = True  # `not` gives a Python bool
+        return out
 
     def stage_setitem(self, target, index, value):
         if isinstance(target, np.ndarray):  # a copy: the user's array is never written
             target = current().const(np.array(target))
         return ops.setitem(target, index, value)
+
+    def stage_ufunc_at(self, ufunc, target, index, value=None):
+        """`np.add.at(target, index, value)` (or np.subtract.at) as a new value."""
+        if ufunc not in (np.add, np.subtract) or value is None:
+            raise LLGradError(f"np.{ufunc.__name__}.at on traced values is not supported",
+                              loc=user_loc(), fix="use np.add.at (or np.subtract.at), or "
+                              "write the update with np.where")
+        if isinstance(target, np.ndarray):  # a copy: the user's array is never written
+            target = current().const(np.array(target))
+        return ops.index_add(target, index, value if ufunc is np.add else ops.neg(value))
 
     def in_region(self) -> bool:
         """True while a branch or loop body is traced (See operators._region_stager)."""
@@ -243,10 +225,8 @@ class IRStager:
             key = (loc.file, loc.line)
             self.copies[key] = self.copies.get(key, 0) + len(range(start, stop, step))
             return self._run_python(range(start, stop, step), item, extra_test, body_fn)
-        start_v, stop_v = b.lift(np.int64(start) if not _is_val(start) else start), \
-            b.lift(np.int64(stop) if not _is_val(stop) else stop)
-        start_v = start_v if start_v.aval.dtype == I64 else ops.astype(start_v, I64)
-        stop_v = stop_v if stop_v.aval.dtype == I64 else ops.astype(stop_v, I64)
+        start_v, stop_v = (b.lift(np.int64(v)) if not _is_val(v) else _int_bound(v, loc)
+                           for v in (start, stop))
 
         def body(i):
             body_fn(i if item is None else ops.getitem(item, i))
@@ -277,6 +257,47 @@ class IRStager:
         self._loop(current(), loc, names, get_state, set_state, False, kind="while",
                    body=lambda: body_fn(), test=test_fn, may_skip=True)
 
+    def stage_python_while(self, test_fn, body_fn, get_state, set_state, names, loc) -> bool:
+        """A `while` whose test is a Python value (found true) over traced state: staged as
+        one while_loop, or False to run it as Python (Note [Python while loops over traced
+        state] in operators.py)."""
+        if self.eager() or self._wants_unroll(loc):
+            return False
+        try:
+            self._loop(current(), loc, names, get_state, set_state, True, kind="while",
+                       body=lambda: body_fn(), test=test_fn, python_test=True)
+        except ConcretizationError as e:
+            # The body needs a carried value (the counter, now traced) as a Python value.
+            v = getattr(e, "value", None)
+            if v is None or v.aval.shape != ():
+                raise
+            reason = "its body uses a value the loop changes (e.g. its counter) as a Python value"
+            self.unroll.add((loc, reason))
+            raise Unroll(loc, reason) from None
+        return True
+
+    # Note [Values a static loop made traced]
+    # Staging a loop with a static trip count (a `for` over a Python range, a Python-test
+    # `while`) turns the Python scalars its body changes (a counter `i += 1`) into traced
+    # loop results; Python would have them as plain numbers after the loop. When one is then
+    # concretised (`np.ones((i,))`, `lst[i]`), the trace restarts with that loop run as Python
+    # (Note [Unrolled loops]) instead of sending the whole signature to the dynamic path.
+    def promoted_by(self, value):
+        """The loc of the static loop that made `value` (or a value it is computed from)
+        traced, or None."""
+        todo, seen = [value], set()
+        while todo and len(seen) < 10_000:
+            v = todo.pop()
+            if id(v) in seen or not _is_val(v):
+                continue
+            seen.add(id(v))
+            hit = self.promoted.get(id(v))
+            if hit is not None:
+                return hit[1]
+            if v.op is not None:
+                todo.extend(v.op.inputs)
+        return None
+
     def _wants_unroll(self, loc) -> bool:
         return any(_same_loc(loc, u) for u, _ in self.unroll)
 
@@ -289,13 +310,23 @@ class IRStager:
                 return
             body_fn(i if item is None else item[i])
 
+    # Note [Carried numbers]
+    # A variable holding a Python number on entry to a staged loop (`acc = 0.0`), or a weak
+    # value, is carried as a weak value (See Note [Two promotion rules]). When the body makes
+    # it something else (`acc = acc + x_f32[i]` is float32, an array, a Python float where
+    # it was an int), it takes that type from the start, as Python's variable does from the
+    # first iteration on; the body is traced again. A strong carried value that changes its
+    # shape or dtype makes the loop unroll (Note [Unrolled loops]). Weak values only become
+    # strong or wider, so this ends.
     def _loop(self, b, loc, names, get_state, set_state, static, kind, body, test=None,
-              bounds=None, may_skip=False):
+              bounds=None, may_skip=False, python_test=False):
+        get_state, set_state, names, _ = flat_state(get_state, set_state, names)
         s0 = list(get_state())
         carried = {k for k, v in enumerate(s0) if _is_val(v)}
         avals = {k: s0[k].aval for k in carried}
-        for _attempt in range(len(names) + 2):
-            region_ops = self._trace_loop(b, loc, names, s0, carried, avals, get_state,
+        weak = {k for k in carried if merge.is_weak(s0[k])}  # See Note [Carried numbers]
+        for _attempt in range(4 * len(names) + 2):
+            region_ops = self._trace_loop(b, loc, names, s0, carried, avals, weak, get_state,
                                           set_state, kind, body, test, bounds)
             grown = region_ops["grow"]
             changed = region_ops["changed"]
@@ -307,12 +338,20 @@ class IRStager:
                 raise _cannot_unroll("while loop" if kind == "while" else "loop", loc, reason)
             if not grown:
                 break
-            for k, aval in grown.items():
+            for k, (aval, is_weak) in grown.items():
                 carried.add(k)
                 avals[k] = aval
-        else:  # pragma: no cover - the carried set only grows, so this terminates
+                (weak.add if is_weak else weak.discard)(k)
+        else:  # pragma: no cover - carried values only grow or become strong: this ends
             raise LLGradError("could not determine the loop-carried values", loc=loc)
-        region_ops["emit"]()
+        if python_test and not region_ops["test_traced"]:
+            reason = ("its condition does not depend on values the loop carries (it reads "
+                      "Python objects the body changes in place, or nothing the body changes)")
+            self.unroll.add((loc, reason))
+            raise Unroll(loc, reason)
+        outs = region_ops["emit"]()
+        if static:  # See Note [Values a static loop made traced]
+            self.promoted.update((id(v), (v, loc)) for k, v in outs.items() if not _is_val(s0[k]))
         # A variable first assigned in the body is unbound after a loop that ran zero times
         # (Python raises UnboundLocalError on its use); when the trip count is not known to be
         # positive, its use after the loop is an error rather than the placeholder's zeros.
@@ -325,10 +364,10 @@ class IRStager:
                                   f"may run zero times (its trip count is not static)")
             set_state(tuple(st))
 
-    def _trace_loop(self, b, loc, names, s0, carried, avals, get_state, set_state, kind,
+    def _trace_loop(self, b, loc, names, s0, carried, avals, weak, get_state, set_state, kind,
                     body, test, bounds):
         order = sorted(carried)
-        init = [_lift_outer(b, s0[k], avals[k]) for k in order]
+        init = [merge.lift(b, s0[k], avals[k]) for k in order]
 
         def state_from(params):
             st = list(s0)
@@ -336,50 +375,71 @@ class IRStager:
                 st[k] = p
             return st
 
-        regions = []
-        i_param = b.new_value(((), I64), "i") if kind != "while" else None
-        cparams = [b.new_value(avals[k], _hint(names[k])) for k in order]
+        regions, test_traced = [], False
+        # The counter of `for i in range(...)` is a Python int in Python: a weak value.
+        i_param = b.new_value(((), I64), "i", weak=True) if kind != "while" else None
+        counts_up = kind != "while" and bounds[2] > 0 and bounds[0]._lg_nonnegative()
+        cparams = [b.new_value(avals[k], _hint(names[k]), weak=k in weak) for k in order]
         if kind in ("while", "while_for"):
-            cond_params = ([b.new_value(((), I64), "i")] if kind == "while_for" else []) + \
-                [b.new_value(avals[k], _hint(names[k])) for k in order]
+            cond_params = ([b.new_value(((), I64), "i", weak=True)] if kind == "while_for"
+                           else []) + [b.new_value(avals[k], _hint(names[k]), weak=k in weak)
+                                       for k in order]
+            if counts_up:
+                b.nonneg.add(cond_params[0].id)
             with b.open_region(cond_params) as rc:
                 set_state(state_from(cond_params[1:] if kind == "while_for" else cond_params))
-                ok = _pred(b, test(), loc)
+                box = []
+                if checks.trace_branch(lambda: box.append(test())):
+                    raise LLGradError("a `raise` while evaluating the test of a traced while "
+                                      "loop cannot be compiled", loc=loc,
+                                      fix="test the condition in the loop body instead")
+                ok = box[0]
+                test_traced = _is_val(ok)
+                ok = _pred(b, ok if test_traced else np.bool_(_truth(ok)), loc)
                 if kind == "while_for":
                     i = cond_params[0]
                     in_range = ops.lt(i, bounds[1]) if bounds[2] > 0 else ops.gt(i, bounds[1])
                     ok = ops.logical_and(in_range, ok)
                 rc.results = [ok]
             regions.append(rc)
+        if counts_up:
+            b.nonneg.add(i_param.id)
+        b.origins.update((p.id, v) for p, v in zip(cparams, init))  # tracer/aliasing.py
         body_params = ([i_param] if kind != "while" else []) + cparams
         with b.open_region(body_params) as rb:
             self.region_locs[id(rb)] = ("loop", loc)
             set_state(state_from(cparams))
-            body(i_param) if kind != "while" else body()
+            if checks.trace_branch(body, *([i_param] if kind != "while" else [])):
+                set_state(state_from(cparams))  # Note [Raise under a traced condition]
             after = list(get_state())
         grow, changed = {}, ""
         for k, name in enumerate(names):
             v = after[k]
+            t = merge.target(v) if not isinstance(v, Undefined) else None
             if k in carried:
                 if isinstance(v, Undefined):
                     changed = changed or f"`{name}` (deleted in the body)"
-                    continue
-                if _is_val(v) and v.aval != avals[k]:
-                    changed = changed or (f"the shape/dtype of `{name}` from "
-                                          f"{aval_str(*avals[k])} to {aval_str(*v.aval)}")
-                elif not _is_val(v) and _scalar_aval(v) is None:
+                elif t is None:
                     changed = changed or f"`{name}` into a {type(v).__name__}"
+                elif k in weak:  # Note [Carried numbers]
+                    if t != (avals[k], True):
+                        grow[k] = t
+                else:  # a Python number must fit the strong type (no truncation)
+                    new = merge.with_weak(avals[k], t[0]) if t[1] else t[0]
+                    if new != avals[k]:
+                        changed = changed or (f"the shape/dtype of `{name}` from "
+                                              f"{aval_str(*avals[k])} to {aval_str(*new)}")
             elif v is not s0[k] and not isinstance(v, Undefined):
                 if _is_val(v):
-                    grow[k] = v.aval
-                elif _scalar_aval(v) is not None and not (type(v) is type(s0[k]) and v == s0[k]):
-                    grow[k] = _scalar_aval(v)
-                elif _scalar_aval(v) is None and not name.startswith("__lg_"):
+                    grow[k] = t
+                elif t is not None and not (type(v) is type(s0[k]) and v == s0[k]):
+                    grow[k] = t
+                elif t is None and not name.startswith("__lg_"):
                     changed = changed or f"`{name}` into a new {type(v).__name__} object"
         if grow or changed:
             set_state(s0)
             return {"grow": grow, "changed": changed, "emit": None}
-        nxt = [_lift_into(b, rb, after[k], avals[k]) for k in order]
+        nxt = [merge.lift(b, after[k], avals[k], rb) for k in order]
         if kind == "while_for":
             b.regions.append(rb)
             try:
@@ -404,9 +464,26 @@ class IRStager:
             final = list(s0)
             for k, v in zip(order, outs):
                 v.name = _hint(names[k])
+                v._lg_weak = k in weak
                 final[k] = v
             set_state(tuple(final))
-        return {"grow": {}, "changed": "", "emit": emit}
+            return dict(zip(order, outs))
+        return {"grow": {}, "changed": "", "emit": emit, "test_traced": test_traced}
+
+
+def _returned(names, state) -> bool:
+    """Whether a branch ended with the function certainly returned (its return flag is True;
+    See Note [Nothing runs after a return] in convert/jumps.py)."""
+    return any(n.startswith("__lg_do_return") and v is True for n, v in zip(names, state))
+
+
+def _int_bound(v, loc) -> Value:
+    """A traced range bound as int64; Python's range refuses floats (no silent truncation)."""
+    if v.aval.shape != () or v.aval.dtype.kind not in "iub":
+        raise DTypeError(f"range() bounds must be integers, got a traced {aval_str(*v.aval)}",
+                         loc=loc, fix="convert explicitly: range(int(n)) with an integer n, "
+                         "or n.astype(np.int64)")
+    return v if v.aval.dtype == I64 else ops.astype(v, I64)
 
 
 def _cannot_unroll(what, loc, reason) -> LLGradError:
@@ -421,14 +498,6 @@ def _cannot_unroll(what, loc, reason) -> LLGradError:
 
 def _hint(name):
     return None if name.startswith("__lg_") else name
-
-
-def _lift_outer(b, v, aval):
-    if _is_val(v):
-        return v if v.aval.dtype == aval.dtype else ops.astype(v, aval.dtype)
-    if isinstance(v, Undefined) or v is None:
-        return b.const(np.zeros(aval.shape, aval.dtype))
-    return b.const(np.broadcast_to(np.asarray(v, aval.dtype), aval.shape).copy())
 
 
 def _truth(v) -> bool:

@@ -6,18 +6,22 @@ Python. Every op is stamped with the user's file:line (the innermost non-llgrad 
 from __future__ import annotations
 
 import inspect
+import weakref
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from llgrad.runtime.errors import (DTypeError, LLGradError, PerformanceWarning,  # noqa: F401
-                                   SourceLoc, UnrollWarning, UnsupportedError)
+from llgrad.runtime.errors import (ConcretizationError, DTypeError, LLGradError,  # noqa: F401
+                                   PerformanceWarning, SourceLoc, UnrollWarning,
+                                   UnsupportedError)
+from llgrad.runtime import pytree
 from llgrad.tracer import signature as sig
 from llgrad.transform import ir
 from llgrad.tracer import captures
 from llgrad.tracer.aliasing import check_unaliased
+from llgrad.tracer.custom import trace_custom
 from llgrad.transform.builder import Builder, ScopeError, Value
 
 
@@ -35,11 +39,27 @@ class Trace:
     unrolled: list = field(default_factory=list)  # (loc, reason, copies) of unrolled loops
 
 
+_SIGNATURES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _signature(fn: Callable) -> inspect.Signature:
+    """inspect.signature(fn), read once per function (it costs ~20 us a call)."""
+    try:
+        return _SIGNATURES[fn]
+    except (KeyError, TypeError):  # not seen yet, or not weakly referable/hashable
+        s = inspect.signature(fn)
+        try:
+            _SIGNATURES[fn] = s
+        except TypeError:
+            pass
+        return s
+
+
 def bind_arguments(fn: Callable, args: tuple, kwargs: dict) -> tuple[list[str], list]:
     """Parameter names and values of a call, in the function's parameter order. Keyword-only
     and **kwargs entries are named `*name` so `call_with` passes them by keyword."""
     try:
-        s = inspect.signature(fn)
+        s = _signature(fn)
         bound = s.bind(*args, **kwargs)
     except (TypeError, ValueError) as e:
         raise TypeError(f"{getattr(fn, '__name__', fn)}(): {e}") from None
@@ -65,25 +85,45 @@ def bind_arguments(fn: Callable, args: tuple, kwargs: dict) -> tuple[list[str], 
 
 
 def _flatten_outputs(out, builder: Builder, fn: Callable | None = None):
+    """The results of a traced call as IR values and their structure (a pytree whose leaves
+    are arrays and numbers; strings, None and bools inside it are returned as they are)."""
     leaves = []
 
-    def rec(x):
-        if isinstance(x, (tuple, list)):
-            return (type(x).__name__, tuple(rec(e) for e in x))
-        if isinstance(x, dict):
-            return ("dict", tuple((k, rec(x[k])) for k in sorted(x, key=repr)))
+    def rec(x, top=False):
+        nt = pytree.node_type(x)
+        if nt is not None:
+            children, aux = nt.flatten(x)
+            return pytree.Node(nt, aux, tuple(rec(c) for c in children))
         if isinstance(x, ir.Value) or isinstance(x, (np.ndarray, float, int, np.number)) \
                 and not isinstance(x, bool):
             v = builder.lift(x)
+            builder.check_scope([v])  # a value leaked out of a loop or branch body
             leaves.append(v)
-            return sig.Leaf(v.aval.shape, v.aval.dtype, not isinstance(x, (ir.Value, np.ndarray))
-                            and not v.aval.shape)
+            return sig.Leaf(v.aval.shape, v.aval.dtype, _scalar_type(x))
+        if not top and isinstance(x, (str, bool, type(None))):
+            return sig.Static(x)
         name = getattr(fn, "__name__", "a differentiated function")
         hint = " (a missing return statement?)" if x is None else ""
         raise UnsupportedError(f"{name} returned a {type(x).__name__}{hint}; a differentiated "
-                               f"function returns arrays, numbers, or tuples/lists/dicts of "
-                               f"them", loc=_def_loc(fn))
-    return leaves, rec(out)
+                               f"function returns arrays, numbers, or containers of them "
+                               f"(tuples, lists, dicts, namedtuples, dataclasses, classes "
+                               f"registered with llgrad.register_pytree)", loc=_def_loc(fn))
+    return leaves, rec(out, True)
+
+
+def _scalar_type(x) -> type | None:
+    """What a returned value is in Python: a Python number (a constant, or a weak value,
+    which stands for one), a numpy scalar (a 0-d traced value), or an array (None)."""
+    if isinstance(x, ir.Value):
+        if x.aval.shape:
+            return None
+        kind = x.aval.dtype.kind
+        if getattr(x, "_lg_weak", False):
+            return bool if kind == "b" else int if kind in "iu" else float
+        return x.aval.dtype.type
+    if isinstance(x, np.ndarray):
+        return None
+    return type(x) if isinstance(x, np.generic) else float if isinstance(x, float) else int
 
 
 def _def_loc(fn) -> SourceLoc | None:
@@ -103,8 +143,8 @@ def trace(fn: Callable, args: tuple, kwargs: dict) -> Trace:
     from llgrad.tracer import staging
     converted = _convertible(fn)
     stager = staging.STAGER
-    saved, saved_copies = set(stager.unroll), stager.copies
-    stager.unroll = set()
+    saved, saved_copies, promoted = set(stager.unroll), stager.copies, stager.promoted
+    stager.unroll, stager.promoted = set(), {}
     unrolled: list = []
     try:
         for _ in range(64):
@@ -113,6 +153,16 @@ def trace(fn: Callable, args: tuple, kwargs: dict) -> Trace:
                 tr = _trace_once(fn, args, kwargs, converted)
             except staging.Unroll as e:
                 unrolled.append((e.loc, e.reason))
+                continue
+            except ConcretizationError as e:
+                loc = stager.promoted_by(getattr(e, "value", None))
+                if loc is None:
+                    raise
+                # See Note [Values a static loop made traced]
+                reason = ("a value it changes (e.g. its counter) is used after it as a Python "
+                          "value (a shape, a list index)")
+                stager.unroll.add((loc, reason))
+                unrolled.append((loc, reason))
                 continue
             except ScopeError as e:
                 kind, loc = stager.region_locs.get(id(e.region), (None, None))
@@ -132,6 +182,7 @@ def trace(fn: Callable, args: tuple, kwargs: dict) -> Trace:
     finally:
         stager.unroll, stager.copies = saved, saved_copies
         stager.region_locs.clear()
+        stager.promoted = promoted
 
 
 def _convertible(fn: Callable) -> Callable:
@@ -155,28 +206,91 @@ def _convertible(fn: Callable) -> Callable:
 
 
 def _trace_once(fn: Callable, args: tuple, kwargs: dict, call: Callable) -> Trace:
-    names, values = bind_arguments(fn, args, kwargs)
-    leaves, struct = sig.flatten(tuple(values))
+    a = Arguments(fn, args, kwargs)
     builder = Builder(getattr(fn, "__name__", "f"))
-    builder.on_inplace = check_unaliased
-    owner = []
-    for i, v in enumerate(values):
-        n = len(sig.flatten(v)[0])
-        owner += [i] * n
-    specs = sig.leaf_specs(struct)
+    builder.on_inplace, builder.on_custom_vjp = check_unaliased, trace_custom
     rec = captures.recording()
     try:
         rec.add_function(fn)
         with builder:
-            params = [builder.param((s.shape, s.dtype), _leaf_name(names, owner, k))
-                      for k, s in enumerate(specs)]
-            traced = sig.unflatten(struct, params)
-            out = call_with(call, names, traced)
+            params = a.params(builder)
+            traced = sig.unflatten(a.struct, params)
+            out = call_with(call, a.names, traced)
+            a.check_unchanged(traced, params, fn)
             out_leaves, out_struct = _flatten_outputs(out, builder, fn)
             builder.fn.body.results = out_leaves
     finally:
         captures.stop(rec)
-    return Trace(builder.fn, struct, out_struct, names, owner, fn, rec.guards)
+    return Trace(builder.fn, a.struct, out_struct, a.names, a.owner, fn, rec.guards)
+
+
+class Arguments:
+    """A call's arguments as the trace sees them: names, values, leaves, structure, the
+    argument each leaf belongs to and its path (`state.pos`)."""
+
+    def __init__(self, fn: Callable, args: tuple, kwargs: dict):
+        self.names, self.values = bind_arguments(fn, args, kwargs)
+        self.paths: list[str] = []
+        self.leaves, self.struct = sig.flatten(tuple(self.values), self.names, self.paths)
+        self.specs = sig.leaf_specs(self.struct)
+        self.owner = [i for i, c in enumerate(self.struct.children)
+                      for _ in sig.leaf_specs(c)]
+
+    def params(self, builder: Builder) -> list:
+        """One IR parameter per leaf. Array arguments are recorded on the builder, so an
+        in-place write into one is refused (Note [Writes into arguments])."""
+        params = [builder.param((s.shape, s.dtype), _leaf_name(self.names, self.owner, k),
+                                weak=s.is_python_scalar)  # Note [Two promotion rules]
+                  for k, s in enumerate(self.specs)]
+        builder.arguments = {p.id: path for p, s, path in zip(params, self.specs, self.paths)
+                             if s.scalar is None}  # scalars are immutable: `a += 1` rebinds
+        return params
+
+    def check_unchanged(self, traced, params, fn, statics: bool = True) -> None:
+        """Raise if the call changed an argument: a container it was passed (a list, dict,
+        dataclass or registered object, which it received as a copy), or with `statics`, a
+        static object (Note [Writes into arguments])."""
+        it = iter(params)
+        for name, value, s in zip(self.names, traced, self.struct.children):
+            changed = _changed(value, s, it, statics)
+            if changed is None:
+                continue
+            name, fname = name.lstrip("*"), getattr(fn, "__name__", "the function")
+            if type(changed) is sig.Static:
+                raise UnsupportedError(
+                    f"{fname} changes its static argument `{name}` "
+                    f"({type(changed.value).__name__}) while it runs: a compiled function "
+                    f"runs once per call signature, so later calls would not change it",
+                    loc=_def_loc(fn), fix="return the new state instead of storing it, or "
+                    "keep such state outside the differentiated function")
+            raise UnsupportedError(
+                f"{fname} changes its argument `{name}` ({type(value).__name__}) in place: "
+                f"Python would change the caller's object, while a compiled function works "
+                f"on a copy of its containers", loc=_def_loc(fn),
+                fix=f"copy it first (`{name} = copy.copy({name})`, "
+                f"`dataclasses.replace({name})`) or return the new value instead")
+
+
+def _changed(x, s, it, statics: bool):
+    """None if `x` still is what unflatten built from structure `s` (leaves from `it`); else
+    the part that changed (a Static whose contents changed, or True)."""
+    if type(s) is pytree.Node:
+        if pytree.node_type(x) is not s.type:
+            return True
+        children, aux = s.type.flatten(x)
+        key = None if aux is None else sig.static_key(aux)
+        if len(children) != len(s.children) or key != s.key:
+            return True
+        for c, cs in zip(children, s.children):
+            inner = _changed(c, cs, it, statics)
+            if inner is not None:
+                return inner
+        return None
+    if type(s) is sig.Static:
+        if x is not s.value:
+            return True
+        return s if statics and sig.static_key(x) != s.key else None
+    return None if x is next(it) else True
 
 
 def _leaf_name(names, owner, k):

@@ -2,8 +2,9 @@
 
 `grad_function(fn, wrt)` returns the joint function: the forward ops first, then the backward,
 in one region. There is no second derivative table: plain ops call `prim.vjp_rule(i)`; only the
-region ops (cond, for_loop, while_loop, fusion) have rules: cond and fusion here, the loops in
-transform/loop_ad.py (Note [Loop tapes]).
+region ops (cond, for_loop, while_loop, fusion, custom_vjp) have rules: cond, fusion and
+custom_vjp (whose bwd region holds its cotangents) here, the loops in transform/loop_ad.py
+(Note [Loop tapes]).
 Requires: a verified function whose output 0 is a float scalar. Produces: a verified function.
 """
 from __future__ import annotations
@@ -15,10 +16,11 @@ import numpy as np
 from llgrad.runtime import ops
 from llgrad.runtime.aval import Aval, aval_str
 from llgrad.runtime.errors import InternalError, ShapeError, UnsupportedError
-from llgrad.runtime.ops.control import (cond_p, for_loop_p, fusion_p, tape_get_p, tape_push_p,
-                                        while_loop_p)
+from llgrad.runtime.ops.control import (cond_p, custom_vjp_p, for_loop_p, fusion_p, tape_get_p,
+                                        tape_push_p, while_loop_p)
 from llgrad.runtime.ops.shape import broadcast_to_p
 from llgrad.transform import ir
+from llgrad.transform.control import custom_parts
 from llgrad.transform.builder import Builder
 from llgrad.transform.loop_ad import LoopAD, describe_tapes
 
@@ -87,7 +89,12 @@ def _activity(fn, wrt, out, through=()) -> set:
         vals[a.id], vals[b.id] = a, b
 
     for op in fn.walk():
-        if op.prim is cond_p:
+        if op.prim is custom_vjp_p:  # derivatives flow from xs to the outputs (through bwd)
+            xs, closed, _ = custom_parts(op)
+            for v in xs + closed:
+                for o in op.outputs:
+                    edge(v, o)
+        elif op.prim is cond_p:
             for r in op.regions:
                 for v, p in zip(op.inputs[1:], r.params):
                     edge(v, p)
@@ -226,6 +233,11 @@ class _AD(LoopAD):
         return env2
 
     def clone(self, op, env) -> list:
+        if op.prim is custom_vjp_p:  # its value is its values; backward_custom runs bwd
+            outs = [env[v.id] for v in custom_parts(op)[2]]
+            for o, n in zip(op.outputs, outs):
+                env[o.id] = n
+            return outs
         regions = [self.clone_region(r, env) for r in op.regions]
         outs = self.emit(op.prim, [env[v.id] for v in op.inputs], [v.aval for v in op.outputs],
                          regions, op.params, loc=op.loc)
@@ -252,6 +264,8 @@ class _AD(LoopAD):
                 self.backward_loop(op, env, rec[id(op)], ct)
             elif op.prim is cond_p:
                 self.backward_cond(op, env, ct)
+            elif op.prim is custom_vjp_p:
+                self.backward_custom(op, env, ct)
             elif op.prim is fusion_p:
                 env2, rec2 = rec[id(op)]
                 body = op.regions[0]
@@ -266,11 +280,15 @@ class _AD(LoopAD):
                 self.backward_plain(op, env, ct)
 
     def backward_plain(self, op, env, ct) -> None:
-        if len(op.outputs) != 1:
+        if op.prim.multiple_results:  # tuples, None where no cotangent flows (as eager)
+            g = tuple(ct.get(o.id) for o in op.outputs)
+            out = tuple(env[o.id] for o in op.outputs)
+        elif len(op.outputs) != 1:
             raise InternalError(f"ad: {op.name} has {len(op.outputs)} outputs; reverse mode "
                                 f"handles single-output primitives", loc=op.loc)
-        g = ct[op.outputs[0].id]
-        out = env[op.outputs[0].id]
+        else:
+            g = ct[op.outputs[0].id]
+            out = env[op.outputs[0].id]
         ins = [env[v.id] for v in op.inputs]
         for i, v in enumerate(op.inputs):
             if v.id not in self.act:
@@ -278,7 +296,13 @@ class _AD(LoopAD):
             rule = op.prim.vjp_rule(i)
             if rule is None:
                 continue
-            self.accum(ct, v, rule(g, out, *ins, **op.params))
+            try:
+                gi = rule(g, out, *ins, **op.params)
+            except UnsupportedError as e:  # a gradient a rule refuses: at the op's line
+                if e.loc is not None:
+                    raise
+                raise UnsupportedError(e.what, op.loc, e.fix) from None
+            self.accum(ct, v, gi)
 
     def adjoint_region(self, region, env, head_values, seeds, wanted, pre=None,
                        extra_rec=None) -> list:
@@ -293,6 +317,28 @@ class _AD(LoopAD):
             self.accum(ct2, r, g)
         self.backward(region.ops, env2, rec, ct2)
         return [self.ct_or_zeros(ct2, w) for w in wanted]
+
+    def backward_custom(self, op, env, ct) -> None:
+        """A custom rule's cotangents: its bwd region, cloned here with the outputs'
+        cotangents as its params (Note [Custom rules are differentiable] in
+        runtime/custom.py: a later AD pass differentiates these ops like any others)."""
+        xs, closed, _ = custom_parts(op)
+        for v in closed:
+            if v.id in self.act:
+                raise UnsupportedError(
+                    f"{op.params['name']} has a custom derivative rule, and its forward reads a "
+                    f"differentiated value ({aval_str(*v.aval)}) that is not one of its "
+                    f"arguments: the rule gives no derivative for it", loc=op.loc,
+                    fix="pass the value to the function as an argument (and return its "
+                    "cotangent from the backward)")
+        if not any(x.id in self.act for x in xs):
+            return
+        bwd = op.regions[0]
+        env2 = self.bind_params(env, bwd.params, [self.ct_or_zeros(ct, o) for o in op.outputs])
+        for inner in bwd.ops:
+            self.clone(inner, env2)
+        for x, r in zip(xs, bwd.results):
+            self.accum(ct, x, env2[r.id])
 
     def backward_cond(self, op, env, ct) -> None:
         pos = [k for k, o in enumerate(op.outputs) if o.id in self.act]

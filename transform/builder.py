@@ -16,10 +16,13 @@ import numpy as np
 from llgrad.runtime import ops
 from llgrad.runtime.arraylike import ArrayOperators, NumpyMethods
 from llgrad.runtime.aval import Aval
-from llgrad.runtime.errors import ConcretizationError, LLGradError, SourceLoc, user_loc
+from llgrad.runtime.errors import (ConcretizationError, LLGradError, SourceLoc, _compose,
+                                   user_loc)
 from llgrad.runtime.ops.control import constant_p
+from llgrad.runtime.ops import elementwise as ew
 from llgrad.runtime.ops.shape import broadcast_to_p
 from llgrad.runtime.prim import Primitive
+from llgrad.runtime.promotion import NUMPY
 from llgrad.transform import ir
 
 _TLS = threading.local()
@@ -43,10 +46,17 @@ def current() -> "Builder":
 
 
 class Value(ir.Value, ArrayOperators, NumpyMethods):
-    """An IR value with array behaviour (the compiler's counterpart of Tensor)."""
+    """An IR value with array behaviour (the compiler's counterpart of Tensor). It follows
+    numpy's promotion; `_lg_weak` marks a value standing for a Python number (a loop counter,
+    a Python float argument): See Note [Two promotion rules] in runtime/promotion.py."""
 
-    __slots__ = ()
+    __slots__ = ("_lg_weak",)
     _lg_level = 1
+    _lg_promotion = NUMPY
+
+    def __init__(self, aval: Aval, name: str | None = None, op=None, weak: bool = False):
+        super().__init__(aval, name, op)
+        self._lg_weak = weak
 
     @staticmethod
     def _lg_process(prim, args, params):
@@ -56,6 +66,15 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
     def _lg_concrete(v):
         b = current()
         return b.concrete(v) if b.concrete is not None else None
+
+    @staticmethod
+    def _lg_custom_vjp(call):
+        """A custom derivative rule applied to IR values (runtime/custom.py)."""
+        hook = current().on_custom_vjp
+        if hook is None:
+            raise LLGradError(f"the custom derivative rule {call.name} was called on IR values "
+                              f"outside a trace", loc=call.loc)
+        return hook(call)
 
     # Augmented assignment computes a new value (IR values are immutable); the tracer's
     # `on_inplace` hook refuses it where numpy's in-place update would be seen through another
@@ -72,6 +91,23 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
     def __itruediv__(self, o): return self._inplace(ops.div, o, "/=")
     def __ipow__(self, o): return self._inplace(ops.pow, o, "**=")
 
+    def _lg_nonnegative(self) -> bool:
+        """Whether this integer value is provably >= 0: a loop counter counting up from
+        >= 0, a constant >= 0, `x % c` with c > 0, sums, products and floor quotients of
+        such. Python's `(-1) ** (i % 2)` is an int only because its exponent is >= 0."""
+        op = self.op
+        if op is None:
+            return self.id in current().nonneg
+        ins = op.inputs
+        if op.prim is constant_p:
+            return bool(np.all(op.params["value"] >= 0))
+        if op.prim is ew.remainder_p:
+            return ins[1].op is not None and ins[1].op.prim is constant_p and \
+                bool(np.all(ins[1].op.params["value"] > 0))
+        if op.prim in (ew.add_p, ew.mul_p, ew.floor_divide_p, broadcast_to_p):
+            return all(v._lg_nonnegative() for v in ins)
+        return op.prim is ew.abs_p
+
     def _concretize(self, what: str):
         b = current()
         if b.on_concretize is not None:
@@ -84,6 +120,28 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
         e.value = self  # the tracer may react (e.g. unroll a loop whose index is needed)
         raise e
 
+    # While the tracer builds the message of a raised exception (Builder.format_concrete),
+    # formatting a value (f-strings, str, repr) needs its value: a concretisation, as float()
+    # is. Otherwise it shows the IR value (`%x.3: f64[]`), for debugging.
+    def _formatted(self):
+        stack = getattr(_TLS, "stack", None)
+        if not stack or not stack[-1].format_concrete:
+            return None
+        c = np.asarray(self._concretize("formatting into an exception message"))
+        return (c[()] if c.ndim == 0 else c,)
+
+    def __format__(self, spec):
+        c = self._formatted()
+        return format(c[0], spec) if c is not None else super().__format__(spec)
+
+    def __str__(self):
+        c = self._formatted()
+        return str(c[0]) if c is not None else super().__repr__()
+
+    def __repr__(self):
+        c = self._formatted()
+        return repr(c[0]) if c is not None else super().__repr__()
+
     def __bool__(self):
         return bool(self._concretize("bool()"))
 
@@ -95,6 +153,10 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
 
     def __index__(self):
         return int(self._concretize("use as an index"))
+
+    def detach(self):
+        """The value without gradient (Tensor.detach; llgrad.stop_gradient)."""
+        return ops.stop_gradient(self)
 
     def item(self):
         return self._concretize(".item()").item()
@@ -124,7 +186,15 @@ class Builder:
         self.concrete = None
         self.on_concretize = None
         self.on_inplace = None
+        self.format_concrete = False  # see Value._formatted
+        self.nonneg: set = set()  # ids of loop counters known >= 0 (Value._lg_nonnegative)
+        self.on_custom_vjp = None  # traces a runtime.custom.CustomCall (tracer/custom.py)
         self.home: dict = {}  # value id -> the (non-root) region defining it
+        # For the tracer's in-place checks (tracer/aliasing.py): parameter id -> the path of
+        # an array the caller passed (`x`, `state.pos`), and loop-carried region parameter
+        # id -> the value it starts from.
+        self.arguments: dict = {}
+        self.origins: dict = {}
 
     def __enter__(self) -> "Builder":
         stack = getattr(_TLS, "stack", None)
@@ -160,14 +230,14 @@ class Builder:
             if r is not None and not any(r is o for o in self.regions):
                 raise ScopeError(v, r)
 
-    def param(self, aval: Aval, name: str | None = None) -> Value:
-        v = Value(Aval(tuple(aval[0]), np.dtype(aval[1])), name)
+    def param(self, aval: Aval, name: str | None = None, weak: bool = False) -> Value:
+        v = Value(Aval(tuple(aval[0]), np.dtype(aval[1])), name, weak=weak)
         self.fn.body.params.append(v)
         return v
 
-    def new_value(self, aval: Aval, name: str | None = None) -> Value:
-        """A value not defined by an op (a region parameter)."""
-        return Value(Aval(tuple(aval[0]), np.dtype(aval[1])), name)
+    def new_value(self, aval: Aval, name: str | None = None, weak: bool = False) -> Value:
+        """A value not defined by an op (a region parameter); `weak`: a Python number."""
+        return Value(Aval(tuple(aval[0]), np.dtype(aval[1])), name, weak=weak)
 
     def emit(self, prim: Primitive, inputs, params, out_avals, regions=(), loc=None) -> list:
         outs = [Value(a) for a in out_avals]
@@ -201,7 +271,7 @@ class Builder:
         except LLGradError as e:
             if e.loc is None:
                 e.loc = self.loc() if self.loc else None
-                e.args = (str(e) + (f"\n  at {e.loc.describe()}" if e.loc else ""),)
+                e.args = (_compose(e.what, e.loc, e.fix),)  # where, then how to fix
             raise
         avals = list(out) if prim.multiple_results else [out]
         if prim.family == "elementwise":

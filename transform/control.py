@@ -31,7 +31,16 @@ from llgrad.transform.builder import current
 #   outs = fusion(*inputs)                       regions [body]
 #       body params mirror the inputs; the body holds only elementwise ops, broadcast_to and
 #       constants; it yields the outputs. Made by passes/fuse.py; codegen emits one loop.
-# Op params are {} for all four; nothing else is hidden in them.
+#   outs = custom_vjp(*xs, *closed, *values)     regions [bwd]     params {"name": str}
+#       a custom derivative rule (runtime/custom.py): outs are `values` (as many as outs, the
+#       outputs its forward computed before it); bwd params are the cotangents of outs, its
+#       results the cotangents of xs (same avals; as many as xs), computed from values it
+#       reads from the enclosing region (the residuals). `closed` are the float values the
+#       forward read from outside its arguments: the rule gives no derivative for them, so
+#       AD refuses one that needs it. transform/ad.py runs bwd where the reverse sweep
+#       reaches the op; optimize() with fusion (the codegen pipeline) replaces it by its
+#       values (passes/custom.py). `name` is the rule's, for printing.
+# Op params are {} for the first four; nothing else is hidden in them.
 
 
 def _as_value(b, x, dtype=None):
@@ -105,3 +114,9 @@ def cond(pred, then_fn, else_fn, *operands) -> tuple:
     _check_same("cond branches", else_r.results, [v.aval for v in then_r.results])
     return tuple(b.emit(cond_p, [pred] + operands, {}, [v.aval for v in then_r.results],
                         regions=regions))
+
+
+def custom_parts(op) -> tuple[list, list, list]:
+    """(xs, closed, values) of a custom_vjp op (Note [Control-flow ops])."""
+    n_x, n = len(op.regions[0].results), len(op.inputs) - len(op.outputs)
+    return op.inputs[:n_x], op.inputs[n_x:n], op.inputs[n:]

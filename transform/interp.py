@@ -2,14 +2,16 @@
 
 It is the oracle of the transform and codegen tests and the executor of LLGRAD_DISABLE_JIT=1.
 Control flow follows Note [Control-flow ops] in transform/control.py. No op is special-cased
-except the region ops; a failing op is reported with its name and source location.
+except the region ops and `check` (Note [Checks]: a failed check raises the user's exception);
+a failing op is reported with its name and source location.
 """
 from __future__ import annotations
 
 import numpy as np
 
-from llgrad.runtime.errors import InternalError, LLGradError
-from llgrad.runtime.ops.control import cond_p, constant_p, for_loop_p, fusion_p, while_loop_p
+from llgrad.runtime.errors import IndexingError, InternalError, LinAlgError, LLGradError
+from llgrad.runtime.ops.control import (check_exception, check_p, cond_p, constant_p,
+                                        custom_vjp_p, for_loop_p, fusion_p, while_loop_p)
 from llgrad.transform import ir
 
 
@@ -28,7 +30,18 @@ def run(fn: ir.Function, *arrays) -> list[np.ndarray]:
             raise ValueError(f"{fn.name}: argument {p.name or p.id} has shape {a.shape}, the "
                              f"function was built for {p.aval.shape}")
         env[p.id] = a.astype(p.aval.dtype, copy=False)
-    return [np.asarray(v) for v in _region(fn.body, [env[p.id] for p in fn.params], env)]
+    try:
+        outs = _region(fn.body, [env[p.id] for p in fn.params], env)
+    except _Raised as r:  # a failed check: the user's exception, as the program raises it
+        raise r.exc from None
+    return [np.asarray(v) for v in outs]
+
+
+class _Raised(BaseException):
+    """Carries the exception of a failed check out of the ops around it (no `During:`)."""
+
+    def __init__(self, exc: BaseException):
+        self.exc = exc
 
 
 def _region(region: ir.Region, args, env) -> list:
@@ -52,9 +65,14 @@ def _op(op: ir.Op, env) -> None:
         else:
             res = op.prim.impl(*ins, **op.params)
             outs = list(res) if op.prim.multiple_results else [res]
+    except LinAlgError as e:  # located by the impl at the interpreter's caller: the op's line
+        raise LinAlgError(e.what, op.loc or e.loc, e.fix) from None
     except LLGradError:
         raise
     except Exception as e:
+        if isinstance(e, IndexError) and op.prim.family == "index":
+            # numpy's words at the user's line, as compiled code reports them
+            raise IndexingError.out_of_bounds(str(e), op.loc) from None
         where = f" ({op.loc.describe()})" if op.loc else ""
         e.add_note(f"During: interpreting {op.name}{where}")
         raise
@@ -92,9 +110,20 @@ def _while_loop(op, ins, env):
     return carried
 
 
+def _check(op, ins, env):
+    if bool(ins[0]):
+        raise _Raised(check_exception(op.params["exc"], op.params["args"], op.loc))
+    return []
+
+
 def _fusion(op, ins, env):
     return _region(op.regions[0], ins, env)
 
 
+def _custom_vjp(op, ins, env):
+    return ins[len(ins) - len(op.outputs):]  # its values (the bwd region runs only in AD)
+
+
 _RULES = {constant_p: _constant, cond_p: _cond, for_loop_p: _for_loop,
-          while_loop_p: _while_loop, fusion_p: _fusion}
+          while_loop_p: _while_loop, fusion_p: _fusion, check_p: _check,
+          custom_vjp_p: _custom_vjp}

@@ -135,9 +135,9 @@ _EXPENSIVE = frozenset({"exp", "log", "sin", "cos", "tan", "tanh", "sigmoid", "p
 
 def _expensive(op) -> bool:
     """Ops whose output a loop's forward sweep tapes rather than the reverse sweep recomputing
-    (transcendental elementwise ops, matmul, reductions); see Note [Loop tapes]."""
+    (transcendental elementwise ops, reductions, linear algebra); see Note [Loop tapes]."""
     return not op.regions and len(op.outputs) == 1 and op.outputs[0].aval.dtype.kind == "f" \
-        and (op.prim.name in _EXPENSIVE or op.prim.family == "reduce")
+        and (op.prim.name in _EXPENSIVE or op.prim.family in ("reduce", "linalg"))
 
 
 def _rule_reads_output(prim) -> bool:

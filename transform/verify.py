@@ -9,10 +9,11 @@ import numpy as np
 
 from llgrad.runtime.aval import BOOL, I64, Aval, aval_str
 from llgrad.runtime.errors import InternalError, LLGradError
-from llgrad.runtime.ops.control import (cond_p, constant_p, for_loop_p, fusion_p, tape_push_p,
-                                        while_loop_p)
+from llgrad.runtime.ops.control import (cond_p, constant_p, custom_vjp_p, for_loop_p, fusion_p,
+                                        tape_push_p, while_loop_p)
 from llgrad.runtime.ops.shape import broadcast_to_p
 from llgrad.transform import ir
+from llgrad.transform.control import custom_parts
 from llgrad.transform.printers.text import Namer, print_function
 
 _SCALAR_I64, _SCALAR_BOOL = Aval((), I64), Aval((), BOOL)
@@ -148,8 +149,17 @@ def _check_fusion(vf, op):
             vf.fail(op, f"fusion body holds {inner.name}, which is not elementwise")
 
 
+def _check_custom_vjp(vf, op):
+    _nregions(vf, op, 1)
+    xs, _, values = custom_parts(op)
+    bwd = op.regions[0]
+    _expect(vf, op, "values", values, _avals(op.outputs))
+    _expect(vf, op, "bwd params (cotangents of the outputs)", bwd.params, _avals(op.outputs))
+    _expect(vf, op, "bwd yields (cotangents of the xs)", bwd.results, _avals(xs))
+
+
 _REGION_RULES = {cond_p: _check_cond, for_loop_p: _check_for, while_loop_p: _check_while,
-                 fusion_p: _check_fusion}
+                 fusion_p: _check_fusion, custom_vjp_p: _check_custom_vjp}
 
 
 def verify(fn: ir.Function) -> ir.Function:

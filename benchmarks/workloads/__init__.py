@@ -3,12 +3,13 @@
 * :mod:`.eager`  -- ``eager_overhead``, ``mlp_step`` (issue 2; ``mlp_step`` also issue 4)
 * :mod:`.arrays` -- ``elementwise``, ``gmm`` (issue 4)
 * :mod:`.loops`  -- ``recurrence``, ``lorenz_rk4``, ``newton``, ``rnn`` (issue 5)
+* :mod:`.linalg` -- ``gp_nlml`` (issue 11)
 * :mod:`.startup` -- ``cold_start``: process start to first gradient, cold vs warm cache (issue 6)
 
 ``ALL`` lists every workload in the order ``python -m benchmarks.run`` runs them.
 """
 
-from . import arrays, eager, loops, startup
+from . import arrays, eager, linalg, loops, startup
 
-ALL = eager.WORKLOADS + arrays.WORKLOADS + loops.WORKLOADS + startup.WORKLOADS
-BY_NAME = {w.name: w for w in ALL}
+ALL = eager.WORKLOADS + arrays.WORKLOADS + loops.WORKLOADS + linalg.WORKLOADS + startup.WORKLOADS
+BY_NAME = {w.name: w for w in ALL + linalg.EXTRA}  # EXTRA: --only, not in the default run

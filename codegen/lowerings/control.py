@@ -1,5 +1,5 @@
-"""Structured control flow (cond, for_loop, while_loop), loop tapes (tape_new/push/get) and
-codegen's in-place `accumulate` op.
+"""Structured control flow (cond, for_loop, while_loop), checks, loop tapes
+(tape_new/push/get) and codegen's in-place `accumulate` op.
 
 The planner (plan.py) turns each control op into a ControlUnit whose regions are Blocks of
 units; `emit_control` emits them as real LLVM control flow: `cond` as a conditional branch (only
@@ -10,11 +10,14 @@ codegen]; `accumulate` is Note [In-place accumulation].
 """
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import contextmanager
+
 import numpy as np
 from llvmlite import ir
 
 from llgrad.runtime.errors import InternalError
-from llgrad.runtime.ops.control import (cond_p, constant_p, for_loop_p, tape_get_p,
+from llgrad.runtime.ops.control import (check_p, cond_p, constant_p, for_loop_p, tape_get_p,
                                         tape_new_p, tape_push_p, while_loop_p)
 
 from .. import elementwise as ew
@@ -52,9 +55,12 @@ def emit_control(ctx, u: ControlUnit) -> None:
 
 
 def _emit_block(ctx, blk) -> None:
+    """Emit a region; index checks made in it do not hold after it (Note [Index checks])."""
     from ..lower import _emit_unit
+    outer = set(ctx.checked)
     for u in blk.units:
         _emit_unit(ctx, u)
+    ctx.checked = outer
 
 
 def _same_storage(ctx, a, b) -> bool:
@@ -122,11 +128,94 @@ def _const_int(v):
 
 
 def _emit_for(ctx, u) -> None:
+    """A counted loop with Python `range` semantics; See Note [Where loops poll]."""
     b, op = ctx.b, u.op
     body = u.blocks[0]
     start, stop, step = (ctx.load_scalar(v) for v in op.inputs[:3])
     carried = body.params[1:]
     _assign(ctx, list(zip(op.inputs[3:], carried)))
+    k = _const_int(op.inputs[2])
+
+    def before(i, end):
+        if k is not None:
+            return b.icmp_signed("<" if k > 0 else ">", i, end)
+        return b.select(b.icmp_signed(">", step, ir.Constant(I64, 0)),
+                        b.icmp_signed("<", i, end), b.icmp_signed(">", i, end))
+
+    def iteration(i):
+        ctx.store_scalar(i, body.params[0])
+        _emit_block(ctx, body)
+        _assign(ctx, list(zip(body.results, carried)), body.stage)
+
+    trips, work = ctx.ranges.most_trips(op), _work(ctx, body)
+    if trips is not None and work is not None and trips * work <= _SHORT:
+        with _counted(b, start, lambda i: before(i, stop), step) as i:
+            iteration(i)  # a short loop: no poll
+        return
+    if _heavy(work):
+        with _counted(b, start, lambda i: before(i, stop), step) as i:
+            iteration(i)
+            ctx.failures.poll(op.loc)
+        return
+    chunk = b.mul(step, ir.Constant(I64, _CHUNK))
+    with _counted(b, start, lambda c: before(c, stop), chunk) as c:
+        end = b.add(c, chunk)
+        end = b.select(before(end, stop), end, stop)
+        with _counted(b, c, lambda i: before(i, end), step) as i:
+            iteration(i)
+        ctx.failures.poll(op.loc)
+
+
+# Note [Where loops poll]
+# A poll for Ctrl-C (Note [Interrupting compiled loops]) is a volatile load and an early exit:
+# either keeps LLVM's loop-access analysis off the loop, and a light scalar loop loses its
+# store-to-load forwarding and vectorisation (the reverse sweep of `recurrence` ran 25%
+# slower). So a loop polls by what an iteration does (`_work`: the elements its ops write,
+# None when it runs loops of its own) and how often it runs:
+# - a for-loop writing at most _SHORT elements over all its iterations (a few ms), by the
+#   bounds the IR proves (codegen/ranges.py; a reverse sweep runs as often as its forward
+#   loop), does not poll;
+# - a heavy body (loops of its own, or more than _LIGHT elements) polls every iteration: the
+#   poll's cost disappears next to the body, and LLVM does not analyse such loops anyway;
+# - a light body: a for-loop runs in chunks of _CHUNK iterations, an inner counted loop with
+#   the body alone (which LLVM analyses as before) and a poll per chunk; a while-loop (its
+#   trip count unknown, so never analysed) counts down _CHUNK iterations between polls.
+# Overestimating the work only adds polls.
+_SHORT, _LIGHT, _CHUNK = 1 << 22, 64, 64
+
+
+def _heavy(work: int | None) -> bool:
+    return work is None or work > _LIGHT
+
+
+def _work(ctx, *blocks) -> int | None:
+    """Elements one run of `blocks` writes (at least 1); None when they run loops of their
+    own."""
+    total = 1
+    for u in (u for blk in blocks for u in blk.units):
+        if isinstance(u, ControlUnit):
+            if u.op.prim is not cond_p:
+                return None
+            branches = [_work(ctx, c) for c in u.blocks]
+            if None in branches:
+                return None
+            total += max(branches)
+        elif u.op is not None and u.op.prim is accumulate_p \
+                and u.op.params["inplace"] is not None:
+            total += sum(_elements(ctx, v) for v in u.op.inputs[u.op.params["nbases"]:])
+        else:
+            total += sum(_elements(ctx, v) for v in u.writes)
+    return total
+
+
+def _elements(ctx, v) -> int:
+    shape = v.aval.shape[1:] if v in ctx.plan.tape_class else v.aval.shape  # a tape: one row
+    return int(np.prod(shape, dtype=np.int64))
+
+
+@contextmanager
+def _counted(b, start, go, step):
+    """`for (i = start; go(i); i += step)`: yields i; the builder ends in the exit block."""
     fn = b.function
     header, loop, exit_ = (fn.append_basic_block(f"for.{s}") for s in ("header", "body", "exit"))
     pre = b.block
@@ -134,17 +223,9 @@ def _emit_for(ctx, u) -> None:
     b.position_at_end(header)
     i = b.phi(I64, name="for.i")
     i.add_incoming(start, pre)
-    k = _const_int(op.inputs[2])
-    if k is not None:
-        go = b.icmp_signed("<" if k > 0 else ">", i, stop)
-    else:
-        go = b.select(b.icmp_signed(">", step, ir.Constant(I64, 0)),
-                      b.icmp_signed("<", i, stop), b.icmp_signed(">", i, stop))
-    b.cbranch(go, loop, exit_)
+    b.cbranch(go(i), loop, exit_)
     b.position_at_end(loop)
-    ctx.store_scalar(i, body.params[0])
-    _emit_block(ctx, body)
-    _assign(ctx, list(zip(body.results, carried)), body.stage)
+    yield i
     i.add_incoming(b.add(i, step, name="for.next"), b.block)
     b.branch(header)
     b.position_at_end(exit_)
@@ -167,6 +248,7 @@ def _emit_while(ctx, u) -> None:
     b.position_at_end(loop)
     _emit_block(ctx, body)
     _assign(ctx, list(zip(body.results, body.params)), body.stage)
+    ctx.failures.poll(op.loc, every=1 if _heavy(_work(ctx, cblk, body)) else _CHUNK)
     b.branch(header)
     b.position_at_end(exit_)
 
@@ -208,15 +290,25 @@ def _row(ctx, v):
     return shape, dtype, elems, max(elems * dtype.itemsize, 1)
 
 
-def _ensure(ctx, v, want: ir.Value, grow_to: ir.Value) -> None:
-    """If the tape holds fewer than `want` rows, realloc it to `grow_to` rows."""
+def _ensure(ctx, op, v, want: ir.Value, grow: Callable[[ir.Value], ir.Value]) -> None:
+    """If the tape holds fewer than `want` rows, realloc it to `grow(rows held)` rows (computed
+    only then); a size that overflows or a failed realloc stops the kernel with a MemoryError
+    (the old buffer stays in the header, and the failure exit frees it: Note [Native
+    errors])."""
     b = ctx.b
     data, _, cap = ctx.tape(v)
     _, _, _, row_bytes = _row(ctx, v)
     have = b.load(cap, typ=I64)
     with b.if_then(b.icmp_signed("<", have, want), likely=False):
-        new = b.call(_realloc(b), [b.load(data, typ=PTR),
-                                   b.mul(grow_to, ir.Constant(I64, row_bytes))])
+        grow_to = grow(have)
+        largest = ir.Constant(I64, 2 ** 63 - 1)
+        over = b.icmp_unsigned(">", grow_to, ir.Constant(I64, (2 ** 63 - 1) // row_bytes))
+        size = b.select(over, largest, b.mul(grow_to, ir.Constant(I64, row_bytes)))
+        what = ("a loop tape (what the gradient needs from each iteration)",)
+        ctx.fail_if(over, "memory", op, what, size)
+        new = b.call(_realloc(b), [b.load(data, typ=PTR), size])
+        ctx.fail_if(b.icmp_unsigned("==", new, ir.Constant(PTR, None)), "memory", op, what,
+                    size)
         b.store(new, data)
         b.store(grow_to, cap)
 
@@ -226,7 +318,7 @@ def _lower_tape_new(ctx, op) -> None:
     out = op.outputs[0]
     rows = op.params["rows"]
     want = ir.Constant(I64, max(int(rows), 1) if rows is not None else _DYNAMIC_ROWS)
-    _ensure(ctx, out, want, want)
+    _ensure(ctx, op, out, want, lambda have: want)
     ctx.b.store(ir.Constant(I64, 0), ctx.tape(out)[1])
 
 
@@ -234,14 +326,15 @@ def _lower_tape_new(ctx, op) -> None:
 def _lower_tape_push(ctx, op) -> None:
     b = ctx.b
     t, x = op.inputs
-    data, n_ptr, cap = ctx.tape(t)
+    data, n_ptr, _ = ctx.tape(t)
     shape, dtype, elems, _ = _row(ctx, t)
     n = b.load(n_ptr, typ=I64)
-    have = b.load(cap, typ=I64)
-    doubled = b.mul(have, ir.Constant(I64, 2))
-    grow = b.select(b.icmp_signed("<", doubled, ir.Constant(I64, _DYNAMIC_ROWS)),
-                    ir.Constant(I64, _DYNAMIC_ROWS), doubled)
-    _ensure(ctx, t, b.add(n, ir.Constant(I64, 1)), grow)
+
+    def grow(have):
+        doubled = b.mul(have, ir.Constant(I64, 2))
+        return b.select(b.icmp_signed("<", doubled, ir.Constant(I64, _DYNAMIC_ROWS)),
+                        ir.Constant(I64, _DYNAMIC_ROWS), doubled)
+    _ensure(ctx, op, t, b.add(n, ir.Constant(I64, 1)), grow)
     row = b.gep(b.load(data, typ=PTR), [b.mul(n, ir.Constant(I64, elems))], inbounds=True,
                 source_etype=ew.memtype(dtype))
     if x.aval.shape == ():
@@ -290,7 +383,7 @@ def _lower_accumulate(ctx, op) -> None:
         ew.emit_loops(b, shape, [ctx.operand(v) for v in bases], [(dst, dt)], total)
     dense = Layout(out, tuple(shape), contiguous_strides(shape))
     pos = nb
-    for key, n_idx in op.params["scatters"]:
+    for key, n_idx, at_op in op.params["scatters"]:
         g, idx = op.inputs[pos], op.inputs[pos + 1:pos + 1 + n_idx]
         pos += 1 + n_idx
         if not idx:  # basic key: distinct positions, an elementwise add into the view
@@ -301,11 +394,12 @@ def _lower_accumulate(ctx, op) -> None:
             ew.emit_loops(b, target.shape, [view, ctx.operand(g)],
                           [(base, dt, target.strides)], lambda em, v: [em.add(v[0], v[1])])
             continue
-        oshape, offset = _index_map(ctx, dense, key, idx)
+        oshape, offset, done = _index_map(ctx, at_op, dense, key, idx)
         em = ew.Emitter(b, 1)
         if g.aval.shape == ():
             at = offset(b, ())
             ew._store(b, em.add(ew._load(b, dst, at, dt, 1), ctx.load_scalar(g)), dst, at, dt)
+            done()
             continue
         gp = ctx.ptr(g)
         from ..loops import loop_nest
@@ -313,3 +407,11 @@ def _lower_accumulate(ctx, op) -> None:
             at = offset(b, oi)
             v = ew._load(b, gp, _flat(b, oi, oshape), dt, 1)
             ew._store(b, em.add(ew._load(b, dst, at, dt, 1), v), dst, at, dt)
+        done()
+
+
+# ---- checks (Note [Checks]) ---------------------------------------------------------------
+@lowers(check_p)
+def _lower_check(ctx, op) -> None:
+    """Leave the kernel with the user's exception when the check fails."""
+    ctx.fail_if(_truth(ctx, op.inputs[0]), "user", op, (op.params["exc"], op.params["args"]))

@@ -140,7 +140,11 @@ class Function(metaclass=_FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
+        from llgrad.runtime import custom
         from llgrad.runtime.tensor import Tensor, _edge
+        traced = custom.traced_class(args)
+        if traced is not None:  # inside a compiled function: a custom rule of the trace
+            return traced._lg_custom_vjp(custom.function_call(cls, args, kwargs))
         ctx = cls._backward_cls()
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
         prof = PROFILER[0]

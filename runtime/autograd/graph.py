@@ -9,7 +9,9 @@ import traceback
 import numpy as np
 
 from llgrad.runtime.autograd.state import STATE
-from llgrad.runtime.errors import _INTERNAL_FILE, _PKG_DIRS, AutogradError, SourceLoc, user_frame
+from llgrad.runtime.errors import (
+    _INTERNAL_FILE, _PKG_DIRS, AutogradError, SourceLoc, UnsupportedError, user_frame,
+)
 
 _SEQ = itertools.count()
 
@@ -179,12 +181,13 @@ def _describe(t) -> str:
 class SavedTensor:
     """A tensor saved for backward, with the version it had, and (for outputs) its node."""
 
-    __slots__ = ("tensor", "data", "vc", "version", "is_output")
+    __slots__ = ("tensor", "data", "vc", "version", "is_output", "nr")
 
     def __init__(self, tensor, is_output=False):
         self.vc = tensor._vc
         self.version = tensor._vc[0]
         self.is_output = is_output
+        self.nr = tensor._output_nr
         if is_output:  # no reference to the output tensor itself: avoids a cycle
             self.tensor, self.data = None, tensor._data
         else:
@@ -192,12 +195,13 @@ class SavedTensor:
 
     def unpack(self, node: Node):
         if self.vc[0] != self.version:
-            what = (f"a tensor of shape {_aval(self.data)}, which is output 0 of {node.name()},"
-                    if self.is_output else _describe(self.tensor))
+            what = (f"a tensor of shape {_aval(self.data)}, which is output {self.nr} of "
+                    f"{node.name()}," if self.is_output else _describe(self.tensor))
             raise version_error(node, what, self.version, self.vc[0])
         if not self.is_output:
             return self.tensor
-        return _Tensor[0]._wrap(self.data, node if STATE.grad_enabled else None, 0, self.vc)
+        return _Tensor[0]._wrap(self.data, node if STATE.grad_enabled else None, self.nr,
+                                self.vc)
 
 
 def _sum_to(g, shape):
@@ -320,7 +324,18 @@ class PrimNode(Node):
         self.saved_out = plan.saves_out  # True until the op hands over the output tensor
 
     def save_output(self, out_tensor) -> None:
-        self.saved_out = SavedTensor(out_tensor, is_output=True)
+        """Save the output (a tuple of all outputs for primitives with several results)."""
+        if type(out_tensor) is tuple:
+            self.saved_out = tuple(SavedTensor(t, is_output=True) for t in out_tensor)
+        else:
+            self.saved_out = SavedTensor(out_tensor, is_output=True)
+
+    @property
+    def materialize(self) -> bool:
+        """Missing output gradients reach a multi-result primitive's VJP rules as None (so a
+        rule can skip terms that would be 0 * inf, as eigh's eigenvector term for repeated
+        eigenvalues), as they do in the compiler's AD; see engine._materialize."""
+        return not self.prim.multiple_results
 
     def name(self) -> str:
         n = self.prim.node_name  # a str, or a function of the call (see Primitive.node_name)
@@ -351,12 +366,22 @@ class PrimNode(Node):
                 if s.vc[0] != s.version:
                     s.unpack(self)  # raises the in-place version error
                 args[i] = s.tensor  # (SavedTensor.unpack of an input, inlined)
-        out = so.unpack(self) if so is not False else None
+        if so is False:
+            out = None
+        elif type(so) is tuple:
+            out = tuple(s.unpack(self) for s in so)
+        else:
+            out = so.unpack(self)
         g = grads[0] if not self.prim.multiple_results else tuple(grads)
         params = self.params
         result = [None] * len(plan.edges)
         for i, slot, rule in plan.rules:
-            gi = rule(g, out, *args, **params) if params else rule(g, out, *args)
+            try:
+                gi = rule(g, out, *args, **params) if params else rule(g, out, *args)
+            except UnsupportedError as e:  # a gradient a rule refuses: at the forward's line
+                if e.loc is not None:
+                    raise
+                raise UnsupportedError(e.what, self.loc, e.fix) from None
             if gi is not None:
                 a = args[i]
                 if type(a) is ShapeOnly:

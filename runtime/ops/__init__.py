@@ -8,7 +8,7 @@ from llgrad.runtime.ops.elementwise import (  # noqa: F401
     log1p, logical_and, logical_not, logical_or, lt, maximum, minimum, mul, ne, neg, pow, relu,
     remainder, rsqrt, sigmoid, sign, sin, sqrt, square, stop_gradient, sub, tan, tanh, where,
 )
-from llgrad.runtime.ops.index import getitem, setitem, slice_axis  # noqa: F401
+from llgrad.runtime.ops.index import getitem, index_add, setitem, slice_axis  # noqa: F401
 from llgrad.runtime.ops.linalg import dot, matmul, outer  # noqa: F401
 from llgrad.runtime.ops.loss import mse_loss, nll_loss  # noqa: F401
 from llgrad.runtime.ops.reduce import (  # noqa: F401
@@ -18,6 +18,15 @@ from llgrad.runtime.ops.reduce import (  # noqa: F401
 from llgrad.runtime.ops.shape import (  # noqa: F401
     broadcast_to, concatenate, expand, flatten, movedim, ravel, repeat, reshape, split, squeeze,
     stack, sum_to, swapaxes, transpose, unsqueeze,
+)
+from llgrad.runtime.ops.special import (  # noqa: F401
+    digamma, erf, erfc, lgamma, logit, polygamma, trigamma, xlog1py, xlogy,
+)
+from llgrad.runtime.ops.ufuncs import (  # noqa: F401
+    arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh, cbrt, ceil, copysign, cosh,
+    deg2rad, exp2, fmod, heaviside, hypot, isfinite, isinf, isnan, log2, log10, logaddexp,
+    logaddexp2, nan_to_num, positive, rad2deg, reciprocal, rint, round, signbit, sinc, sinh,
+    trunc,
 )
 from llgrad.runtime.ops import control  # noqa: F401,E402  (registers IR structural prims)
 
@@ -34,3 +43,12 @@ from llgrad.runtime.ops.stats import (  # noqa: F401,E402
     average, count_nonzero, diff, nanmean, nansum, ptp,
 )
 from llgrad.runtime.ops.arrays import meshgrid, moveaxis, tile  # noqa: F401,E402
+
+# ---- linear algebra (issue 11, branch linalg) ----------------------------------------------------
+from llgrad.runtime.ops.linalg_solve import (  # noqa: F401,E402
+    cholesky, cholesky_solve, det, inv, matrix_power, slogdet, solve, solve_triangular,
+    triangular_solve,
+)
+from llgrad.runtime.ops.linalg_spectral import (  # noqa: F401,E402
+    eigh, eigvalsh, matrix_norm, pinv, qr, svd, svdvals,
+)

@@ -1,5 +1,5 @@
-"""Structural primitives of the compiler's IR: constants, structured control flow, fusion groups
-and loop tapes.
+"""Structural primitives of the compiler's IR: constants, structured control flow, checks
+(Note [Checks]), fusion groups and loop tapes.
 
 `constant` holds a literal array. `cond`, `for_loop`, `while_loop` and `fusion` carry regions;
 their operand/region conventions are Note [Control-flow ops] in transform/control.py, their
@@ -34,6 +34,41 @@ while_loop_p = register(Primitive("while_loop", "control", _region_op("while_loo
 # A group of elementwise ops (and broadcasts of constants) that codegen emits as one loop:
 # fusion(*inputs) with one region whose params are the inputs and whose results are the outputs.
 fusion_p = register(Primitive("fusion", "control", _region_op("fusion"), None, nondiff=True))
+
+
+# Note [Checks]
+# `check(fail) {exc, args}` raises `exc(*args)` when the bool scalar `fail` is true, and has no
+# outputs: the compiled form of a `raise` inside a traced `if` (tracer/checks.py puts it in the
+# branch's region, or checks the condition itself when the branch does nothing else). The
+# interpreter raises it with a note naming the user's line (the op's loc); codegen leaves the
+# kernel through its error status (Note [Native errors], codegen/native_errors.py), and Python
+# raises the same exception. `effect=True` keeps it through dead-code elimination, and
+# constant folding never runs it. It has no gradient.
+def _check_impl(fail, exc, args):
+    if bool(fail):
+        raise exc(*args)
+    return ()
+
+
+check_p = register(Primitive("check", "control", _check_impl, lambda fail, exc, args: (),
+                             nondiff=True, multiple_results=True, effect=True))
+
+
+def check_exception(exc, args, loc) -> BaseException:
+    """The exception a failed check raises: the user's, with a note naming their line."""
+    e = exc(*args)
+    if loc is not None:
+        e.add_note(f"raised by compiled code at {loc.describe()}")
+    return e
+
+
+# A call of a custom derivative rule (runtime/custom.py): custom_vjp(*xs, *closed, *values)
+# yields the values its forward computed with ordinary ops before it; region [bwd] maps the
+# outputs' cotangents to the xs' (Note [Control-flow ops] in transform/control.py). AD runs
+# bwd instead of differentiating the forward's ops (transform/ad.py); everything else sees
+# the identity on the values.
+custom_vjp_p = register(Primitive("custom_vjp", "control", _region_op("custom_vjp"), None,
+                                  nondiff=True))
 
 
 # ---- loop tapes ---------------------------------------------------------------------------------

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from llgrad.runtime.aval import BOOL, DEFAULT_FLOAT, Aval, broadcast_shapes, to_np
-from llgrad.runtime.ops._util import dtype_of, operands
+from llgrad.runtime.aval import BOOL, I64, Aval, broadcast_shapes, to_np
+from llgrad.runtime.errors import DTypeError, user_loc
+from llgrad.runtime.ops._util import dtype_of
 from llgrad.runtime.prim import _DEFAULT, Primitive, bind, is_value, register
+from llgrad.runtime.promotion import coerce, rules_of
 
 
 def _shape_rule(name, out_dtype=None):
@@ -86,13 +88,13 @@ sqrt_p = elementwise("sqrt", np.sqrt, (lambda g, out, x: div(g, mul(out, 2)),),
 square_p = elementwise("square", lambda x: np.multiply(x, x),
                        (lambda g, out, x: mul(g, mul(x, 2.0)),),
                        lambda s, x: s.mul(x, x), saves=(0,), node_name="PowBackward0",
-                       decompose=lambda x: mul(x, x))
+                       decompose=lambda x: mul(x, x), numpy=np.square)
 rsqrt_p = elementwise("rsqrt", lambda x: 1.0 / np.sqrt(x),
                       (lambda g, out, x: mul(g, mul(mul(out, mul(out, out)), -0.5)),),
                       lambda s, x: s.div(1.0, s.sqrt(x)), saves=(-1,),
                       decompose=lambda x: div(1.0, sqrt(x)))
 abs_p = elementwise("abs", np.abs, (lambda g, out, x: mul(g, sign(x)),),
-                    lambda s, x: s.abs(x), saves=(0,), numpy=(np.absolute, np.abs, np.fabs))
+                    lambda s, x: s.abs(x), saves=(0,), numpy=(np.absolute, np.abs))
 sign_p = elementwise("sign", np.sign, (lambda g, out, x: mul(g, 0),),
                      lambda s, x: s.sign(x), saves=(), numpy=np.sign)
 
@@ -117,7 +119,8 @@ def _sigmoid_impl(x):
 
 sigmoid_p = elementwise("sigmoid", _sigmoid_impl,
                         (lambda g, out, x: mul(g, mul(out, sub(1, out))),),
-                        lambda s, x: s.div(1.0, s.add(1.0, s.exp(s.neg(x)))), saves=(-1,))
+                        lambda s, x: s.div(1.0, s.add(1.0, s.exp(s.neg(x)))), saves=(-1,),
+                        numpy="scipy.special.expit")
 relu_p = elementwise("relu", lambda x: np.maximum(x, 0).astype(x.dtype, copy=False),
                      (lambda g, out, x: where(gt(out, 0), g, 0.0),),
                      lambda s, x: s.max(x, s.zero(x)), saves=(-1,))
@@ -195,10 +198,11 @@ logical_not_p = elementwise("logical_not", np.logical_not, None, lambda s, x: s.
 
 # ---- the ops API over values and constants ----------------------------------------------------
 # The op functions below first try the eager fast path: Tensor operands of one dtype, or a
-# Tensor with a Python float (weak: it takes the tensor's dtype) or a same-dtype constant
-# array, go straight to `Tensor._lg_process` -- exactly what `operands` + `bind` would do.
-# Everything else (IR and traced values, promotion, ints, lists) takes the general path.
-def _binary(p, floating=False):
+# Tensor with a Python float or int (weak: it takes the tensor's dtype within its kind) or a
+# same-dtype constant array, go straight to `Tensor._lg_process` -- exactly what `coerce` +
+# `bind` would do. Everything else (IR and traced values, promotion, lists) takes the general
+# path, where runtime/promotion.py decides the dtypes (Note [Two promotion rules]).
+def _binary(p, floating=False, check=None):
     def op(x, y):
         T = _DEFAULT[0]
         if type(x) is T:
@@ -208,23 +212,25 @@ def _binary(p, floating=False):
                 if ty is T:
                     if y._data.dtype is d:
                         return T._lg_process(p, (x, y), {})
-                elif ty is float:
-                    if d.kind == "f":
-                        return T._lg_process(p, (x, np.asarray(y, d)), {})
+                elif ty is float and d.kind == "f" or ty is int and d.kind in "fi":
+                    return T._lg_process(p, (x, np.asarray(y, d)), {})
                 elif ty is np.ndarray and y.dtype is d:
                     return T._lg_process(p, (x, y), {})
         elif type(y) is T:
             d = y._data.dtype
             if d.kind == "f":
                 tx = type(x)
-                if tx is float:
+                if tx is float or tx is int:
                     return T._lg_process(p, (np.asarray(x, d), y), {})
                 if tx is np.ndarray and x.dtype is d:
                     return T._lg_process(p, (x, y), {})
-        (x, y), dt = operands(x, y)
-        if floating and dt.kind != "f":
-            x, y = astype(x, DEFAULT_FLOAT), astype(y, DEFAULT_FLOAT)
-        return bind(p, x, y)
+        (x, y), dt, weak = coerce(p, (x, y), floating)
+        if check is not None:
+            check(x, y, dt)
+        out = bind(p, x, y)
+        if weak:
+            out._lg_weak = True
+        return out
     op.__name__ = p.name
     return op
 
@@ -238,15 +244,24 @@ def _unary(p, floating=True):
         T = _DEFAULT[0]
         if type(x) is T and (not floating or x._data.dtype.kind == "f"):
             return T._lg_process(p, (x,), {})
-        (x,), dt = operands(x)
-        if floating and dt.kind != "f":
-            x = astype(x, DEFAULT_FLOAT)
-        return bind(p, x)
+        (x,), dt, weak = coerce(p, (x,), floating)
+        out = bind(p, x)
+        if weak:
+            out._lg_weak = True
+        return out
     op.__name__ = p.name
     return op
 
 
-add, sub, mul, pow = (_binary(p) for p in (add_p, sub_p, mul_p, pow_p))
+def _integer_exponent(x, y, dt):
+    """numpy (and PyTorch) refuse an integer to a negative integer power."""
+    if dt.kind in "iub" and not is_value(y) and np.any(np.asarray(y) < 0):
+        raise DTypeError("integers to negative integer powers are not allowed", loc=user_loc(),
+                         fix="make the base a float: x.astype(np.float64) ** y, or 2.0 ** y")
+
+
+add, sub, mul = (_binary(p) for p in (add_p, sub_p, mul_p))
+pow = _binary(pow_p, check=_integer_exponent)
 floor_divide, remainder = _binary(floor_divide_p), _binary(remainder_p)
 floor = _unary(floor_p, floating=False)
 maximum, minimum = _binary(maximum_p), _binary(minimum_p)
@@ -263,19 +278,33 @@ rsqrt = _unary(rsqrt_p)
 
 
 def where(cond, x, y):
-    """Select `x` where `cond` else `y` (scalars take the other branch's dtype)."""
-    (x, y), _ = operands(x, y)
-    (cond,), _ = operands(cond)
-    if dtype_of(cond) != BOOL:
+    """Select `x` where `cond` else `y` (x and y promote; cond is cast to bool)."""
+    rules = rules_of(cond, x, y)
+    (x, y), _, weak = rules.coerce(where_p, (x, y))
+    if not (is_value(cond) and cond._np_dtype == BOOL):
+        (cond,), _, _ = rules.coerce(None, (cond,))
         cond = astype(cond, BOOL)
-    return bind(where_p, cond, x, y)
+    out = bind(where_p, cond, x, y)
+    if weak:
+        out._lg_weak = True
+    return out
+
+
+def _extreme(dt, top: bool):
+    if dt.kind == "f":
+        return np.inf if top else -np.inf
+    if dt.kind == "b":
+        return top
+    return np.iinfo(dt).max if top else np.iinfo(dt).min
 
 
 def clip(x, min=None, max=None):
-    """Clamp into [min, max]; the gradient is 1 inside (bounds included), 0 outside."""
-    (x,), dt = operands(x)
-    lo = np.asarray(-np.inf if min is None else min, dtype=dt)
-    hi = np.asarray(np.inf if max is None else max, dtype=dt)
+    """Clamp into [min, max]; the gradient is 1 inside (bounds included), 0 outside. The
+    bounds given take part in promotion (numpy; PyTorch since 1.13)."""
+    given = [b for b in (min, max) if b is not None]
+    (x, *given), dt, _ = coerce(None, (x, *given))
+    lo = given.pop(0) if min is not None else np.asarray(_extreme(dt, False), dt)
+    hi = given.pop(0) if max is not None else np.asarray(_extreme(dt, True), dt)
     return bind(clip_p, x, lo, hi)
 
 
@@ -290,8 +319,11 @@ def astype(x, dtype):
 
 def square(x):
     """x * x; bool promotes to int64, as PyTorch's square (pow(x, 2)) does."""
-    (x,), dt = operands(x)
-    return bind(square_p, astype(x, np.int64) if dt == BOOL else x)
+    (x,), dt, weak = coerce(square_p, (x,))  # (numpy's rules refuse bool: int8)
+    out = bind(square_p, astype(x, I64) if dt == BOOL else x)
+    if weak:
+        out._lg_weak = True
+    return out
 
 
 def copy(x):

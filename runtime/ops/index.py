@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from llgrad.runtime.aval import Aval, ShapeError
-from llgrad.runtime.errors import ConcretizationError
-from llgrad.runtime.ops._util import as_operand, dtype_of, operands, shape_of
+from llgrad.runtime.aval import Aval
+from llgrad.runtime.errors import ConcretizationError, IndexingError
+from llgrad.runtime.ops._util import as_operand, dtype_of, shape_of
 from llgrad.runtime.prim import Primitive, bind, is_value, register
 
 
@@ -37,9 +37,9 @@ def _getitem_shape(x, *idx, key):
     dummy = [np.zeros(i.shape, np.int64) for i in idx]
     try:
         return Aval(probe[numpy_key(key, dummy)].shape, x.dtype)
-    except IndexError as e:
-        raise ShapeError(f"index {describe_key(key)} does not fit shape {list(x.shape)}: {e}") \
-            from None
+    except IndexError as e:  # an IndexError, as numpy's: `except IndexError` still works
+        raise IndexingError(f"index {describe_key(key)} does not fit shape {list(x.shape)}: "
+                            f"{e}") from None
 
 
 def _scatter_add_impl(g, *idx, key, shape):
@@ -83,8 +83,34 @@ def _index_put_vjp(i, g, out, x, v, *idx, key):
     if i == 0:
         return bind(index_put_p, g, np.zeros(shape_of(v), dtype_of(g)), *idx, key=key)
     if i == 1:
-        return bind(getitem_p, g, *idx, key=key)
+        gv = bind(getitem_p, g, *idx, key=key)
+        if not idx:  # basic indexing writes each element once
+            return gv
+        last = _last_writes(shape_of(x), shape_of(v), idx, key)
+        return gv if last is True else gv * last
     return None
+
+
+# Note [Repeated indices]
+# numpy's `x[idx] = v` (and so `x[idx] += v`, which is `x[idx] = x[idx] + v`) with an index
+# repeated keeps the last write: x = 0; x[[0, 0]] = [a, b] gives x[0] == b, and a has no
+# effect. So the cotangent of v is g[idx] only where that entry of v is the last write to its
+# position, and zero for the earlier ones. `_last_writes` finds them with index_put itself
+# (the position of each entry, written in order, read back). With concrete indices this is
+# numpy at trace time and vanishes when nothing repeats; np.add.at (scatter_add) is the
+# accumulating update.
+def _last_writes(x_shape, v_shape, idx, key):
+    """1 where an entry of v is the last write to its position in x, else 0 (True when all
+    are, known statically)."""
+    ids = np.arange(int(np.prod(v_shape, dtype=np.int64)), dtype=np.int64).reshape(v_shape)
+    if not any(is_value(i) for i in idx):
+        pos = np.full(x_shape, -1, np.int64)
+        pos[numpy_key(key, idx)] = ids
+        last = pos[numpy_key(key, idx)] == ids
+        return True if last.all() else last.astype(np.float64)
+    from llgrad.runtime.ops.elementwise import astype, eq
+    pos = bind(index_put_p, np.full(x_shape, -1, np.int64), ids, *idx, key=key)
+    return astype(eq(bind(getitem_p, pos, *idx, key=key), ids), np.float64)
 
 
 index_put_p = register(Primitive(
@@ -174,16 +200,31 @@ def getitem(x, key):
 
 
 def setitem(x, key, v):
-    """Functional `x[key] = v`: a new value equal to x except at key."""
+    """Functional `x[key] = v`: a new value equal to x except at key (the last write wins
+    where an index repeats: Note [Repeated indices])."""
+    from llgrad.runtime.ops.shape import broadcast_to
+    if is_value(key) and dtype_of(key) == np.bool_ and shape_of(key) == shape_of(x) and \
+            not (shape_of(v) if is_value(v) else np.shape(v)) and _concrete(key) is None:
+        from llgrad.runtime.ops.elementwise import where  # x[mask] = scalar, mask traced
+        return where(key, v, x)
+    k, idx = normalize_key(key)
+    target = _getitem_shape(Aval(shape_of(x), dtype_of(x)), *idx, key=k).shape
+    from llgrad.runtime.ops.elementwise import astype
+    # The value is cast to x's dtype, as numpy and PyTorch assign (a Python number directly:
+    # no detour through another dtype's rounding).
+    v = astype(v if is_value(v) else np.asarray(v), dtype_of(x))
+    v = broadcast_to(v, target)
+    return bind(index_put_p, x, v, *idx, key=k)
+
+
+def index_add(x, key, v):
+    """Functional `np.add.at(x, key, v)`: x plus v at key, repeated indices accumulating."""
+    from llgrad.runtime.ops.elementwise import add, astype
     from llgrad.runtime.ops.shape import broadcast_to
     k, idx = normalize_key(key)
     target = _getitem_shape(Aval(shape_of(x), dtype_of(x)), *idx, key=k).shape
-    (v,), _ = operands(as_operand(v, x))
-    if dtype_of(v) != dtype_of(x):
-        from llgrad.runtime.ops.elementwise import astype
-        v = astype(v, dtype_of(x))
-    v = broadcast_to(v, target)
-    return bind(index_put_p, x, v, *idx, key=k)
+    v = astype(v if is_value(v) else np.asarray(v), dtype_of(x))
+    return add(x, bind(scatter_add_p, broadcast_to(v, target), *idx, key=k, shape=shape_of(x)))
 
 
 def slice_axis(x, axis, start, stop):

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from llgrad.runtime.aval import I64, Aval, normalize_axes
+from llgrad.runtime.aval import I64, Aval, aval_str, normalize_axes
+from llgrad.runtime.errors import ShapeError
 from llgrad.runtime.ops import elementwise as ew
 from llgrad.runtime.ops._util import dtype_of, operands, shape_of
 from llgrad.runtime.prim import Primitive, bind, register
+from llgrad.runtime.promotion import float_of
 
 
 def _reduced_shape(shape, axes, keepdims):
@@ -37,10 +39,33 @@ def _sum_vjp(g, out, x, axes, keepdims):
 
 
 def _extremum_vjp(g, out, x, axes, keepdims):
-    # The gradient goes to the extremal elements, shared evenly among ties (PyTorch's amax).
-    mask = ew.astype(ew.eq(x, _expand_back(out, x, axes, keepdims)), dtype_of(x))
+    # The gradient goes to the extremal elements, shared evenly among ties (PyTorch's amax);
+    # where the result is NaN (numpy's max propagates it), to the NaN elements, shared evenly
+    # (PyTorch's max(): evenly_distribute_backward), not NaN everywhere from 0 / 0.
+    out = _expand_back(out, x, axes, keepdims)
+    hit = ew.logical_or(ew.eq(x, out), ew.logical_and(ew.ne(x, x), ew.ne(out, out)))
+    mask = ew.astype(hit, dtype_of(x))
     count = reduce_sum(mask, axes, True)
     return ew.mul(_expand_back(g, x, axes, keepdims), ew.div(mask, count))
+
+
+def _no_identity(x, axes, what: str) -> None:
+    """numpy's error for a max/min/argmax/argmin over an axis of length 0 (shapes are static,
+    so it is raised while tracing, where compiled code would return the identity -inf)."""
+    empty = [a for a in axes if x.shape[a] == 0]
+    if empty:
+        raise ShapeError(f"{what}: {aval_str(x.shape, x.dtype)} has length 0 along axis "
+                         f"{empty[0]}", fix="make sure the array is not empty along the "
+                         "reduced axes (shapes are static: test x.shape / x.size in Python "
+                         "before reducing)")
+
+
+def _extremum_shape(ufunc: str):
+    def rule(x, axes, keepdims):
+        _no_identity(x, axes, f"zero-size array to reduction operation {ufunc} which has no "
+                              f"identity")
+        return _reduce_shape_rule(x, axes, keepdims)
+    return rule
 
 
 def _prod_vjp(g, out, x, axes, keepdims):
@@ -60,8 +85,8 @@ def _prod_of_others(x, axes):
                     ew.where(ew.logical_and(ew.eq(nzeros, 1), zero), prod_nz, 0.0))
 
 
-def _reduction(name, impl, vjp, saves, numpy=(), node_name=None):
-    return register(Primitive(name, "reduce", impl, _reduce_shape_rule, (vjp,), saves=saves,
+def _reduction(name, impl, vjp, saves, numpy=(), node_name=None, shape=_reduce_shape_rule):
+    return register(Primitive(name, "reduce", impl, shape, (vjp,), saves=saves,
                               numpy=numpy, node_name=node_name))
 
 
@@ -78,17 +103,17 @@ reduce_sum_p = _reduction(
     saves=(), node_name=_variant("Sum"))
 reduce_max_p = _reduction(
     "reduce_max", lambda x, axes, keepdims: np.max(x, axis=axes, keepdims=keepdims),
-    _extremum_vjp, saves=(0, -1), node_name="AmaxBackward0")
+    _extremum_vjp, saves=(0, -1), node_name="AmaxBackward0", shape=_extremum_shape("maximum"))
 reduce_min_p = _reduction(
     "reduce_min", lambda x, axes, keepdims: np.min(x, axis=axes, keepdims=keepdims),
-    _extremum_vjp, saves=(0, -1), node_name="AminBackward0")
+    _extremum_vjp, saves=(0, -1), node_name="AminBackward0", shape=_extremum_shape("minimum"))
 reduce_prod_p = _reduction(
     "reduce_prod", lambda x, axes, keepdims: np.prod(x, axis=axes, keepdims=keepdims),
     _prod_vjp, saves=(0,), node_name="ProdBackward1")
 
 
 def _lse_impl(x, axes, keepdims):
-    m = np.max(x, axis=axes, keepdims=True)
+    m = np.max(x, axis=axes, keepdims=True, initial=-np.inf)  # -inf (then 0) when empty
     m = np.where(np.isfinite(m), m, 0).astype(x.dtype, copy=False)
     with np.errstate(divide="ignore"):  # all -inf: log(0) = -inf, the right answer
         s = np.log(np.sum(np.exp(x - m), axis=axes, keepdims=True)) + m
@@ -102,9 +127,13 @@ def _lse_vjp(g, out, x, axes, keepdims):
 
 
 def _lse_decompose(x, axes, keepdims):
-    # The same computation with primitives: max-shifted (the shift carries no gradient).
-    m = ew.stop_gradient(bind(reduce_max_p, x, axes=axes, keepdims=True))
-    m = ew.where(ew.logical_and(ew.gt(m, -np.inf), ew.lt(m, np.inf)), m, 0.0)
+    # The same computation with primitives: max-shifted (the shift carries no gradient);
+    # over an empty axis there is no max to shift by, and the sum of nothing gives -inf.
+    if any(shape_of(x)[a] == 0 for a in axes):
+        m = 0.0
+    else:
+        m = ew.stop_gradient(bind(reduce_max_p, x, axes=axes, keepdims=True))
+        m = ew.where(ew.logical_and(ew.gt(m, -np.inf), ew.lt(m, np.inf)), m, 0.0)
     s = ew.add(ew.log(reduce_sum(ew.exp(ew.sub(x, m)), axes, True)), m)
     if not keepdims:
         from llgrad.runtime.ops.shape import reshape
@@ -279,15 +308,18 @@ def _arg_impl(fn):
     return impl
 
 
-def _arg_shape(x, axis, keepdims):
-    axes = tuple(range(len(x.shape))) if axis is None else (axis,)
-    return Aval(_reduced_shape(x.shape, axes, keepdims and axis is not None), I64)
+def _arg_shape(name):
+    def rule(x, axis, keepdims):
+        axes = tuple(range(len(x.shape))) if axis is None else (axis,)
+        _no_identity(x, axes, f"attempt to get {name} of an empty sequence")
+        return Aval(_reduced_shape(x.shape, axes, keepdims and axis is not None), I64)
+    return rule
 
 
-argmax_p = register(Primitive("argmax", "reduce", _arg_impl(np.argmax), _arg_shape, nondiff=True,
-                              numpy=np.argmax))
-argmin_p = register(Primitive("argmin", "reduce", _arg_impl(np.argmin), _arg_shape, nondiff=True,
-                              numpy=np.argmin))
+argmax_p = register(Primitive("argmax", "reduce", _arg_impl(np.argmax), _arg_shape("argmax"),
+                              nondiff=True, numpy=np.argmax))
+argmin_p = register(Primitive("argmin", "reduce", _arg_impl(np.argmin), _arg_shape("argmin"),
+                              nondiff=True, numpy=np.argmin))
 
 
 # ---- the ops API ------------------------------------------------------------------------------
@@ -313,7 +345,10 @@ def sum(x, dim=None, keepdim=False, dtype=None):
 
 
 def prod(x, dim=None, keepdim=False):
-    (x,), _ = operands(x)
+    """The product over `dim`; bools and ints multiply in int64 (numpy and PyTorch)."""
+    (x,), dt = operands(x)
+    if dt.kind in "bi" and dt != I64:
+        x = ew.astype(x, I64)
     return reduce_prod(x, _axes(x, dim), keepdim)
 
 
@@ -336,8 +371,9 @@ def argmin(x, dim=None, keepdim=False):
 
 
 def _floating(x):
+    """x in the float dtype its rules compute means and norms in (promotion.float_of)."""
     (x,), dt = operands(x)
-    return x if dt.kind == "f" else ew.astype(x, np.float32)
+    return ew.astype(x, float_of(x))
 
 
 def mean(x, dim=None, keepdim=False):

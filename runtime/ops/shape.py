@@ -9,6 +9,7 @@ import numpy as np
 from llgrad.runtime.aval import Aval, ShapeError, normalize_axes
 from llgrad.runtime.ops._util import as_operand, shape_of
 from llgrad.runtime.prim import Primitive, bind, is_value, register
+from llgrad.runtime.promotion import coerce, strong
 
 
 def _reshape_shape(x, shape):
@@ -182,8 +183,7 @@ def flatten(x, start_dim=0, end_dim=-1):
 
 
 def concatenate(xs, axis=0):
-    from llgrad.runtime.ops._util import operands
-    xs, _ = operands(*xs)
+    xs, _, _ = coerce(None, [strong(x) for x in xs])
     nd = len(shape_of(xs[0]))
     if any(len(shape_of(x)) != nd for x in xs):
         raise ShapeError(f"concatenate: all inputs need the same number of dimensions, got "
@@ -197,6 +197,7 @@ def concatenate(xs, axis=0):
 
 
 def stack(xs, axis=0):
+    xs = [strong(x) for x in xs]  # numpy makes its arguments arrays first
     shapes = {shape_of(x) for x in xs}
     if len(shapes) > 1:
         raise ShapeError(f"stack expects each input to have the same shape, got "

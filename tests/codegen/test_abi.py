@@ -94,9 +94,14 @@ def test_threads_call_concurrently(axpy):
     assert not errors
 
 
-def test_entry_signature_is_void_ptr(axpy):
+def test_entry_signature_returns_a_status(axpy):
+    """i64 (ptr): 0 when the kernel ran to the end (Note [Native errors])."""
     assert isinstance(axpy._entry, ctypes._CFuncPtr)
-    assert abi.ENTRY_TYPE.return_type == abi.ir.VoidType()
+    assert abi.ENTRY_TYPE.return_type == abi.ir.IntType(64)
+    alpha, x, y, out = _inputs()
+    assert axpy(alpha, x, y, out) == 0
+    assert axpy.call_unchecked((alpha, x, y, out)) == 0
+    assert axpy.call_pointers(abi.pointer_array([alpha, x, y, out])) == 0
 
 
 def test_call_overhead_is_small(kernel):

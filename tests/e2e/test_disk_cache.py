@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 
 import llgrad
 from llgrad import cache
@@ -93,6 +94,41 @@ def _flip(data: bytes, i: int) -> bytes:
     return bytes(out)
 
 
+def test_error_sites_come_back_from_the_cache(cache_dir):
+    """A kernel loaded from disk still stops at a bad index and names the line."""
+    def pick(x, i):
+        return np.sum(x[i])
+    x = np.arange(4.0)
+    llgrad.differentiate(pick, cache=True)(x, np.array([3]))
+    d = llgrad.differentiate(pick, cache=True)
+    assert d(x, np.array([-4])) == 0.0
+    assert d.inspect(x, np.array([-4])).stats["disk cache"] == "hit"
+    with pytest.raises(IndexError, match=r"(?s)index 4 is out of bounds.*in pick"):
+        d(x, np.array([4]))
+
+
+def test_an_entry_that_does_not_pickle_is_not_stored(cache_dir):
+    """A failure site whose exception class is local (a user's `raise`) cannot be named on
+    disk (Note [Failure sites on disk]): the compile cache warns and skips it instead of
+    failing the call."""
+    class Local(Exception):
+        pass
+
+    from llgrad.codegen import compile_functions, native_errors
+    from llgrad.transform.builder import Builder
+    b = Builder("f", loc=None)
+    with b:
+        p = b.param(((3,), np.dtype("f8")), "x")
+        b.fn.body.results.append(b.lift(np.sum(p)))
+    m = compile_functions({"f": b.fn}, keep_object=True)
+    symbol, n, ins, outs, sites, record = m.layout["f"]
+    m.layout["f"] = (symbol, n, ins, outs, [native_errors.Site("user", None, (Local, ()))],
+                     record)
+    with pytest.warns(UserWarning, match="could not write the compile cache"):
+        cache.store_module("local-class", m)
+    assert cache.info()["entries"] == 0
+
+
 def _flip_a_byte(path) -> None:
     with open(path, "rb") as f:
         data = f.read()
@@ -120,8 +156,9 @@ def _run_trampoline_script(tmp_path, cache_dir, use_cache=True):
 
 
 def _trampoline_entry() -> str:
-    """The trampoline's entry file (this interpreter builds the same IR as the child's)."""
-    path = cache.entry_path(cache.key("object", abi._trampoline_ir()))
+    """The support module's entry file (trampoline and SIGINT hook; this interpreter builds
+    the same IR as the child's)."""
+    path = cache.entry_path(cache.key("object", abi._support_ir(trampoline=True)))
     assert os.path.exists(path)
     return path
 
@@ -217,7 +254,7 @@ def test_damaged_object_code_is_a_miss_never_a_crash(tmp_path, cache_dir):
         cache.store(cache.key(name), meta, damaged)
     cache.store(cache.key("intact"), meta, obj)
     j = jit.get_jit()
-    trampoline = j.target.machine.emit_object(j.optimize(j.parse(abi._trampoline_ir())))
+    trampoline = j.target.machine.emit_object(j.optimize(j.parse(abi._support_ir(trampoline=True))))
     fuzzed = []
     for name, data, symbols in [("kernel.o", obj, [meta["layout"]["joint"][0]]),
                                 ("trampoline.o", trampoline, ["llgrad_call_arrays"])]:
@@ -265,3 +302,71 @@ def test_concurrent_writers_of_one_entry(tmp_path, cache_dir):
     assert _run(tmp_path, cache_dir)[1] == "hit"
     leftovers = [f for _, _, fs in os.walk(cache_dir) for f in fs if f.startswith(".tmp-")]
     assert not leftovers
+
+
+class NotConverged(Exception):
+    pass
+
+
+def _checked_sqrt(x):
+    if x[0] < 0:
+        raise NotConverged("negative input", 7)
+    return np.sum(np.sqrt(np.abs(x)))
+
+
+def test_a_user_raise_comes_back_from_the_cache(cache_dir):
+    """A `raise` under a traced condition is a failure site naming its class by module and
+    qualname (Note [Failure sites on disk]): loaded from disk it raises the same exception."""
+    x = np.array([1.0, 4.0])
+    llgrad.differentiate(_checked_sqrt, cache=True)(x)
+    d = llgrad.differentiate(_checked_sqrt, cache=True)
+    assert d(x) == 3.0 and d.inspect(x).stats["disk cache"] == "hit"
+    with pytest.raises(NotConverged) as info:
+        d(-x)
+    assert info.value.args == ("negative input", 7)
+
+
+CHECKED_SCRIPT = textwrap.dedent("""
+    import numpy as np, llgrad
+    from llgrad.codegen import lower
+    lower.SEGMENT_OPS = 1  # the kernels run in segments (Note [Kernel segments])
+
+    class Negative(Exception):
+        pass
+
+    @llgrad.differentiate(cache=True)
+    def f(x, i):
+        y = np.sin(x) * 2.0
+        if np.sum(y) < 0.0:
+            raise Negative("below zero")
+        return np.sum(np.cos(y)[i] * 3.0)
+
+    x, good = np.linspace(0.1, 0.9, 5), np.array([1, 4])
+    v, g = f.value_and_grad(x, good)
+    stats = next(iter(f._cache.values())).stats  # (inspect() would make every stage)
+    print(repr(v), repr(float(g @ np.arange(5.0))), stats.get("disk cache", "miss"),
+          "autodiff" if "autodiff time" in stats else "no-autodiff")
+    for call in (f, f.grad):
+        try:
+            call(x, np.array([1, 7]))
+        except IndexError as e:
+            what, where = str(e).splitlines()[:2]
+            print("IndexError", what.split()[1], where.split(":")[1].split()[0])
+        try:
+            call(-x, good)
+        except Negative as e:
+            print("Negative", *e.args[0].split())
+""")
+
+
+def test_a_warm_start_keeps_index_checks_and_a_users_raise(tmp_path, cache_dir):
+    """A warm start loads the joint entry by the trace's key without running AD (Note [Warm
+    starts]); its failure sites come from the entry's JSON (Note [Failure sites on disk]):
+    the bad index and the `raise` stop it as they stop the cold process, in segments too."""
+    cold = run_script(tmp_path, cache_dir, CHECKED_SCRIPT)[0]
+    warm = run_script(tmp_path, cache_dir, CHECKED_SCRIPT)[0]
+    assert cold[2:4] == ["miss", "autodiff"] and warm[2:4] == ["hit", "no-autodiff"]
+    assert cold[:2] == warm[:2]
+    line = CHECKED_SCRIPT.splitlines().index("    return np.sum(np.cos(y)[i] * 3.0)") + 1
+    failures = ["IndexError", "7", str(line), "Negative", "below", "zero"] * 2
+    assert cold[4:] == warm[4:] == failures

@@ -195,25 +195,6 @@ def test_dynamic_graph_cache_is_bounded(monkeypatch):
     assert len(d._graphs) <= 2
 
 
-def test_switch_to_dynamic_is_sticky_and_exact(monkeypatch):
-    """A staged function whose concretisation depends on the data: the first call decides."""
-    monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
-
-    def f(x):
-        s = np.sum(x)
-        if x.shape[0] > 3:
-            s = s * float(x[0])
-        return s
-    d = llgrad.differentiate(f)
-    small, big = np.array([1.0, 2.0]), np.array([2.0, 1.0, 1.0, 1.0])
-    assert d(small) == f(small)
-    assert d.inspect(small).path == "staged"
-    assert d(big) == f(big)
-    assert d.inspect(big).path.startswith("dynamic")
-    np.testing.assert_allclose(d.grad(big), np.full(4, 2.0))  # float(x[0]) is a constant
-    assert d(small) == f(small)
-
-
 # ---- element writes and Python statements on the dynamic path ------------------------------------
 def writes_into_buffer(x):
     c = float(np.sum(x))

@@ -29,6 +29,6 @@ def piecewise(x):
         def __lg_else_body_1():
             nonlocal y
             y = 0.0
-        __lg.if_stmt(x > -1, __lg_if_body_1, __lg_else_body_1, __lg_get_state_1, __lg_set_state_1, ('y',), __lg_src.loc(9, 4))
-    __lg.if_stmt(x > 0, __lg_if_body, __lg_else_body, __lg_get_state, __lg_set_state, ('y',), __lg_src.loc(7, 4))
+        __lg.if_stmt(x > -1, __lg_if_body_1, __lg_else_body_1, __lg_get_state_1, __lg_set_state_1, ('y',), 1, __lg_src.loc(9, 4))
+    __lg.if_stmt(x > 0, __lg_if_body, __lg_else_body, __lg_get_state, __lg_set_state, ('y',), 1, __lg_src.loc(7, 4))
     return y

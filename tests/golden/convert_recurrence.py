@@ -16,11 +16,11 @@ def recurrence(x, n):
         __lg_continue = False
 
         def __lg_get_state_1():
-            return (s,)
+            return (s, __lg_continue)
 
         def __lg_set_state_1(__lg_vars_1):
-            nonlocal s
-            s, = __lg_vars_1
+            nonlocal s, __lg_continue
+            s, __lg_continue = __lg_vars_1
 
         def __lg_if_body():
             nonlocal __lg_continue, s
@@ -29,6 +29,6 @@ def recurrence(x, n):
         def __lg_else_body():
             nonlocal __lg_continue, s
             s = 0.9 * s + np.sin(x[i]) * x[i - 1]
-        __lg.if_stmt(x[i] < 0, __lg_if_body, __lg_else_body, __lg_get_state_1, __lg_set_state_1, ('s',), __lg_src.loc(19, 8))
+        __lg.if_stmt(x[i] < 0, __lg_if_body, __lg_else_body, __lg_get_state_1, __lg_set_state_1, ('s', '__lg_continue'), 1, __lg_src.loc(19, 8))
     __lg.for_stmt(__lg.range_(1, n), None, __lg_loop_body, __lg_get_state, __lg_set_state, ('s',), __lg_src.loc(18, 4))
     return s

@@ -32,19 +32,23 @@ def search(x, tol):
             nonlocal __lg_do_return, __lg_retval, i, x
             x = __lg.setitem(x, i, x[i] / 2)
             i += 1
-        __lg.if_stmt(x[i] > 10, __lg_if_body, __lg_else_body, __lg_get_state_1, __lg_set_state_1, ('__lg_do_return', '__lg_retval', 'i', 'x'), __lg_src.loc(28, 8))
+        __lg.if_stmt(x[i] > 10, __lg_if_body, __lg_else_body, __lg_get_state_1, __lg_set_state_1, ('__lg_do_return', '__lg_retval', 'i', 'x'), 4, __lg_src.loc(28, 8))
     __lg.while_stmt(__lg_loop_test, __lg_loop_body, __lg_get_state, __lg_set_state, ('__lg_do_return', '__lg_retval', 'i', 'x'), __lg_src.loc(27, 4))
 
     def __lg_get_state_2():
-        return (__lg_retval,)
+        return (__lg_retval, __lg_do_return)
 
     def __lg_set_state_2(__lg_vars_2):
-        nonlocal __lg_retval
-        __lg_retval, = __lg_vars_2
+        nonlocal __lg_retval, __lg_do_return
+        __lg_retval, __lg_do_return = __lg_vars_2
 
     def __lg_if_body_1():
         nonlocal __lg_do_return, __lg_retval
         __lg_do_return = True
         __lg_retval = i
-    __lg.if_stmt(__lg.not_(__lg_do_return), __lg_if_body_1, None, __lg_get_state_2, __lg_set_state_2, ('__lg_retval',), __lg_src.loc(32, 4))
+
+    def __lg_else_body_1():
+        nonlocal __lg_do_return, __lg_retval
+        __lg_do_return = True
+    __lg.if_stmt(__lg.not_(__lg_do_return), __lg_if_body_1, __lg_else_body_1, __lg_get_state_2, __lg_set_state_2, ('__lg_retval', '__lg_do_return'), 1, __lg_src.loc(32, 4))
     return __lg_retval

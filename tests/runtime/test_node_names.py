@@ -103,6 +103,51 @@ def test_grad_fn_names_match_pytorch(expr, name, nexts):
         assert y.grad_fn.next_functions[0][0].variable is x
 
 
+# linear algebra (torch 2.13 too), on a square matrix `a`; (expression, name, next names,
+# output numbers of the next edges)
+LINALG = [
+    ("lg.linalg.cholesky(a)", "LinalgCholeskyExBackward0", ["AccumulateGrad"], [0]),
+    ("lg.linalg.inv(a)", "LinalgInvExBackward0", ["AccumulateGrad"], [0]),
+    ("lg.linalg.solve(a, a * 2)", "LinalgSolveExBackward0", ["AccumulateGrad", "MulBackward0"],
+     [0, 0]),
+    ("lg.linalg.det(a)", "LinalgDetBackward0", ["AccumulateGrad"], [0]),
+    ("lg.linalg.slogdet(a).logabsdet", "LinalgSlogdetBackward0", ["AccumulateGrad"], [0]),
+    ("lg.linalg.eigh(a).eigenvalues", "LinalgEighBackward0", ["AccumulateGrad"], [0]),
+    ("lg.linalg.eigh(a).eigenvectors", "LinalgEighBackward0", ["AccumulateGrad"], [0]),
+    ("lg.linalg.eigvalsh(a)", "LinalgEighBackward0", ["AccumulateGrad"], [0]),
+    ("lg.linalg.svd(a).S", "LinalgSvdBackward0", ["AccumulateGrad"], [0]),
+    ("lg.linalg.svdvals(a)", "LinalgSvdBackward0", ["AccumulateGrad"], [0]),
+    ("lg.linalg.qr(a).Q", "LinalgQrBackward0", ["AccumulateGrad"], [0]),
+    ("lg.linalg.solve_triangular(a, a * 2, upper=False)", "LinalgSolveTriangularBackward0",
+     ["AccumulateGrad", "MulBackward0"], [0, 0]),
+    ("lg.cholesky_solve(a * 2, a)", "CholeskySolveBackward0",
+     ["MulBackward0", "AccumulateGrad"], [0, 0]),
+    ("lg.linalg.matrix_power(a, 3)", "MmBackward0", ["MmBackward0", "AccumulateGrad"], [0, 0]),
+    ("lg.linalg.matrix_power(a, -2)", "MmBackward0",
+     ["LinalgInvExBackward0", "LinalgInvExBackward0"], [0, 0]),
+    ("lg.linalg.matrix_norm(a)", "LinalgVectorNormBackward0", ["AccumulateGrad"], [0]),
+    # torch: SumBackward1 (a dim was given); a sum to 0-d is SumBackward0 here (_variant in
+    # runtime/ops/reduce.py cannot tell)
+    ("lg.linalg.matrix_norm(a, 'nuc')", "SumBackward0", ["LinalgSvdBackward0"], [1]),
+    ("lg.linalg.matrix_norm(a, 2)", "AmaxBackward0", ["LinalgSvdBackward0"], [1]),
+    ("lg.linalg.matrix_norm(a, -2)", "AminBackward0", ["LinalgSvdBackward0"], [1]),
+    ("lg.linalg.matrix_norm(a, 1)", "AmaxBackward0", ["LinalgVectorNormBackward0"], [0]),
+    ("lg.linalg.matrix_norm(a, float('inf'))", "AmaxBackward0", ["LinalgVectorNormBackward0"],
+     [0]),
+    ("lg.linalg.norm(a)", "LinalgVectorNormBackward0", ["AccumulateGrad"], [0]),
+    ("lg.linalg.norm(a, 2)", "AmaxBackward0", ["LinalgSvdBackward0"], [1]),
+]
+
+
+@pytest.mark.parametrize("expr,name,nexts,nrs", LINALG, ids=[c[0] for c in LINALG])
+def test_linalg_grad_fn_names_match_pytorch(expr, name, nexts, nrs):
+    a = lg.tensor(np.random.default_rng(0).random((3, 3)) + 3 * np.eye(3), requires_grad=True)
+    y = eval(expr, {"lg": lg, "a": a})
+    assert y.grad_fn.name() == name
+    assert [None if n is None else n.name() for n, _ in y.grad_fn.next_functions] == nexts
+    assert [i for _, i in y.grad_fn.next_functions] == nrs
+
+
 def test_diag_of_a_vector_is_diag_embed():
     v = lg.tensor([1.0, 2.0, 3.0], requires_grad=True)  # torch 2.13: DiagEmbedBackward0
     y = lg.diag(v, 1)

@@ -9,6 +9,7 @@ from fd import TOL, assert_close, numerical_vjp
 from opinfo import FUNC_DB, OP_DB, Sample
 
 import llgrad as lg
+from llgrad.runtime.errors import DTypeError
 from llgrad.runtime.tensor import Tensor
 
 SPECS = [s for s in OP_DB + FUNC_DB if not s.structural]
@@ -215,6 +216,27 @@ def test_true_division_of_ints_is_float32():
 def test_float_functions_of_ints_are_float32():
     for fn in (lg.exp, lg.sqrt, lg.sin, lg.sigmoid, lg.mean):
         assert fn(lg.tensor([1, 2])).dtype == F32, fn
+
+
+def test_clamp_bounds_take_part_in_promotion():
+    # PyTorch >= 1.13 (pytorch#77035): the bounds given promote; a missing one does not
+    t = lg.tensor([1, 2, 3]).clamp(min=1.5)
+    assert t.dtype == F32 and t.tolist() == [1.5, 2.0, 3.0]
+    t = lg.tensor([1, 5]).clamp(max=3)  # one integer bound on ints (was an OverflowError)
+    assert t.dtype == I64 and t.tolist() == [1, 3]
+    assert lg.tensor([1.0]).clamp(0, lg.tensor(0.5, dtype=lg.float64)).dtype == F64
+
+
+def test_bitwise_operators_on_integers_are_refused():
+    # PyTorch computes & | ~ bitwise on integers (5 & 3 == 1); llgrad computed a logical and
+    with pytest.raises(DTypeError, match=r"the operator & on int64: llgrad supports & on "
+                       r"booleans only"):
+        lg.tensor([5]) & 3
+    with pytest.raises(DTypeError, match=r"operator \| on float32"):
+        lg.tensor([True]) | lg.tensor([1.0])
+    with pytest.raises(DTypeError, match="operator ~ on int64"):
+        ~lg.tensor([1])
+    assert (lg.tensor([True, False]) & True).tolist() == [True, False]
 
 
 def test_sum_of_bool_and_int_is_int64():

@@ -63,8 +63,8 @@ class FakeStager:
     def __init__(self):
         self.log = []
 
-    def stage_if(self, cond, body_fn, orelse_fn, get_state, set_state, names, loc):
-        self.log.append(("if", names, loc.line))
+    def stage_if(self, cond, body_fn, orelse_fn, get_state, set_state, names, nouts, loc):
+        self.log.append(("if", names[:nouts], loc.line))
         s0 = get_state()
         body_fn()
         s1 = get_state()
@@ -72,7 +72,10 @@ class FakeStager:
         orelse_fn()
         s2 = get_state()
         c = bool(unwrap(cond))
-        set_state(tuple(_select(n, c, a, b, loc) for n, a, b in zip(names, s1, s2)))
+        final = [_select(n, c, a, b, loc) for n, a, b in zip(names, s1, s2)]
+        final[nouts:] = [a if a is b else lg.Undefined(n) for n, a, b in
+                         zip(names[nouts:], s1[nouts:], s2[nouts:])]
+        set_state(tuple(final))
 
     def stage_for(self, iterable, extra_test, body_fn, get_state, set_state, names, loc):
         self.log.append(("for", names, loc.line))

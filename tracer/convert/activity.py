@@ -1,9 +1,11 @@
 """Activity analysis: which plain names a statement (or expression) reads and binds.
 
 Nested scopes (def, lambda, class, comprehensions) contribute their free reads and, for
-def/class, their own name as a binding; names bound inside them stay inside. Only simple
-names are tracked; ``y[i] = v`` reads ``y`` and ``i`` (the slices pass has already turned
-element updates of local arrays into ``y = __lg.setitem(...)``, a binding of ``y``).
+def/class, their own name as a binding; names bound inside them stay inside. Plain names are
+tracked, and attributes of plain names as composite names ``s.pos`` (a store to ``s.pos``
+writes ``s.pos`` and reads ``s``; Note [Attributes in control-flow state]); ``y[i] = v`` reads
+``y`` and ``i`` (the slices pass has already turned element updates of local arrays into
+``y = __lg.setitem(...)``, a binding of ``y``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,14 @@ class _Visitor(gast.NodeVisitor):
     def visit_AugAssign(self, node):
         if isinstance(node.target, gast.Name):
             self.act.reads.add(node.target.id)
+        elif composite(node.target) is not None:
+            self.act.reads.add(composite(node.target))
+        self.generic_visit(node)
+
+    def visit_Attribute(self, node):
+        name = composite(node)
+        if name is not None:
+            (self.act.reads if isinstance(node.ctx, gast.Load) else self.act.writes).add(name)
         self.generic_visit(node)
 
     def visit_Import(self, node):
@@ -86,6 +96,21 @@ class _Visitor(gast.NodeVisitor):
         self._nested(node)
 
     visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comp
+
+
+def composite(node) -> str | None:
+    """`s.pos` for an attribute of a plain name (Note [Attributes in control-flow state])."""
+    if isinstance(node, gast.Attribute) and isinstance(node.value, gast.Name):
+        return f"{node.value.id}.{node.attr}"
+    return None
+
+
+def is_composite(name: str) -> bool:
+    return "." in name
+
+
+def base_name(name: str) -> str:
+    return name.split(".", 1)[0]
 
 
 def activity(nodes) -> Activity:
@@ -142,4 +167,4 @@ def local_names(fn: gast.FunctionDef) -> set[str]:
     for s in fn.body:
         act.writes |= activity(s).writes
     glob, nonloc = declared_names(fn)
-    return act.writes - glob - nonloc
+    return {n for n in act.writes if not is_composite(n)} - glob - nonloc

@@ -78,13 +78,16 @@ def convert(fn: Callable) -> ConvertedFunction:
     return cached
 
 
-def try_convert(fn: types.FunctionType) -> Callable | None:
+def try_convert(fn: types.FunctionType, library: bool = False) -> Callable | None:
     """The converted callable for a user function, or None to call ``fn`` as it is.
 
     Library code, lambdas, already converted code and functions whose source cannot be
-    converted (e.g. helper generators) are called unconverted: that is exactly Python.
+    converted (e.g. helper generators) are called unconverted: that is exactly Python. With
+    ``library`` (a call passing traced values), the functions of the libraries in
+    calls.CONVERTED_LIBRARIES are converted too (See Note [Library code on traced values]).
     """
-    if getattr(fn, MARK, False) or _FAILED.get(fn) or not _is_user_function(fn):
+    if getattr(fn, MARK, False) or _FAILED.get(fn) or not (
+            _is_user_function(fn) or library and calls.is_converted_library(fn)):
         return None
     try:
         return convert(fn).fn
@@ -143,13 +146,14 @@ def _convert(fn: Callable) -> ConvertedFunction:
     namer = Namer.for_function(node)
     globals_, nonlocals = declared_names(node)
     locals_ = local_names(node)
+    cells = liveness.closure_reads(node) & locals_
     resolve = _resolver(fn)
     fence.insert_fences(node, locals_ | set(fn.__code__.co_freevars), globals_, nonlocals,
                         _is_llgrad_context(resolve, locals_))
     jumps.convert_jumps(node, namer)
     calls.convert_calls(node, locals_, locals_, resolve, namer)
     logical.convert_logical(node)
-    liveness.annotate(node)
+    liveness.annotate(node, cells)
     convert_control_flow(node, namer, globals_, nonlocals, locals_)
 
     py_node = gast.gast_to_ast(node)

@@ -1,15 +1,23 @@
 """Call trees and element updates.
 
 Output invariants:
-- a call whose callee may be the user's own function becomes
+- a call whose callee may be the user's own function (or a function of a library in
+  CONVERTED_LIBRARIES, See Note [Library code on traced values]) becomes
   ``__lg.converted_call(f, (args...), {kwargs} or None)``; calls that resolve, at conversion
   time, to numpy/math/builtins/llgrad objects or classes stay as written (readable output;
-  converted_call makes the same decision again at run time for the others);
+  converted_call makes the same decision again at run time for the others), unless the
+  callee has a traced form (np.asarray, math.exp, scipy.special.logsumexp) or a list is
+  written among the arguments (``np.sum([1, a * a])``);
 - ``for x in range(...)`` (the builtin) iterates ``__lg.range_(...)``, which a staged loop
   can read bounds from;
 - ``y[i] = v`` and ``y[i] op= v`` on a local name ``y`` become ``y = __lg.setitem(y, i, v)``
-  and ``y = __lg.setitem(y, i, __lg.iop(y[i], v))``, so a traced ``y`` is rebound (and becomes
-  loop-carried state) while a numpy ``y`` is still updated in place.
+  and ``y = __lg.setitem(y, i, __lg.iop(y[i], v))``, and the statement ``np.add.at(y, i, v)``
+  becomes ``y = __lg.ufunc_at(np.add.at, (y, i, v))``, so a traced ``y`` is rebound (and
+  becomes loop-carried state) while a numpy ``y`` is still updated in place;
+- every other store into an object (``o.a = v``, ``o.a += v``, ``del o.a``, ``o.b[i] = v``)
+  is preceded by ``__lg.note_attr(o, 'a')`` / ``__lg.note_item(o.b, i, delete)`` (See Note
+  [Stores in traced branches] in tracer/stores.py); the object and index expressions are
+  evaluated twice, unless they contain a call (then ``__lg.UNKNOWN`` is noted).
 Nested def/class bodies are not rewritten (they are converted when called).
 """
 
@@ -35,6 +43,23 @@ _IOPS = {
 
 MISSING = _MISSING = object()
 
+# Note [Library code on traced values]
+# numpy's conversions (np.asarray, np.asanyarray) cannot return a traced value, so a library
+# function that begins by converting its argument (scipy.optimize.rosen, most of scipy) cannot
+# run on traced values as it is. The Python functions of these libraries are therefore
+# converted like the user's own when a call passes them a traced value: their np.asarray calls
+# become graph ops (traced forms in tracer/operators.py), their numpy calls dispatch to llgrad,
+# and their own calls go through converted_call in turn. Called without traced values they
+# run unconverted, exactly as Python runs them; their globals are not guarded (library
+# constants). numpy's own functions are never converted: they dispatch by themselves.
+CONVERTED_LIBRARIES = frozenset({"scipy"})
+
+
+def is_converted_library(value: Any) -> bool:
+    """A Python function of a library in CONVERTED_LIBRARIES."""
+    return isinstance(value, types.FunctionType) and value.__name__ != "<lambda>" and \
+        (getattr(value, "__module__", None) or "").split(".")[0] in CONVERTED_LIBRARIES
+
 
 def is_library_object(value: Any) -> bool:
     """True for modules, builtins, classes and functions of libraries llgrad never converts."""
@@ -42,6 +67,8 @@ def is_library_object(value: Any) -> bool:
         return value.__name__.split(".")[0] in LIBRARY_ROOTS
     if isinstance(value, (type, types.BuiltinFunctionType, types.BuiltinMethodType)):
         return True
+    if is_converted_library(value):
+        return False
     module = getattr(value, "__module__", None) or ""
     return module.split(".")[0] in LIBRARY_ROOTS or type(value).__name__ == "ufunc"
 
@@ -90,8 +117,8 @@ class _Calls(gast.NodeTransformer):
         self.generic_visit(node)
         value = self._static_value(node.func)
         if value is not _MISSING and is_library_object(value) and not _has_traced_form(value) \
-                and not _is_random(value):  # a draw goes through converted_call's check
-            return node
+                and not _is_random(value) and not _list_argument(node):
+            return node  # (a random draw goes through converted_call's check)
         args = gast.Tuple(elts=node.args, ctx=gast.Load())
         if node.keywords:
             kwargs = gast.Dict(keys=[templates.const(k.arg) if k.arg else None
@@ -119,20 +146,72 @@ class _Calls(gast.NodeTransformer):
             return target.value.id
         return None
 
+    def _notes(self, node, targets, converted=None, delete=False) -> list:
+        """``__lg.note_attr``/``note_item`` calls announcing the stores of ``targets`` into
+        objects (all but the ``converted`` one; See Note [Stores in traced branches])."""
+        notes = []
+        stack = list(targets)
+        while stack:
+            t = stack.pop(0)
+            if isinstance(t, (gast.Tuple, gast.List)):
+                stack[:0] = t.elts
+            elif isinstance(t, gast.Starred):
+                stack.insert(0, t.value)
+            elif isinstance(t, gast.Attribute):
+                obj = t.value if _pure(t.value) else templates.replace_expr("__lg.UNKNOWN")
+                notes += templates.replace("__lg.note_attr(obj, name)", obj=obj,
+                                           name=templates.const(t.attr))
+            elif isinstance(t, gast.Subscript) and t is not converted:
+                pure = _pure(t.value) and _pure(t.slice)
+                obj = t.value if pure else templates.replace_expr("__lg.UNKNOWN")
+                index = _index(t.slice) if pure else templates.const(None)
+                notes += templates.replace("__lg.note_item(obj, index, delete)", obj=obj,
+                                           index=index, delete=templates.const(delete))
+        anno.fill_loc(notes, node)
+        return notes
+
     def visit_Assign(self, node):
         self.generic_visit(node)
-        if len(node.targets) != 1 or not self._target(node.targets[0]):
-            return node
         t = node.targets[0]
+        converted = t if len(node.targets) == 1 and self._target(t) else None
+        notes = self._notes(node, node.targets, converted)
+        if converted is None:
+            return notes + [node] if notes else node
         new = templates.replace("y = __lg.setitem(y, i, v)", y=t.value.id, i=_index(t.slice),
                                 v=node.value)
+        anno.fill_loc(new, node)
+        return new
+
+    def visit_AnnAssign(self, node):
+        self.generic_visit(node)
+        notes = self._notes(node, [node.target]) if node.value is not None else []
+        return notes + [node] if notes else node
+
+    def visit_Delete(self, node):
+        self.generic_visit(node)
+        notes = self._notes(node, node.targets, delete=True)
+        return notes + [node] if notes else node
+
+    def visit_Expr(self, node):
+        """`np.add.at(y, i, v)` on a local `y` -> `y = __lg.ufunc_at(np.add.at, (y, i, v))`,
+        so a traced update rebinds `y` (operators.ufunc_at)."""
+        call = node.value
+        if not (isinstance(call, gast.Call) and isinstance(call.func, gast.Attribute) and
+                call.func.attr == "at" and call.args and not call.keywords and
+                isinstance(call.args[0], gast.Name) and call.args[0].id in self.writable and
+                not any(isinstance(a, gast.Starred) for a in call.args)):
+            return self.generic_visit(node)
+        self.generic_visit(call)
+        new = templates.replace("y = __lg.ufunc_at(f, args)", y=call.args[0].id, f=call.func,
+                                args=gast.Tuple(elts=call.args, ctx=gast.Load()))
         anno.fill_loc(new, node)
         return new
 
     def visit_AugAssign(self, node):
         self.generic_visit(node)
         if not self._target(node.target):
-            return node
+            notes = self._notes(node, [node.target])
+            return notes + [node] if notes else node
         t, pre = node.target, []
         index = t.slice
         if any(isinstance(n, (gast.Call, gast.Yield, gast.Await)) for n in gast.walk(index)):
@@ -143,6 +222,22 @@ class _Calls(gast.NodeTransformer):
                                 y=t.value.id, i=_index(index), j=index, v=node.value)
         anno.fill_loc(pre + new, node)
         return pre + new
+
+
+def _list_argument(node: gast.Call) -> bool:
+    """A list written among the arguments (`np.sum([1, a * a])`, or a tuple of names): the
+    call may need its list built as one traced array (Note [Lists of traced values] in
+    operators.py)."""
+    def listish(a):
+        return isinstance(a, (gast.List, gast.ListComp)) or isinstance(a, gast.Tuple) and \
+            not all(isinstance(e, gast.Constant) for e in a.elts)
+    return any(listish(a) for a in node.args + [k.value for k in node.keywords])
+
+
+def _pure(expr) -> bool:
+    """Whether evaluating ``expr`` twice is harmless (no call, yield or assignment in it)."""
+    return not any(isinstance(n, (gast.Call, gast.Yield, gast.YieldFrom, gast.Await,
+                                  gast.NamedExpr)) for n in gast.walk(expr))
 
 
 def _index(index):

@@ -34,6 +34,14 @@ MESSAGES: dict[str, tuple[str, str]] = {
     "nonlocal": ("assignment of traced values ({names}) to a `nonlocal` variable would leak a "
                  "traced value out of the differentiated function",
                  "return the value instead of storing it in an enclosing variable"),
+    "global in branch": (
+        "assignment to a `global` variable inside a branch of the traced `if` at {branch}: "
+        "both branches are traced, so it would happen whichever branch runs",
+        "compute the value with the `if` and assign the global after it, or return it"),
+    "nonlocal in branch": (
+        "assignment to a `nonlocal` variable inside a branch of the traced `if` at {branch}: "
+        "both branches are traced, so it would happen whichever branch runs",
+        "compute the value with the `if` and assign the variable after it, or return it"),
     "yield": ("generators cannot be differentiated: `yield` in a differentiated function",
               "build a list and return it (or np.stack the values)"),
     "await": ("`await` cannot be used in a differentiated function",
@@ -41,9 +49,10 @@ MESSAGES: dict[str, tuple[str, str]] = {
 }
 
 
-def error(kind: str, loc: SourceLoc | None, names: str = "") -> UnsupportedSyntaxError:
+def error(kind: str, loc: SourceLoc | None, names: str = "",
+          branch: SourceLoc | None = None) -> UnsupportedSyntaxError:
     what, fix = MESSAGES[kind]
-    return UnsupportedSyntaxError(what.format(names=names), loc, fix)
+    return UnsupportedSyntaxError(what.format(names=names, branch=branch), loc, fix)
 
 
 _SCOPES = (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef)
@@ -111,7 +120,12 @@ def insert_fences(fn: gast.FunctionDef, locals_: set[str], globals_: set[str],
 
 
 def check_fence(kind: str, loc: SourceLoc, values: dict[str, Any], names: tuple,
-                is_traced: Callable[[Any], bool]) -> None:
+                is_traced: Callable[[Any], bool], branch: SourceLoc | None = None) -> None:
+    """Raise if a value read is traced, or (global/nonlocal) inside the traced `if` branch
+    ``branch``: that assignment cannot be undone for the other branch (See Note [Stores in
+    traced branches] in tracer/stores.py)."""
+    if branch is not None and kind in ("global", "nonlocal"):
+        raise error(f"{kind} in branch", loc, branch=branch)
     traced = [n for n in names if n in values and is_traced(values[n])]
     if traced:
         raise error(kind, loc, ", ".join(traced))

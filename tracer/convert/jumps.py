@@ -5,7 +5,8 @@ are left alone); loops have no ``else`` (it becomes ``if not __lg_break: ...`` a
 if any ``return`` is not the last top-level statement, every ``return v`` becomes
 ``__lg_do_return = True; __lg_retval = v`` and the function ends with ``return __lg_retval``.
 Statements after one that may jump are guarded by ``if not <flag>:`` (or, when an ``if``
-branch always jumps and the other never does, moved into that other branch). While tests get
+branch always jumps and the other never does, moved into that other branch); a guard after a
+``return`` has ``else: <flag> = True`` (See Note [Nothing runs after a return]). While tests get
 ``not <flag> and test``; for loops get ``not <flag>`` in the ``EXTRA_TEST`` annotation.
 """
 
@@ -33,6 +34,17 @@ def _contains(node, kind: type, through_loops: bool) -> bool:
             continue
         stack.extend(gast.iter_child_nodes(n))
     return False
+
+
+# Note [Nothing runs after a return]
+# Once `__lg_do_return` is true, no user statement runs: every later statement is guarded by
+# `if not __lg_do_return`, every loop tests it. So a variable that is unbound only on paths
+# that have returned (`if s > 0: (if x > 1: return x); c = x * 2 else: c = x * 3; return c`)
+# is never read unbound. The staged guard cannot see that from its condition, so the guard's
+# `else` says it: `__lg_do_return = True` is a no-op in Python, and tells the stager that this
+# branch has returned, so a name unbound only there takes the other branch's value
+# (staging.stage_if) instead of becoming "assigned only in one branch" and refusing the
+# later read.
 
 
 class _Jump:
@@ -76,8 +88,10 @@ class _Jump:
             self.children(s)
             out.append(s)
             if rest:
-                guard = templates.replace("if not flag:\n    rest", flag=self.flag,
-                                          rest=self.block(rest))
+                # See Note [Nothing runs after a return]: the `else` restates the flag.
+                template = "if not flag:\n    rest" + (
+                    "\nelse:\n    flag = True" if self.kind is gast.Return else "")
+                guard = templates.replace(template, flag=self.flag, rest=self.block(rest))
                 anno.fill_loc(guard, rest[0])
                 out.extend(guard)
             return out

@@ -2,8 +2,9 @@
 
 Runs on the structured AST after jump conversion (no break/continue/return inside loops
 remain, only flag variables), so a backward pass over nested blocks with a fixpoint per loop
-is exact enough; anything it cannot see precisely (try, with) is over-approximated, which
-costs an extra state variable, never a wrong result. Annotations (anno.Key):
+is exact enough; anything it cannot see precisely (try, with, reads by closures) is
+over-approximated, which costs an extra state variable, never a wrong result. Annotations
+(anno.Key):
   LIVE_OUT on if/for/while: names read after the statement before being rebound;
   HEAD_LIVE on for/while: names live at the loop head (read by the test, the next iteration,
     or after the loop), so loop-carried = modified & HEAD_LIVE;
@@ -16,13 +17,14 @@ from __future__ import annotations
 import gast
 
 from . import anno
-from .activity import activity
+from .activity import activity, scope_activity
 
 _LOOPS = (gast.For, gast.While)
 
 
-def annotate(fn: gast.FunctionDef) -> None:
-    _Liveness().block(fn.body, set())
+def annotate(fn: gast.FunctionDef, cells: set[str] = frozenset()) -> None:
+    """Annotate ``fn``; ``cells`` (see closure_reads) count as live everywhere."""
+    _Liveness(set(cells)).block(fn.body, set())
     params = activity(fn.args).writes
     _Defined().block(fn.body, set(params), set(params))
 
@@ -31,10 +33,29 @@ def _reads(node) -> set[str]:
     return activity(node).reads if node is not None else set()
 
 
+def closure_reads(fn: gast.FunctionDef) -> set[str]:
+    """Names that functions, lambdas, classes and generator expressions nested in ``fn`` read
+    from it: such a closure may run (and read them) after any statement, so liveness cannot
+    place its reads; they count as live everywhere. Call on the user's code, before the
+    converter adds lambdas of its own."""
+    out: set[str] = set()
+    stack = list(fn.body)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (gast.FunctionDef, gast.AsyncFunctionDef, gast.Lambda, gast.ClassDef,
+                          gast.GeneratorExp)):
+            out |= scope_activity(n).reads
+        stack.extend(gast.iter_child_nodes(n))
+    return out
+
+
 class _Liveness:
+    def __init__(self, cells: set[str]):
+        self.cells = cells
+
     def block(self, stmts: list, live: set[str]) -> set[str]:
         for s in reversed(stmts):
-            live = self.stmt(s, live)
+            live = self.stmt(s, live | self.cells)
         return live
 
     def stmt(self, s, live: set[str]) -> set[str]:

@@ -2,33 +2,53 @@
 
 Requires: any verified IR. Produces: the same IR without ops whose outputs are unused, and
 without carried positions of loops (or outputs of cond/fusion) that nothing live reads; so
-the loop tapes of values the reverse sweep never reads disappear too.
+the loop tapes of values the reverse sweep never reads disappear too. Ops with an effect
+(`check`, Note [Checks]) stay, with the region ops holding them and what they read. A live
+custom_vjp op keeps its bwd region and the residuals it reads (AD needs them).
 """
 from __future__ import annotations
 
-from llgrad.runtime.ops.control import cond_p, for_loop_p, fusion_p, while_loop_p
+from llgrad.runtime.ops.control import cond_p, custom_vjp_p, for_loop_p, fusion_p, while_loop_p
 from llgrad.transform import ir
 from llgrad.transform.passes import Pass
 
 
-def _mark(region: ir.Region, live: set, prune: dict) -> None:
+def _effects(region: ir.Region, out: set) -> bool:
+    """Add to `out` the ids of ops in `region` that have an effect or hold one; any?"""
+    found = False
+    for op in region.ops:
+        inner = [_effects(r, out) for r in op.regions]  # every region: no short cut
+        if op.prim.effect or any(inner):
+            out.add(id(op))
+            found = True
+    return found
+
+
+def _kept(op, live: set, effects: set) -> bool:
+    return id(op) in effects or any(o.id in live for o in op.outputs)
+
+
+def _mark(region: ir.Region, live: set, prune: dict, effects: set) -> None:
     """Add to `live` what the live results of `region` need (region.results must be in live)."""
     for op in reversed(region.ops):
-        if not any(o.id in live for o in op.outputs):
+        if not _kept(op, live, effects):
             continue
         if op.prim in (for_loop_p, while_loop_p):
-            _mark_loop(op, live, prune)
+            _mark_loop(op, live, prune, effects)
             continue
+        if op.prim is custom_vjp_p:  # its bwd region is kept whole, with what it reads
+            live.update(v.id for v in op.regions[0].results)
+            _mark(op.regions[0], live, prune, effects)
         if op.prim in (cond_p, fusion_p):
             keep = [k for k, o in enumerate(op.outputs) if o.id in live]
             prune[id(op)] = set(range(len(op.outputs))) - set(keep)
             for r in op.regions:
                 live.update(r.results[k].id for k in keep)
-                _mark(r, live, prune)
+                _mark(r, live, prune, effects)
         live.update(v.id for v in op.inputs)
 
 
-def _mark_loop(op, live, prune) -> None:
+def _mark_loop(op, live, prune, effects) -> None:
     is_for = op.prim is for_loop_p
     body = op.regions[-1]
     heads = [body.params[1:] if is_for else body.params] + \
@@ -39,8 +59,8 @@ def _mark_loop(op, live, prune) -> None:
         trial.update(body.results[k].id for k in range(len(op.outputs)) if k not in dead)
         if not is_for:
             trial.add(op.regions[0].results[0].id)
-            _mark(op.regions[0], trial, prune)
-        _mark(body, trial, prune)
+            _mark(op.regions[0], trial, prune, effects)
+        _mark(body, trial, prune, effects)
         needed = {k for k in dead if any(h[k].id in trial for h in heads)}
         if not needed:
             break
@@ -57,10 +77,10 @@ def _drop(xs, dead, offset=0):
     return [x for k, x in enumerate(xs) if k - offset not in dead]
 
 
-def _sweep(region: ir.Region, live: set, prune: dict) -> None:
+def _sweep(region: ir.Region, live: set, prune: dict, effects: set) -> None:
     kept = []
     for op in region.ops:
-        if not any(o.id in live for o in op.outputs):
+        if not _kept(op, live, effects):
             continue
         dead = prune.get(id(op))
         if dead:
@@ -78,7 +98,7 @@ def _sweep(region: ir.Region, live: set, prune: dict) -> None:
                     r.results = _drop(r.results, dead)
             op.outputs = _drop(op.outputs, dead)
         for r in op.regions:
-            _sweep(r, live, prune)
+            _sweep(r, live, prune, effects)
         kept.append(op)
     region.ops = kept
 
@@ -86,8 +106,10 @@ def _sweep(region: ir.Region, live: set, prune: dict) -> None:
 def _dce(fn: ir.Function) -> ir.Function:
     live = {v.id for v in fn.outputs}
     prune: dict = {}
-    _mark(fn.body, live, prune)
-    _sweep(fn.body, live, prune)
+    effects: set = set()
+    _effects(fn.body, effects)
+    _mark(fn.body, live, prune, effects)
+    _sweep(fn.body, live, prune, effects)
     return fn
 
 

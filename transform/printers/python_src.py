@@ -154,8 +154,25 @@ def _region(r: ir.Region, names, pad: str, out: list) -> None:
             _assign([names(v) for v in body.params], ins, pad, out)
             _region(body, names, pad, out)
             _assign(outs, [names(v) for v in body.results], pad, out)
+        elif len(outs) > 1:  # a primitive with several results returns a tuple
+            out.append(f"{pad}{', '.join(outs)} = {_expr(op, ins)}")
+        elif op.name == "check":  # Note [Checks]
+            exc = op.params["exc"]
+            cls = exc.__qualname__ if exc.__module__ == "builtins" else \
+                f"__lg_class({exc.__module__!r}, {exc.__qualname__!r})"
+            out.append(f"{pad}if {ins[0]}:")
+            out.append(f"{pad}    raise {cls}{literal(tuple(op.params['args']))}")
         else:
             _assign(outs, [_expr(op, ins)], pad, out)
+
+
+def exception_class(module: str, qualname: str) -> type:
+    """The class `module.qualname` (the generated code's name for a user's exception)."""
+    import importlib
+    obj = importlib.import_module(module)
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    return obj
 
 
 def to_python(fn: ir.Function) -> str:
@@ -166,7 +183,11 @@ def to_python(fn: ir.Function) -> str:
     """
     names = _Names()
     fname = re.sub(r"\W", "_", fn.name)
-    lines = _PREAMBLE + [f"def {fname}({', '.join(names(p) for p in fn.params)}):"]
+    lines = list(_PREAMBLE)
+    if any(op.name == "check" and op.params["exc"].__module__ != "builtins" for op in fn.walk()):
+        lines.append("from llgrad.transform.printers.python_src import exception_class as "
+                     "__lg_class")
+    lines.append(f"def {fname}({', '.join(names(p) for p in fn.params)}):")
     _region(fn.body, names, "    ", lines)
     lines.append(f"    return ({', '.join(names(v) for v in fn.outputs)},)")
     tree = gast.parse("\n".join(lines) + "\n")

@@ -34,6 +34,8 @@ def _param_str(v) -> str:
         return f"<{aval_str(v.shape, v.dtype)}>"
     if isinstance(v, np.dtype):
         return str(v)
+    if isinstance(v, type):  # an exception class (check)
+        return v.__qualname__
     return repr(v)
 
 
@@ -42,7 +44,8 @@ def _op_line(op: ir.Op, name: Namer) -> str:
     ins = ", ".join(name(v) for v in op.inputs)
     params = ", ".join(f"{k}={_param_str(v)}" for k, v in op.params.items()
                        if k not in ("body", "regions"))
-    text = f"{outs} = {op.name}" + (f" {ins}" if ins else "") + (f" {{{params}}}" if params else "")
+    text = (f"{outs} = " if outs else "") + op.name + (f" {ins}" if ins else "") + \
+        (f" {{{params}}}" if params else "")
     return text
 
 

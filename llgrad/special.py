@@ -1,0 +1,17 @@
+"""`llgrad.special`: special functions, as `torch.special` (and scipy.special's names)."""
+from __future__ import annotations
+
+from llgrad.runtime.functions import logit
+from llgrad.runtime.ops import (
+    digamma, erf, erfc, exp2, expm1, log1p, log_softmax, logsumexp, polygamma, sigmoid, sinc,
+    softmax, xlog1py, xlogy,
+)
+from llgrad.runtime.ops import lgamma as gammaln
+from llgrad.runtime.ops import round  # noqa: A004
+
+expit = sigmoid
+psi = digamma
+
+__all__ = ["expit", "logit", "erf", "erfc", "gammaln", "digamma", "psi", "polygamma", "xlogy",
+           "xlog1py", "logsumexp", "softmax", "log_softmax", "sinc", "exp2", "expm1", "log1p",
+           "round"]

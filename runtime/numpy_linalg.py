@@ -1,0 +1,160 @@
+"""numpy.linalg and scipy.linalg on llgrad values, with their signatures and conventions.
+
+`FUNCTIONS` (numpy callables -> llgrad functions) joins runtime/numpy_api.py's dispatch table
+(`__array_function__`). scipy's functions do not dispatch (they convert their arguments with
+np.asarray first), so `SCIPY` names them by their dotted path: runtime/numpy_api.py resolves
+the names once scipy is imported (Note [Lazily named functions]), and the tracer calls the
+llgrad function where a call passes them a traced value (tracer/operators.py). Anything not
+listed here is an error, never a silent fallback.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from llgrad.runtime import ops
+from llgrad.runtime.aval import normalize_axes
+from llgrad.runtime.errors import UnsupportedError, user_loc
+from llgrad.runtime.ops import elementwise as ew
+from llgrad.runtime.ops._util import shape_of
+from llgrad.runtime.ops.linalg_solve import (
+    _matrices, _rhs, cholesky_solve_p, mT, solve_p, triangular_solve,
+)
+from llgrad.runtime.ops.linalg_spectral import SVDResult
+from llgrad.runtime.ops.structure import tril, triu
+from llgrad.runtime.prim import bind
+
+
+# ---- norms --------------------------------------------------------------------------------------
+def _axes(x, axis):
+    return None if axis is None else normalize_axes(axis, len(shape_of(x)))
+
+
+def norm(x, ord=None, dim=None, keepdim=False):
+    """A vector norm over one axis (or all of a 1-D x), a matrix norm over two (or a 2-D x);
+    the 2-norm of the flattened x when both `ord` and `dim` are None (numpy's np.linalg.norm
+    and torch.linalg.norm)."""
+    x, = _matrices("norm", x)
+    if dim is None:
+        if ord is None:
+            return ops.vector_norm(x, 2.0, None, keepdim)
+        dim = tuple(range(len(shape_of(x))))
+        if len(dim) not in (1, 2):
+            raise ValueError(f"norm: ord={ord!r} needs 1-D or 2-D input (or axis=), got "
+                             f"shape {list(shape_of(x))}")
+    axes = _axes(x, dim)
+    if len(axes) == 1:
+        if isinstance(ord, str):
+            raise ValueError(f"Invalid norm order {ord!r} for vectors")
+        return ops.vector_norm(x, 2.0 if ord is None else ord, axes, keepdim)
+    if len(axes) == 2:
+        return ops.matrix_norm(x, "fro" if ord is None else ord, axes, keepdim)
+    raise ValueError(f"norm: improper number of dimensions to norm: {len(axes)}")
+
+
+# ---- numpy.linalg -------------------------------------------------------------------------------
+def _np_solve(a, b):
+    """numpy 2's rule: b is a (stack of) vector(s) only when b.ndim == 1."""
+    a, b = _matrices("solve", a, b)
+    return _rhs("solve", a, b, len(shape_of(b)) == 1, lambda a, b: bind(solve_p, a, b))
+
+
+def _np_svd(a, full_matrices=True, compute_uv=True, hermitian=False):
+    if hermitian:
+        raise UnsupportedError("np.linalg.svd(hermitian=True) is not supported on llgrad "
+                               "values", loc=user_loc(), fix="leave hermitian=False")
+    if not compute_uv:
+        return ops.svdvals(a)
+    return SVDResult(*ops.svd(a, full_matrices))
+
+
+def _np_pinv(a, rcond=None, hermitian=False, *, rtol=np._NoValue):
+    if rcond is None:  # numpy 2's defaults: rcond 1e-15, or rtol (None: max(m, n) * eps)
+        rcond = 1e-15 if rtol is np._NoValue else rtol
+    return ops.pinv(a, rcond, hermitian)
+
+
+FUNCTIONS = {
+    np.linalg.cholesky: lambda a, upper=False: ops.cholesky(a, upper),
+    np.linalg.solve: _np_solve, np.linalg.inv: ops.inv, np.linalg.det: ops.det,
+    np.linalg.slogdet: ops.slogdet, np.linalg.eigh: ops.eigh, np.linalg.eigvalsh: ops.eigvalsh,
+    np.linalg.svd: _np_svd, np.linalg.qr: ops.qr, np.linalg.matrix_power: ops.matrix_power,
+    np.linalg.pinv: _np_pinv,
+    np.linalg.norm: lambda x, ord=None, axis=None, keepdims=False: norm(x, ord, axis, keepdims),
+}
+if hasattr(np.linalg, "matrix_norm"):  # numpy >= 2
+    FUNCTIONS.update({
+        np.linalg.svdvals: ops.svdvals,
+        np.linalg.matrix_norm: lambda x, *, keepdims=False, ord="fro": ops.matrix_norm(
+            x, ord, (-2, -1), keepdims),
+        np.linalg.vector_norm: lambda x, *, axis=None, keepdims=False, ord=2: ops.vector_norm(
+            x, ord, _axes(x, axis), keepdims),
+    })
+
+
+# ---- scipy.linalg -------------------------------------------------------------------------------
+_TRANS = {0: False, "N": False, 1: True, "T": True, 2: True, "C": True}
+
+
+def _sp_solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
+                         check_finite=True):
+    a, b = _matrices("solve_triangular", a, b)
+    return _rhs("solve_triangular", a, b, len(shape_of(b)) == 1,
+                lambda a, b: triangular_solve(a, b, lower, _TRANS[trans], unit_diagonal))
+
+
+def _sp_cholesky(a, lower=False, overwrite_a=False, check_finite=True):
+    return ops.cholesky(a, upper=not lower)
+
+
+def _sp_cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
+    """(c, lower): the factor in one triangle, `a`'s entries in the other (as scipy's)."""
+    a, = _matrices("cho_factor", a)
+    if lower:
+        return ew.add(ops.cholesky(a), triu(a, 1)), lower
+    return ew.add(ops.cholesky(a, upper=True), tril(a, -1)), lower
+
+
+def _sp_cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+    c, lower = c_and_lower
+    c, b = _matrices("cho_solve", c, b)
+    return _rhs("cho_solve", c, b, len(shape_of(b)) == 1,
+                lambda c, b: bind(cholesky_solve_p, b, c, upper=not lower))
+
+
+_SOLVERS = {None: "gen", "gen": "gen", "general": "gen", "sym": "sym", "symmetric": "sym",
+            "her": "sym", "hermitian": "sym", "pos": "pos", "positive definite": "pos",
+            "lower triangular": "lower", "upper triangular": "upper"}
+
+
+def _sp_solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_finite=True,
+              assume_a=None, transposed=False):
+    """scipy.linalg.solve: LU for general matrices, Cholesky for assume_a='pos'; symmetric
+    and positive definite matrices are read from one triangle (`lower`), as scipy does."""
+    kind = _SOLVERS.get(assume_a)
+    if kind is None:
+        raise UnsupportedError(f"scipy.linalg.solve(assume_a={assume_a!r}) is not supported on "
+                               f"llgrad values", loc=user_loc(),
+                               fix="use assume_a='gen', 'sym', 'pos' or a triangular kind")
+    a, b = _matrices("solve", a, b)
+    if transposed:
+        a = mT(a)
+    vector = len(shape_of(b)) == 1
+    if kind == "pos":
+        return _rhs("solve", a, b, vector, lambda a, b: bind(
+            cholesky_solve_p, b, ops.cholesky(a, upper=not lower), upper=not lower))
+    if kind in ("lower", "upper"):
+        return _rhs("solve", a, b, vector, lambda a, b: triangular_solve(a, b, kind == "lower"))
+    if kind == "sym":  # the symmetric matrix of one triangle
+        a = ew.add(tril(a), mT(tril(a, -1))) if lower else ew.add(triu(a), mT(triu(a, 1)))
+    return _rhs("solve", a, b, vector, lambda a, b: bind(solve_p, a, b))
+
+
+SCIPY = {
+    "scipy.linalg.solve_triangular": _sp_solve_triangular,
+    "scipy.linalg.cholesky": _sp_cholesky,
+    "scipy.linalg.cho_factor": _sp_cho_factor,
+    "scipy.linalg.cho_solve": _sp_cho_solve,
+    "scipy.linalg.solve": _sp_solve,
+    "scipy.linalg.inv": lambda a, overwrite_a=False, check_finite=True: ops.inv(a),
+    "scipy.linalg.det": lambda a, overwrite_a=False, check_finite=True: ops.det(a),
+}

@@ -1,0 +1,194 @@
+"""Special functions (scipy.special's, PyTorch's torch.special): erf, erfc, lgamma (gammaln),
+digamma (psi) and trigamma, logit, xlogy, xlog1py. (expit is `sigmoid` in elementwise.py.)
+
+Declared like every elementwise primitive; their `numpy` entries name scipy.special's ufuncs
+as strings, resolved only once the user has imported scipy (runtime imports numpy alone).
+erf/erfc/lgamma are libm functions (lgamma through the thread-safe `lgamma_r`); digamma and
+trigamma are formulas over scalar ops (See Note [Digamma formula]), one rule serving impl and
+codegen. Gradients: gammaln' = digamma, digamma' = trigamma; trigamma's own is not provided.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from llgrad.runtime.errors import UnsupportedError
+from llgrad.runtime.ops._scalar import LIBM, formula_impl, libm_rule
+from llgrad.runtime.ops.elementwise import (
+    _float_binary, _unary, add, div, elementwise, exp, mul, ne, neg, sub,
+)
+
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+
+
+erf_p = elementwise("erf", LIBM["erf"],
+                    (lambda g, out, x: mul(g, mul(exp(neg(mul(x, x))), _TWO_OVER_SQRT_PI)),),
+                    libm_rule("erf"), numpy="scipy.special.erf")
+erfc_p = elementwise("erfc", LIBM["erfc"],
+                     (lambda g, out, x: mul(g, mul(exp(neg(mul(x, x))), -_TWO_OVER_SQRT_PI)),),
+                     libm_rule("erfc"), numpy="scipy.special.erfc")
+# log|Gamma(x)|; at -inf scipy's -inf (C's lgamma says +inf)
+lgamma_p = elementwise("lgamma", LIBM["lgamma"], (lambda g, out, x: mul(g, digamma(x)),),
+                       lambda s, x: s.select(s.cmp("==", x, -math.inf), -math.inf,
+                                             s.call("lgamma", x)),
+                       numpy="scipy.special.gammaln")
+
+
+# Note [Digamma formula]
+# digamma (psi) is computed in float64 (float32 inputs too, then rounded), in three regimes:
+# x >= 10, the asymptotic series log x - 1/(2x) - sum B_2k / (2k x^2k) (seven terms; the next
+# is below 1e-17 relative there); 1 <= x < 2, Boost's rational approximation written around
+# the positive root 1.4616... (x - root) * (Y + P(x - 1) / Q(x - 1)), the root split in three
+# parts, so values near the root keep their relative accuracy (a recurrence from x + 10
+# would cancel there); and 0 <= x < 10 otherwise, moved into [1, 2) with the recurrence
+# psi(x + 1) = psi(x) + 1/x, unrolled with selects (branch-free, so it vectorises). x < 0
+# reflects: psi(x) = psi(1 - x) - pi / tan(pi x), with tan(pi x) evaluated at x's distance
+# to the nearest integer, an exact reduction (pi * x itself would round). The poles 0, -1,
+# -2, ... give -inf/+inf at +-0 and NaN below, as scipy. Accuracy: a few ulp, except near
+# the roots of psi below 0, where the reflection cancels (as scipy's does). trigamma uses the
+# same scheme with psi1(x) = psi1(x + 1) + 1/x^2 up to x >= 10, the series 1/x + 1/(2x^2) +
+# sum B_2k / x^(2k+1) (no cancellation: all terms are positive), and psi1(x) = pi^2 /
+# sin^2(pi x) - psi1(1 - x).
+_DIGAMMA_ASYM = (1 / 12, -1 / 120, 1 / 252, -1 / 240, 1 / 132, -691 / 32760, 1 / 12)
+_TRIGAMMA_ASYM = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6)
+# Boost's digamma on [1, 2] (53-bit precision): the root in three parts, Y, P and Q.
+_ROOT = (1569415565 / 1073741824, 381566830 / 1073741824 / 1073741824,
+         0.9016312093258695918615325266959189453125e-19)
+_Y = 0.99558162689208984
+_P = (0.25479851061131551, -0.32555031186804491, -0.65031853770896507, -0.28919126444774784,
+      -0.045251321448739056, -0.0020713321167745952)
+_Q = (1.0, 2.0767117023730469, 1.4606242909763515, 0.43593529692665969,
+      0.054151797245674225, 0.0021284987017821144, -0.55789841321675513e-6)
+_BIG = 10.0
+
+
+def _horner(s, z, coeffs):
+    acc = coeffs[-1]
+    for c in reversed(coeffs[:-1]):
+        acc = s.add(s.mul(acc, z), c)
+    return acc
+
+
+def _in_float64(rule):
+    """Evaluate `rule` in float64 and round the result to the input's dtype."""
+    def wrapped(s, x):
+        dt = s.dtype(x)
+        return s.cast(rule(s, s.cast(x, np.float64)), dt)
+    return wrapped
+
+
+def _frac_to_nearest(s, x):
+    """x minus its nearest integer, in (-0.5, 0.5] (exact)."""
+    nn = s.sub(x, s.floor(x))
+    return s.select(s.cmp(">", nn, 0.5), s.sub(nn, 1.0), nn)
+
+
+def _psi(s, y):
+    """digamma of y >= 0 (or -0.0: +inf)."""
+    big = s.cmp(">=", y, _BIG)
+    ya = s.select(big, y, _BIG)  # every lane computes both regimes: keep them finite
+    z = s.div(1.0, s.mul(ya, ya))
+    series = s.sub(s.sub(s.log(ya), s.div(0.5, ya)), s.mul(z, _horner(s, z, _DIGAMMA_ASYM)))
+    t, acc = s.select(big, 1.5, y), s.zero(y)
+    for _ in range(int(_BIG) - 2):  # [2, 10) down to [1, 2): psi(t + 1) = psi(t) + 1/t
+        down = s.cmp(">=", t, 2.0)
+        t = s.select(down, s.sub(t, 1.0), t)
+        acc = s.select(down, s.add(acc, s.div(1.0, t)), acc)
+    up = s.cmp("<", t, 1.0)  # (0, 1) up to [1, 2)
+    acc = s.select(up, s.sub(acc, s.div(1.0, t)), acc)
+    t = s.select(up, s.add(t, 1.0), t)
+    g = s.sub(s.sub(s.sub(t, _ROOT[0]), _ROOT[1]), _ROOT[2])
+    u = s.sub(t, 1.0)
+    near = s.mul(g, s.add(_Y, s.div(_horner(s, u, _P), _horner(s, u, _Q))))
+    return s.select(big, series, s.add(near, acc))
+
+
+def _digamma_rule(s, x):
+    negative = s.cmp("<", x, 0.0)
+    psi = _psi(s, s.select(negative, s.sub(1.0, x), x))
+    nn = _frac_to_nearest(s, x)
+    cot = s.select(s.cmp("==", nn, 0.5), 0.0, s.div(math.pi, s.tan(s.mul(nn, math.pi))))
+    reflected = s.select(s.cmp("==", x, s.floor(x)), math.nan, s.sub(psi, cot))
+    return s.select(negative, reflected, psi)
+
+
+def _trigamma_rule(s, x):
+    negative = s.cmp("<", x, 0.0)
+    y = s.select(negative, s.sub(1.0, x), x)
+    acc = s.zero(y)
+    for _ in range(int(_BIG)):  # up to >= 10: psi1(y) = psi1(y + 1) + 1/y^2
+        small = s.cmp("<", y, _BIG)
+        acc = s.select(small, s.add(acc, s.div(1.0, s.mul(y, y))), acc)
+        y = s.select(small, s.add(y, 1.0), y)
+    z = s.div(1.0, s.mul(y, y))
+    series = s.add(s.add(s.div(1.0, y), s.mul(z, 0.5)),
+                   s.mul(s.div(z, y), _horner(s, z, _TRIGAMMA_ASYM)))
+    psi1 = s.add(series, acc)
+    sn = s.sin(s.mul(_frac_to_nearest(s, x), math.pi))
+    reflected = s.select(s.cmp("==", x, s.floor(x)), math.inf,
+                         s.sub(s.div(math.pi * math.pi, s.mul(sn, sn)), psi1))
+    return s.select(negative, reflected, psi1)
+
+
+def _trigamma_vjp(g, out, x):
+    raise UnsupportedError(
+        "the derivative of trigamma (polygamma(2, x)) is not implemented: digamma is "
+        "differentiable twice, lgamma/gammaln three times, not more",
+        fix="differentiate fewer times, or compute this derivative outside llgrad")
+
+
+_digamma_scalar, _trigamma_scalar = _in_float64(_digamma_rule), _in_float64(_trigamma_rule)
+digamma_p = elementwise("digamma", formula_impl(_digamma_scalar),
+                        (lambda g, out, x: mul(g, trigamma(x)),), _digamma_scalar,
+                        numpy=("scipy.special.digamma", "scipy.special.psi"))
+trigamma_p = elementwise("trigamma", formula_impl(_trigamma_scalar), (_trigamma_vjp,),
+                         _trigamma_scalar, node_name="PolygammaBackward0")
+
+
+def _logit_rule(s, x):
+    # scipy's formula: log(x / (1 - x)) loses precision near 1/2, where
+    # log1p(2(x - 1/2)) - log1p(-2(x - 1/2)) does not.
+    d = s.mul(s.sub(x, 0.5), 2.0)
+    middle = s.sub(s.log1p(d), s.log1p(s.neg(d)))
+    outer = s.log(s.div(x, s.sub(1.0, x)))
+    return s.select(s.or_(s.cmp("<", x, 0.3), s.cmp(">", x, 0.65)), outer, middle)
+
+
+logit_p = elementwise("logit", formula_impl(_logit_rule),
+                      (lambda g, out, x: div(g, mul(x, sub(1, x))),), _logit_rule,
+                      numpy="scipy.special.logit")
+
+
+def _xlog_rule(fn):
+    # x * log(y), 0 where x == 0 unless y is NaN (scipy's and PyTorch's convention)
+    def rule(s, x, y):
+        zero = s.and_(s.cmp("==", x, 0.0), s.cmp("==", y, y))
+        return s.select(zero, 0.0, s.mul(x, getattr(s, fn)(y)))
+    return rule
+
+
+# PyTorch's gradients: d/dx = xlogy(x != 0, y) (0 where x == 0), d/dy = x / y.
+xlogy_p = elementwise("xlogy", formula_impl(_xlog_rule("log")),
+                      (lambda g, out, x, y: mul(g, xlogy(ne(x, 0), y)),
+                       lambda g, out, x, y: div(mul(g, x), y)),
+                      _xlog_rule("log"), numpy="scipy.special.xlogy")
+xlog1py_p = elementwise("xlog1py", formula_impl(_xlog_rule("log1p")),
+                        (lambda g, out, x, y: mul(g, xlog1py(ne(x, 0), y)),
+                         lambda g, out, x, y: div(mul(g, x), add(y, 1))),
+                        _xlog_rule("log1p"), numpy="scipy.special.xlog1py",
+                        node_name="SpecialXlog1PyBackward0")
+
+erf, erfc, lgamma, digamma, trigamma, logit = (
+    _unary(p) for p in (erf_p, erfc_p, lgamma_p, digamma_p, trigamma_p, logit_p))
+xlogy, xlog1py = _float_binary(xlogy_p), _float_binary(xlog1py_p)
+
+
+def polygamma(n, x):
+    """The n-th derivative of digamma, for n = 0 (digamma) and 1 (trigamma)."""
+    if n == 0:
+        return digamma(x)
+    if n == 1:
+        return trigamma(x)
+    raise UnsupportedError(f"polygamma({n}, x): only n = 0 and n = 1 are supported")
+

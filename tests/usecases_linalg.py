@@ -1,0 +1,47 @@
+"""Use cases of numpy.linalg and scipy.linalg (issue 11), registered into tests/usecases.py's
+USECASES (same argument roles: x vectors (4,), m (3, 4), s (3, 3)). Matrices that must be
+invertible or positive definite are built so (s s^T + 3 I); gradients through eigenvectors or
+singular vectors, which need spread-out eigenvalues, are in tests/e2e/test_linalg.py."""
+from __future__ import annotations
+
+import numpy as np
+import scipy.linalg
+
+from tests.usecases import usecase
+
+SCIPY = "scipy.linalg converts its arguments with np.asarray: it takes no Tensors"
+
+
+@usecase
+def linalg_solves(s, x):
+    a = s @ s.T + 3.0 * np.eye(3)
+    return (np.sum(np.linalg.solve(a, x[:3]) * x[1:]) + np.sum(np.linalg.inv(a) * s)
+            + 0.1 * np.linalg.det(a) + np.linalg.slogdet(a)[1]
+            + np.sum(np.linalg.cholesky(a) * s) + np.sum(np.linalg.matrix_power(s * 0.4, 3)))
+
+
+@usecase
+def linalg_decompositions(m, s):
+    w, _ = np.linalg.eigh(s + s.T)
+    q, r = np.linalg.qr(m.T)
+    return (np.sum(w * np.arange(1.0, 4.0)) + np.sum(np.linalg.eigvalsh(s @ s.T) ** 2)
+            + np.sum(np.linalg.svd(m, full_matrices=False)[1]) + np.sum(np.linalg.svdvals(m))
+            + np.sum(q * m.T) + np.sum(r * r) + np.sum(np.linalg.pinv(m) * m.T))
+
+
+@usecase
+def linalg_norms(m, x):
+    return (np.linalg.norm(m, "nuc") + np.linalg.norm(m, 2) + np.linalg.norm(m, -np.inf)
+            + np.linalg.matrix_norm(m, ord=1) + np.linalg.vector_norm(x, ord=3)
+            + np.sum(np.linalg.norm(m[None], np.inf, axis=(1, 2))))
+
+
+@usecase(eager=SCIPY)
+def scipy_cholesky_solves(s, x):
+    a = s @ s.T + 3.0 * np.eye(3)
+    u = scipy.linalg.cholesky(a)
+    c = scipy.linalg.cho_factor(a, lower=True)
+    return (np.sum(scipy.linalg.solve_triangular(u, x[:3], trans=1) * x[1:])
+            + np.sum(scipy.linalg.cho_solve(c, s)) + np.sum(scipy.linalg.solve(a, x[:3],
+                                                                              assume_a="pos"))
+            + 0.1 * scipy.linalg.det(a) + np.sum(scipy.linalg.inv(a) * s))

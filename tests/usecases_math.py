@@ -1,0 +1,106 @@
+"""Use cases (as tests/usecases.py, whose roles name the arguments) for numpy's elementwise
+math, scipy.special and the numpy conversion functions (issue 11). Imported by usecases.py, so
+tests/e2e/test_differentiate.py runs each four ways."""
+from __future__ import annotations
+
+import numpy as np
+import scipy.optimize
+import scipy.special
+from scipy.special import expit
+
+from tests.usecases import usecase
+
+CONVERTS = "numpy's conversions (np.asarray, ...) turn a Tensor into a plain ndarray"
+SCIPY_PYTHON = "scipy's Python functions convert a Tensor with np.asarray (no eager gradient)"
+
+
+# ---- elementwise ufuncs ---------------------------------------------------------------------
+@usecase
+def ufunc_hyperbolic(x, p):
+    return (np.sum(np.sinh(x) * np.cosh(0.5 * x)) + np.sum(np.arcsinh(3.0 * x))
+            + np.sum(np.arccosh(p + 1.0)) + np.sum(np.arctanh(x / (np.abs(x) + 1.5))))
+
+
+@usecase
+def ufunc_inverse_trig(x, w):
+    return (np.sum(np.arcsin(x / 3.0) * w) + np.sum(np.arccos(w / 3.0))
+            + np.sum(np.arctan(x) ** 2) + np.sum(np.arctan2(x, w)) + np.sum(np.arctan2(x, 2.0)))
+
+
+@usecase
+def ufunc_exp_log_bases(x, p, w):
+    return (np.sum(np.exp2(x) * np.log2(p)) + np.sum(np.log10(p) ** 2) + np.sum(np.cbrt(p))
+            + np.sum(np.logaddexp(x, w)) + np.sum(np.logaddexp2(x, 1.0)))
+
+
+@usecase
+def ufunc_hypot_copysign_fmod(x, w, p):
+    return (np.sum(np.hypot(x, w)) + np.sum(np.copysign(p, x) * w)
+            + np.sum(np.fmod(3.0 * x, p) * p) + np.sum(np.fmod(x, 0.3)))
+
+
+@usecase
+def ufunc_rounding(x, p):
+    return (np.sum(np.ceil(2.0 * x) * x) + np.sum(np.trunc(3.0 * x) * p)
+            + np.sum(np.fix(2.5 * x) * x) + np.sum(np.rint(4.0 * x) * x)
+            + np.sum(np.round(x, 2) * p) + np.sum(np.around(x * 10.0, -1) * x))
+
+
+@usecase
+def ufunc_angles_and_friends(x, p, w):
+    return (np.sum(np.reciprocal(p) * np.positive(x)) + np.sum(np.sinc(x) * w)
+            + np.sum(np.deg2rad(x) + np.radians(w) ** 2) + np.sum(np.rad2deg(x) * 0.01)
+            + np.sum(np.degrees(w) * x) * 0.01 + np.sum(np.heaviside(x, 0.5) * w))
+
+
+@usecase
+def ufunc_predicates(x, w):
+    y = np.where(x > 0.0, x, np.inf)
+    z = np.where(w > 0.0, w, np.nan)
+    keep = np.isfinite(y) & ~np.isnan(z) | np.isinf(y) & np.signbit(w)
+    return (np.sum(np.where(keep, x * w, 0.0)) + np.sum(np.nan_to_num(z, nan=0.5) * x)
+            + np.sum(np.nan_to_num(y, posinf=2.0) * w))
+
+
+# ---- scipy.special ------------------------------------------------------------------------
+@usecase
+def scipy_special_ufuncs(x, p, w):
+    return (np.sum(scipy.special.erf(x) * w) + np.sum(scipy.special.erfc(x))
+            + np.sum(scipy.special.gammaln(p + x * 0.1)) + np.sum(scipy.special.digamma(p))
+            + np.sum(scipy.special.psi(p + 1.0)) + np.sum(scipy.special.logit(p / 3.0))
+            + np.sum(expit(x) * w) + np.sum(scipy.special.expit(w))
+            + np.sum(scipy.special.xlogy(x, p)) + np.sum(scipy.special.xlog1py(w, p)))
+
+
+@usecase(eager=SCIPY_PYTHON)
+def scipy_special_functions(m, x, w):
+    return (np.sum(scipy.special.logsumexp(m, axis=1)) + scipy.special.logsumexp(x)
+            + scipy.special.logsumexp(x, b=np.abs(w) + 0.5)
+            + np.sum(scipy.special.logsumexp(m, axis=0, keepdims=True) * x)
+            + np.sum(scipy.special.softmax(m, axis=0) * m) + np.sum(scipy.special.softmax(x) * w)
+            + np.sum(scipy.special.log_softmax(m, axis=1) * m))
+
+
+@usecase(eager=SCIPY_PYTHON)
+def scipy_rosenbrock(x):
+    return scipy.optimize.rosen(x)
+
+
+# ---- conversions --------------------------------------------------------------------------
+@usecase(eager=CONVERTS)
+def conversions(x, w, a):
+    u = np.asarray(x) * np.asanyarray(w) + np.ascontiguousarray(x) * np.asfortranarray(w)
+    v = np.array(x) + np.copy(w) + x.copy() + np.array(w, dtype=np.float64)
+    r = np.array([x[0], a * a, 1.0, w[2]])
+    sign = np.float32(w[3]) > 0  # (a float32 value has no useful finite differences)
+    return (np.sum(u * v) + np.sum(r * x) + np.float64(a * x[1]) + sign * a
+            + np.sum(x.astype(np.result_type(x, 1.0)))
+            + np.sum(np.asarray([[x[1], 2.0], [a, w[0]]]) ** 2))
+
+
+@usecase(eager=CONVERTS)
+def lists_of_traced_values(x, w, a):
+    b = x[0] * w[1]
+    return (np.sum([1.0, a * a, b]) + np.mean([x[2], 2.0 * a]) + np.max([b, a, x[3]])
+            + np.sum(np.stack([x[0], a, 1.0]) * w[1:]) + np.sum(np.concatenate([x, [a, b]]))
+            + np.sum(np.array([x, w]) * x) + np.prod([a, b]))

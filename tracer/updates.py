@@ -1,0 +1,76 @@
+"""Element updates on numpy arrays that involve traced values: `y[i] op= v` and the statement
+`np.add.at(y, i, v)` (convert/calls.py rewrites both to rebind `y`). Called by converted code
+as `__lg.iadd`, `__lg.ufunc_at`, ... (re-exported by operators.py)."""
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable
+
+import numpy as np
+
+from llgrad.runtime.errors import ConcretizationError, user_loc
+
+from .operators import _STAGERS, _region_stager, is_traced, stager_of
+
+
+def _augmented(name: str, op: Callable, iop: Callable) -> Callable:
+    def augmented(a, b):
+        """`a op= b` on the element view `a` of an update `y[i] op= b` (convert/calls.py):
+        numpy cannot write a traced `b` into a numpy `a`, so the new value is computed
+        instead, and the setitem around this call writes it into `y`, as numpy would."""
+        if type(a) is np.ndarray and is_traced(b):
+            out = np.result_type(a, getattr(b, "dtype", type(b)))
+            if not np.can_cast(out, a.dtype, casting="same_kind"):
+                raise TypeError(f"Cannot cast ufunc '{name}' output from {out!r} to "
+                                f"{a.dtype!r} with casting rule 'same_kind'")
+            return op(a, b)
+        return iop(a, b)
+    augmented.__name__ = f"i{name}"
+    return augmented
+
+
+iadd = _augmented("add", operator.add, operator.iadd)
+isub = _augmented("subtract", operator.sub, operator.isub)
+imul = _augmented("multiply", operator.mul, operator.imul)
+itruediv = _augmented("divide", operator.truediv, operator.itruediv)
+ifloordiv = _augmented("floor_divide", operator.floordiv, operator.ifloordiv)
+imod = _augmented("remainder", operator.mod, operator.imod)
+ipow = _augmented("power", operator.pow, operator.ipow)
+imatmul = _augmented("matmul", operator.matmul, operator.imatmul)
+
+
+def ufunc_at(f: Callable, args: tuple) -> Any:
+    """The statement `f(x, ...)` for `f` a `.at` method (`np.add.at(x, idx, v)`), returning
+    the new `x` (convert/calls.py rebinds it). numpy updates `x` in place; a traced `x`, index
+    or value, or a write inside a traced region, makes it a functional update instead (Note
+    [In-place updates are by value]), as for `x[idx] += v` (but accumulating repeated
+    indices, as np.add.at does)."""
+    x, rest = args[0], args[1:]
+    ufunc = getattr(f, "__self__", None)
+    if isinstance(ufunc, np.ufunc) and getattr(f, "__name__", None) == "at" and rest:
+        stager = stager_of(x) or next((s for s in map(stager_of, _flat_index(rest)) if s),
+                                      None)
+        if stager is None and _STAGERS and type(x) is np.ndarray:
+            stager = _region_stager()
+        stage = getattr(stager, "stage_ufunc_at", None)
+        if stager is not None and stage is None:
+            raise ConcretizationError(f"np.{ufunc.__name__}.at on traced values",
+                                      loc=user_loc())
+        if stage is not None:
+            from .aliasing import check_unaliased
+            check_unaliased(x, f"np.{ufunc.__name__}.at", rest[0])
+            return stage(ufunc, x, *rest)
+    f(*args)
+    return x
+
+
+def _flat_index(values):
+    for v in values:
+        if type(v) is tuple:
+            yield from v
+        else:
+            yield v
+
+
+__all__ = ["iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul",
+           "ufunc_at"]
