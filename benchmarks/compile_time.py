@@ -195,7 +195,9 @@ def _child_llgrad(name: str) -> dict:
     t0 = time.perf_counter()
     f.value_and_grad(*args)
     second = time.perf_counter() - t0
-    graphs = list(f._cache.values()) or list(f._graphs.values())  # the staged or last graph
+    from llgrad.compiled import Compiled
+    staged = [c for c in f._cache.values() if isinstance(c, Compiled)]  # (not a signature
+    graphs = staged or list(f._graphs.values())  # sent to the dynamic path): else its last graph
     stats = dict(graphs[-1].stats)
     out = {"first": first, "second": second, "path": stats.get("path", "?").split(" (")[0],
            "ops": stats.get("ops (traced)"), "joint ops": stats.get("ops (forward+backward)"),
