@@ -17,7 +17,7 @@ from contextlib import contextmanager
 import numpy as np
 from llvmlite import ir
 
-from . import jit
+from . import jit, once
 from .loops import I64, PTR, for_range
 from .native_errors import define_sigint_handler
 
@@ -177,7 +177,9 @@ def fast_path_available(cache: jit.ObjectCache | None = None) -> bool:
             if _fast_path is None:
                 fast = _offsets_hold()
                 names = ["llgrad_on_sigint"] + (["llgrad_call_arrays"] if fast else [])
-                _support.update(jit.compile_module(_support_ir(fast), names, cache))
+                with once.paid("support module"):  # O1: the loops are already tight
+                    _support.update(jit.compile_module(_support_ir(fast), names, cache,
+                                                       opt_level=1))
                 if fast:
                     _trampoline = _TRAMPOLINE_CFUNC(_support["llgrad_call_arrays"])
                 _fast_path = fast

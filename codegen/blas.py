@@ -15,6 +15,7 @@ from functools import cache
 import llvmlite.binding as llvm
 from llvmlite import ir
 
+from . import once
 from .loops import I64, PTR, IndexLike, const, elementwise, for_range, load, store
 from .vmath import splat, vector_width
 
@@ -40,6 +41,11 @@ def blas_address(name: str) -> int | None:
     LP64 (32-bit) integers, no hidden string lengths. scipy is imported here, lazily; without
     it this returns None and callers fall back to loop nests.
     """
+    with once.paid("libraries"):
+        return _find_blas(name)
+
+
+def _find_blas(name: str) -> int | None:
     address = _wheel_openblas(name)
     if address is not None:
         return address
@@ -192,9 +198,113 @@ def emit_loop_matmul(builder: ir.IRBuilder, dtype: str, a: ir.Value, b: ir.Value
 
     The innermost loop runs along rows of `c` (and of `b` unless `trans_b`), contiguous, and
     is emitted as explicit vector code (loops.py, Note [Explicit vector loops]), so the
-    pipeline need not vectorise it; buffers should be `noalias` (abi.define_kernel).
+    pipeline need not vectorise it; buffers should be `noalias` (abi.define_kernel). A
+    product of static size of at least OUTLINE_MIN_FLOPS is one function per shape in the
+    module, called here (Note [Outlined matmuls]).
     """
+    if all(isinstance(d, int) for d in (m, n, k)) and m * n * k >= OUTLINE_MIN_FLOPS:
+        fn = _outlined_matmul(builder.module, dtype, m, n, k, trans_a, trans_b, accumulate)
+        builder.call(fn, [a, b, c])
+    else:
+        _loop_matmul(builder, dtype, a, b, c, m, n, k, trans_a, trans_b, accumulate)
+
+
+# Note [Outlined matmuls]
+# Small products (below BLAS_MIN_FLOPS) are loop nests. Emitted inline, every product pays
+# LLVM again: a tanh RNN unrolled 10 times has 49 of them, ~25 ms of LLVM each at O3. They
+# repeat a few shapes (forward, and each operand's gradient), so each shape is one internal
+# `noinline` function of the module with `noalias` operands (a result never overlaps an
+# operand: plan.py), optimised once however often it is called; a call costs nanoseconds
+# next to a product of OUTLINE_MIN_FLOPS or more. Tinier products stay inline, where LLVM
+# can keep them in registers.
+OUTLINE_MIN_FLOPS = 64
+
+
+# Note [Rows in registers]
+# When a row of c fits in ROW_IN_REGISTERS vectors, the nest keeps it in registers across
+# the p loop (one accumulator per vector, promoted from allocas by SROA): the code LLVM's
+# unroller makes of the plain nest at O3, written out, so that O1 gives it too (one load of
+# b's row and one multiply-add per vector per p; c is read and written once per row). The
+# products are summed in the same order, p = 0, 1, ..., as the plain nest's.
+ROW_IN_REGISTERS = 16
+UNROLL_P = 64  # multiply-adds per row written out straight-line (b's rows contiguous)
+
+
+def _row_matmul(builder, elem, width, a, b, c, m, n, k, trans_a, trans_b, accumulate) -> None:
+    """c[i, :] (+)= sum over p of a[i, p] * b[p, :], with c[i, :] held in registers (b's
+    row gathered element by element when b is stored transposed)."""
+    chunks = [(j, width) for j in range(0, n - n % width, width)]
+    chunks += [(j, 1) for j in range(n - n % width, n)]
+    types = [elem if w == 1 else ir.VectorType(elem, w) for _, w in chunks]
+    unrolled = not trans_b and k * len(chunks) <= UNROLL_P  # straight-line over p, as O3 would
+    if not unrolled:  # the row's accumulators across the p loop (SROA makes them registers)
+        with builder.goto_entry_block():
+            slots = [builder.alloca(t, name="mm.acc") for t in types]
+    n_v, k_v, m_v = const(n), const(k), const(m)
+
+    def products(i, p) -> list:
+        """a[i, p] * b[p, chunk] for each chunk of the row."""
+        a_idx = builder.add(builder.mul(p, m_v), i) if trans_a else \
+            builder.add(builder.mul(i, k_v), p)
+        a_ip = load(builder, a, a_idx, elem)
+        row_b = p if trans_b else builder.mul(p, n_v)
+        a_vec = splat(builder, a_ip, width) if any(w > 1 for _, w in chunks) else None
+        out = []
+        for (j, w), t in zip(chunks, types):
+            if not trans_b:
+                b_w = load(builder, b, builder.add(row_b, const(j)), elem, w)
+            else:  # b[p, j + q] is stored at (j + q) * k + p
+                b_w = ir.Constant(t, ir.Undefined) if w > 1 else None
+                for q in range(w):
+                    x = load(builder, b, builder.add(row_b, const((j + q) * k)), elem)
+                    b_w = x if w == 1 else builder.insert_element(
+                        b_w, x, ir.Constant(ir.IntType(32), q))
+            out.append(builder.fmul(a_ip if w == 1 else a_vec, b_w))
+        return out
+
+    with for_range(builder, 0, m, name="mm.i") as i:
+        row_c = builder.mul(i, n_v)
+        accs = [load(builder, c, builder.add(row_c, const(j)), elem, w) if accumulate
+                else ir.Constant(t, 0.0 if w == 1 else [0.0] * w)
+                for (j, w), t in zip(chunks, types)]
+        if unrolled:
+            for p in range(k):
+                accs = [builder.fadd(acc, prod) for acc, prod in zip(accs, products(i, const(p)))]
+        else:
+            for acc, slot in zip(accs, slots):
+                builder.store(acc, slot)
+            with for_range(builder, 0, k, name="mm.p") as p:
+                for slot, prod in zip(slots, products(i, p)):
+                    builder.store(builder.fadd(builder.load(slot), prod), slot)
+            accs = [builder.load(slot) for slot in slots]
+        for (j, _), acc in zip(chunks, accs):
+            store(builder, acc, c, builder.add(row_c, const(j)))
+
+
+def _outlined_matmul(module: ir.Module, dtype: str, m: int, n: int, k: int, trans_a: bool,
+                     trans_b: bool, accumulate: bool) -> ir.Function:
+    flags = ("t" if trans_a else "n") + ("t" if trans_b else "n") + ("a" if accumulate else "")
+    name = f"llgrad.mm.{dtype}.{m}x{n}x{k}.{flags}"
+    fn = module.globals.get(name)
+    if fn is None:
+        fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR] * 3), name)
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        fn.attributes.add("nounwind")
+        for arg in fn.args:
+            arg.add_attribute("noalias")
+        b = ir.IRBuilder(fn.append_basic_block("entry"))
+        _loop_matmul(b, dtype, *fn.args, m, n, k, trans_a, trans_b, accumulate)
+        b.ret_void()
+    return fn
+
+
+def _loop_matmul(builder, dtype, a, b, c, m, n, k, trans_a, trans_b, accumulate) -> None:
     elem = _GEMM[dtype][1]
+    width = vector_width(dtype)
+    if isinstance(n, int) and isinstance(k, int) and n <= ROW_IN_REGISTERS * width:
+        _row_matmul(builder, elem, width, a, b, c, m, n, k, trans_a, trans_b, accumulate)
+        return
     m_v, n_v, k_v = const(m), const(n), const(k)
     with for_range(builder, 0, m, name="mm.i") as i:
         row_c = builder.mul(i, n_v)

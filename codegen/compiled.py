@@ -117,13 +117,13 @@ class CompiledModule:
     @property
     def optimized_ir(self) -> str:
         if self._optimized is None:
-            self._optimized = jit.optimized_ir(self.llvm_ir)
+            self._optimized = jit.optimized_ir(self.llvm_ir, self.stats.get("opt level"))
         return self._optimized
 
     @property
     def asm(self) -> str:
         if self._asm is None:
-            self._asm = jit.assembly(self.llvm_ir)
+            self._asm = jit.assembly(self.llvm_ir, self.stats.get("opt level"))
         return self._asm
 
 

@@ -1,5 +1,6 @@
 """The on-disk compile cache: native object code plus the IR it came from, so a script's
-second run skips optimisation, AD and LLVM (it still traces, to compute the key).
+second run skips optimisation, AD and LLVM (it still traces, to compute the key: Note
+[Warm starts]).
 
 Key: the traced IR's structural fingerprint, the entries and `wrt`, llgrad's version, the
 LLVM version, and the host CPU name and features. The kernels' calling trampoline
@@ -379,6 +380,25 @@ def load_module(k: str):
     except (KeyError, TypeError, ValueError, RuntimeError) as e:  # JitError: refused object
         _note(f"cache entry for {k} not used: {type(e).__name__}: {e}")
         return None
+
+
+# Note [Warm starts]
+# What a warm start may skip is bounded by what proves the stored code is still the code
+# Python would run. The key is the traced IR (plus wrt, the signature and the compiler
+# environment): tracing runs the function's current code with its current globals and
+# closure, through every helper it calls, so a changed function, a changed global or a
+# changed helper gives another IR and another key, and can never load stale code; the
+# trace's guards (tracer/captures.py) then check the globals at each later call, as on a
+# cold start. Everything after the trace is a pure function of the IR, so a hit skips the
+# IR passes and AD as well as LLVM (llgrad/compiled.py, Note [Stages on first use]: the
+# stages are made only when something needs them; a joint entry is stored only after AD
+# succeeded on the same IR). What a warm start still pays: converting the source (gast, ~8
+# ms for a small function), the trace (~1 ms per 100 ops), the key, reading and loading the
+# object code (~4 ms with the calling trampoline), and loading llvmlite (~20-40 ms once per
+# process; it is needed to load object code at all). A key that skips the trace too
+# (function source and signature) would have to cover every function the trace reaches and
+# every value it reads: the guards record only data globals (not helpers, modules,
+# attributes of objects), so it could load code for a changed helper. It is not done.
 
 
 # Note [Cache entry format]

@@ -24,7 +24,6 @@ from __future__ import annotations
 import operator
 import threading
 import types
-import warnings
 from typing import Callable
 
 import numpy as np
@@ -217,29 +216,6 @@ def note_function(fn: Callable) -> None:
         stack[-1].add_function(fn)
 
 
-class RetraceWarning(UserWarning):
-    """A compiled function is traced again and again because what it captured keeps changing."""
-
-
-_RETRACES_BEFORE_WARNING = 8
-
-
-def note_retrace(owner, guards) -> None:
-    """Count a retrace of `owner` (a compiled function) because `guards` failed; at the 8th,
-    warn once naming the global or closure variable that changed."""
-    n = getattr(owner, "_lg_guard_retraces", 0) + 1
-    owner._lg_guard_retraces = n
-    if n != _RETRACES_BEFORE_WARNING:
-        return
-    name = next((g.name for g in guards if not g.holds()), "?")
-    warnings.warn(
-        f"llgrad: {getattr(owner, '__name__', 'a compiled function')} was traced again "
-        f"{n} times because `{name}`, which it reads as a global or closure variable, "
-        f"changed between calls (Note [Captured values are guarded]); pass it as an "
-        f"argument instead, or keep data the function only writes to (a log) out of it",
-        RetraceWarning, stacklevel=4)
-
-
 def hold(guards) -> bool:
     """True if every guard still holds (the compiled code is still what Python would run)."""
     for g in guards:
@@ -248,5 +224,9 @@ def hold(guards) -> bool:
     return True
 
 
-__all__ = ["Guard", "Recording", "RetraceWarning", "recording", "stop", "note_function", "hold",
-           "note_retrace"]
+def failed(guards) -> Guard | None:
+    """The first guard that no longer holds (the reason to trace again), or None."""
+    return next((g for g in guards if not g.holds()), None)
+
+
+__all__ = ["Guard", "Recording", "recording", "stop", "note_function", "hold", "failed"]

@@ -351,7 +351,10 @@ class LoopEffects:
             targets = [(None, x) if isinstance(x, _IMMUTABLE) else _target(x) for x in leaves]
             if any(t is None for t in targets):
                 bad = next(x for x, t in zip(leaves, targets) if t is None)
-                reasons.append(f"it appends a {type(bad).__name__} to the list `{label}`")
+                what = ("an array whose shape changes across iterations (a slice of "
+                        "loop-dependent length)" if type(bad).__name__ == "Padded"
+                        else f"a {type(bad).__name__} object")
+                reasons.append(f"it appends {what} to the list `{label}`")
                 return False
             specs.append((struct, targets))
         if buf is not None:

@@ -67,6 +67,7 @@ class IRStager:
 
     def __init__(self):
         self.unroll: set = set()  # (loc, reason) of loops run as Python (Note [Unrolled loops])
+        self.copies: dict = {}  # (file, line) of an unrolled loop -> body copies traced
         self.region_locs: dict = {}  # id(region) -> ("loop" | "if", loc), for scope errors
         self.promoted: dict = {}  # id(v) -> (v, loc): Python values a static loop made traced
         self.stores = StoreLog()  # Note [Stores in traced branches]
@@ -246,6 +247,8 @@ class IRStager:
         if self._wants_unroll(loc):
             if not static:
                 raise _cannot_unroll("loop", loc, self._reason(loc))
+            key = (loc.file, loc.line)
+            self.copies[key] = self.copies.get(key, 0) + len(range(start, stop, step))
             return self._run_python(range(start, stop, step), item, extra_test, body_fn)
         start_v, stop_v = (b.lift(np.int64(v)) if not _is_val(v) else _int_bound(v, loc)
                            for v in (start, stop))

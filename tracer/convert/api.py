@@ -135,7 +135,7 @@ def _no_source(fn) -> bool:
 def warn_no_source(fn) -> None:
     """The warning of Note [Code without a source file], naming `fn`, at the user's line."""
     import warnings
-    from llgrad.runtime.errors import user_loc
+    from llgrad.runtime.errors import PerformanceWarning, user_loc
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
     loc = user_loc()
     warnings.warn_explicit(
@@ -145,7 +145,7 @@ def warn_no_source(fn) -> None:
         f"body per iteration (compile time grows with the trip count), and a traced "
         f"condition takes the per-call dynamic path. Define it in a .py file, or register "
         f"its source before exec: linecache.cache[name] = (len(src), None, "
-        f"src.splitlines(True), name); exec(compile(src, name, 'exec'))", UserWarning,
+        f"src.splitlines(True), name); exec(compile(src, name, 'exec'))", PerformanceWarning,
         loc.file if loc else "<unknown>", loc.line if loc else 0)
 
 
