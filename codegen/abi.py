@@ -10,6 +10,7 @@ builds that entry around an internal body whose parameters are `noalias` buffer 
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -208,7 +209,7 @@ class Kernel:
         self.name = name
         self._entry = _ENTRY_CFUNC(address)
         if fast_path_available():
-            self._call = _bind(_trampoline, address)
+            self._call = functools.partial(_trampoline, address)
         else:
             entry = self._entry
             self._call = lambda arrays: entry(pointer_array(arrays))
@@ -231,9 +232,3 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<Kernel {self.name} at {self.address:#x}, {self.n_buffers} buffers>"
-
-
-def _bind(trampoline: ctypes._CFuncPtr, address: int):  # noqa: ANN202
-    def call(arrays: tuple[np.ndarray, ...]) -> int:
-        return trampoline(address, arrays)
-    return call
