@@ -23,7 +23,7 @@ from .loops import I64, PTR, for_range
 from .native_errors import define_sigint_handler
 
 __all__ = [
-    "ENTRY_TYPE", "ALIGN", "define_kernel", "Kernel", "callable_pointer", "pointer_array",
+    "ENTRY_TYPE", "ALIGN", "TAPE_HEADER", "define_kernel", "Kernel", "callable_pointer", "pointer_array",
     "fast_path_available", "support_address",
 ]
 
@@ -32,6 +32,9 @@ ENTRY_TYPE = ir.FunctionType(I64, [PTR])
 # the planner places in it (plan.py) and every constant global (compile.py). Kernels assume
 # only element alignment for their loads and stores (loops.py); this is for the cache.
 ALIGN = 64
+# Each loop tape keeps {data pointer, rows allocated} (2 x i64) in the workspace, just before
+# the error record, so its buffer outlives the call (Note [Tapes in codegen] in plan.py).
+TAPE_HEADER = 16
 _ENTRY_CFUNC = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
 _TRAMPOLINE_CFUNC = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.py_object)
 
