@@ -23,8 +23,8 @@ from .loops import I64, PTR, for_range
 from .native_errors import define_sigint_handler
 
 __all__ = [
-    "ENTRY_TYPE", "ALIGN", "TAPE_HEADER", "define_kernel", "Kernel", "callable_pointer", "pointer_array",
-    "fast_path_available", "support_address",
+    "ENTRY_TYPE", "ALIGN", "TAPE_HEADER", "define_kernel", "Kernel", "callable_pointer",
+    "pointer_array", "fast_path_available", "support_address",
 ]
 
 ENTRY_TYPE = ir.FunctionType(I64, [PTR])

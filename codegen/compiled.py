@@ -184,11 +184,7 @@ def load_object(object_code: bytes, layout: dict, llvm_ir: str, stats: dict,
     """A CompiledModule from object code made by `compile_functions(keep_object=True)` (in
     this process or an earlier one with the same LLVM, CPU and llgrad version)."""
     from . import blas, vmath  # symbols the object code may reference
-    if "llgrad_blas_" in llvm_ir:
-        blas.register_symbols()  # imports scipy: only when the code calls gemm
-    if "llgrad_lapack_" in llvm_ir:
-        from . import lapack
-        lapack.register_symbols(llvm_ir)
+    blas.register_symbols(llvm_ir)  # gemm and LAPACK: Note [One BLAS, one thread pool]
     vmath.mvec_available()
     addresses = jit.get_jit().add_object(object_code, [s for s, *_ in layout.values()])
     cm = assemble(layout, addresses, llvm_ir, stats, workspace)
