@@ -4,7 +4,7 @@ The scenario (codegen/blas.py, Note [One BLAS, one thread pool]): a user's loop 
 compiled Gaussian-process step (``gp_nlml`` value and gradient, n=200: kernel matrix, compiled
 Cholesky and triangular solves) with a numpy matmul of their own (200x200). Compiled code that
 calls scipy's OpenBLAS while numpy calls its own runs two thread pools whose idle threads spin
-while the other's work: on this 2-core machine each iteration went from ~1 ms to 130-400 ms.
+while the other's work: on this 2-core machine each iteration went from ~1 ms to 130-680 ms.
 
 Each configuration runs in a fresh process (thread counts are fixed when OpenBLAS loads):
 the library compiled code calls (numpy's, llgrad's choice; or scipy's, forced, as llgrad

@@ -46,7 +46,7 @@ ROUTINES = ("gemm", "trsm", "potrf", "getrf", "syevd", "gesdd", "geqrf", "orgqr"
 # integer arguments), scipy's bundle their own (scipy.libs/libscipy_openblas-<hash>.so, LP64,
 # `scipy_<name>_`). Each has its own thread pool, and two pools on the same cores fight:
 # compiled cholesky and triangular solves on scipy's library, then the user's numpy matmul on
-# numpy's, took a 0.9 ms Gaussian-process step to 130-400 ms on this 2-core machine (each
+# numpy's, took a 0.9 ms Gaussian-process step to 130-680 ms on this 2-core machine (each
 # pool's threads spin waiting for work while the other's run; benchmarks/blas_pools.py).
 # So generated code calls numpy's library when it has every routine in ROUTINES (in both
 # precisions), and scipy's only when it does not: never one library for gemm and another for
