@@ -368,8 +368,8 @@ class Differentiable:
 # hit maps arguments to leaves and results to Python values with plans made once, and calls
 # the native entry directly once it is compiled (`Entry.run`: the key has checked class,
 # dtype and shape, so only C order is checked). Anything else takes the general path, which
-# fills this table. Costs (this 2-core machine, x * 2.0 on 10 float64): ~2.0 us a call, of which
-# the ctypes call ~0.27 us, np.empty ~0.12 us, reading LLGRAD_DISABLE_JIT ~0.13 us
+# fills this table. Costs (this 2-core machine, x * 2.0 on 10 float64): ~1.4 us a call, of which
+# the ctypes call ~0.27 us, np.empty ~0.12 us, reading LLGRAD_DISABLE_JIT ~0.05 us
 # (runtime/config.py, Note [Reading flags per call]); numpy's own x * 2.0 takes ~0.4 us.
 _LEAF_DTYPES = frozenset(sig.TRACED_DTYPES)
 
@@ -394,8 +394,8 @@ def _fast_key(args):
 class _FastCall:
     """Precomputed argument and result plans of one signature (Note [Per-call fast path])."""
 
-    __slots__ = ("c", "arrays", "as_is", "native", "scalar_out", "grad_plan", "single",
-                 "guards")
+    __slots__ = ("c", "arrays", "as_is", "native", "array_out", "scalar_out", "grad_plan",
+                 "single", "guards")
 
     def __init__(self, c: Compiled, args, wrt_args, single):
         self.c, self.guards = c, c.trace.guards
@@ -404,8 +404,9 @@ class _FastCall:
         self.as_is = all(type(a) is np.ndarray for a in args)  # the arguments are the leaves
         self.native: dict = {}  # entry name -> its codegen Entry, once compiled
         specs = sig.leaf_specs(c.trace.out_struct)
-        self.scalar_out = (specs[0].to_python if len(specs) == 1 and
-                           isinstance(c.trace.out_struct, sig.Leaf) else None)
+        one = len(specs) == 1 and isinstance(c.trace.out_struct, sig.Leaf)
+        self.array_out = one and specs[0].scalar is None  # returned as it is (an ndarray)
+        self.scalar_out = specs[0].to_python if one else None
         pos = {i: k for k, (i, _) in enumerate(self.arrays)}
         n_out = len(c.trace.fn.outputs)
         # Each wrt argument is one leaf here: where its cotangent is, and whether it is a float.
@@ -435,6 +436,8 @@ class _FastCall:
         return native.run(leaves)
 
     def value(self, outs):
+        if self.array_out:
+            return outs[0]
         if self.scalar_out is not None:
             return self.scalar_out(outs[0])
         return _rebuild_outputs(self.c.trace.out_struct, outs[:len(self.c.trace.fn.outputs)])
