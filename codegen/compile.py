@@ -79,8 +79,8 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
             stats["ops"][op.prim.name] = stats["ops"].get(op.prim.name, 0) + 1
         symbol = f"llgrad{mid}_{_ident(name)}"
         consts = _Constants(module, symbol)
-        n, sites, record = emit_function(plan, module, symbol, consts, stats)
-        kernels[name] = (symbol, n, sites, record)
+        n, sites, record, tapes = emit_function(plan, module, symbol, consts, stats)
+        kernels[name] = (symbol, n, sites, record, tapes)
         plans[name] = plan
         workspace = max(workspace, record + 8)  # the error record ends the workspace
         stats[f"constant bytes ({name})"] = consts.bytes
@@ -109,8 +109,8 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
     layout = {name: (symbol, n, [(tuple(v.aval.shape), np.dtype(v.aval.dtype))
                                  for v in fns[name].params],
                      [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in fns[name].outputs],
-                     sites, record)
-              for name, (symbol, n, sites, record) in kernels.items()}
+                     sites, record, tapes)
+              for name, (symbol, n, sites, record, tapes) in kernels.items()}
     cm = assemble(layout, addresses, llvm_ir, stats, workspace)
     cm.object_code = obj
     return cm

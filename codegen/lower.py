@@ -111,19 +111,21 @@ class Ctx:
 
 
 def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stats,
-                  ) -> tuple[int, list[Site], int]:
+                  ) -> tuple[int, list[Site], int, int]:
     """Emit the kernel `name` for `plan` into `module`; returns its buffer count, its failure
-    sites and the workspace offset of its error record (Note [Native errors])."""
-    from .abi import define_kernel
+    sites, the workspace offset of its error record (Note [Native errors]) and its number of
+    tape headers, which lie just before the record (Note [Tapes in codegen])."""
+    from .abi import TAPE_HEADER, define_kernel
     n = len(plan.fn.params) + len(plan.fn.outputs) + 1
-    record = -(-plan.workspace // 8) * 8
+    tapes_at = -(-plan.workspace // 8) * 8
+    record = tapes_at + TAPE_HEADER * len(plan.tape_rows)
     with define_kernel(module, name, n) as (builder, buffers):
         ctx = Ctx(plan, builder, buffers, consts, stats, Failures(builder, buffers[-1], record))
         slot_types = {}
         for v, (kind, where) in plan.storage.items():
             if kind == "slot":
                 slot_types[where] = ew.memtype(v.aval.dtype)
-        from .lowerings.control import free_tapes, init_tapes
+        from .lowerings.control import init_tapes, keep_tapes
         if any(isinstance(u, ControlUnit) and u.op.prim is not cond_p
                for u in plan.all_units()):
             ctx.failures.begin_polling()
@@ -133,12 +135,12 @@ def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stat
         else:
             for k in sorted(slot_types):
                 ctx.slots[k] = builder.alloca(slot_types[k], name=f"slot{k}")
-            init_tapes(ctx)
+            init_tapes(ctx, tapes_at)
             for u in plan.units:
                 _emit_unit(ctx, u)
-            free_tapes(ctx)
-        ctx.failures.finish(lambda b: free_tapes(ctx))
-    return n, ctx.failures.sites, record
+            keep_tapes(ctx, tapes_at)
+        ctx.failures.finish(lambda b: keep_tapes(ctx, tapes_at, failed=True))
+    return n, ctx.failures.sites, record, len(plan.tape_rows)
 
 
 # Note [Kernel segments]

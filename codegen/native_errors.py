@@ -31,11 +31,11 @@ from .loops import I64, PTR
 # Emission: a lowering calls `ctx.fail_if(cond, kind, op, info, value)`; `Failures.fail_if`
 # branches, marked unlikely, to a block of its own that stores `value` in the record and jumps
 # to the kernel's one failure exit, which frees every heap buffer the kernel holds (the tapes,
-# Note [Tapes in codegen]; a failed realloc leaves the old buffer in the tape's header, so it
-# is freed too) and returns the status, a phi over the sites. The success path pays only the
-# checks themselves (an index test is one unsigned compare) and, in Python, one test of the
-# returned int.
-# Raising: `Entry.__call__` (compiled.py) hands a nonzero status to `raise_for` with the
+# also those a successful call kept in the workspace, Note [Tapes in codegen]; a failed
+# realloc leaves the old buffer in the tape's header, so it is freed too) and returns the
+# status, a phi over the sites. The success path pays only the checks themselves (an index
+# test is one unsigned compare) and, in Python, one test of the returned int.
+# Raising: `Entry.run` (compiled.py) hands a nonzero status to `raise_for` with the
 # record's value: kind "index" raises IndexingError (an IndexError) with numpy's message, as
 # the interpreter does; "memory" OutOfMemoryError (a MemoryError); "user" raises `cls(*args)`
 # from info = (cls, args) with a note naming the line (for a user `raise` inside a traced

@@ -126,8 +126,11 @@ MAX_SCATTERS = 64
 # carries and cond operands/results share a header, so pushing never copies a header). tape_new
 # resets the row count and makes sure the heap buffer holds `rows` rows (16 when the count is
 # dynamic, None), reusing a buffer left by an earlier execution; tape_push grows it by
-# realloc (doubling) when full; tape_get copies one row. Every buffer is freed when the kernel
-# returns. Headers start {null, 0, 0} at kernel entry.
+# realloc (doubling) when full; tape_get copies one row. A header starts each call from the
+# {data, rows allocated} its tape had when the last call in this thread returned, kept in the
+# workspace before the error record (abi.TAPE_HEADER bytes each; {null, 0} at first), and goes
+# back there when the call succeeds: the buffer outlives the call (Note [Workspaces] in
+# compiled.py). A call that fails, and a buffer over lowerings/control.KEEP_BYTES, free it.
 
 
 class _AccumOp:

@@ -196,46 +196,46 @@ def flatten(tree, names=None, paths: list | None = None) -> tuple[list, Any]:
     function receives the object itself (Note [Static arguments]).
     """
     leaves: list = []
-
-    def rec(x, where):
-        nt = pytree.node_type(x)
-        if nt is not None:
-            n0 = len(leaves)
-            children, aux = nt.flatten(x)
-            kids = tuple(rec(c, w) for c, w in zip(children, _child_paths(nt, x, aux, where,
-                                                                          len(children))))
-            if len(leaves) == n0 and nt.kind in ("dataclass", "custom"):
-                if paths is not None:
-                    del paths[n0:]
-                return Static(x)
-            return pytree.Node(nt, aux, kids, key=None if aux is None else static_key(aux))
-        aval = getattr(x, "aval", None)
-        if aval is not None and hasattr(type(x), "_lg_level"):  # an IR value (nested tracing)
-            leaf = Leaf(tuple(aval.shape), aval.dtype)
-        elif isinstance(x, np.ndarray) or (hasattr(x, "_data") and
-                                           isinstance(x._data, np.ndarray)):
-            arr = x if isinstance(x, np.ndarray) else x._data
-            if arr.dtype not in TRACED_DTYPES:
-                raise _unsupported_dtype(arr, where)
-            x, leaf = arr, Leaf(arr.shape, arr.dtype)
-        elif isinstance(x, float) and not isinstance(x, np.floating):
-            x, leaf = np.asarray(float(x), dtype=np.float64), Leaf((), np.dtype(np.float64), float)
-        elif isinstance(x, np.floating):
-            if x.dtype not in TRACED_DTYPES:
-                raise DTypeError(f"unsupported dtype {x.dtype} for a scalar argument",
-                                 fix="use np.float64 or np.float32 scalars")
-            x, leaf = np.asarray(x), Leaf((), x.dtype, type(x))
-        else:
-            return Static(x)
-        leaves.append(x)
-        if paths is not None:
-            paths.append(where)
-        return leaf
-
-    if names is not None:
-        kids = tuple(rec(x, n.lstrip("*")) for n, x in zip(names, tree))
+    if names is not None:  # no closure: Note [No reference cycles per call] (pytree.py)
+        kids = tuple(_flatten(x, n.lstrip("*"), leaves, paths) for n, x in zip(names, tree))
         return leaves, pytree.Node(pytree.node_type(()), None, kids)
-    return leaves, rec(tree, "the argument")
+    return leaves, _flatten(tree, "the argument", leaves, paths)
+
+
+def _flatten(x, where: str, leaves: list, paths: list | None):
+    nt = pytree.node_type(x)
+    if nt is not None:
+        n0 = len(leaves)
+        children, aux = nt.flatten(x)
+        kids = tuple(_flatten(c, w, leaves, paths)
+                     for c, w in zip(children, _child_paths(nt, x, aux, where, len(children))))
+        if len(leaves) == n0 and nt.kind in ("dataclass", "custom"):
+            if paths is not None:
+                del paths[n0:]
+            return Static(x)
+        return pytree.Node(nt, aux, kids, key=None if aux is None else static_key(aux))
+    aval = getattr(x, "aval", None)
+    if aval is not None and hasattr(type(x), "_lg_level"):  # an IR value (nested tracing)
+        leaf = Leaf(tuple(aval.shape), aval.dtype)
+    elif isinstance(x, np.ndarray) or (hasattr(x, "_data") and
+                                       isinstance(x._data, np.ndarray)):
+        arr = x if isinstance(x, np.ndarray) else x._data
+        if arr.dtype not in TRACED_DTYPES:
+            raise _unsupported_dtype(arr, where)
+        x, leaf = arr, Leaf(arr.shape, arr.dtype)
+    elif isinstance(x, float) and not isinstance(x, np.floating):
+        x, leaf = np.asarray(float(x), dtype=np.float64), Leaf((), np.dtype(np.float64), float)
+    elif isinstance(x, np.floating):
+        if x.dtype not in TRACED_DTYPES:
+            raise DTypeError(f"unsupported dtype {x.dtype} for a scalar argument",
+                             fix="use np.float64 or np.float32 scalars")
+        x, leaf = np.asarray(x), Leaf((), x.dtype, type(x))
+    else:
+        return Static(x)
+    leaves.append(x)
+    if paths is not None:
+        paths.append(where)
+    return leaf
 
 
 def _child_paths(nt, x, aux, where: str, n: int) -> list[str]:
@@ -292,15 +292,16 @@ def unflatten(struct, leaves) -> Any:
 
 def leaf_specs(struct) -> list[Leaf]:
     out: list[Leaf] = []
-
-    def rec(s):
-        if type(s) is Leaf:
-            out.append(s)
-        elif type(s) is pytree.Node:
-            for c in s.children:
-                rec(c)
-    rec(struct)
+    _leaf_specs(struct, out)  # no closure: Note [No reference cycles per call] (pytree.py)
     return out
+
+
+def _leaf_specs(s, out: list) -> None:
+    if type(s) is Leaf:
+        out.append(s)
+    elif type(s) is pytree.Node:
+        for c in s.children:
+            _leaf_specs(c, out)
 
 
 def describe(struct) -> str:

@@ -125,9 +125,9 @@ def test_an_entry_that_does_not_pickle_is_not_stored(cache_dir):
         p = b.param(((3,), np.dtype("f8")), "x")
         b.fn.body.results.append(b.lift(np.sum(p)))
     m = compile_functions({"f": b.fn}, keep_object=True)
-    symbol, n, ins, outs, sites, record = m.layout["f"]
+    symbol, n, ins, outs, sites, record, tapes = m.layout["f"]
     m.layout["f"] = (symbol, n, ins, outs, [native_errors.Site("user", None, (Local, ()))],
-                     record)
+                     record, tapes)
     with pytest.warns(UserWarning, match="could not write the compile cache"):
         cache.store_module("local-class", m)
     assert cache.info()["entries"] == 0
