@@ -3,7 +3,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench loc clean
+.PHONY: demo test fuzz bench loc clean
 
 $(STAMP): pyproject.toml
 	test -d $(VENV) || $(PY) -m venv $(VENV)
@@ -16,6 +16,15 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest
+
+# The compiler's differential fuzzer (tests/fuzz/run.py): counts, then one minimised
+# reproduction per failure bucket in fuzz-out/. FUZZ_FEATURES=default leaves out the
+# constructs of known, not yet fixed bugs (tests/fuzz/gen.py KNOWN_BUGS).
+FUZZ_N ?= 10000
+FUZZ_SEED ?= 1
+FUZZ_FEATURES ?= all
+fuzz: $(STAMP)
+	$(BIN)/python -m tests.fuzz.run --n $(FUZZ_N) --seed $(FUZZ_SEED) --features $(FUZZ_FEATURES) --jobs 2 --out fuzz-out
 
 bench: $(STAMP)
 	$(BIN)/pip install -q -e '.[test,bench]'

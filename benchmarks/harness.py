@@ -185,7 +185,8 @@ class Workload:
     name: str
     description: str
     make_inputs: Callable[[], dict]
-    forward: Callable[..., float]          # numpy reference forward: forward(**inputs) -> float
+    forward: Callable[..., Any]            # numpy reference: forward(**inputs) -> float (or
+    #                                        arrays, for forward-only workloads)
     wrt: Sequence[str]
     impls: list
     goals: list = field(default_factory=list)
@@ -258,13 +259,20 @@ class WorkloadResult:
 # Checking
 # --------------------------------------------------------------------------------------
 
+def _values(x) -> np.ndarray:
+    """A value (a number, an array, or a tuple/list of them) as one flat float64 array."""
+    if isinstance(x, (tuple, list)):
+        return np.concatenate([_values(v) for v in x]) if x else np.zeros(0)
+    return to_numpy(x).ravel()
+
+
 def _split(out, kind: str):
     if kind == "fwd":
-        return float(to_numpy(out)), None
+        return _values(out), None
     value, grads = out
     if not isinstance(grads, (tuple, list)):
         grads = (grads,)
-    return float(to_numpy(value)), tuple(to_numpy(g) for g in grads)
+    return _values(value), tuple(to_numpy(g) for g in grads)
 
 
 class _Checker:
@@ -275,7 +283,7 @@ class _Checker:
         ref_inputs = {k: (np.asarray(v, dtype=np.float64)
                           if isinstance(v, np.ndarray) and v.dtype.kind == "f" else v)
                       for k, v in inputs.items()}
-        self.value = float(w.forward(**ref_inputs))
+        self.value = _values(w.forward(**ref_inputs))
         rng = np.random.default_rng(seed + 12345)
         self.fd = {}       # name -> (direction, directional derivative)
         for name in w.wrt:
@@ -293,8 +301,13 @@ class _Checker:
         """Return "" when ``out`` is right, else a message saying what is wrong."""
         w = self.w
         value, grads = _split(out, kind)
-        if not math.isclose(value, self.value, rel_tol=w.value_rtol, abs_tol=1e-12):
-            return f"value {value!r} != numpy reference {self.value!r}"
+        if value.shape != self.value.shape:
+            return f"{value.size} values, the numpy reference has {self.value.size}"
+        if not np.allclose(value, self.value, rtol=w.value_rtol, atol=1e-12):
+            if value.size == 1:
+                return f"value {value[0]!r} != numpy reference {self.value[0]!r}"
+            return (f"values differ from the numpy reference (max abs diff "
+                    f"{float(np.max(np.abs(value - self.value))):.3g})")
         if grads is None:
             return ""
         if len(grads) != len(w.wrt):

@@ -10,6 +10,7 @@ builds that entry around an internal body whose parameters are `noalias` buffer 
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -17,13 +18,13 @@ from contextlib import contextmanager
 import numpy as np
 from llvmlite import ir
 
-from . import jit
+from . import jit, once
 from .loops import I64, PTR, for_range
 from .native_errors import define_sigint_handler
 
 __all__ = [
-    "ENTRY_TYPE", "ALIGN", "define_kernel", "Kernel", "callable_pointer", "pointer_array",
-    "fast_path_available", "support_address",
+    "ENTRY_TYPE", "ALIGN", "TAPE_HEADER", "define_kernel", "Kernel", "callable_pointer",
+    "pointer_array", "fast_path_available", "support_address",
 ]
 
 ENTRY_TYPE = ir.FunctionType(I64, [PTR])
@@ -31,6 +32,9 @@ ENTRY_TYPE = ir.FunctionType(I64, [PTR])
 # the planner places in it (plan.py) and every constant global (compile.py). Kernels assume
 # only element alignment for their loads and stores (loops.py); this is for the cache.
 ALIGN = 64
+# Each loop tape keeps {data pointer, rows allocated} (2 x i64) in the workspace, just before
+# the error record, so its buffer outlives the call (Note [Tapes in codegen] in plan.py).
+TAPE_HEADER = 16
 _ENTRY_CFUNC = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p)
 _TRAMPOLINE_CFUNC = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.py_object)
 
@@ -177,7 +181,9 @@ def fast_path_available(cache: jit.ObjectCache | None = None) -> bool:
             if _fast_path is None:
                 fast = _offsets_hold()
                 names = ["llgrad_on_sigint"] + (["llgrad_call_arrays"] if fast else [])
-                _support.update(jit.compile_module(_support_ir(fast), names, cache))
+                with once.paid("support module"):  # O1: the loops are already tight
+                    _support.update(jit.compile_module(_support_ir(fast), names, cache,
+                                                       opt_level=1))
                 if fast:
                     _trampoline = _TRAMPOLINE_CFUNC(_support["llgrad_call_arrays"])
                 _fast_path = fast
@@ -208,7 +214,7 @@ class Kernel:
         self.name = name
         self._entry = _ENTRY_CFUNC(address)
         if fast_path_available():
-            self._call = _bind(_trampoline, address)
+            self._call = functools.partial(_trampoline, address)
         else:
             entry = self._entry
             self._call = lambda arrays: entry(pointer_array(arrays))
@@ -231,9 +237,3 @@ class Kernel:
 
     def __repr__(self) -> str:
         return f"<Kernel {self.name} at {self.address:#x}, {self.n_buffers} buffers>"
-
-
-def _bind(trampoline: ctypes._CFuncPtr, address: int):  # noqa: ANN202
-    def call(arrays: tuple[np.ndarray, ...]) -> int:
-        return trampoline(address, arrays)
-    return call

@@ -14,12 +14,16 @@ import time
 import numpy as np
 from llvmlite import ir
 
-from . import jit
+from llgrad.runtime import config
+from llgrad.runtime.ops.control import cond_p, constant_p, for_loop_p
+from llgrad.runtime.ops.index import index_put_p, scatter_add_p
+
+from . import jit, outline
 from .abi import ALIGN
 from .compiled import CompiledModule, assemble
 from .elementwise import memtype
 from .lower import emit_function
-from .plan import FunctionPlan
+from .plan import ControlUnit, FunctionPlan, GroupUnit, OpUnit
 
 _MODULE_IDS = itertools.count()
 
@@ -63,6 +67,7 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
         UnsupportedError: an op has no lowering (the message names the primitive and line).
     """
     from . import lowerings  # noqa: F401  (registers every lowering)
+    j = jit.get_jit()
     t0 = time.perf_counter()
     mid = symbol_prefix or str(next(_MODULE_IDS))
     module = ir.Module(name=f"llgrad{mid}")
@@ -74,19 +79,20 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
             stats["ops"][op.prim.name] = stats["ops"].get(op.prim.name, 0) + 1
         symbol = f"llgrad{mid}_{_ident(name)}"
         consts = _Constants(module, symbol)
-        n, sites, record = emit_function(plan, module, symbol, consts, stats)
-        kernels[name] = (symbol, n, sites, record)
+        n, sites, record, tapes = emit_function(plan, module, symbol, consts, stats)
+        kernels[name] = (symbol, n, sites, record, tapes)
         plans[name] = plan
         workspace = max(workspace, record + 8)  # the error record ends the workspace
         stats[f"constant bytes ({name})"] = consts.bytes
         stats[f"workspace bytes ({name})"] = plan.workspace
+    stats["loops shared"] = outline.finish(module)
     llvm_ir = str(module)
     t1 = time.perf_counter()
-    j = jit.get_jit()
+    stats["opt level"] = level = opt_level(plans.values())
     with jit._lock:  # llvmlite objects are not thread safe (jit.py, Note [One JIT per process])
         mod = j.parse(llvm_ir)
         t2 = time.perf_counter()
-        j.optimize(mod, j.level_for(llvm_ir))
+        j.optimize(mod, level)
         t3 = time.perf_counter()
         names = [s for s, *_ in kernels.values()]
         if keep_object:  # one machine-code pass: load the object code the disk cache keeps
@@ -103,11 +109,106 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
     layout = {name: (symbol, n, [(tuple(v.aval.shape), np.dtype(v.aval.dtype))
                                  for v in fns[name].params],
                      [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in fns[name].outputs],
-                     sites, record)
-              for name, (symbol, n, sites, record) in kernels.items()}
+                     sites, record, tapes)
+              for name, (symbol, n, sites, record, tapes) in kernels.items()}
     cm = assemble(layout, addresses, llvm_ir, stats, workspace)
     cm.object_code = obj
     return cm
+
+
+def opt_level(plans) -> int:
+    """The LLVM optimisation level of a module (Note [Choosing the optimisation level]);
+    LLGRAD_OPT_LEVEL (or config opt_level) overrides it."""
+    forced = config.opt_level()
+    if forced is not None:
+        return forced
+    work = sum(_vectorizer_work(p.top, 1) for p in plans)
+    return 2 if work >= VECTORIZER_WORK else 1
+
+
+# Note [Choosing the optimisation level]
+# Most of our loops are vectorised by hand (Note [Explicit vector loops]) and small matmuls
+# are register-blocked (Note [Rows in registers]), so what O2 adds to O1 (LLVM's loop and
+# SLP vectorisers, runtime unrolling, more inlining and value numbering) changes nothing
+# measurable on them, while it costs 30-100% more LLVM time: on the benchmark workloads O1
+# runs within 3% of O2 and O3 (interleaved runs, one process). The exceptions are lowerings
+# written as scalar loops that LLVM's vectoriser speeds up: gathers and scatters (1.6x at
+# 10^6 elements), scans (2x), sorts, argmax, and reductions over a middle axis (1.3x). A
+# module whose such units handle VECTORIZER_WORK elements or more per call (a unit in a
+# loop counts once per iteration; a reverse sweep, whose count is the forward loop's, as
+# often as the static loop before it; a while loop LOOP_GUESS times) is optimised at O2;
+# every other module at O1.
+VECTORIZER_WORK = 1 << 14
+LOOP_GUESS = 1000
+
+
+def _vectorizer_work(block, scale: int) -> int:
+    work, guess = 0, LOOP_GUESS
+    for u in block.units:
+        if isinstance(u, ControlUnit):
+            trips = 1 if u.op.prim is cond_p else _trips(u.op)
+            if trips is None:  # a reverse sweep runs as often as the static loop before it
+                trips = guess
+            elif u.op.prim is not cond_p:
+                guess = trips
+            work += sum(_vectorizer_work(blk, scale * trips) for blk in u.blocks)
+        elif isinstance(u, GroupUnit):
+            axes = set(u.red_axes or ())
+            if u.reds and len(u.shape) >= 3 and any(
+                    a in axes and a + 1 not in axes for a in range(len(u.shape) - 1)):
+                work += scale * _elements(u.shape)
+        elif isinstance(u, OpUnit):
+            arrays = _SCALAR_LOOPS.get(u.op.prim.family, lambda op: ())(u.op)
+            n = max([_elements(v.aval.shape) for v in arrays if None not in v.aval.shape]
+                    or [0])
+            work += scale * n if n >= 8 else 0  # fewer elements than a vector: nothing to gain
+    return work
+
+
+def _trips(op) -> int | None:
+    """A for_loop's static trip count (None: not static); LOOP_GUESS for a while loop."""
+    if op.prim is not for_loop_p:
+        return LOOP_GUESS
+    bounds = []
+    for v in op.inputs[:3]:  # start, stop, step (transform/control.py)
+        if v.op is None or v.op.prim is not constant_p:
+            return None
+        bounds.append(int(v.op.params["value"]))
+    return len(range(*bounds))
+
+
+def _scattered(op) -> list:
+    """The values an `accumulate` (plan.py) scatters: after its bases, each g and its indices."""
+    out, pos = [], op.params["nbases"]
+    for _, n_idx, _ in op.params["scatters"]:
+        out.append(op.inputs[pos])
+        pos += 1 + n_idx
+    return out
+
+
+def _indexed(op) -> list:
+    if op.prim is scatter_add_p:
+        return op.inputs[:1]  # the updates
+    if op.prim is index_put_p:
+        return op.inputs[1:2]
+    if all(v.aval.shape == () for v in op.inputs[1:]):
+        return []  # x[i] with scalar indices: a slab copy at a computed offset
+    return op.outputs  # a gather
+
+
+# The lowerings written as scalar loops, by primitive family: the arrays whose size is the
+# number of elements they handle per run (a gather's result, a scatter's updates, a scan's
+# or a sort's input).
+_SCALAR_LOOPS = {
+    "index": _indexed,
+    "codegen": _scattered,  # plan.py's accumulate
+    "scan": lambda op: op.inputs[:1], "sort": lambda op: op.inputs[:1],
+    "reduce": lambda op: op.inputs[:1],  # argmax, argmin (reductions are GroupUnits)
+}
+
+
+def _elements(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
 
 
 def _ident(name: str) -> str:

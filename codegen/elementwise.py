@@ -11,6 +11,8 @@ maximum/minimum, `!=` true on NaN, float->bool true on NaN).
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 from llvmlite import ir
 
@@ -207,15 +209,11 @@ class Emitter:
         return vmath.math_call(self.b, "floor", x) if _is_float(x.type) else x
 
     def _divmod(self, x, y):
-        """Python's floor division and remainder (the remainder takes the divisor's sign)."""
+        """Python's floor division and remainder (the remainder takes the divisor's sign), as
+        numpy computes them. See Note [Float floor division]."""
         x, y = self._pair(x, y)
         if _is_float(x.type):
-            r = self.b.frem(x, y)
-            fix = self.and_(self.cmp("!=", r, 0), self.cmp("!=", self.cmp("<", r, 0),
-                                                            self.cmp("<", y, 0)))
-            r = self.select(fix, self.add(r, y), r)
-            r = self.select(self.cmp("==", r, 0), self.call("copysign", 0.0, y), r)  # numpy's
-            return self.floor(self.div(x, y)), r
+            return self._float_divmod(x, y)
         zero = self.cmp("==", y, 0)
         safe = self.select(zero, 1, y)  # integer division by zero traps: numpy gives 0
         q, r = self.b.sdiv(x, safe), self.b.srem(x, safe)
@@ -224,6 +222,49 @@ class Emitter:
         q = self.select(zero, 0, self.select(fix, self.sub(q, 1), q))
         r = self.select(zero, 0, self.select(fix, self.add(r, safe), r))
         return q, r
+
+    def _float_divmod(self, x, y):
+        """Note [Float floor division]: the exact floor quotient when it is checked to be one
+        for every lane (cheap), else numpy's own divmod (fmod, a libm call per element)."""
+        b = self.b
+        q = self.floor(self.div(x, y))
+        r = vmath.math_call(b, "fma", self.neg(q), y, x)  # x - q * y, rounded once
+        pos = self.and_(self.cmp(">=", r, 0), self.cmp("<", r, y))
+        neg = self.and_(self.cmp("<=", r, 0), self.cmp(">", r, y))
+        exact = 2.0 ** (50 if _elem(x.type) == F64 else 21)  # 2**(mantissa bits - 3)
+        ok = self.and_(self.cmp("<", self.abs(q), exact),
+                       self.select(self.cmp(">", y, 0), pos, neg))
+        if self.w > 1:
+            ok = functools.reduce(b.and_, (b.extract_element(ok, ir.Constant(ir.IntType(32), k))
+                                           for k in range(self.w)))
+        fast = self.select(self.cmp("==", r, 0), self.call("copysign", 0.0, y), r)
+        with b.if_else(ok, likely=True) as (then, otherwise):
+            with then:
+                then_block = b.block
+            with otherwise:
+                slow_q, slow_r = self._numpy_divmod(x, y)
+                else_block = b.block
+        out = []
+        for f, sl in ((q, slow_q), (fast, slow_r)):
+            phi = b.phi(f.type)
+            phi.add_incoming(f, then_block)
+            phi.add_incoming(sl, else_block)
+            out.append(phi)
+        return tuple(out)
+
+    def _numpy_divmod(self, x, y):
+        """numpy's npy_divmod: mod = fmod(x, y), div = (x - mod) / y, signs fixed, snapped."""
+        mod = self.b.frem(x, y)
+        div = self.div(self.sub(x, mod), y)
+        fix = self.and_(self.cmp("!=", mod, 0), self.cmp("!=", self.cmp("<", y, 0),
+                                                          self.cmp("<", mod, 0)))
+        r = self.select(self.cmp("==", mod, 0), self.call("copysign", 0.0, y),
+                        self.select(fix, self.add(mod, y), mod))
+        div = self.select(fix, self.sub(div, 1.0), div)
+        q = self.floor(div)
+        q = self.select(self.cmp(">", self.sub(div, q), 0.5), self.add(q, 1.0), q)
+        q = self.select(self.cmp("==", div, 0), self.call("copysign", 0.0, self.div(x, y)), q)
+        return self.select(self.cmp("==", y, 0), self.div(x, y), q), r
 
     def fmod(self, x, y):
         """C's fmod (the remainder takes the dividend's sign); integer x % 0 is 0, as numpy."""
@@ -321,6 +362,20 @@ class Emitter:
 
 
 _ROUNDING = frozenset({"ceil", "trunc", "rint"})
+# Note [Float floor division]
+# numpy's float `//` and `%` (npy_divmod, after CPython's float divmod) are not floor(x / y):
+# x / y rounds, so 1.0 // 0.1 would be floor(10.0) = 10 where the exact quotient 9.99...
+# floors to 9. numpy takes mod = fmod(x, y) (exact), div = (x - mod) / y (nearly an integer),
+# moves mod to the divisor's sign (div - 1 then) and snaps floor(div) to the nearest integer;
+# zero results take their sign from y (mod) and x / y (div); y == 0 gives x / y and fmod's
+# NaN; NaN or inf operands give NaN; nothing traps. That is the exact floor quotient q
+# whenever |q| < 2**50 (float32: 2**21; below, div is within 0.5 of q), with the remainder
+# x - q * y rounded once. fmod is a libm call per element (~70x a division), so the emitted
+# code first tries q = floor(x / y) and r = fma(-q, y, x): r is x - q * y rounded once, and
+# rounding keeps its sign and its order with y, so 0 <= r < y (y < r <= 0 for y < 0) proves
+# q is the exact floor quotient; below that bound, q and r (a zero r signed as y) are
+# numpy's results. Only a vector with a lane that fails the test (near-integer quotients,
+# zeros, infinities, NaN) branches to numpy's algorithm (_numpy_divmod).
 _CMP_NP = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal,
            "==": np.equal, "!=": np.not_equal}
 

@@ -1,10 +1,12 @@
-"""The one process-wide LLVM JIT: host target machine, O2 pipeline, MCJIT engine.
+"""The one process-wide LLVM JIT: host target machine, pass pipelines, MCJIT engine.
 
 LLVM IR text goes in, native function addresses come out (`compile_module`); `optimized_ir`
 and `assembly` show what the pipeline and the backend made of a module, for inspection.
-Invariants: every module is optimised for the host CPU (name and features) at O2 with the
-new pass builder (vectorisers and unrolling on; see Note [Why O2]), and all LLVM state is touched under one lock, so callers may compile from
-any thread. Nothing here knows about the llgrad IR; lowering lives in the other codegen files.
+Invariants: every module is optimised for the host CPU (name and features) with the new
+pass builder, at the level its caller chose (codegen/compile.py, Note [Choosing the
+optimisation level]; O2 by default), and all LLVM state is touched under one lock, so
+callers may compile from any thread. Nothing here knows about the llgrad IR; lowering lives
+in the other codegen files.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from typing import Protocol
 
 import llvmlite.binding as llvm
 
+from . import once
 from .objfile import BadObject, check_object
 
 __all__ = [
@@ -75,7 +78,7 @@ def _host_target() -> _Target:
 
 
 class Jit:
-    """Owns the target machine, the O2 pass pipeline and the MCJIT engine.
+    """Owns the target machine, the pass pipelines and the MCJIT engine.
 
     Use the process-wide instance from `get_jit()`; modules added to the engine stay alive
     (and their code mapped) for the life of the process.
@@ -162,8 +165,9 @@ class Jit:
         return addresses
 
     def compile_module(self, llvm_ir: str, names: list[str], cache: ObjectCache | None = None,
-                       ) -> dict[str, int]:
-        """Parse, optimise and JIT `llvm_ir`; return the address of each function in `names`.
+                       opt_level: int | None = None) -> dict[str, int]:
+        """Parse, optimise (at `opt_level`, default O2) and JIT `llvm_ir`; return the address
+        of each function in `names`.
 
         With `cache`, object code stored for this IR is loaded instead (no LLVM passes), and
         freshly compiled object code is stored; object code that fails the check is recompiled.
@@ -177,7 +181,7 @@ class Jit:
                     pass
         start = time.perf_counter()
         with _lock:
-            mod = self.optimize(self.parse(llvm_ir))
+            mod = self.optimize(self.parse(llvm_ir), opt_level)
             if cache is not None:  # one machine-code pass: load the object code to be stored
                 object_code = self.target.machine.emit_object(mod)
                 addresses = self.add_object(object_code, names, check=False)
@@ -188,35 +192,15 @@ class Jit:
             cache.store(llvm_ir, object_code)  # (what would be refused on loading is not kept)
         return addresses
 
-    def optimized_ir(self, llvm_ir: str) -> str:
+    def optimized_ir(self, llvm_ir: str, opt_level: int | None = None) -> str:
         """The module as the pipeline leaves it (a fresh parse; nothing is added to the JIT)."""
-        return str(self.optimize(self.parse(llvm_ir), self.level_for(llvm_ir)))
+        return str(self.optimize(self.parse(llvm_ir), opt_level))
 
-    def assembly(self, llvm_ir: str) -> str:
+    def assembly(self, llvm_ir: str, opt_level: int | None = None) -> str:
         """Host assembly for the optimised module (a fresh parse; nothing is JIT-compiled)."""
-        mod = self.optimize(self.parse(llvm_ir), self.level_for(llvm_ir))
+        mod = self.optimize(self.parse(llvm_ir), opt_level)
         with _lock:
             return self.target.machine.emit_assembly(mod)
-
-    def level_for(self, llvm_ir: str) -> int | None:
-        """O3 for a module holding a loop-nest matmul, else the default (Note [Why O2])."""
-        return 3 if "mm.i.header" in llvm_ir else None
-
-
-# Note [Why O2]
-# First-call latency is mostly LLVM (issue 4: < 1 s per workload). For the benchmark modules
-# O2 (loop and SLP vectorisers, unrolling and interleaving still on) optimises in about half
-# the time of O3 and emits about half the machine code (rnn: 0.8 s -> 0.3 s, gmm: 0.8 s ->
-# 0.45 s for optimise + machine code), with the same run time within noise for gmm, lorenz_rk4,
-# newton, recurrence and elementwise: our elementwise loops are already vectorised by hand
-# (loops.py, Note [Explicit vector loops]), and what O3 adds (more aggressive unrolling and
-# inlining, argument promotion, non-trivial unswitching) buys little on kernels that are one
-# function with straight-line loop bodies. The exception is small matmuls emitted as loop
-# nests (blas.emit_loop_matmul; rnn's per-step products): O3's unrolling and interleaving of
-# those nests is worth ~10-15% of rnn's run time, so compile_functions asks for O3 when a
-# module holds one (rnn: 0.5 s for optimise + machine code, with the nests emitted as
-# explicit vectors; 0.8 s before). Measured with benchmarks/codegen_micro.py and the
-# per-stage `stats` of compile_functions.
 
 
 # Note [Pass managers are single use]
@@ -242,15 +226,17 @@ def get_jit() -> Jit:
     if _jit is None:
         with _lock:
             if _jit is None:
-                _jit = Jit()
+                with once.paid("JIT set-up"):
+                    _jit = Jit()
     return _jit
 
 
 def compile_module(llvm_ir: str, names: list[str], cache: ObjectCache | None = None,
-                   ) -> dict[str, int]:
+                   opt_level: int | None = None) -> dict[str, int]:
     """Compile LLVM IR text with the process-wide JIT; return {name: function address}.
 
-    `cache` (optional) supplies and keeps the module's object code (see `ObjectCache`).
+    `cache` (optional) supplies and keeps the module's object code (see `ObjectCache`);
+    `opt_level` overrides the default O2.
 
     Example:
         >>> src = 'define i64 @twice(i64 %x) {\\n  %y = add i64 %x, %x\\n  ret i64 %y\\n}'
@@ -259,17 +245,17 @@ def compile_module(llvm_ir: str, names: list[str], cache: ObjectCache | None = N
         >>> ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_int64)(addr)(21)
         42
     """
-    return get_jit().compile_module(llvm_ir, names, cache)
+    return get_jit().compile_module(llvm_ir, names, cache, opt_level)
 
 
-def optimized_ir(llvm_ir: str) -> str:
-    """The optimised LLVM IR text of a module, for inspection."""
-    return get_jit().optimized_ir(llvm_ir)
+def optimized_ir(llvm_ir: str, opt_level: int | None = None) -> str:
+    """The optimised LLVM IR text of a module (at `opt_level`, default O2), for inspection."""
+    return get_jit().optimized_ir(llvm_ir, opt_level)
 
 
-def assembly(llvm_ir: str) -> str:
-    """The host assembly text of a module, for inspection."""
-    return get_jit().assembly(llvm_ir)
+def assembly(llvm_ir: str, opt_level: int | None = None) -> str:
+    """The host assembly text of a module (at `opt_level`, default O2), for inspection."""
+    return get_jit().assembly(llvm_ir, opt_level)
 
 
 def host_cpu_name() -> str:
@@ -292,9 +278,10 @@ def load_library(name: str) -> bool:
     """Make a shared library's symbols visible to JIT code; False if it cannot be loaded."""
     with _lock:
         if name not in _loaded_libraries:
-            try:
-                llvm.load_library_permanently(name)
-                _loaded_libraries[name] = True
-            except RuntimeError:
-                _loaded_libraries[name] = False
+            with once.paid("libraries"):
+                try:
+                    llvm.load_library_permanently(name)
+                    _loaded_libraries[name] = True
+                except RuntimeError:
+                    _loaded_libraries[name] = False
         return _loaded_libraries[name]

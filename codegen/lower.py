@@ -10,7 +10,7 @@ from llgrad.runtime.ops.control import cond_p, constant_p
 
 from . import elementwise as ew
 from .layout import Layout
-from .loops import I64
+from .loops import I64, PTR
 from .native_errors import Failures, Site
 from .plan import ControlUnit, CopyUnit, FunctionPlan, GroupUnit, Unit, _dense, _size
 from .ranges import Ranges
@@ -22,7 +22,7 @@ class Ctx:
     """What a lowering sees: the builder, the addresses of values, and `fail_if`."""
 
     def __init__(self, plan: FunctionPlan, builder: ir.IRBuilder, buffers: list, consts: dict,
-                 stats: dict, failures: Failures):
+                 stats: dict, failures: Failures, ranges: Ranges | None = None):
         self.plan, self.b, self.buffers = plan, builder, buffers
         self.module = builder.module
         self._consts, self.stats = consts, stats
@@ -30,7 +30,7 @@ class Ctx:
         self.slots: dict = {}   # slot number -> alloca (Note [Carried storage])
         self.tapes: dict = {}   # tape class -> (data, rows, capacity) allocas
         self.failures = failures
-        self.ranges = Ranges(plan.fn)  # what the IR proves about ints (index checks)
+        self.ranges = ranges or Ranges(plan.fn)  # what the IR proves about ints (index checks)
         self.checked: set = set()      # (id of index array, axis size) checked in scope
 
     def fail_if(self, cond: ir.Value, kind: str, op, info: tuple = (),
@@ -111,30 +111,118 @@ class Ctx:
 
 
 def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stats,
-                  ) -> tuple[int, list[Site], int]:
+                  ) -> tuple[int, list[Site], int, int]:
     """Emit the kernel `name` for `plan` into `module`; returns its buffer count, its failure
-    sites and the workspace offset of its error record (Note [Native errors])."""
-    from .abi import define_kernel
+    sites, the workspace offset of its error record (Note [Native errors]) and its number of
+    tape headers, which lie just before the record (Note [Tapes in codegen])."""
+    from .abi import TAPE_HEADER, define_kernel
     n = len(plan.fn.params) + len(plan.fn.outputs) + 1
-    record = -(-plan.workspace // 8) * 8
+    tapes_at = -(-plan.workspace // 8) * 8
+    record = tapes_at + TAPE_HEADER * len(plan.tape_rows)
     with define_kernel(module, name, n) as (builder, buffers):
         ctx = Ctx(plan, builder, buffers, consts, stats, Failures(builder, buffers[-1], record))
         slot_types = {}
         for v, (kind, where) in plan.storage.items():
             if kind == "slot":
                 slot_types[where] = ew.memtype(v.aval.dtype)
-        for k in sorted(slot_types):
-            ctx.slots[k] = builder.alloca(slot_types[k], name=f"slot{k}")
-        from .lowerings.control import free_tapes, init_tapes
-        init_tapes(ctx)
+        from .lowerings.control import init_tapes, keep_tapes
         if any(isinstance(u, ControlUnit) and u.op.prim is not cond_p
                for u in plan.all_units()):
             ctx.failures.begin_polling()
-        for u in plan.units:
-            _emit_unit(ctx, u)
-        free_tapes(ctx)
-        ctx.failures.finish(lambda b: free_tapes(ctx))
-    return n, ctx.failures.sites, record
+        parts = _segments(plan.units)
+        if len(parts) > 1 and not plan.tape_rows:
+            _emit_segments(ctx, name, len(slot_types), parts)
+        else:
+            for k in sorted(slot_types):
+                ctx.slots[k] = builder.alloca(slot_types[k], name=f"slot{k}")
+            init_tapes(ctx, tapes_at)
+            for u in plan.units:
+                _emit_unit(ctx, u)
+            keep_tapes(ctx, tapes_at)
+        ctx.failures.finish(lambda b: keep_tapes(ctx, tapes_at, failed=True))
+    return n, ctx.failures.sites, record, len(plan.tape_rows)
+
+
+# Note [Kernel segments]
+# LLVM's register allocator and schedulers take more than linear time in the size of one
+# function (the post-RA scheduler in the size of one basic block), and a long straight-line
+# program (unrolled, or just long) is one kernel. So a kernel whose top-level units hold
+# more than SEGMENT_OPS ops runs them in internal `noinline` functions of about
+# SEGMENT_OPS ops each (a unit is never split), called in order with the kernel's buffers;
+# the 0-d values (slots, Note [Carried storage]) live in one array on the kernel's stack,
+# passed to every segment, instead of in registers (LLVM still forwards them within a
+# segment). Kernels with tapes (loops differentiated in reverse) are not split: their tape
+# headers live in the kernel's frame.
+# A segment can fail like the kernel (Note [Native errors]): index checks, a user's `raise`,
+# LAPACK's INFO, a poll in a loop. It returns an i64 status numbered in the kernel's one list
+# of sites (its Failures is `Failures.segment` of the kernel's), writes the run-time value to
+# the same error record (the workspace is one of the buffers it gets), and leaves through a
+# failure exit of its own that only returns the status: it holds no heap buffer, as the
+# kernel holds no tape. The kernel tests the status after each call and leaves through its
+# failure exit with it. The polls of a segment's loops compare the interrupt counter with the
+# value the kernel read at its entry, passed as the last argument (re-reading it at a
+# segment's entry would miss a SIGINT that arrived between two segments' polls). An index
+# check made in one segment is made again in a later one (`ctx.checked` is per function).
+SEGMENT_OPS = 256
+
+
+def _unit_ops(u) -> int:
+    """Ops a unit emits code for (a control unit: everything in its regions)."""
+    if isinstance(u, ControlUnit):
+        return 1 + sum(_unit_ops(v) for blk in u.blocks for v in blk.units)
+    if isinstance(u, GroupUnit):
+        return len(u.ops) + len(u.reds)
+    op = u.op
+    return 1 + len(getattr(op, "params", {}).get("scatters", ())) if op is not None else 1
+
+
+def _segments(units) -> list:
+    parts, size = [[]], 0
+    for u in units:
+        n = _unit_ops(u)
+        if parts[-1] and size + n > SEGMENT_OPS:
+            parts.append([])
+            size = 0
+        parts[-1].append(u)
+        size += n
+    return parts
+
+
+def _emit_segments(ctx: Ctx, name: str, n_slots: int, parts: list) -> None:
+    b = ctx.b
+    area = b.alloca(ir.ArrayType(I64, max(n_slots, 1)), name="slots")
+    start = ctx.failures.start if ctx.failures.start is not None else ir.Constant(I64, 0)
+    fnty = ir.FunctionType(I64, [PTR] * (len(ctx.buffers) + 1) + [I64])
+    for k, units in enumerate(parts):
+        fn = ir.Function(ctx.module, fnty, f"{name}.part{k}")
+        fn.linkage = "internal"
+        fn.attributes.add("noinline")
+        for arg in fn.args[:-1]:
+            arg.add_attribute("noalias")
+        sb = ir.IRBuilder(fn.append_basic_block("entry"))
+        buffers = list(fn.args[:-2])
+        seg = Ctx(ctx.plan, sb, buffers, ctx._consts, ctx.stats,
+                  ctx.failures.segment(sb, buffers[-1], fn.args[-1]), ctx.ranges)
+        seg.slots = _Slots(sb, fn.args[-2])
+        for u in units:
+            _emit_unit(seg, u)
+        sb.ret(ir.Constant(I64, 0))
+        seg.failures.finish(lambda _: None)  # a segment holds no heap buffer
+        ctx.failures.propagate(b.call(fn, [*ctx.buffers, area, start]))
+
+
+class _Slots(dict):
+    """A segment's slot pointers into the shared array, made on first use in its entry."""
+
+    def __init__(self, builder: ir.IRBuilder, area: ir.Value):
+        super().__init__()
+        self.b, self.area = builder, area
+
+    def __missing__(self, k: int) -> ir.Value:
+        with self.b.goto_entry_block():
+            p = self[k] = self.b.gep(self.area, [ir.Constant(I64, k)], inbounds=True,
+                                     source_etype=I64)
+        return p
 
 
 def _emit_unit(ctx: Ctx, u: Unit):

@@ -31,16 +31,18 @@ from .loops import I64, PTR
 # Emission: a lowering calls `ctx.fail_if(cond, kind, op, info, value)`; `Failures.fail_if`
 # branches, marked unlikely, to a block of its own that stores `value` in the record and jumps
 # to the kernel's one failure exit, which frees every heap buffer the kernel holds (the tapes,
-# Note [Tapes in codegen]; a failed realloc leaves the old buffer in the tape's header, so it
-# is freed too) and returns the status, a phi over the sites. The success path pays only the
-# checks themselves (an index test is one unsigned compare) and, in Python, one test of the
-# returned int.
-# Raising: `Entry.__call__` (compiled.py) hands a nonzero status to `raise_for` with the
+# also those a successful call kept in the workspace, Note [Tapes in codegen]; a failed
+# realloc leaves the old buffer in the tape's header, so it is freed too) and returns the
+# status, a phi over the sites. The success path pays only the checks themselves (an index
+# test is one unsigned compare) and, in Python, one test of the returned int.
+# Raising: `Entry.run` (compiled.py) hands a nonzero status to `raise_for` with the
 # record's value: kind "index" raises IndexingError (an IndexError) with numpy's message, as
 # the interpreter does; "memory" OutOfMemoryError (a MemoryError); "user" raises `cls(*args)`
 # from info = (cls, args) with a note naming the line (for a user `raise` inside a traced
 # branch; a lowering adds its own kinds to KINDS the same way). "interrupt" is not an error:
 # see Note [Interrupting compiled loops].
+# A kernel split into segment functions passes their statuses on (Note [Kernel segments] in
+# lower.py).
 # The kernel has no side effects but its results (parameters are read only; results and the
 # workspace are private to the call), so a failed call leaves nothing to undo.
 
@@ -196,7 +198,17 @@ class Failures:
         self._ids: dict[Site, int] = {}
         self._exit: ir.Block | None = None
         self._status: ir.PhiInstr | None = None
-        self._start = self._countdown = None
+        self.start: ir.Value | None = None  # the interrupt counter at kernel entry
+        self._countdown = None
+
+    def segment(self, builder: ir.IRBuilder, workspace: ir.Value, start: ir.Value,
+                ) -> Failures:
+        """The failures of a segment function of this kernel (Note [Kernel segments] in
+        lower.py): numbered in this kernel's sites, polling against `start` (an i64
+        argument: the counter this kernel read at entry), with an exit of its own."""
+        seg = Failures(builder, workspace, self.record)
+        seg.sites, seg._ids, seg.start = self.sites, self._ids, start
+        return seg
 
     def fail_if(self, cond: ir.Value, site: Site, value: ir.Value | None = None) -> None:
         """Leave the kernel through `site` when the i1 `cond` holds; `value` (an i64) goes to
@@ -216,17 +228,32 @@ class Failures:
             at = b.gep(self.workspace, [ir.Constant(I64, self.record)], inbounds=True,
                        source_etype=ir.IntType(8))
             b.store(value, at)
+        self._leave(ir.Constant(I64, k + 1))
+        b.position_at_end(ok)
+
+    def propagate(self, status: ir.Value) -> None:
+        """Leave through the failure exit with `status` (a segment's) unless it is 0."""
+        b, fn = self.b, self.b.function
+        bad, ok = fn.append_basic_block("fail.segment"), fn.append_basic_block("ok")
+        b.cbranch(b.icmp_unsigned("!=", status, ir.Constant(I64, 0)), bad, ok) \
+            .set_weights([1, 1 << 20])
+        b.position_at_end(bad)
+        self._leave(status)
+        b.position_at_end(ok)
+
+    def _leave(self, status: ir.Value) -> None:
+        """Branch from the current block to the failure exit, returning `status`."""
+        b = self.b
         if self._exit is None:
-            self._exit = fn.append_basic_block("fail.exit")
+            self._exit = b.function.append_basic_block("fail.exit")
             with b.goto_block(self._exit):
                 self._status = b.phi(I64, name="status")
-        self._status.add_incoming(ir.Constant(I64, k + 1), b.block)
+        self._status.add_incoming(status, b.block)
         b.branch(self._exit)
-        b.position_at_end(ok)
 
     def begin_polling(self) -> None:
         """At kernel entry: read the interrupt counter the polls compare with."""
-        self._start = self._interrupts()
+        self.start = self._interrupts()
 
     def poll(self, loc: SourceLoc | None, every: int = 1) -> None:
         """In a loop body: leave through an "interrupt" site if SIGINT arrived since entry;
@@ -235,7 +262,7 @@ class Failures:
         b = self.b
         if every == 1:
             now = self._interrupts()
-            self.fail_if(b.icmp_unsigned("!=", now, self._start), Site("interrupt", loc))
+            self.fail_if(b.icmp_unsigned("!=", now, self.start), Site("interrupt", loc))
             return
         if self._countdown is None:
             with b.goto_entry_block():

@@ -20,6 +20,7 @@ from llgrad.runtime.prim import Primitive
 from llgrad.transform.ir import Value
 
 from .abi import ALIGN
+from .arena import Arena
 from .layout import Layout, contiguous_strides
 from .registry import LOWERINGS, lowering_of
 
@@ -37,7 +38,10 @@ from .registry import LOWERINGS, lowering_of
 # reads one of its values, or a view of one: so every reader runs after the group's loop, and
 # a group never reads its own values through memory. Only values read outside the group (or
 # returned) are stored. The transform layer's `fusion` op, once it exists, can map onto the
-# same GroupUnit.
+# same GroupUnit. A group closes after MAX_GROUP_OPS ops: LLVM's analyses of one loop body
+# grow quadratically with its memory accesses (the gradient of a weight used at each of
+# 1000 unrolled steps adds 1000 products in one loop: 2.7 s in LoopLoadElimination alone).
+MAX_GROUP_OPS = 64
 
 
 # ---- units: what the kernel runs, in order ---------------------------------------------------
@@ -110,7 +114,11 @@ class Block:
 # rewrites every tree of `add`s whose leaves include scatter_adds used only by the tree into one
 # `accumulate` op (copy the other leaves' sum, then scatter-add each g at its indices), and when
 # one leaf is the loop's carried ct, read only here, and the tree's root is yielded at ct's
-# position, the result takes ct's buffer: the update is O(size of g), in place.
+# position, the result takes ct's buffer: the update is O(size of g), in place. A tree of
+# many scatters (a gradient of thousands of element reads) becomes a chain of accumulates of
+# MAX_SCATTERS each, each after the first in place, so that no unit's code is unbounded
+# (Note [Kernel segments]).
+MAX_SCATTERS = 64
 
 # Note [Tapes in codegen]
 # A tape value is a header {data, rows used, rows allocated}: three allocas (promoted to
@@ -118,8 +126,11 @@ class Block:
 # carries and cond operands/results share a header, so pushing never copies a header). tape_new
 # resets the row count and makes sure the heap buffer holds `rows` rows (16 when the count is
 # dynamic, None), reusing a buffer left by an earlier execution; tape_push grows it by
-# realloc (doubling) when full; tape_get copies one row. Every buffer is freed when the kernel
-# returns. Headers start {null, 0, 0} at kernel entry.
+# realloc (doubling) when full; tape_get copies one row. A header starts each call from the
+# {data, rows allocated} its tape had when the last call in this thread returned, kept in the
+# workspace before the error record (abi.TAPE_HEADER bytes each; {null, 0} at first), and goes
+# back there when the call succeeds: the buffer outlives the call (Note [Workspaces] in
+# compiled.py). A call that fails, and a buffer over lowerings/control.KEEP_BYTES, free it.
 
 
 class _AccumOp:
@@ -129,9 +140,9 @@ class _AccumOp:
 
     __slots__ = ("prim", "inputs", "params", "outputs", "regions", "loc")
 
-    def __init__(self, root, bases, scatters, inplace):
+    def __init__(self, root, bases, scatters, inplace, outputs=None):
         self.prim, self.regions, self.loc = accumulate_p, [], root.loc
-        self.outputs = list(root.outputs)
+        self.outputs = list(root.outputs if outputs is None else outputs)
         self.inputs = list(bases)
         keys = []
         for s in scatters:
@@ -259,20 +270,20 @@ class FunctionPlan:
                 continue
             bases, scatters, inner = [], [], []
 
-            def expand(v):
+            # the tree of single-use adds under `op`, depth first, left to right (a stack,
+            # not recursion: an unrolled loop of 5,000 iterations is a chain of 5,000 adds)
+            todo = list(reversed(op.inputs))
+            while todo:
+                v = todo.pop()
                 d = defs.get(v)
                 if d is not None and uses.get(v, 0) == 1 and is_add(d, shape, dtype):
                     inner.append(d)
-                    for w in d.inputs:
-                        expand(w)
+                    todo.extend(reversed(d.inputs))
                 elif (d is not None and uses.get(v, 0) == 1 and d.prim is scatter_add_p
                       and d.outputs[0].aval.dtype == dtype):
                     scatters.append(d)
                 else:
                     bases.append(v)
-
-            for w in op.inputs:
-                expand(w)
             if not scatters:
                 continue
             inplace = None
@@ -286,10 +297,18 @@ class FunctionPlan:
                     bases.insert(0, bases.pop(at[0]))
             for d in inner + scatters:
                 absorbed.add(id(d))
-            replace[id(op)] = _AccumOp(op, bases, scatters, inplace)
-            if inplace is not None:
-                self.alias[out] = inplace
-        return [replace.get(id(op), op) for op in ops if id(op) not in absorbed]
+            chain = []  # MAX_SCATTERS at a time, each after the first in place
+            for k in range(0, len(scatters), MAX_SCATTERS):
+                last = k + MAX_SCATTERS >= len(scatters)
+                acc = out if last else Value(out.aval, "acc")
+                chain.append(_AccumOp(op, bases, scatters[k:k + MAX_SCATTERS], inplace, [acc]))
+                if inplace is not None:
+                    self.alias[acc] = inplace
+                uses[acc] = uses.get(acc, 1)
+                bases, inplace = [acc], acc
+            replace[id(op)] = chain
+        return [new for op in ops if id(op) not in absorbed
+                for new in replace.get(id(op), [op])]
 
     # -- 1. layouts and units -----------------------------------------------------------------
     def _build(self):
@@ -395,6 +414,8 @@ class FunctionPlan:
                 if h is not None and (h is not g or self._root(v) is not v
                                       or any(v is r.outputs[0] for r in h.reds)):
                     self._close(h)
+        if g.open and len(g.ops) >= MAX_GROUP_OPS:  # See Note [Fusion in codegen]
+            self._close(g)
         if not g.open:
             g = self._group_for(shape)
         g.ops.append(op)
@@ -507,11 +528,11 @@ class FunctionPlan:
         for t, u in enumerate(self.top.units):
             for v in self._unit_reads(u):
                 last[self._sroot(v)] = t
-        self._live: list = []  # (offset, size, value)
-        self.workspace = 0
+        self._last, self._arena = last, Arena()
         for t, u in enumerate(self.top.units):
             self._allocate_unit(u)
-            self._live = [e for e in self._live if last.get(e[2], -1) > t]
+            self._arena.expire(t)
+        self.workspace = self._arena.size
 
     def _allocate_unit(self, u):
         for v in u.writes:
@@ -582,14 +603,7 @@ class FunctionPlan:
             return
         size = max(_size(v), 1) * np.dtype(v.aval.dtype).itemsize
         size = -(-size // ALIGN) * ALIGN
-        off = 0
-        for o, s, _ in sorted(self._live, key=lambda e: e[0]):
-            if off + size <= o:
-                break
-            off = max(off, o + s)
-        self._live.append((off, size, v))
-        self.storage[v] = ("temp", off)
-        self.workspace = max(self.workspace, off + size)
+        self.storage[v] = ("temp", self._arena.alloc(size, self._last.get(v, -1)))
 
 
 def skey(storage):

@@ -32,7 +32,9 @@ MODULES = [  # (public module name, one-line description)
     ("llgrad.optim", "optimisers (as `torch.optim`)"),
     ("llgrad.linalg", "linear algebra (as `torch.linalg`): solves, factorizations, norms"),
     ("llgrad.special", "special functions (as `torch.special`, with scipy.special's names)"),
-    ("llgrad.errors", "the error classes (every error says what, where and how to fix)"),
+    ("llgrad.errors", "the error classes (every error says what, where and how to fix) and "
+     "the performance warnings"),
+    ("llgrad.config", "options set from code (`update`); the LLGRAD_* environment flags"),
     ("llgrad.viz", "pictures of autograd graphs and IR (Graphviz DOT)"),
 ]
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "api.md")

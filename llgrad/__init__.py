@@ -17,7 +17,8 @@ from llgrad.runtime.creation import (  # noqa: F401
     arange, as_tensor, empty, eye, from_numpy, full, full_like, linspace, manual_seed, ones,
     ones_like, rand, rand_like, randint, randn, randn_like, tensor, zeros, zeros_like,
 )
-from llgrad.runtime import errors  # noqa: F401
+from llgrad.runtime import config, errors  # noqa: F401
+from llgrad.runtime.errors import PerformanceWarning  # noqa: F401
 from llgrad.runtime import nn, optim  # noqa: F401
 from llgrad import linalg, special  # noqa: F401
 from llgrad.linalg import cholesky_solve  # noqa: F401  (torch.cholesky_solve)
@@ -42,6 +43,7 @@ def _alias(name: str, module) -> None:
 _alias("llgrad.autograd", autograd)
 from llgrad.runtime.autograd import profiler  # noqa: E402,F401  (llgrad.profiler.profile)
 _sys.modules["llgrad.profiler"] = profiler
+_sys.modules["llgrad.config"] = config  # llgrad.config.update("log_compiles", True)
 _alias("llgrad.nn", nn)
 _alias("llgrad.optim", optim)
 

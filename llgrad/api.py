@@ -12,8 +12,8 @@ import inspect
 import threading
 import time
 import types
-from dataclasses import dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -22,98 +22,23 @@ from llgrad.runtime.aval import aval_str
 from llgrad.runtime.errors import (ConcretizationError, DTypeError, ShapeError, SourceLoc,
                                    _compose)
 from llgrad.tracer import signature as sig
-from llgrad.tracer.captures import hold, note_function
+from llgrad.tracer.captures import failed, hold, note_function
 from llgrad.tracer.dynamic import trace_dynamic
 from llgrad.tracer.tracing import _convertible, bind_arguments, call_with, trace
-from llgrad import compose
-from llgrad.transform import ad, interp
-from llgrad.transform.loop_ad import tape_stats
+from llgrad import compose, diagnostics
+from llgrad.compiled import Compiled, paused_gc
 from llgrad.transform.hashing import fingerprint
-from llgrad.transform.passes.pipeline import optimize
-from llgrad.transform.printers.text import print_function
 from llgrad.inspection import Inspection, Stats
 from llgrad.methods import BoundDifferentiable
 
 
 @dataclass
-class Compiled:
-    """Everything llgrad made for one call signature.
-
-    Native modules are compiled per entry on first use: a script that only asks for
-    gradients never compiles the forward-only entry (first-call latency is mostly LLVM).
-    """
-
-    trace: Any
-    forward: Any            # optimised forward ir.Function
-    joint: Any              # optimised forward+backward ir.Function
-    wrt_leaves: list        # leaf indices differentiated
-    stats: Stats = field(default_factory=Stats)
-    graph_text: str = ""
-    not_differentiable: Exception | None = None
-    dynamic_reason: Exception | None = None
-    disk_key: str | None = None  # the on-disk cache key (llgrad/cache.py), when enabled
-    # Dynamic-path graphs run through the interpreter until they recur (Note [Compile on
-    # reuse]); staged signatures always compile.
-    uses: int = 2
-    modules: dict = field(default_factory=dict)  # entry -> codegen CompiledModule
-
-    @property
-    def guards(self) -> list:
-        return self.trace.guards  # Note [Captured values are guarded]
-
-    def run(self, entry: str, leaves: list) -> list:
-        if config.disable_jit() or self.uses < 2:
-            return interp.run(self.forward if entry == "forward" else self.joint, *leaves)
-        m = self.modules.get(entry) or self.module(entry)
-        return m[entry](*leaves)
-
-    def module(self, entry: str):
-        """The native module of `entry` ("forward" or "joint"), compiled on first use."""
-        with _COMPILE_LOCK:
-            m = self.modules.get(entry)
-            if m is None:
-                m = self.modules[entry] = _native(self, entry)
-        return m
-
-
-_COMPILE_LOCK = threading.RLock()
-
-
-@dataclass
 class _DynamicSignature:
-    """A signature whose trace concretised: its calls take the dynamic path."""
+    """A signature whose trace concretised: its calls take the dynamic path (Note [Dynamic
+    signatures])."""
 
     reason: Exception
     guards = ()  # retracing would concretise again: nothing to check
-
-
-def _native(c: Compiled, entry: str):
-    from llgrad import cache, codegen
-    fn = c.forward if entry == "forward" else c.joint
-    key = None if c.disk_key is None else c.disk_key + ":" + entry
-    if key is not None:
-        m = cache.load_module(key)
-        if m is not None:
-            c.stats["disk cache"] = "hit"
-            return m
-    t0 = time.perf_counter()
-    if key is not None:
-        m = codegen.compile_functions({entry: fn}, symbol_prefix=_symbol_prefix(key),
-                                      keep_object=True)
-        cache.store_module(key, m)
-    else:
-        m = codegen.compile_functions({entry: fn})
-    dt = time.perf_counter() - t0
-    c.stats[f"codegen time ({entry})"] = dt
-    c.stats["codegen time"] = c.stats.get("codegen time", 0.0) + dt
-    c.stats.update({f"{k} ({entry})" if not k.endswith(")") else k: v
-                    for k, v in m.stats.items()})
-    return m
-
-
-def _symbol_prefix(key: str) -> str:
-    import hashlib
-    return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
 def _def_loc(fn) -> SourceLoc | None:
@@ -167,6 +92,7 @@ class Differentiable:
         self._vjp: "Differentiable | None" = None
         self._lock = threading.Lock()
         self.trace_count = 0
+        self._monitor = diagnostics.Monitor(fn, _def_loc(fn))
 
     def _lg_static_key(self):  # a static argument of another compiled function: by identity
         return sig.Identity(self)
@@ -199,10 +125,12 @@ class Differentiable:
         if not kwargs:
             hit = self._fast.get(_fast_key(args))
             if hit is not None and (not hit.guards or hold(hit.guards)):  # Note [Per-call
-                return hit.value(hit.c.run("forward", hit.leaves(args)))  # fast path]
+                self._monitor.calls += 1                                  # fast path]
+                return hit.value(hit.run("forward", args))
         return self._call(args, kwargs, self.method)
 
     def _call(self, args, kwargs, method: bool = False):
+        self._monitor.calls += 1
         if compose.is_traced_call(args, kwargs):  # inside another trace: inline
             names, values = bind_arguments(self.fn, args, kwargs)
             note_function(self.fn)
@@ -217,21 +145,21 @@ class Differentiable:
         """(value, gradient) from one native call of the fused forward+backward entry."""
         if not kwargs and not self.method:
             hit = self._fast.get(_fast_key(args))
-            if hit is not None and hit.c.joint is not None and (not hit.guards or
-                                                                hold(hit.guards)):
-                outs = hit.c.run("joint", hit.leaves(args))
+            if hit is not None and hit.c.grads_ok and (not hit.guards or hold(hit.guards)):
+                self._monitor.calls += 1
+                outs = hit.run("joint", args)
                 return hit.value(outs), hit.grads(outs)
         return self._value_and_grad(args, kwargs, self.method)
 
     def _value_and_grad(self, args, kwargs, method: bool):
+        self._monitor.calls += 1
         if compose.is_traced_call(args, kwargs):
             names, _ = bind_arguments(self.fn, args, kwargs)
             wrt_args, single = self._wrt(names, method)
             return compose.inline_value_and_grad(self, args, kwargs, wrt_args, single)
         c, leaves, (wrt_args, single), _ = self._compiled(args, kwargs, method)
-        if c.joint is None:
-            raise c.not_differentiable
-        outs = c.run("joint", leaves)
+        outs = c.run("joint", leaves)  # raises c.not_differentiable when there is no gradient
+        c.grads_ok = True
         n_out = len(c.trace.fn.outputs)
         value = _rebuild_outputs(c.trace.out_struct, outs[:n_out])
         grads = _assemble(c.trace, outs[n_out:], c.wrt_leaves, wrt_args, single)
@@ -258,20 +186,26 @@ class Differentiable:
         leaves, struct = sig.flatten(tuple(values), names)
         key = (struct, wrt_args)  # one trace serves native and LLGRAD_DISABLE_JIT runs
         c = self._cache.get(key)
+        stale = None
         if c is not None and c.guards and not hold(c.guards):
             with self._lock:  # a global it read changed: trace again (Note [Captured
                 self._cache.pop(key, None)  # values are guarded])
                 self._fast.clear()
-            c = None
+            stale, c = c, None
         if c is None:
             with self._lock:
                 c = self._cache.get(key)
                 if c is None:
+                    reason, fix = self._monitor.reason(names, struct,
+                                                       stale and failed(stale.guards))
                     try:
-                        c = self._cache[key] = self._build(trace(self.fn, args, kwargs),
-                                                           wrt_args)
+                        c = self._cache[key] = self._trace(args, kwargs, wrt_args)
                     except ConcretizationError as e:
-                        c = _DynamicSignature(e)  # See Note [Dynamic signatures]
+                        c = _DynamicSignature(_kept(e))  # Note [Dynamic signatures]
+                        diagnostics.log(f"{self._monitor.name} takes the dynamic path for "
+                                        f"{sig.describe(struct)}: {_reason(e)}")
+                    else:
+                        self._monitor.traced(names, struct, reason, fix)
         if isinstance(c, _DynamicSignature):
             dc, values = self._dynamic(args, kwargs, struct, wrt_args, c.reason)
             self._cache[key] = c  # recorded once a call succeeded: a failed call leaves nothing
@@ -287,20 +221,42 @@ class Differentiable:
     # The signature is marked only once a dynamic call has succeeded, so a call that raises
     # (a wrong argument) leaves no state behind: the next call starts afresh.
 
-    def _dynamic(self, args, kwargs, struct, wrt_args, reason) -> tuple["Compiled", list]:
+    def _trace(self, args, kwargs, wrt_args) -> Compiled:
+        """A staged trace of this call, ready to differentiate and compile."""
+        with paused_gc():
+            t0 = time.perf_counter()
+            tr = trace(self.fn, args, kwargs)
+            c = self._build(tr, wrt_args, time.perf_counter() - t0)
+        unrolled = [u for u in tr.unrolled if self._monitor.first(("unroll", str(u[0])))]
+        if config.disable_jit():
+            diagnostics.warn_unrolled(unrolled, c.spent())
+        else:  # once the native code is made, with its cost (Compiled.module)
+            c.pending_unrolled = unrolled
+        return c
+
+    def _dynamic(self, args, kwargs, struct, wrt_args, reason) -> tuple[Compiled, list]:
         """The dynamic path: trace this call eagerly; reuse the compiled code of its graph."""
-        tr, values = trace_dynamic(self.fn, args, kwargs)
+        t0 = time.perf_counter()
+        with paused_gc():
+            tr, values = trace_dynamic(self.fn, args, kwargs)
+        dt = time.perf_counter() - t0
         self.trace_count += 1
         key = (struct, wrt_args, fingerprint(tr.fn))
         with self._lock:
             c = self._graphs.pop(key, None)
             if c is None:
-                c = self._build(tr, wrt_args, dynamic_reason=reason)
+                c = self._build(tr, wrt_args, dt, dynamic_reason=reason)
                 c.uses = 0
                 if len(self._graphs) >= self.max_dynamic_graphs:
                     self._graphs.pop(next(iter(self._graphs)))
+                diagnostics.log(f"{self._monitor.name}: new dynamic graph "
+                                f"#{len(self._graphs) + 1} ({c.stats['ops (traced)']} ops, "
+                                f"traced in {diagnostics.ms(dt)})")
             c.uses += 1
             self._graphs[key] = c  # most recently used last
+        if self._monitor.first("dynamic"):
+            diagnostics.warn_dynamic(self._monitor.name, reason, dt,
+                                     self._monitor.def_loc)
         return c, values
 
     # Note [Compile on reuse]
@@ -310,39 +266,28 @@ class Differentiable:
     # is compiled to native code when it recurs; a loop over a fixed set of paths compiles
     # each path once, and a graph that never recurs never pays for LLVM.
 
-    def _build(self, tr, wrt_args, dynamic_reason=None) -> "Compiled":
-        """Optimise and differentiate a trace (native code is compiled per entry on use)."""
+    def _build(self, tr, wrt_args, trace_time: float, dynamic_reason=None) -> Compiled:
+        """A Compiled for a trace (of the dynamic path, for `dynamic_reason`); its IR stages
+        and native code are made on first use (Note [Stages on first use] in
+        llgrad/compiled.py)."""
         staged = dynamic_reason is None
         if staged:
             self.trace_count += 1
-        stats = Stats()
-        t1 = time.perf_counter()
-        graph_text = print_function(tr.fn)
-        forward = optimize(tr.fn)
-        # AD differentiates the optimised but unfused forward; fusion runs on the joint.
-        unfused = optimize(tr.fn, fuse=False)
-        t2 = time.perf_counter()
-        joint, wrt_leaves, not_differentiable = None, [], None
+        wrt_leaves, not_differentiable = [], None
         try:
             _check_scalar_output(tr, self.fn)
             wrt_leaves = _wrt_leaves(tr, wrt_args, self.fn)
-            joint = optimize(ad.grad_function(unfused, wrt_leaves, name=tr.fn.name + "_grad"))
-        except (ShapeError, DTypeError, TypeError) as e:
-            not_differentiable = e  # the value still compiles; grad() raises this
-        t3 = time.perf_counter()
-        c = Compiled(tr, forward, joint, wrt_leaves, stats=stats, graph_text=graph_text)
-        c.not_differentiable = not_differentiable
-        c.dynamic_reason = dynamic_reason
-        c.disk_key = self._disk_key(tr, wrt_args) if staged else None
-        stats.update({
+        except (ShapeError, DTypeError) as e:
+            not_differentiable = _kept(e)  # the value still compiles; grad() raises this
+        stats = Stats({
             "path": "staged" if staged else f"dynamic ({_reason(dynamic_reason)})",
             "signature": sig.describe(tr.in_struct),
             "ops (traced)": sum(1 for _ in tr.fn.walk()),
-            "ops (forward)": sum(1 for _ in forward.walk()),
-            "ops (forward+backward)": sum(1 for _ in joint.walk()) if joint else 0,
-            **tape_stats(joint),
-            "optimize time": t2 - t1, "autodiff time": t3 - t2,
+            "trace time": trace_time,
         })
+        c = Compiled(tr, wrt_leaves, stats, self._monitor.name, not_differentiable,
+                     self._disk_key(tr, wrt_args) if staged else None)
+        c.dynamic_reason = dynamic_reason
         if config.dump_dir():
             from llgrad.dump import dump_compiled
             dump_compiled(config.dump_dir(), Inspection(c))
@@ -365,8 +310,12 @@ class Differentiable:
 # A call whose arguments are all numpy arrays of the traced dtypes, Python floats, ints or
 # bools (no containers, no keywords) is keyed by their shapes/dtypes/types (and the values of
 # ints and bools, which are static) without binding the signature or flattening pytrees; a
-# hit maps arguments to leaves and results to Python values with plans made once. Anything
-# else takes the general path, which fills this table.
+# hit maps arguments to leaves and results to Python values with plans made once, and calls
+# the native entry directly once it is compiled (`Entry.run`: the key has checked class,
+# dtype and shape, so only C order is checked). Anything else takes the general path, which
+# fills this table. Costs (this 2-core machine, x * 2.0 on 10 float64): ~1.4 us a call, of which
+# the ctypes call ~0.27 us, np.empty ~0.12 us, reading LLGRAD_DISABLE_JIT ~0.05 us
+# (runtime/config.py, Note [Reading flags per call]); numpy's own x * 2.0 takes ~0.4 us.
 _LEAF_DTYPES = frozenset(sig.TRACED_DTYPES)
 
 
@@ -390,15 +339,19 @@ def _fast_key(args):
 class _FastCall:
     """Precomputed argument and result plans of one signature (Note [Per-call fast path])."""
 
-    __slots__ = ("c", "arrays", "scalar_out", "grad_plan", "single", "guards")
+    __slots__ = ("c", "arrays", "as_is", "native", "array_out", "scalar_out", "grad_plan",
+                 "single", "guards")
 
     def __init__(self, c: Compiled, args, wrt_args, single):
         self.c, self.guards = c, c.trace.guards
         self.arrays = [(i, type(a) is float) for i, a in enumerate(args)
                        if type(a) is np.ndarray or type(a) is float]
+        self.as_is = all(type(a) is np.ndarray for a in args)  # the arguments are the leaves
+        self.native: dict = {}  # entry name -> its codegen Entry, once compiled
         specs = sig.leaf_specs(c.trace.out_struct)
-        self.scalar_out = (specs[0].to_python if len(specs) == 1 and
-                           isinstance(c.trace.out_struct, sig.Leaf) else None)
+        one = len(specs) == 1 and isinstance(c.trace.out_struct, sig.Leaf)
+        self.array_out = one and specs[0].scalar is None  # returned as it is (an ndarray)
+        self.scalar_out = specs[0].to_python if one else None
         pos = {i: k for k, (i, _) in enumerate(self.arrays)}
         n_out = len(c.trace.fn.outputs)
         # Each wrt argument is one leaf here: where its cotangent is, and whether it is a float.
@@ -412,7 +365,24 @@ class _FastCall:
         return [np.asarray(args[i], np.float64) if is_float else args[i]
                 for i, is_float in self.arrays]
 
+    def run(self, entry: str, args) -> list:
+        """`self.c.run(entry, leaves)`, calling the native entry directly once it exists."""
+        native = self.native.get(entry)
+        if native is None or config.disable_jit():
+            outs = self.c.run(entry, self.leaves(args))
+            m = self.c.modules.get(entry)
+            if m is not None:
+                self.native[entry] = m[entry]
+            return outs
+        leaves = args if self.as_is else self.leaves(args)
+        for a in leaves:  # _fast_key checked class, dtype and shape
+            if not a.flags.c_contiguous:
+                return native(*leaves)
+        return native.run(leaves)
+
     def value(self, outs):
+        if self.array_out:
+            return outs[0]
         if self.scalar_out is not None:
             return self.scalar_out(outs[0])
         return _rebuild_outputs(self.c.trace.out_struct, outs[:len(self.c.trace.fn.outputs)])
@@ -441,6 +411,23 @@ def _assemble(tr, cts: list, wrt_leaves, wrt_args, single, to_python: bool = Tru
             vals.append(g)
         per_arg.append(sig.unflatten(sig.arg_struct(tr.in_struct, a), vals))
     return per_arg[0] if single else tuple(per_arg)
+
+
+def _kept(e: BaseException) -> BaseException:
+    """`e` (and the exceptions chained to it) without tracebacks, to be kept past the call.
+
+    A traceback holds the frames of the call that raised it, and through them the frames of
+    its callers with their arrays (the call's arguments and results, the user's locals): kept
+    in a Compiled, those stayed alive as long as the function did.
+    """
+    todo, seen = [e], set()
+    while todo:
+        x = todo.pop()
+        if x is not None and id(x) not in seen:
+            seen.add(id(x))
+            x.__traceback__ = None
+            todo += [x.__cause__, x.__context__]
+    return e
 
 
 def _reason(e) -> str:

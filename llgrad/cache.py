@@ -1,5 +1,6 @@
 """The on-disk compile cache: native object code plus the IR it came from, so a script's
-second run skips optimisation, AD and LLVM (it still traces, to compute the key).
+second run skips optimisation, AD and LLVM (it still traces, to compute the key: Note
+[Warm starts]).
 
 Key: the traced IR's structural fingerprint, the entries and `wrt`, llgrad's version, the
 LLVM version, and the host CPU name and features. The kernels' calling trampoline
@@ -28,7 +29,7 @@ import numpy as np
 from llgrad import safefs
 from llgrad.runtime import config
 
-_MAGIC, _FORMAT = b"LLGRADC\0", 4
+_MAGIC, _FORMAT = b"LLGRADC\0", 5
 _PREFIX = struct.Struct("<8sIIQ")  # magic, format, metadata bytes, object bytes
 _HEADER = _PREFIX.size + 32        # ... then the sha256 of everything else
 _MAX_META, _MAX_OBJECT = 1 << 26, 1 << 28
@@ -252,12 +253,13 @@ def _read_layout(raw) -> dict:
     if not isinstance(raw, dict) or not raw:
         raise ValueError("no entry layout")
     out = {}
-    for name, (symbol, n, ins, outs, sites, record) in raw.items():
+    for name, (symbol, n, ins, outs, sites, record, tapes) in raw.items():
         if not (isinstance(symbol, str) and _SYMBOL.match(symbol) and type(n) is int
-                and type(record) is int and 0 <= record < 1 << 40 and isinstance(sites, list)):
+                and type(record) is int and 0 <= record < 1 << 40 and isinstance(sites, list)
+                and type(tapes) is int and 0 <= 16 * tapes <= record):  # 16: abi.TAPE_HEADER
             raise ValueError(f"bad entry {name!r}")
         out[name] = (symbol, n, _read_avals(ins), _read_avals(outs),
-                     [_read_site(x) for x in sites], record)
+                     [_read_site(x) for x in sites], record, tapes)
         if n != len(ins) + len(outs) + 1:  # + the workspace
             raise ValueError(f"entry {name!r}: {n} buffers for {len(ins)} + {len(outs)} arrays")
     return out
@@ -331,8 +333,8 @@ def store_module(k: str, m) -> None:
         return
     try:
         layout = {name: [symbol, n, _avals(ins), _avals(outs), [_site(x) for x in sites],
-                         record]
-                  for name, (symbol, n, ins, outs, sites, record) in m.layout.items()}
+                         record, tapes]
+                  for name, (symbol, n, ins, outs, sites, record, tapes) in m.layout.items()}
     except TypeError as e:
         import warnings
         warnings.warn(f"llgrad: could not write the compile cache: {e}", stacklevel=3)
@@ -381,15 +383,35 @@ def load_module(k: str):
         return None
 
 
+# Note [Warm starts]
+# What a warm start may skip is bounded by what proves the stored code is still the code
+# Python would run. The key is the traced IR (plus wrt, the signature and the compiler
+# environment): tracing runs the function's current code with its current globals and
+# closure, through every helper it calls, so a changed function, a changed global or a
+# changed helper gives another IR and another key, and can never load stale code; the
+# trace's guards (tracer/captures.py) then check the globals at each later call, as on a
+# cold start. Everything after the trace is a pure function of the IR, so a hit skips the
+# IR passes and AD as well as LLVM (llgrad/compiled.py, Note [Stages on first use]: the
+# stages are made only when something needs them; a joint entry is stored only after AD
+# succeeded on the same IR). What a warm start still pays: converting the source (gast, ~8
+# ms for a small function), the trace (~1 ms per 100 ops), the key, reading and loading the
+# object code (~4 ms with the calling trampoline), and loading llvmlite (~20-40 ms once per
+# process; it is needed to load object code at all). A key that skips the trace too
+# (function source and signature) would have to cover every function the trace reaches and
+# every value it reads: the guards record only data globals (not helpers, modules,
+# attributes of objects), so it could load code for a changed helper. It is not done.
+
+
 # Note [Cache entry format]
-# An entry file is, in order: the 8-byte magic "LLGRADC\0"; the format number (4) as a
+# An entry file is, in order: the 8-byte magic "LLGRADC\0"; the format number (5) as a
 # little-endian u32; the metadata length (u32) and the object code length (u64); the sha256
 # of the 24 bytes so far, the metadata and the object code; the metadata, UTF-8 JSON; the
 # object code (an ELF relocatable object). The file's length must be exactly the sum. The
 # metadata is {"key": the entry's key, "kind": "module" | "object", ...}; a module adds
 # "layout" ({entry: [symbol, buffer count, [[shape, dtype name], ...] for the arguments, the
 # same for the results, the failure sites (Note [Failure sites on disk]), the error record's
-# offset]}), "llvm_ir", "stats" and "workspace". Everything is checked as it
+# offset, the number of tape headers before it (Note [Workspaces] in codegen/compiled.py)]}),
+# "llvm_ir", "stats" and "workspace". Everything is checked as it
 # is read (types, dtype names from a fixed list, buffer counts against the avals), and the
 # object code by codegen/objfile.py, which also requires it to define the layout's symbols.
 # Format 2 (a pickle) and anything else is not an entry of this format: a miss, then

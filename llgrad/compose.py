@@ -14,6 +14,7 @@ from typing import Callable
 
 import numpy as np
 
+from llgrad import diagnostics
 from llgrad.runtime.autograd.function import Function
 from llgrad.runtime.autograd.graph import Node
 from llgrad.runtime.autograd.state import STATE
@@ -49,6 +50,8 @@ def inline_value_and_grad(d, args, kwargs, wrt_args, single):
     """`d.value_and_grad(*args)` on IR values: its joint IR spliced into the caller."""
     from llgrad.api import _assemble, _wrt_leaves
     tr = trace(d.fn, args, kwargs)
+    diagnostics.warn_unrolled([u for u in tr.unrolled
+                               if d._monitor.first(("unroll", str(u[0])))])
     wrt_leaves = _wrt_leaves(tr, wrt_args)
     joint = optimize(ad.grad_function(optimize(tr.fn, fuse=False), wrt_leaves), fuse=False)
     outs = inline(joint, _leaves_of_call(d, args, kwargs))

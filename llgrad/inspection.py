@@ -9,7 +9,7 @@ from llgrad.tracer.tracing import _convertible
 from llgrad.transform.printers.text import print_function
 
 if TYPE_CHECKING:
-    from llgrad.api import Compiled
+    from llgrad.compiled import Compiled
 
 
 class Text(str):
@@ -87,6 +87,9 @@ class Inspection:
 
     @property
     def stats(self) -> Stats:
+        """Op counts, memory and the time of each phase (the IR stages are made first, so
+        their counts are there; native code is compiled on first use, not here)."""
+        self._c.forward, self._c.joint  # noqa: B018  (Note [Stages on first use])
         return self._c.stats
 
     @property

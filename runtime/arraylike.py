@@ -40,6 +40,12 @@ def _booleans(sym: str, *xs):
     return xs
 
 
+def _defers(self, other) -> bool:
+    """Whether `other` is a value of a higher level (a runtime/padded.py Padded next to an IR
+    value), whose own method must decide: `@` and numpy functions read operand shapes."""
+    return getattr(type(other), "_lg_level", -2) > self._lg_level
+
+
 class ArrayOperators:
     """Operators; classes using this mixin also define `shape`, `_np_dtype`, `_lg_level`."""
 
@@ -57,12 +63,16 @@ class ArrayOperators:
     def __pow__(self, o): return ops.pow(self, o)
     def __rpow__(self, o): return ops.pow(o, self)
     def __matmul__(self, o):
+        if _defers(self, o):
+            return NotImplemented
         try:
             return ops.matmul(self, o)
         except LLGradError as e:
             raise _locate(e) from None
 
     def __rmatmul__(self, o):
+        if _defers(self, o):
+            return NotImplemented
         try:
             return ops.matmul(o, self)
         except LLGradError as e:
@@ -98,6 +108,8 @@ class ArrayOperators:
     # -- numpy dispatch ---------------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         from llgrad.runtime.numpy_api import FUNCTIONS, LAZY, resolve_lazy
+        if any(_defers(self, x) for x in inputs):
+            return NotImplemented
         fn = FUNCTIONS.get(ufunc if method == "__call__" else getattr(ufunc, method))
         if fn is None and LAZY and method == "__call__":  # scipy.special's ufuncs
             resolve_lazy()
@@ -112,6 +124,8 @@ class ArrayOperators:
 
     def __array_function__(self, func, types, args, kwargs):
         from llgrad.runtime.numpy_api import FUNCTIONS
+        if any(getattr(t, "_lg_level", -2) > self._lg_level for t in types):
+            return NotImplemented
         fn = FUNCTIONS.get(func)
         if fn is None:
             return self._lg_numpy_fallback(func, args, kwargs)

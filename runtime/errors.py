@@ -166,6 +166,26 @@ class InternalError(LLGradError, RuntimeError):
         )
 
 
+class PerformanceWarning(UserWarning):
+    """Compiled code costs much more than it could: the message names the user's line, the
+    reason, the cost and the rewrite that avoids it. Each is issued once per function;
+    silence them with `warnings.filterwarnings("ignore", category=llgrad.PerformanceWarning)`.
+    """
+
+
+class UnrollWarning(PerformanceWarning):
+    """A loop was unrolled at trace time: one compiled copy of its body per iteration."""
+
+
+class DynamicPathWarning(PerformanceWarning):
+    """A function takes the dynamic path: it is traced again on every call."""
+
+
+class RetraceWarning(PerformanceWarning):
+    """A function is traced again on (almost) every call: its call signature, or a global it
+    reads, keeps changing."""
+
+
 class UnsupportedSyntaxError(SyntaxError):
     """A Python construct the compiler cannot convert; carries the real filename for the caret."""
 

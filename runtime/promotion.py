@@ -154,7 +154,12 @@ class NumpyRules:
     def coerce(self, prim, xs, floating: bool = False):
         """Operands cast to the dtypes `prim` computes in (numpy's loop for its ufunc, else
         numpy's result_type, a float for `floating` ops), that dtype, and whether the result
-        is weak."""
+        is weak. A list of values and numbers is one array (`x * [a, 2.0]`: numpy's
+        operators convert it with np.asarray; Note [Lists of traced values])."""
+        if any(type(x) in (list, tuple) for x in xs):
+            from llgrad.runtime.conversions import array_from, holds_value
+            xs = [array_from(x) if type(x) in (list, tuple) and holds_value(x) else x
+                  for x in xs]
         specs = [_spec(x) for x in xs]
         weak = all(type(s) is type for s in specs)
         ufunc = _ufunc(prim)

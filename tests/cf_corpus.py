@@ -1045,13 +1045,21 @@ def for_else_static(x):
     return s
 
 
-@case(vec(5), kinds=("python list",), unrolls=True)
+@case(vec(5), kinds=("python list",))
 def list_append_stack(x):
     hs = []
     h = 0.0
     for i in range(x.shape[0]):
         h = np.tanh(h + x[i])
         hs.append(h)
+    return np.sum(np.stack(hs) ** 2)
+
+
+@case(vec(5), kinds=("python list",), unrolls=True)
+def list_reads_back(x):
+    hs = [x[0], x[1]]
+    for i in range(2, x.shape[0]):
+        hs.append(np.tanh(hs[-2] + x[i]))  # an item appended two iterations ago
     return np.sum(np.stack(hs) ** 2)
 
 

@@ -16,6 +16,7 @@ import numpy as np
 import llgrad as lg
 from llgrad.runtime import ops
 from llgrad.runtime.ops.index import normalize_key, scatter_add_p
+from llgrad.runtime.ops.window import dynamic_window_p, window_update_p
 from llgrad.runtime.prim import bind
 
 
@@ -150,6 +151,46 @@ def _index_put_ref(x, key, v):
     out = x.copy()
     out[key] = v
     return out
+
+
+# (start, length, axis, size, stride): inside, past the end, before the start, reversed,
+# empty, strided, longer than the window
+_WINDOWS = [(1, 3, 0, 5, 1), (3, 4, 0, 5, 1), (-1, 3, 1, 4, 1), (4, 3, 0, 3, -1),
+            (2, 0, 1, 4, 1), (0, 2, 1, 2, 2), (0, 9, 0, 2, 1)]
+
+
+def _window_samples(rng, dtype):
+    x = make_input(rng, (5, 4), "real", dtype)
+    return [Sample((x, np.int64(s), np.int64(n)), dict(axis=a, size=z, stride=st))
+            for s, n, a, z, st in _WINDOWS]
+
+
+def _window_ref(x, start, length, axis, size, stride):
+    xs = np.moveaxis(x, axis, 0)
+    out = np.zeros((size,) + xs.shape[1:], x.dtype)
+    for k in range(min(size, int(length))):
+        if 0 <= start + k * stride < xs.shape[0]:
+            out[k] = xs[start + k * stride]
+    return np.moveaxis(out, 0, axis)
+
+
+def _window_update_samples(rng, dtype):
+    x = make_input(rng, (5, 4), "real", dtype)
+    out = []
+    for s, n, a, z, st in _WINDOWS:
+        shape = (z, 4) if a == 0 else (5, z)
+        out.append(Sample((x, make_input(rng, shape, "real", dtype), np.int64(s), np.int64(n)),
+                          dict(axis=a, stride=st)))
+    return out
+
+
+def _window_update_ref(x, v, start, length, axis, stride):
+    out = np.moveaxis(x.copy(), axis, 0)
+    vs = np.moveaxis(v, axis, 0)
+    for k in range(min(vs.shape[0], int(length))):
+        if 0 <= start + k * stride < out.shape[0]:
+            out[start + k * stride] = vs[k]
+    return np.moveaxis(out, 0, axis)
 
 
 # ---- shape samples ------------------------------------------------------------------------
@@ -306,6 +347,10 @@ OP_DB: list[OpSpec] = [
     # indexing
     OpSpec("getitem", lambda x, key: x[key], lambda x, key: x[key], samples=_getitem_samples),
     OpSpec("scatter_add", _scatter_add, _scatter_add_ref, samples=_scatter_add_samples),
+    OpSpec("dynamic_window", lambda x, s, n, **kw: bind(dynamic_window_p, x, s, n, **kw),
+           _window_ref, samples=_window_samples),
+    OpSpec("window_update", lambda x, v, s, n, **kw: bind(window_update_p, x, v, s, n, **kw),
+           _window_update_ref, samples=_window_update_samples),
     OpSpec("index_put", lambda x, key, v: ops.setitem(x, key, v), _index_put_ref,
            samples=_index_put_samples),
     # shape

@@ -1,4 +1,4 @@
-"""Start-up cost (issue 6): `import llgrad` loads only what a script needs to trace and run.
+"""Start-up cost (issues 6, 12): `import llgrad` loads only what a script needs to trace and run.
 
 Each check runs in a fresh interpreter, since the test session has imported everything.
 """
@@ -31,6 +31,45 @@ def test_unseeded_generator_is_seeded_with_zero():
         assert (creation._rng().random(4) == np.random.default_rng(0).random(4)).all()
         creation.manual_seed(3)
         assert (creation._rng().random(4) == np.random.default_rng(3).random(4)).all()
+    """)
+
+
+# `import llgrad` loads the eager runtime (numpy only): at most this many modules of its own,
+# ~20 ms on an idle machine (python -X importtime). Counting modules, not milliseconds, keeps
+# the budget meaningful on a loaded machine. (97 with pytrees, promotion, custom_vjp and the
+# linalg/special primitives.)
+IMPORT_BUDGET = 100
+
+
+def test_import_loads_no_compiler_and_few_modules():
+    _run(f"""
+        import sys
+        import numpy
+        before = set(sys.modules)
+        import llgrad
+        new = set(sys.modules) - before
+        heavy = [m for m in new if m.split(".")[0] in ("llvmlite", "scipy", "gast")
+                 or m.startswith(("llgrad.codegen", "llgrad.tracer", "llgrad.transform",
+                                  "llgrad.api"))]
+        assert not heavy, heavy
+        assert len(new) <= {IMPORT_BUDGET}, (len(new), sorted(new))
+    """)
+
+
+def test_llvmlite_loads_only_when_something_is_compiled():
+    _run("""
+        import os, sys
+        import numpy as np
+        import llgrad
+        def f(x):
+            return np.sum(np.sin(x))
+        d = llgrad.differentiate(f)
+        os.environ["LLGRAD_DISABLE_JIT"] = "1"
+        d.grad(np.ones(3))
+        assert "llvmlite" not in sys.modules and "llgrad.codegen.jit" not in sys.modules
+        del os.environ["LLGRAD_DISABLE_JIT"]
+        d.grad(np.ones(3))
+        assert "llvmlite.binding" in sys.modules
     """)
 
 

@@ -37,6 +37,13 @@ def nan_reductions_and_diff(m, x):
             + np.sum(np.diff(m, axis=1) ** 2) + np.sum(np.diff(x, n=2, prepend=0.5)))
 
 
+@usecase(float32=False)  # np.cov computes in float64 whatever the input (numpy's rule)
+def covariances(m, k, x):
+    return (np.sum(np.cov(m) * np.arange(9.0).reshape(3, 3)) + np.sum(np.cov(k, rowvar=False))
+            + np.cov(x, bias=True) + np.sum(np.cov(m[0], m[1], ddof=0) ** 2)
+            + np.sum(np.corrcoef(k.T) * np.arange(9.0).reshape(3, 3)))
+
+
 # ---- sorting --------------------------------------------------------------------------------
 @usecase
 def sorting_and_order_statistics(x, m):

@@ -24,6 +24,7 @@ import sys
 import numpy as np
 
 from llgrad.runtime.errors import LLGradError, UnsupportedError, is_internal_file, user_loc
+from llgrad.runtime.padded import Padded
 from llgrad.tracer.convert.naming import PREFIX
 from llgrad.transform import ir
 from llgrad.transform.builder import current
@@ -35,6 +36,8 @@ _VIEW_PRIMS = frozenset({"reshape", "transpose", "squeeze", "expand_dims", "swap
 
 def _view_base(v):
     """The array `v` is a numpy view of (one step), or None."""
+    if type(v) is Padded:  # a slice of run-time length, taken from `source`
+        return v.source
     op = v.op if isinstance(v, ir.Value) else None
     if op is None:
         return None
@@ -138,6 +141,9 @@ def _argument(target) -> tuple[str, bool] | None:
     todo, seen = [(target, False)], set()
     while todo:
         v, view = todo.pop()
+        if type(v) is Padded:
+            todo.append((v.source, True))
+            continue
         if not isinstance(v, ir.Value) or v.id in seen:
             continue
         seen.add(v.id)

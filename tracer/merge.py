@@ -13,6 +13,7 @@ import numpy as np
 from llgrad.runtime import ops
 from llgrad.runtime.aval import BOOL, F64, I64, Aval, aval_str
 from llgrad.runtime.errors import LLGradError, ShapeError
+from llgrad.runtime.padded import Padded
 from llgrad.tracer.operators import Undefined
 from llgrad.transform import ir
 from llgrad.transform.builder import ScopeError
@@ -82,6 +83,10 @@ def merge(name, a, c, loc) -> tuple[Aval, bool] | None:
             "traced operand)") if name == "(value)" else f"`{name}`" if not \
         name.isidentifier() else f"variable `{name}`"
     weak = is_weak(a) and is_weak(c)
+    if a is not c and Padded in (type(a), type(c)):  # Note [Slices of loop-dependent length]
+        padded = a if type(a) is Padded else c
+        raise padded.refuse(f"merging {what} over the paths of a traced `if`", shape=False,
+                            loc=loc)
     if not isinstance(a, ir.Value) and not isinstance(c, ir.Value):
         if a is c:
             return None

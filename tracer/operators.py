@@ -20,6 +20,9 @@ Staging protocol (implemented by the tracing layer; see tests/tracer/fake_tracer
     note_store(obj, key, delete)  (optional) before a store into a Python object: key is
                           ("attr", name) or ("item", index) (See Note [Stores in traced
                           branches] in tracer/stores.py)
+    note_call(obj, name)  (optional) before a call of an in-place method on obj (name in
+                          _MUTATORS), `len(obj)` or `print` (obj None) (See Note [Python
+                          effects in staged code] in tracer/effects.py)
     stage_raise(make, loc) -> exception   (optional) for ``raise make()``: the exception
                           to raise now, or (under a traced condition) a compiled check
                           (Note [Raise under a traced condition] in tracer/checks.py)
@@ -56,10 +59,13 @@ Rules for values in the state:
 - A Python loop whose break/return flag becomes traced runs its remaining iterations under
   ``stage_if`` (one per item); a Python ``while`` whose test becomes traced is staged from
   the current state on (earlier iterations stay unrolled).
-- Optional: ``stage_python_while(test_fn, body_fn, get_state, set_state, symbol_names, loc)
-  -> bool`` for a ``while`` whose test is a Python value (just found true) while its state
-  holds a traced value: True when it staged the rest of the loop, False to have it run as
-  Python (See Note [Python while loops over traced state]).
+- Optional: ``stage_python_while(test_fn, body_fn, get_state, set_state, symbol_names, loc,
+  optional) -> bool`` for a ``while`` whose test is a Python value (just found true) while its
+  state holds a traced value (or, ``optional``, its body reads one): True when it staged the
+  rest of the loop, False to have it run as Python (See Note [Python while loops over traced
+  state]). ``stage_for`` gets ``optional=True`` for a loop over a Python range whose state is
+  plain Python but whose body reads a traced value; it returns False to have the loop run as
+  Python (Note [Static loops over traced state]).
 """
 
 from __future__ import annotations
@@ -75,10 +81,10 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 from llgrad.runtime import pytree
-from llgrad.runtime.errors import ConcretizationError, user_loc
+from llgrad.runtime.errors import ConcretizationError, UnsupportedError, user_loc
 
 from . import captures
-from .traced_builtins import traced_builtins
+from .traced_builtins import SHAPED, static_shape, traced_builtins
 from .convert.errors import SourceLoc, UnsupportedSyntaxError  # noqa: F401
 
 
@@ -221,6 +227,20 @@ def range_(*args) -> range | TracedRange:
     return range(*args)
 
 
+def reversed_range_(*args) -> range | TracedRange:
+    """``reversed(range(*args))`` as a range (a staged loop reads its bounds): the last
+    element of range(a, b, s) counting down to a, by -s."""
+    r = range_(*args)
+    if type(r) is range:
+        return r[::-1]
+    start, stop, step = r.start, r.stop, int(r.step)  # a traced step: the dynamic path
+    if step == 0:
+        return r  # refused by the stager, as range() is
+    sign = 1 if step > 0 else -1
+    last = stop - sign if abs(step) == 1 else start + (stop - start - sign) // step * step
+    return TracedRange(last, start - step, -step)
+
+
 def if_stmt(cond, body_fn, orelse_fn, get_state, set_state, symbol_names: Sequence[str],
             nouts: int, loc: SourceLoc) -> None:
     stager = stager_of(cond)
@@ -263,16 +283,28 @@ def for_stmt(iterable, extra_test, body_fn, get_state, set_state, symbol_names: 
 
 
 # Note [Static loops over traced state]
-# `for i in range(n)` with a Python n runs as Python while its state is plain Python (shape
-# loops, list building cost nothing). Once an iteration leaves a traced value in the loop
-# state (`s = s + x[i]`), the remaining iterations are staged as one loop op with a traced
-# index, rather than unrolled n times. The iterations already run stay unrolled, exactly
-# as Python ran them.
+# `for i in range(n)` with a Python n is staged as one loop op from its first iteration when
+# it will carry traced values: its state (the names it changes that are live at its head)
+# holds a traced value, or its body reads one from outside (a closure cell or argument: `acc
+# = 0.0; for i in ...: acc += x[i]`, where the stager then carries `acc` as a weak value,
+# Note [Carried numbers]). Nothing is run first to find out, so a nest of loops stages as a
+# nest of loop ops, each traced once per trace of its parent. A loop staged only because its
+# body reads traced values may still be declined by the stager (`stage_for(..., optional=
+# True)` returns False): when nothing ends up carried (a shape-building loop reading
+# `x.shape`), or the body needs its index as a Python value. Then it runs as Python, and
+# if an iteration leaves a traced value in the state, the rest is staged (the iterations
+# already run stay unrolled, exactly as Python ran them).
 def _static_range(rng, extra_test, body_fn, get_state, set_state, symbol_names, loc):
     stager = _state_stager(get_state)
     if stager is not None and len(rng) > 1:
         stager.stage_for(rng, extra_test, body_fn, get_state, set_state, symbol_names, loc)
         return
+    if stager is None and len(rng) > 1:
+        stager = _reads_stager((body_fn, extra_test))
+        if stager is not None and stager.stage_for(
+                rng, extra_test, body_fn, get_state, set_state, symbol_names, loc,
+                optional=True) is not False:
+            return
     for k, item in enumerate(rng):
         if extra_test is not None:
             test = extra_test()
@@ -291,6 +323,30 @@ def _static_range(rng, extra_test, body_fn, get_state, set_state, symbol_names, 
                 return
 
 
+def _reads_stager(fns) -> Stager | None:
+    """The stager of a traced value that functions read from outside (their closure cells,
+    searched into records, lists, tuples and dicts), if any."""
+    todo = []
+    for fn in fns:
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                todo.append((cell.cell_contents, 0))
+            except ValueError:
+                pass
+    seen = 0
+    while todo and seen < 10_000:
+        v, depth = todo.pop()
+        seen += 1
+        s = stager_of(v)
+        if s is not None:
+            return s
+        if depth < 3 and (type(v) in (list, tuple, dict) or is_record(v)):
+            items = v.values() if type(v) is dict else v if type(v) in (list, tuple) else \
+                pytree.tree_leaves(v)
+            todo.extend((x, depth + 1) for x in items)
+    return None
+
+
 def _guarded_rest(test, it, extra_test, body_fn, get_state, set_state, symbol_names, loc):
     for item in it:
         if_stmt(test, lambda item=item: body_fn(item), None, get_state, set_state,
@@ -303,6 +359,7 @@ def _guarded_rest(test, it, extra_test, body_fn, get_state, set_state, symbol_na
 def while_stmt(test_fn, body_fn, get_state, set_state, symbol_names: Sequence[str],
                loc: SourceLoc) -> None:
     as_python = False  # the stager asked for Python iterations (Note [Unrolled loops])
+    read = False  # whether the body's reads were looked at (Note [Static loops over ...])
     while True:
         test = test_fn()
         stager = stager_of(test)
@@ -312,21 +369,25 @@ def while_stmt(test_fn, body_fn, get_state, set_state, symbol_names: Sequence[st
         if not test:
             return
         if _STAGERS and not as_python:  # See Note [Python while loops over traced state]
-            stager = _state_stager(get_state)
+            stager, optional = _state_stager(get_state), False
+            if stager is None and not read:
+                stager, optional, read = _reads_stager((test_fn, body_fn)), True, True
             stage = getattr(stager, "stage_python_while", None)
             if stage is not None:
-                if stage(test_fn, body_fn, get_state, set_state, tuple(symbol_names), loc):
+                if stage(test_fn, body_fn, get_state, set_state, tuple(symbol_names), loc,
+                         optional=optional):
                     return
-                as_python = True
+                as_python = not optional
         body_fn()
 
 
 # Note [Python while loops over traced state]
-# `while i < n:` with Python i and n runs as Python while its state is plain Python. Once the
-# state holds a traced value (`x = x * 0.999`), running on would add one copy of the body to
-# the trace per iteration (n = 1e5: minutes, gigabytes). As for a static `for` (Note [Static
-# loops over traced state]), the rest of the loop is staged as one while_loop op: the Python
-# scalars the body changes (the counter i) become carried values, so the test, traced over
+# `while i < n:` with Python i and n runs as Python while its state is plain Python and its
+# body reads no traced value. Once the state holds a traced value (`x = x * 0.999`), running
+# on would add one copy of the body to the trace per iteration (n = 1e5: minutes,
+# gigabytes). As for a static `for` (Note [Static loops over traced state]), the (rest of
+# the) loop is staged as one while_loop op: the Python scalars the body changes (the
+# counter i) become carried values, so the test, traced over
 # them, decides each iteration at run time. When the test does not become traced (it reads
 # only Python objects changed in place, like a list's length), or the body cannot be one
 # loop op, the trace restarts with the loop run as Python, with a warning (Note [Unrolled
@@ -460,6 +521,21 @@ def note_item(obj, index, delete: bool = False) -> None:
     ``obj`` is ``UNKNOWN`` when naming it again would repeat a call."""
     if _STAGERS:
         _note_store(obj, ("item", index), delete)
+
+
+def item_value(obj, value) -> Any:
+    """The value of ``obj[i] = value`` where ``obj`` is not a local variable (an attribute,
+    an item): numpy cannot hold a traced value, so storing one into a numpy array there is
+    an error at the user's line (numpy's own would be "setting an array element with a
+    sequence")."""
+    if _STAGERS and isinstance(obj, np.ndarray) and any(True for _ in _traced_leaves(value)):
+        raise UnsupportedError(
+            "a traced value is written into a numpy array held in an attribute or a "
+            "container (not a local variable): numpy cannot hold a traced value, and "
+            "compiled code updates arrays by value", loc=user_loc(),
+            fix="copy the array into a local variable and update that (buf = obj.buf.copy(); "
+            "buf[i] = v), then use or return it")
+    return value
 
 
 def _note_store(obj, key, delete) -> None:
@@ -603,13 +679,54 @@ def _is_numpy(f) -> bool:
     return isinstance(f, np.ufunc) or (getattr(f, "__module__", None) or "").startswith("numpy")
 
 
+# Methods that change their object in place, by the object's type (See Note [Python effects
+# in staged code] in tracer/effects.py).
+_MUTATORS = {
+    list: frozenset({"append", "extend", "insert", "pop", "remove", "clear", "sort",
+                     "reverse"}),
+    dict: frozenset({"update", "pop", "popitem", "clear", "setdefault"}),
+    set: frozenset({"add", "discard", "remove", "pop", "clear", "update", "difference_update",
+                    "intersection_update", "symmetric_difference_update"}),
+    np.ndarray: frozenset({"fill", "sort", "put", "itemset", "resize", "partition",
+                           "setfield"}),
+}
+
+
+def _note_call(f: Callable, args) -> None:
+    """Announce a call that changes a Python object, `len` or `print` to the stagers."""
+    if f is print or f is len:
+        obj, name = (args[0] if f is len and args else None), f.__name__
+    else:
+        obj = getattr(f, "__self__", None)
+        names = _MUTATORS.get(type(obj))
+        if names is None or f.__name__ not in names:
+            return
+        name = f.__name__
+    for s in _STAGERS.values():
+        note = getattr(s, "note_call", None)
+        if note is not None:
+            note(obj, name)
+
+
+def len_(x) -> int:
+    """``len(x)`` in converted code (a staged loop cannot know the length of a list it
+    appends to: Note [Python effects in staged code])."""
+    if _STAGERS:
+        _note_call(len, (x,))
+    return len(x)
+
+
 def _converted_target(f: Callable, args=()) -> Callable:
+    if _STAGERS and (type(f) is types.BuiltinMethodType or f is print or f is len):
+        _note_call(f, args)
     if is_random(f):
         _random_draw(f)
         return f
     traced = bool(_STAGERS) and any(
         is_traced(a) or _traced_list(a) or type(a) is tuple and any(map(is_traced, a))
         for a in args)  # (a tuple: scipy's cho_solve((c, lower), b))
+    if _STAGERS and f in SHAPED and any(True for a in args for _ in _traced_leaves(a)):
+        return static_shape(f)
     if traced:
         try:
             g = traced_builtins().get(f)

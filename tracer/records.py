@@ -12,10 +12,11 @@ from llgrad.tracer.operators import Undefined
 from llgrad.transform import ir
 
 
-def flat_state(get_state, set_state, names):
+def flat_state(get_state, set_state, names, nouts: int = 0):
     """The state with each record of arrays replaced by its leaves, named `state.pos`, ...
-    (Note [Records in loop and branch state] in operators.py): (get, set, names) to stage
-    with. A record whose structure changes reads back as itself, which the stager reports
+    (Note [Records in loop and branch state] in operators.py): (get, set, names, nouts) to
+    stage with, `nouts` counting the flat entries of the first `nouts` names (an `if`'s
+    outputs). A record whose structure changes reads back as itself, which the stager reports
     as a changed variable; one unbound on a path reads back as Undefined leaves."""
     s0 = get_state()
     defs = []
@@ -27,7 +28,7 @@ def flat_state(get_state, set_state, names):
                 d = (struct, len(leaves))
         defs.append(d)
     if not any(defs):
-        return get_state, set_state, names
+        return get_state, set_state, names, nouts
     flat_names = []
     for v, name, d in zip(s0, names, defs):
         flat_names.extend([name] if d is None else _leaf_names(name, v))
@@ -57,7 +58,7 @@ def flat_state(get_state, set_state, names):
             else:
                 out.append(pytree.unflatten(d[0], leaves))
         set_state(tuple(out))
-    return get, set_, tuple(flat_names)
+    return get, set_, tuple(flat_names), sum(1 if d is None else d[1] for d in defs[:nouts])
 
 
 class _Restructured:

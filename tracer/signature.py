@@ -132,7 +132,8 @@ def static_key(v, _path: tuple = ()):
     if isinstance(v, np.generic):
         return (t, v.tobytes())
     if isinstance(v, (tuple, list)):
-        return (t, tuple(static_key(e, path) for e in v))
+        return (t, tuple((te, e) if (te := type(e)) in _ATOMS else static_key(e, path)
+                         for e in v))
     if isinstance(v, dict):
         return (t, tuple((static_key(k, path), static_key(e, path)) for k, e in v.items()))
     if isinstance(v, (set, frozenset)):
@@ -150,7 +151,8 @@ def static_key(v, _path: tuple = ()):
         except TypeError:
             pass
     if t.__flags__ & _HEAPTYPE or t is types.SimpleNamespace:
-        return (t, tuple((name, static_key(e, path)) for name, e in _attributes(v)))
+        return (t, tuple((name, (te, e) if (te := type(e)) in _ATOMS else static_key(e, path))
+                         for name, e in _attributes(v)))
     return Identity(v)
 
 
@@ -158,14 +160,30 @@ def _attributes(v) -> list:
     """An object's attributes: its __dict__ and its __slots__, in a fixed order. Values a
     functools.cached_property stored are left out: they derive from the others, and appear
     when first read (a trace reading one does not change its object)."""
-    cls = type(v)
-    out = sorted((n, e) for n, e in getattr(v, "__dict__", {}).items()
-                 if not isinstance(getattr(cls, n, None), functools.cached_property))
-    for klass in type(v).__mro__:
-        for name in getattr(klass, "__slots__", ()):
-            if name not in ("__dict__", "__weakref__") and hasattr(v, name):
-                out.append((name, getattr(v, name)))
+    cached, slots = _layout(type(v))
+    d = getattr(v, "__dict__", None)
+    out = sorted((n, e) for n, e in d.items() if n not in cached) if d else []
+    for name in slots:
+        if hasattr(v, name):
+            out.append((name, getattr(v, name)))
     return out
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout(cls) -> tuple[frozenset, tuple]:
+    """A class's cached_property names and slot names (static_key runs per call: guards)."""
+    first: dict = {}  # each name's definition nearest in the MRO (no descriptor is run)
+    for klass in cls.__mro__:
+        for n, v in vars(klass).items():
+            first.setdefault(n, v)
+    cached = frozenset(n for n, v in first.items() if isinstance(v, functools.cached_property))
+    slots = []
+    for klass in cls.__mro__:
+        names = getattr(klass, "__slots__", ())
+        for name in (names,) if isinstance(names, str) else names:
+            if name not in ("__dict__", "__weakref__"):
+                slots.append(name)
+    return cached, tuple(slots)
 
 
 def flatten(tree, names=None, paths: list | None = None) -> tuple[list, Any]:
@@ -178,48 +196,46 @@ def flatten(tree, names=None, paths: list | None = None) -> tuple[list, Any]:
     function receives the object itself (Note [Static arguments]).
     """
     leaves: list = []
-
-    def rec(x, where):
-        nt = pytree.node_type(x)
-        if nt is not None:
-            n0 = len(leaves)
-            children, aux = nt.flatten(x)
-            kids = tuple(rec(c, w) for c, w in zip(children, _child_paths(nt, x, aux, where,
-                                                                          len(children))))
-            if len(leaves) == n0 and nt.kind in ("dataclass", "custom"):
-                if paths is not None:
-                    del paths[n0:]
-                return Static(x)
-            return pytree.Node(nt, aux, kids, key=None if aux is None else static_key(aux))
-        aval = getattr(x, "aval", None)
-        if aval is not None and hasattr(type(x), "_lg_level"):  # an IR value (nested tracing)
-            leaf = Leaf(tuple(aval.shape), aval.dtype)
-        elif isinstance(x, np.ndarray) or (hasattr(x, "_data") and
-                                           isinstance(x._data, np.ndarray)):
-            arr = x if isinstance(x, np.ndarray) else x._data
-            if arr.dtype not in TRACED_DTYPES:
-                if arr.dtype.kind != "i":
-                    raise _unsupported_dtype(arr, where)
-                arr = arr.astype(np.int64)
-            x, leaf = arr, Leaf(arr.shape, arr.dtype)
-        elif isinstance(x, float) and not isinstance(x, np.floating):
-            x, leaf = np.asarray(float(x), dtype=np.float64), Leaf((), np.dtype(np.float64), float)
-        elif isinstance(x, np.floating):
-            if x.dtype not in TRACED_DTYPES:
-                raise DTypeError(f"unsupported dtype {x.dtype} for a scalar argument",
-                                 fix="use np.float64 or np.float32 scalars")
-            x, leaf = np.asarray(x), Leaf((), x.dtype, type(x))
-        else:
-            return Static(x)
-        leaves.append(x)
-        if paths is not None:
-            paths.append(where)
-        return leaf
-
-    if names is not None:
-        kids = tuple(rec(x, n.lstrip("*")) for n, x in zip(names, tree))
+    if names is not None:  # no closure: Note [No reference cycles per call] (pytree.py)
+        kids = tuple(_flatten(x, n.lstrip("*"), leaves, paths) for n, x in zip(names, tree))
         return leaves, pytree.Node(pytree.node_type(()), None, kids)
-    return leaves, rec(tree, "the argument")
+    return leaves, _flatten(tree, "the argument", leaves, paths)
+
+
+def _flatten(x, where: str, leaves: list, paths: list | None):
+    nt = pytree.node_type(x)
+    if nt is not None:
+        n0 = len(leaves)
+        children, aux = nt.flatten(x)
+        kids = tuple(_flatten(c, w, leaves, paths)
+                     for c, w in zip(children, _child_paths(nt, x, aux, where, len(children))))
+        if len(leaves) == n0 and nt.kind in ("dataclass", "custom"):
+            if paths is not None:
+                del paths[n0:]
+            return Static(x)
+        return pytree.Node(nt, aux, kids, key=None if aux is None else static_key(aux))
+    aval = getattr(x, "aval", None)
+    if aval is not None and hasattr(type(x), "_lg_level"):  # an IR value (nested tracing)
+        leaf = Leaf(tuple(aval.shape), aval.dtype)
+    elif isinstance(x, np.ndarray) or (hasattr(x, "_data") and
+                                       isinstance(x._data, np.ndarray)):
+        arr = x if isinstance(x, np.ndarray) else x._data
+        if arr.dtype not in TRACED_DTYPES:
+            raise _unsupported_dtype(arr, where)
+        x, leaf = arr, Leaf(arr.shape, arr.dtype)
+    elif isinstance(x, float) and not isinstance(x, np.floating):
+        x, leaf = np.asarray(float(x), dtype=np.float64), Leaf((), np.dtype(np.float64), float)
+    elif isinstance(x, np.floating):
+        if x.dtype not in TRACED_DTYPES:
+            raise DTypeError(f"unsupported dtype {x.dtype} for a scalar argument",
+                             fix="use np.float64 or np.float32 scalars")
+        x, leaf = np.asarray(x), Leaf((), x.dtype, type(x))
+    else:
+        return Static(x)
+    leaves.append(x)
+    if paths is not None:
+        paths.append(where)
+    return leaf
 
 
 def _child_paths(nt, x, aux, where: str, n: int) -> list[str]:
@@ -242,6 +258,9 @@ def arg_struct(struct, a: int):
 _DTYPE_FIXES = {
     "f": "pass float64 or float32 arrays (x.astype(np.float64))",
     "u": "pass a signed integer array (x.astype(np.int64))",
+    # numpy's int8/16/32 arithmetic wraps at their width; cast silently to int64, it would not
+    "i": "pass x.astype(np.int64): the same values, but arithmetic on them then wraps at 2**63 "
+         "instead of at the narrower dtype's limit, as numpy's own would",
     "c": "complex numbers are not supported: pass the real and imaginary parts as two float "
          "arrays (x.real, x.imag)",
     "M": "convert the dates to numbers first, e.g. (t - t0) / np.timedelta64(1, 's')",
@@ -258,7 +277,8 @@ def _unsupported_dtype(arr: np.ndarray, where: str) -> DTypeError:
     return DTypeError(
         f"argument {name} is an array of dtype {arr.dtype} (shape {list(arr.shape)}); compiled "
         f"functions take arrays of float64, float32, int64 or bool", loc=user_loc(),
-        fix=_DTYPE_FIXES.get(arr.dtype.kind, "convert it to float64, int64 or bool"))
+        fix=_DTYPE_FIXES.get(arr.dtype.kind, "convert it to float64, int64 or bool").replace(
+            "x.", "x." if where.startswith("the ") else f"{where}."))
 
 
 def _leaf_value(spec, it):
@@ -272,15 +292,16 @@ def unflatten(struct, leaves) -> Any:
 
 def leaf_specs(struct) -> list[Leaf]:
     out: list[Leaf] = []
-
-    def rec(s):
-        if type(s) is Leaf:
-            out.append(s)
-        elif type(s) is pytree.Node:
-            for c in s.children:
-                rec(c)
-    rec(struct)
+    _leaf_specs(struct, out)  # no closure: Note [No reference cycles per call] (pytree.py)
     return out
+
+
+def _leaf_specs(s, out: list) -> None:
+    if type(s) is Leaf:
+        out.append(s)
+    elif type(s) is pytree.Node:
+        for c in s.children:
+            _leaf_specs(c, out)
 
 
 def describe(struct) -> str:

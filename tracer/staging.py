@@ -14,12 +14,18 @@ from llgrad.runtime.aval import BOOL, I64, Aval, aval_str
 from llgrad.runtime.errors import (ConcretizationError, DTypeError, LLGradError, ShapeError,
                                    user_loc)
 from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
-from llgrad.tracer import checks, merge, operators
+from llgrad.tracer import checks, effects, merge, operators
 from llgrad.tracer.operators import TracedRange, Undefined
 from llgrad.tracer.stores import StoreLog
+from llgrad.tracer.effects import LoopEffects, NewEffects, PoisonRead, Unstageable
 from llgrad.tracer.records import flat_state
 from llgrad.transform import ir
 from llgrad.transform.builder import Builder, Value, current
+
+
+class Decline(Exception):
+    """An optional staging gives the loop back to Python (Note [Static loops over traced
+    state] in operators.py)."""
 
 
 class Unroll(Exception):
@@ -31,11 +37,15 @@ class Unroll(Exception):
 
 
 # Note [Unrolled loops]
-# A loop whose carried values change shape or dtype across iterations, or whose body leaks
-# traced values into Python containers (`hs.append(h)` then `np.stack(hs)`), cannot be one
-# loop op. When its trip count is static, the trace restarts with that loop run as Python
-# (unrolled), and llgrad warns once naming the line and the reason. A leak is noticed when a
-# value defined inside a loop region is used outside it (Builder.check_scope).
+# A loop whose carried values change shape or dtype across iterations, or whose body changes
+# a Python container in a way one loop op cannot repeat (Note [Containers in staged loops] in
+# effects.py: items removed, a list it appends to read back, appends without a static trip
+# count), cannot be one loop op. When its trip count is static, the trace restarts with that
+# loop run as Python (unrolled), and llgrad warns once naming the line and the reason
+# (tracing._warn_unroll, the one place its text is made); with a traced trip count it is an
+# error. A traced value that still leaks out of a loop body (stored into an object the
+# snapshot does not reach) is noticed when a value defined inside a loop region is used
+# outside it (Builder.check_scope), and unrolls the loop the same way.
 
 
 def _is_val(x) -> bool:
@@ -57,9 +67,12 @@ class IRStager:
 
     def __init__(self):
         self.unroll: set = set()  # (loc, reason) of loops run as Python (Note [Unrolled loops])
+        self.copies: dict = {}  # (file, line) of an unrolled loop -> body copies traced
         self.region_locs: dict = {}  # id(region) -> ("loop" | "if", loc), for scope errors
         self.promoted: dict = {}  # id(v) -> (v, loc): Python values a static loop made traced
         self.stores = StoreLog()  # Note [Stores in traced branches]
+        self.loops: list = []  # LoopEffects of the loops being staged (innermost last)
+        self.branches: list = []  # Snapshots of the traced branches being traced
 
     # -- the dynamic path ------------------------------------------------------------------
     # Under an eager builder (tracer/dynamic.py) values are concrete: control flow runs as
@@ -78,12 +91,13 @@ class IRStager:
         if getattr(b, "eager", False):
             return body_fn() if _truth(cond) else orelse_fn()
         pred = _pred(b, cond, loc)
-        get_state, set_state, names = flat_state(get_state, set_state, names)
+        get_state, set_state, names, nouts = flat_state(get_state, set_state, names, nouts)
         s0 = get_state()
         branches = []
         for fn in (body_fn, orelse_fn):
             set_state(s0)  # Note [Each branch starts from the state before the if]
-            with b.open_region() as r, self.stores.branch(loc) as log:
+            with effects.branch(self, s0, fn, loc), b.open_region() as r, \
+                    self.stores.branch(loc) as log:
                 self.region_locs[id(r)] = ("if", loc)
                 raised = checks.trace_branch(fn)  # Note [Raise under a traced condition]
                 branches.append((r, get_state(), log, raised))
@@ -151,6 +165,17 @@ class IRStager:
         """See Note [Stores in traced branches] (tracer/stores.py)."""
         self.stores.note(obj, key, delete)
 
+    def note_call(self, obj, name):
+        """Before converted code calls a method that changes `obj` in place (`lst.append`,
+        `a.fill`), `len(obj)` or `print` (Note [Python effects in staged code] in
+        effects.py)."""
+        if self.eager() or not self.in_region():
+            return
+        b = current()
+        kind, loc = next((self.region_locs[id(r)] for r in reversed(b.regions)
+                          if id(r) in self.region_locs), (None, None))
+        effects.note_call(self, kind, loc, obj, name)
+
     def branch_loc(self):
         """The traced `if` whose branch is being traced (innermost), or None."""
         return self.stores.stack[-1][1] if self.stores.stack else None
@@ -159,12 +184,12 @@ class IRStager:
         if self.eager():
             return true_fn() if _truth(cond) else false_fn()
         loc = loc or user_loc()  # `and`/`or` pass none: the user's line is the caller's
-        box = [None]
-        self.stage_if(cond, lambda: box.__setitem__(0, true_fn()),
-                      lambda: box.__setitem__(0, false_fn()),
-                      lambda: (box[0],), lambda s: box.__setitem__(0, s[0]), ("(value)",), 1,
+        box = _Box()  # (not a list: a branch may not change a list from outside it)
+        self.stage_if(cond, lambda: setattr(box, "v", true_fn()),
+                      lambda: setattr(box, "v", false_fn()),
+                      lambda: (box.v,), lambda s: setattr(box, "v", s[0]), ("(value)",), 1,
                       loc)
-        return box[0]
+        return box.v
 
     def stage_not(self, value, loc):
         if self.eager():
@@ -196,7 +221,8 @@ class IRStager:
             return False
 
     # -- loops ----------------------------------------------------------------------------
-    def stage_for(self, iterable, extra_test, body_fn, get_state, set_state, names, loc):
+    def stage_for(self, iterable, extra_test, body_fn, get_state, set_state, names, loc,
+                  optional=False):
         b = current()
         if getattr(b, "eager", False):
             if isinstance(iterable, (range, TracedRange)):
@@ -221,6 +247,8 @@ class IRStager:
         if self._wants_unroll(loc):
             if not static:
                 raise _cannot_unroll("loop", loc, self._reason(loc))
+            key = (loc.file, loc.line)
+            self.copies[key] = self.copies.get(key, 0) + len(range(start, stop, step))
             return self._run_python(range(start, stop, step), item, extra_test, body_fn)
         start_v, stop_v = (b.lift(np.int64(v)) if not _is_val(v) else _int_bound(v, loc)
                            for v in (start, stop))
@@ -233,13 +261,19 @@ class IRStager:
         try:
             self._loop(b, loc, names, get_state, set_state, static, kind=kind,
                        bounds=(start_v, stop_v, int(step)), body=body, test=extra_test,
-                       may_skip=may_skip)
+                       may_skip=may_skip, fns=(body_fn, extra_test),
+                       trips=len(range(start, stop, step)) if static else None,
+                       optional=optional)
+        except Decline:
+            return False
         except ConcretizationError as e:
             # See Note [Unrolled loops]: the body needs an integer as a Python value (the
             # index of a Python list, a shape): with a static trip count, unroll the loop.
             v = getattr(e, "value", None)
             if not static or v is None or v.aval.dtype.kind not in "iub":
                 raise
+            if optional:  # Note [Static loops over traced state]: run it as Python
+                return False
             reason = "its body uses the loop index as a Python value (e.g. to index a list)"
             self.unroll.add((loc, reason))
             raise Unroll(loc, reason) from None
@@ -252,9 +286,10 @@ class IRStager:
         if self._wants_unroll(loc):
             raise _cannot_unroll("while loop", loc, self._reason(loc))
         self._loop(current(), loc, names, get_state, set_state, False, kind="while",
-                   body=lambda: body_fn(), test=test_fn, may_skip=True)
+                   body=lambda: body_fn(), test=test_fn, may_skip=True, fns=(body_fn, test_fn))
 
-    def stage_python_while(self, test_fn, body_fn, get_state, set_state, names, loc) -> bool:
+    def stage_python_while(self, test_fn, body_fn, get_state, set_state, names, loc,
+                           optional=False) -> bool:
         """A `while` whose test is a Python value (found true) over traced state: staged as
         one while_loop, or False to run it as Python (Note [Python while loops over traced
         state] in operators.py)."""
@@ -262,12 +297,17 @@ class IRStager:
             return False
         try:
             self._loop(current(), loc, names, get_state, set_state, True, kind="while",
-                       body=lambda: body_fn(), test=test_fn, python_test=True)
+                       body=lambda: body_fn(), test=test_fn, python_test=True,
+                       fns=(body_fn, test_fn), optional=optional)
+        except Decline:
+            return False
         except ConcretizationError as e:
             # The body needs a carried value (the counter, now traced) as a Python value.
             v = getattr(e, "value", None)
             if v is None or v.aval.shape != ():
                 raise
+            if optional:
+                return False
             reason = "its body uses a value the loop changes (e.g. its counter) as a Python value"
             self.unroll.add((loc, reason))
             raise Unroll(loc, reason) from None
@@ -316,23 +356,71 @@ class IRStager:
     # shape or dtype makes the loop unroll (Note [Unrolled loops]). Weak values only become
     # strong or wider, so this ends.
     def _loop(self, b, loc, names, get_state, set_state, static, kind, body, test=None,
-              bounds=None, may_skip=False, python_test=False):
-        get_state, set_state, names = flat_state(get_state, set_state, names)
+              bounds=None, may_skip=False, python_test=False, fns=(), trips=None,
+              optional=False):
+        """Stage a loop; rounds trace it again while its body is found to change more
+        Python containers (Note [Containers in staged loops] in effects.py). `optional`:
+        raise Decline rather than unroll, or when the loop would carry nothing (Note
+        [Static loops over traced state] in operators.py)."""
+        effects = LoopEffects(b, fns, trips if kind == "for" else None)
+        effects.optional = optional
+        self.loops.append(effects)
+        try:
+            for _round in range(64):
+                g, s, n = effects.wrap(get_state, set_state, names)
+                try:
+                    return self._loop_round(b, loc, n, g, s, static, kind, body, test, bounds,
+                                            may_skip, python_test, effects)
+                except NewEffects:
+                    continue
+                except PoisonRead as e:
+                    if e.buffer not in effects.buffers:
+                        raise  # an enclosing loop's list
+                    if not effects.carry_last(e):
+                        self._not_one_loop(loc, static, kind, e.what)
+                except Unstageable as e:
+                    self._not_one_loop(loc, static, kind, e.what)
+            raise LLGradError("could not determine what the loop changes", loc=loc)
+        finally:
+            self.loops.pop()
+
+    def _not_one_loop(self, loc, static, kind, reason, decline=False):
+        """The loop cannot be one loop op: unroll it (static trip count) or refuse it; or,
+        `decline`, give it back to Python without a warning."""
+        if decline:
+            raise Decline()
+        if static:
+            self.unroll.add((loc, reason))
+            raise Unroll(loc, reason)
+        raise _cannot_unroll("while loop" if kind == "while" else "loop", loc, reason)
+
+    def _loop_round(self, b, loc, names, get_state, set_state, static, kind, body, test,
+                    bounds, may_skip, python_test, effects):
+        get_state, set_state, names, _ = flat_state(get_state, set_state, names)
         s0 = list(get_state())
+        try:
+            return self._loop_state(b, loc, names, get_state, set_state, static, kind, body,
+                                    test, bounds, may_skip, python_test, effects, s0)
+        except BaseException:
+            effects.abort()
+            set_state(tuple(s0))
+            raise
+
+    def _loop_state(self, b, loc, names, get_state, set_state, static, kind, body, test,
+                    bounds, may_skip, python_test, effects, s0):
         carried = {k for k, v in enumerate(s0) if _is_val(v)}
         avals = {k: s0[k].aval for k in carried}
         weak = {k for k in carried if merge.is_weak(s0[k])}  # See Note [Carried numbers]
         for _attempt in range(4 * len(names) + 2):
             region_ops = self._trace_loop(b, loc, names, s0, carried, avals, weak, get_state,
-                                          set_state, kind, body, test, bounds)
+                                          set_state, kind, body, test, bounds, effects)
+            if effects.unsupported:  # (a loop carrying nothing traced is Python's: no warning)
+                self._not_one_loop(loc, static, kind, effects.unsupported, effects.optional
+                                   and not carried and not region_ops["grow"])
             grown = region_ops["grow"]
             changed = region_ops["changed"]
             if changed:
-                reason = f"it changes {changed} across iterations"
-                if static:
-                    self.unroll.add((loc, reason))
-                    raise Unroll(loc, reason)
-                raise _cannot_unroll("while loop" if kind == "while" else "loop", loc, reason)
+                self._not_one_loop(loc, static, kind, f"it changes {changed} across iterations")
             if not grown:
                 break
             for k, (aval, is_weak) in grown.items():
@@ -341,12 +429,18 @@ class IRStager:
                 (weak.add if is_weak else weak.discard)(k)
         else:  # pragma: no cover - carried values only grow or become strong: this ends
             raise LLGradError("could not determine the loop-carried values", loc=loc)
+        if effects.optional and not carried and not effects.n_slots():
+            raise Decline()  # it carries nothing: Python runs it (Note [Static loops ...])
         if python_test and not region_ops["test_traced"]:
+            if effects.optional:
+                raise Decline()
             reason = ("its condition does not depend on values the loop carries (it reads "
                       "Python objects the body changes in place, or nothing the body changes)")
             self.unroll.add((loc, reason))
             raise Unroll(loc, reason)
         outs = region_ops["emit"]()
+        n_rows = effects.n_slots()
+        effects.finish([outs[k] for k in range(len(names) - n_rows, len(names))])
         if static:  # See Note [Values a static loop made traced]
             self.promoted.update((id(v), (v, loc)) for k, v in outs.items() if not _is_val(s0[k]))
         # A variable first assigned in the body is unbound after a loop that ran zero times
@@ -362,7 +456,7 @@ class IRStager:
             set_state(tuple(st))
 
     def _trace_loop(self, b, loc, names, s0, carried, avals, weak, get_state, set_state, kind,
-                    body, test, bounds):
+                    body, test, bounds, effects):
         order = sorted(carried)
         init = [merge.lift(b, s0[k], avals[k]) for k in order]
 
@@ -405,10 +499,17 @@ class IRStager:
         body_params = ([i_param] if kind != "while" else []) + cparams
         with b.open_region(body_params) as rb:
             self.region_locs[id(rb)] = ("loop", loc)
-            set_state(state_from(cparams))
+            before = state_from(cparams)
+            set_state(before)
+            if effects.trips is not None:  # the row of list buffers (effects.py)
+                start, _, step = bounds
+                effects.index = i_param if step == 1 and _is_zero(start) else \
+                    ops.floor_divide(ops.sub(i_param, start), np.int64(step))
+            effects.begin(before)
             if checks.trace_branch(body, *([i_param] if kind != "while" else [])):
                 set_state(state_from(cparams))  # Note [Raise under a traced condition]
             after = list(get_state())
+            effects.end(names, before, after)
         grow, changed = {}, ""
         for k, name in enumerate(names):
             v = after[k]
@@ -468,6 +569,19 @@ class IRStager:
         return {"grow": {}, "changed": "", "emit": emit, "test_traced": test_traced}
 
 
+class _Box:
+    __slots__ = ("v",)
+
+    def __init__(self):
+        self.v = None
+
+
+def _is_zero(v) -> bool:
+    """Whether a lifted range bound is the constant 0."""
+    op = v.op
+    return op is not None and op.prim.name == "constant" and not op.params["value"].any()
+
+
 def _returned(names, state) -> bool:
     """Whether a branch ended with the function certainly returned (its return flag is True;
     See Note [Nothing runs after a return] in convert/jumps.py)."""
@@ -494,7 +608,7 @@ def _cannot_unroll(what, loc, reason) -> LLGradError:
 
 
 def _hint(name):
-    return None if name.startswith("__lg_") else name
+    return None if name.startswith("__lg_") or " " in name else name
 
 
 def _truth(v) -> bool:

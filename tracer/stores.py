@@ -28,8 +28,8 @@ from llgrad.tracer.operators import UNKNOWN, Undefined, is_traced
 # is refused at its line: into a numpy array that is not a local variable (compiled code
 # cannot write that Python object on the path taken; a local array is updated by value,
 # operators.setitem), list slices and deletions (they change the list's length), items of
-# other objects. Mutating methods (`lst.append(v)`, `a.fill(0)`) are not seen: README lists
-# them under limitations.
+# other objects. Mutating methods (`lst.append(v)`, `a.fill(0)`) on objects that existed
+# before the branch are refused too (Note [Python effects in staged code] in effects.py).
 
 class StoreLog:
     """One log per traced branch being traced (innermost last)."""

@@ -9,6 +9,9 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
+from llgrad.runtime.errors import ShapeError, UnsupportedError, user_loc
 from llgrad.runtime.prim import is_value
 
 
@@ -21,12 +24,72 @@ def _traced_builtins() -> dict:
         ("exp", "exp"), ("log", "log"), ("log1p", "log1p"), ("expm1", "expm1"), ("sin", "sin"),
         ("cos", "cos"), ("tan", "tan"), ("tanh", "tanh"), ("sqrt", "sqrt"), ("fabs", "abs"),
         ("pow", "pow")]}
-    # Python's max(a, b): a unless b > a (a Python number if both are)
-    table[max] = lambda a, b: ops.where(b > a, b, a)
-    table[min] = lambda a, b: ops.where(b < a, b, a)
+    table[max] = _extremum(max, ops.gt)
+    table[min] = _extremum(min, ops.lt)
     table[float] = _number(float)
     table[int] = _number(int)
+    # np.zeros(...) and friends: listed so converted code calls them through converted_call,
+    # which also catches a list shape holding traced ints (operators._converted_target)
+    table.update((f, static_shape(f)) for f in SHAPED)
     return table
+
+
+def _extremum(builtin, better: Callable) -> Callable:
+    """Python's max(a, b) / min(a, b): b if bool(better(b, a)) else a. Python takes bool() of
+    the comparison, which raises for arrays of more than one element (np.maximum is the
+    elementwise form); of one element, it returns a or b itself, whose shape must then not
+    depend on which."""
+    def call(*args, **kwargs):
+        if len(args) != 2 or kwargs:
+            return builtin(*args, **kwargs)
+        a, b = args
+        shapes = [tuple(v.shape) if is_value(v) else np.shape(v) for v in (a, b)]
+        size = int(np.prod(np.broadcast_shapes(*shapes), dtype=np.int64))
+        name = builtin.__name__
+        if size != 1:
+            what = ("an empty array is ambiguous" if size == 0 else
+                    "an array with more than one element is ambiguous")
+            raise ShapeError(
+                f"{name}(a, b) of arrays of shapes {list(shapes[0])} and {list(shapes[1])}: "
+                f"Python's {name} takes the truth value of `b {'>' if name == 'max' else '<'} "
+                f"a`, and the truth value of {what}", loc=user_loc(),
+                fix=f"use np.{name}imum(a, b) for the elementwise {name}imum, or "
+                f"np.{name}(...) over an array")
+        if shapes[0] != shapes[1]:
+            raise UnsupportedError(
+                f"{name}(a, b) of one-element operands of shapes {list(shapes[0])} and "
+                f"{list(shapes[1])}: Python returns a or b itself, so the result's shape "
+                f"depends on the values", loc=user_loc(),
+                fix=f"give both the same shape, or use np.{name}imum(a, b)")
+        from llgrad.runtime import ops
+        return ops.where(better(b, a), b, a)
+    return call
+
+
+SHAPED = frozenset((np.zeros, np.ones, np.empty, np.full))
+
+
+def static_shape(f: Callable) -> Callable:
+    """np.zeros/ones/empty/full given a traced shape (a loop counter, `np.zeros(i)`): shapes
+    are static, so each traced entry is concretised where numpy would refuse it with its own
+    error. A counter makes the tracer unroll its loop (Note [Values a static loop made
+    traced] in staging.py); another value sends the function to the dynamic path, or is an
+    error naming the line."""
+    def call(*args, **kwargs):
+        if "shape" in kwargs:
+            kwargs["shape"] = _static(kwargs["shape"], f)
+        else:
+            args = (_static(args[0], f),) + args[1:]
+        return f(*args, **kwargs)
+    return call
+
+
+def _static(shape, f):
+    if is_value(shape):
+        return int(shape._concretize(f"the shape given to np.{f.__name__}"))
+    if type(shape) in (list, tuple):
+        return type(shape)(_static(d, f) for d in shape)
+    return shape
 
 
 def _weak(v):

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import inspect
 import weakref
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
-from llgrad.runtime.errors import (ConcretizationError, DTypeError, LLGradError, SourceLoc,
+from llgrad.runtime.errors import (ConcretizationError, DTypeError, LLGradError,  # noqa: F401
+                                   PerformanceWarning, SourceLoc, UnrollWarning,
                                    UnsupportedError)
 from llgrad.runtime import pytree
+from llgrad.runtime.padded import Padded
 from llgrad.tracer import signature as sig
 from llgrad.transform import ir
 from llgrad.tracer import captures
@@ -35,6 +36,7 @@ class Trace:
     leaf_owner: list = field(default_factory=list)  # leaf index -> top-level argument index
     source_fn: Any = None  # the user's function
     guards: list = field(default_factory=list)  # Note [Captured values are guarded]
+    unrolled: list = field(default_factory=list)  # (loc, reason, copies) of unrolled loops
 
 
 _SIGNATURES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -100,6 +102,9 @@ def _flatten_outputs(out, builder: Builder, fn: Callable | None = None):
             return sig.Leaf(v.aval.shape, v.aval.dtype, _scalar_type(x))
         if not top and isinstance(x, (str, bool, type(None))):
             return sig.Static(x)
+        if isinstance(x, Padded):  # Note [Slices of loop-dependent length]
+            raise x.refuse(f"returning it from {getattr(fn, '__name__', 'the function')}",
+                           loc=x.loc)
         name = getattr(fn, "__name__", "a differentiated function")
         hint = " (a missing return statement?)" if x is None else ""
         raise UnsupportedError(f"{name} returned a {type(x).__name__}{hint}; a differentiated "
@@ -135,19 +140,23 @@ def trace(fn: Callable, args: tuple, kwargs: dict) -> Trace:
     """Trace `fn(*args, **kwargs)` through its gast-converted form (control flow staged).
 
     A loop that must be unrolled (See Note [Unrolled loops] in staging.py) restarts the
-    trace; each such loop is reported once with a warning naming its line and the reason.
+    trace; the loops unrolled are listed in `Trace.unrolled` as (loc, reason, copies of the
+    body) for the caller to report (llgrad/diagnostics.py: one warning each, with its cost).
     """
     from llgrad.tracer import staging
     converted = _convertible(fn)
     stager = staging.STAGER
-    saved, promoted = set(stager.unroll), stager.promoted
+    saved, saved_copies, promoted = set(stager.unroll), stager.copies, stager.promoted
     stager.unroll, stager.promoted = set(), {}
+    unrolled: list = []
     try:
         for _ in range(64):
+            stager.copies = {}
             try:
-                return _trace_once(fn, args, kwargs, converted)
+                tr = _trace_once(fn, args, kwargs, converted)
             except staging.Unroll as e:
-                _warn_unroll(e.loc, e.reason)
+                unrolled.append((e.loc, e.reason))
+                continue
             except ConcretizationError as e:
                 loc = stager.promoted_by(getattr(e, "value", None))
                 if loc is None:
@@ -156,7 +165,8 @@ def trace(fn: Callable, args: tuple, kwargs: dict) -> Trace:
                 reason = ("a value it changes (e.g. its counter) is used after it as a Python "
                           "value (a shape, a list index)")
                 stager.unroll.add((loc, reason))
-                _warn_unroll(loc, reason)
+                unrolled.append((loc, reason))
+                continue
             except ScopeError as e:
                 kind, loc = stager.region_locs.get(id(e.region), (None, None))
                 if kind != "loop":
@@ -166,10 +176,14 @@ def trace(fn: Callable, args: tuple, kwargs: dict) -> Trace:
                         fix="assign it to a variable on both branches instead") from None
                 reason = "its body stores traced values in a Python container"
                 stager.unroll.add((loc, reason))
-                _warn_unroll(loc, reason)
+                unrolled.append((loc, reason))
+                continue
+            tr.unrolled = [(loc, reason, stager.copies.get((loc.file, loc.line), 0))
+                           for loc, reason in unrolled]
+            return tr
         raise LLGradError("too many loops had to be unrolled while tracing")
     finally:
-        stager.unroll = saved
+        stager.unroll, stager.copies = saved, saved_copies
         stager.region_locs.clear()
         stager.promoted = promoted
 
@@ -185,23 +199,11 @@ def _convertible(fn: Callable) -> Callable:
     try:
         source_lines(target)  # read once: convert() below reuses it
     except (OSError, TypeError):
-        # No source (a REPL, exec): trace as written; Python control flow on traced values
-        # then takes the dynamic path, which is exact but re-traces per call.
-        warnings.warn(f"llgrad: the source of {target.__qualname__} is not available; its "
-                      f"control flow cannot be compiled (define it in a .py file)",
-                      stacklevel=4)
+        # No source (exec, `python -c`): trace as written (Note [Code without a source file])
+        from llgrad.tracer.convert.api import warn_no_source
+        warn_no_source(target)
         return fn
     return convert(fn)
-
-
-def _warn_unroll(loc, reason) -> None:
-    warnings.warn_explicit(
-        f"llgrad: the loop at {loc} is unrolled at trace time because {reason}; it compiles "
-        f"to one copy of the body per iteration", UnrollWarning, loc.file, loc.line)
-
-
-class UnrollWarning(UserWarning):
-    """A loop was unrolled at trace time instead of compiled as a loop."""
 
 
 def _trace_once(fn: Callable, args: tuple, kwargs: dict, call: Callable) -> Trace:

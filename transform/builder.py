@@ -128,7 +128,11 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
         if not stack or not stack[-1].format_concrete:
             return None
         c = np.asarray(self._concretize("formatting into an exception message"))
-        return (c[()] if c.ndim == 0 else c,)
+        if c.ndim:
+            return (c,)
+        # A weak value stands for a Python number (an argument 0.5, a loop counter): Python
+        # formats it, so f"{a!r}" shows 0.5, not np.float64(0.5).
+        return (c.item() if getattr(self, "_lg_weak", False) else c[()],)
 
     def __format__(self, spec):
         c = self._formatted()

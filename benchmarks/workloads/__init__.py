@@ -5,11 +5,14 @@
 * :mod:`.loops`  -- ``recurrence``, ``lorenz_rk4``, ``newton``, ``rnn`` (issue 5)
 * :mod:`.linalg` -- ``gp_nlml`` (issue 11)
 * :mod:`.startup` -- ``cold_start``: process start to first gradient, cold vs warm cache (issue 6)
+* :mod:`.calls` -- ``scale_1e4``, ``scale_1e6``, ``scale_f32_1e6``, ``two_results``: calls
+  returning arrays, beside numpy
 
 ``ALL`` lists every workload in the order ``python -m benchmarks.run`` runs them.
 """
 
-from . import arrays, eager, linalg, loops, startup
+from . import arrays, calls, eager, linalg, loops, startup
 
-ALL = eager.WORKLOADS + arrays.WORKLOADS + loops.WORKLOADS + linalg.WORKLOADS + startup.WORKLOADS
+ALL = (eager.WORKLOADS + arrays.WORKLOADS + loops.WORKLOADS + linalg.WORKLOADS
+       + startup.WORKLOADS + calls.WORKLOADS)
 BY_NAME = {w.name: w for w in ALL + linalg.EXTRA}  # EXTRA: --only, not in the default run

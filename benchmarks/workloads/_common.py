@@ -44,6 +44,18 @@ def llgrad_compiled(fn, wrt, name: str = "llgrad", note: str = "") -> Impl:
     return Impl(name, setup, "v+g", note)
 
 
+def llgrad_forward(fn, name: str = "llgrad", note: str = "") -> Impl:
+    """llgrad's compiled forward, ``llgrad.differentiate(fn)(*args)``: the value only (for
+    workloads whose result is an array, which has no gradient)."""
+    def setup(inputs):
+        llgrad = need("llgrad", "differentiate")
+        f = llgrad.differentiate(fn)
+        args = positional(fn, inputs)
+        return lambda: f(*args)
+
+    return Impl(name, setup, "fwd", note)
+
+
 # -------------------------------------------------------------------------- autograd ----
 
 def autograd_vg(fn, wrt, convert=None, name: str = "autograd", note: str = "") -> Impl:

@@ -21,6 +21,7 @@ from llgrad.runtime.ops.control import (check_p, cond_p, constant_p, for_loop_p,
                                         tape_new_p, tape_push_p, while_loop_p)
 
 from .. import elementwise as ew
+from ..abi import TAPE_HEADER
 from ..layout import Layout, contiguous_strides
 from ..loops import I64, PTR
 from ..plan import ControlUnit, accumulate_p
@@ -265,23 +266,47 @@ def _realloc(b):
     return _libc(b.module, "realloc", PTR, [PTR, I64])
 
 
-def init_tapes(ctx) -> None:
-    """Allocas {data, rows, capacity} for every tape class, set to {null, 0, 0}."""
+def _header(ctx, at: int, k: int) -> tuple[ir.Value, ir.Value]:
+    """Pointers to tape class k's {data, capacity} in the workspace (Note [Tapes in codegen])."""
+    b, ws = ctx.b, ctx.buffers[-1]
+    return tuple(b.gep(ws, [ir.Constant(I64, at + TAPE_HEADER * k + 8 * j)], inbounds=True,
+                       source_etype=ir.IntType(8)) for j in (0, 1))
+
+
+def init_tapes(ctx, at: int) -> None:
+    """Allocas {data, rows, capacity} for every tape class: the buffer and capacity the
+    previous call left in the workspace's tape headers at `at` (zero at first), no rows."""
     b = ctx.b
-    for k in sorted(ctx.plan.tape_rows):
+    for i, k in enumerate(sorted(ctx.plan.tape_rows)):
         data, n, cap = b.alloca(PTR, name=f"tape{k}.data"), b.alloca(I64, name=f"tape{k}.n"), \
             b.alloca(I64, name=f"tape{k}.cap")
-        b.store(ir.Constant(PTR, None), data)
+        kept_data, kept_cap = _header(ctx, at, i)
+        b.store(b.load(kept_data, typ=PTR), data)
         b.store(ir.Constant(I64, 0), n)
-        b.store(ir.Constant(I64, 0), cap)
+        b.store(b.load(kept_cap, typ=I64), cap)
         ctx.tapes[k] = (data, n, cap)
 
 
-def free_tapes(ctx) -> None:
+# A tape buffer larger than this is freed when the call returns rather than kept for the next.
+KEEP_BYTES = 64 << 20
+
+
+def keep_tapes(ctx, at: int, failed: bool = False) -> None:
+    """At the kernel's exits: each tape's buffer and capacity back to the workspace's header,
+    or, after a failure or for a buffer over KEEP_BYTES, freed and the header emptied."""
     b = ctx.b
     free = _libc(b.module, "free", ir.VoidType(), [PTR])
-    for k in sorted(ctx.tapes):
-        b.call(free, [b.load(ctx.tapes[k][0], typ=PTR)])
+    for i, k in enumerate(sorted(ctx.tapes)):
+        kept_data, kept_cap = _header(ctx, at, i)
+        data, cap = b.load(ctx.tapes[k][0], typ=PTR), b.load(ctx.tapes[k][2], typ=I64)
+        shape, dtype = ctx.plan.tape_rows[k]
+        row_bytes = max(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize, 1)
+        drop = ir.Constant(ir.IntType(1), 1) if failed else \
+            b.icmp_signed(">", cap, ir.Constant(I64, KEEP_BYTES // row_bytes))
+        with b.if_then(drop, likely=failed):
+            b.call(free, [data])
+        b.store(b.select(drop, ir.Constant(PTR, None), data), kept_data)
+        b.store(b.select(drop, ir.Constant(I64, 0), cap), kept_cap)
 
 
 def _row(ctx, v):

@@ -1,6 +1,7 @@
 """Indexing: getitem (basic keys are views; integer-array keys are gathers), scatter_add (its
-transpose: zero, then add at the gathered positions, duplicates accumulate as np.add.at) and
-index_put (copy, then store at the positions; the last duplicate wins).
+transpose: zero, then add at the gathered positions, duplicates accumulate as np.add.at),
+index_put (copy, then store at the positions; the last duplicate wins), and the windows of
+run-time length, dynamic_window and window_update.
 
 Keys follow runtime/ops/index.py. Advanced indexing follows numpy: integers count as advanced
 indices when arrays are present, and the broadcast index dimensions replace the advanced
@@ -13,6 +14,7 @@ import numpy as np
 from llvmlite import ir
 
 from llgrad.runtime.ops import index as X
+from llgrad.runtime.ops import window as W
 
 from .. import elementwise as ew
 from ..layout import Layout, contiguous_strides
@@ -39,6 +41,8 @@ from .shape import copy_layout
 # `n - 1 - k`); LLVM removes more (a counter compared with its own loop bound). Nor is a check
 # already made in the same or an enclosing region (`ctx.checked`, scoped by _emit_block): the
 # backward's scatter at the forward gather's indices.
+# The windows of run-time length (dynamic_window, window_update) need no check: they are
+# total, an entry whose position falls outside the axis is skipped (see their lowerings).
 
 
 @view(X.getitem_p)
@@ -180,6 +184,64 @@ def _lower_index_put(ctx, op) -> None:
     x, v, out = op.inputs[0], op.inputs[1], op.outputs[0]
     copy_layout(ctx, ctx.layout(x), ctx.out(out), out.aval.dtype)
     _put(ctx, op, out, out.aval.shape, v, op.params["key"], op.inputs[2:], accumulate=False)
+
+
+# ---- windows of run-time length (runtime/ops/window.py) ------------------------------------
+# Both are total, as their impls: an entry outside the length or the axis is skipped (reads
+# give 0), so any start and length stay inside the arrays without a check (Note [Index
+# checks]).
+def _window_entry(ctx, lay: Layout, idx, axis: int, start, length, stride: int):
+    """(inside, element offset in lay's root) of window entry `idx` (idx[axis] is k): inside
+    when k < length and start + k * stride is in the axis; the offset is clamped into it."""
+    b = ctx.b
+    k = idx[axis]
+    pos = b.add(start, b.mul(k, ir.Constant(I64, stride)))
+    inside = b.and_(b.icmp_signed("<", k, length),
+                    b.icmp_unsigned("<", pos, ir.Constant(I64, lay.shape[axis])))
+    pos = b.select(inside, pos, ir.Constant(I64, 0))
+    at = ir.Constant(I64, lay.offset)
+    for d, (i, st) in enumerate(zip(idx, lay.strides)):
+        at = b.add(at, b.mul(pos if d == axis else i, ir.Constant(I64, st)))
+    return inside, at
+
+
+@lowers(W.dynamic_window_p, accepts=_accepts_x)
+def _lower_dynamic_window(ctx, op) -> None:
+    x, start, length = op.inputs
+    out, axis, stride = op.outputs[0], op.params["axis"], op.params["stride"]
+    lay, shape, dt = ctx.layout(x), op.outputs[0].aval.shape, op.outputs[0].aval.dtype
+    if lay.shape[axis] == 0:
+        _fill_zero(ctx, ctx.out(out), shape, dt)
+        return
+    b, dst = ctx.b, ctx.out(out)
+    src = ctx.offset_ptr(Layout(lay.root, lay.shape, lay.strides, 0))
+    s0, n = ctx.load_scalar(start), ctx.load_scalar(length)
+    em = ew.Emitter(b, 1)
+    with loop_nest(b, shape, name="w") as idx:
+        inside, at = _window_entry(ctx, lay, idx, axis, s0, n, stride)
+        v = ew._load(b, src, at, dt, 1)
+        ew._store(b, em.select(inside, v, em.zero(v)), dst, _flat(b, idx, shape), dt)
+
+
+@lowers(W.window_update_p, accepts=lambda op, i, layout: i in (0, 1))
+def _lower_window_update(ctx, op) -> None:
+    x, v, start, length = op.inputs
+    out, axis, stride = op.outputs[0], op.params["axis"], op.params["stride"]
+    dt = out.aval.dtype
+    copy_layout(ctx, ctx.layout(x), ctx.out(out), dt)
+    if out.aval.shape[axis] == 0:
+        return
+    b, vl = ctx.b, ctx.layout(v)
+    dense = Layout(out, out.aval.shape, contiguous_strides(out.aval.shape))
+    src = ctx.offset_ptr(Layout(vl.root, vl.shape, vl.strides, 0))
+    s0, n = ctx.load_scalar(start), ctx.load_scalar(length)
+    with loop_nest(b, vl.shape, name="u") as idx:
+        inside, at = _window_entry(ctx, dense, idx, axis, s0, n, stride)
+        with b.if_then(inside):
+            from_v = ir.Constant(I64, vl.offset)
+            for i, st in zip(idx, vl.strides):
+                from_v = b.add(from_v, b.mul(i, ir.Constant(I64, st)))
+            ew._store(b, ew._load(b, src, from_v, dt, 1), ctx.out(out), at, dt)
 
 
 # ---- bounds checks (Note [Index checks]) ---------------------------------------------------

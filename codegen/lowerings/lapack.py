@@ -176,7 +176,7 @@ def _lower_triangular_solve(ctx, op) -> None:
 # ---- solve and inv: LU of A^T, then X^T = B^T U^-1 L^-1 P^T ------------------------------------
 def _lu_scratch(op):
     a = op.inputs[0].aval
-    return [(a.shape, F64), ((max(a.shape[-1], 1),), lapack.INT)]
+    return [(a.shape, F64), ((max(a.shape[-1], 1),), lapack.int_dtype())]
 
 
 def _lower_lu_solve(ctx, op, fill_rhs) -> None:
@@ -282,7 +282,7 @@ def _eigh_work(op):
 
 def _eigh_scratch(op):
     lwork, liwork = _eigh_work(op)
-    return [(op.inputs[0].aval.shape, F64), ((lwork,), F64), ((liwork,), lapack.INT)] \
+    return [(op.inputs[0].aval.shape, F64), ((lwork,), F64), ((liwork,), lapack.int_dtype())] \
         + _work(op, op.outputs[0])
 
 
@@ -324,7 +324,7 @@ def _svd_scratch(op):
     m, n, k, ku, kv, _ = _svd_dims(op)
     nb = _nb(a.shape)
     return [(a.shape, F64), ((nb * m * ku,), F64), ((nb * kv * n,), F64),
-            ((_svd_work(op),), F64), ((8 * max(k, 1),), lapack.INT)] \
+            ((_svd_work(op),), F64), ((8 * max(k, 1),), lapack.int_dtype())] \
         + _work(op, op.outputs[1])
 
 

@@ -15,6 +15,7 @@ from llgrad.runtime.ops import reduce as R
 from .. import elementwise as ew
 from ..registry import lowers
 from ..loops import I64, for_range
+from ..outline import emit_group_loops
 
 KIND = {R.reduce_sum_p: "sum", R.reduce_prod_p: "prod", R.reduce_max_p: "max",
         R.reduce_min_p: "min"}
@@ -36,8 +37,8 @@ def emit_group(ctx, g) -> None:
             env[op.outputs[0]] = op.prim.scalar(em, *[env[v] for v in op.inputs], **op.params)
         return [env[v] for v in stored] + [env[op.inputs[0]] for op in g.reds]
 
-    ew.emit_loops(ctx.b, g.shape, [ctx.operand(v) for v in ins], outs, compute, reductions,
-                  g.red_axes or ())
+    emit_group_loops(ctx, g, ins, [ctx.operand(v) for v in ins], outs, reductions, stored,
+                     compute)  # inline, or one function per distinct loop (outline.py)
     ctx.stats["loops"] = ctx.stats.get("loops", 0) + 1
     if len(g.ops) + len(g.reds) > 1:
         ctx.stats["fused ops"] = ctx.stats.get("fused ops", 0) + len(g.ops) + len(g.reds)

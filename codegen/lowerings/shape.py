@@ -6,20 +6,31 @@ from __future__ import annotations
 
 from llgrad.runtime.ops import shape as S
 
+import numpy as np
+from llvmlite import ir
+
 from .. import elementwise as ew
-from ..layout import Layout, contiguous_strides
-from ..loops import const
+from ..layout import Layout, collapse, contiguous_strides
+from ..loops import I64, PTR, const
+from ..outline import emit_loops
 from ..registry import lowers, view
 
 
 def copy_layout(ctx, src: Layout, dst, dtype, dst_strides=None) -> None:
-    """Copy the elements of `src` (any strides) to `dst` (dense, or `dst_strides`)."""
+    """Copy the elements of `src` (any strides) to `dst` (dense, or `dst_strides`): one
+    memcpy when both are dense in the same order, else a loop (outline.py: one function per
+    distinct strided copy of the module)."""
     if src.size == 0:
         return
-    operand = ew.Operand(ptr=ctx.offset_ptr(src), strides=src.strides, dtype=dtype)
     strides = contiguous_strides(src.shape) if dst_strides is None else dst_strides
-    ew.emit_loops(ctx.b, src.shape, [operand], [(dst, dtype, strides)],
-                  lambda em, vals: vals)
+    dims, (s_src, s_dst) = collapse(src.shape, src.strides, strides)
+    if len(dims) == 1 and s_src == s_dst == [1]:
+        size = ir.Constant(I64, dims[0] * np.dtype(dtype).itemsize)
+        memcpy = ctx.module.declare_intrinsic("llvm.memcpy", [PTR, PTR, I64])
+        ctx.b.call(memcpy, [dst, ctx.offset_ptr(src), size, ir.Constant(ir.IntType(1), 0)])
+        return
+    operand = ew.Operand(ptr=ctx.offset_ptr(src), strides=src.strides, dtype=dtype)
+    emit_loops(ctx, src.shape, [operand], [(dst, dtype, strides)], lambda em, vals: vals)
 
 
 def _lower_copy(ctx, op) -> None:

@@ -126,18 +126,19 @@ relu_p = elementwise("relu", lambda x: np.maximum(x, 0).astype(x.dtype, copy=Fal
                      lambda s, x: s.max(x, s.zero(x)), saves=(-1,))
 
 
+# PyTorch's maximum/minimum rule: ties split the gradient evenly, and where either operand
+# is NaN (no order holds), both get all of it.
 def _max_vjp(first):
     def rule(g, out, x, y):
         a, b = (x, y) if first else (y, x)
-        # Ties split the gradient evenly, as PyTorch does.
-        return where(gt(a, b), g, where(eq(a, b), mul(g, 0.5), 0.0))
+        return where(lt(a, b), 0.0, where(eq(a, b), mul(g, 0.5), g))
     return rule
 
 
 def _min_vjp(first):
     def rule(g, out, x, y):
         a, b = (x, y) if first else (y, x)
-        return where(lt(a, b), g, where(eq(a, b), mul(g, 0.5), 0.0))
+        return where(gt(a, b), 0.0, where(eq(a, b), mul(g, 0.5), g))
     return rule
 
 
@@ -151,12 +152,22 @@ def _clip_impl(x, lo, hi):
     return np.clip(x, lo, hi).astype(x.dtype, copy=False)
 
 
+# PyTorch's clamp rule (clamp_backward_min_max): x gets the gradient inside [lo, hi], bounds
+# included; lo where x < lo < hi; hi where x > hi or hi < lo (then hi is the result). Where
+# any of them is NaN, none does.
 def _clip_vjp(g, out, x, lo, hi):
-    inside = logical_and(ge(x, lo), le(x, hi))
-    return where(inside, g, 0.0)
+    return where(logical_and(ge(x, lo), le(x, hi)), g, 0.0)
 
 
-clip_p = elementwise("clip", _clip_impl, (_clip_vjp, None, None),
+def _clip_vjp_lo(g, out, x, lo, hi):
+    return where(logical_and(lt(x, lo), lt(lo, hi)), g, 0.0)
+
+
+def _clip_vjp_hi(g, out, x, lo, hi):
+    return where(logical_or(gt(x, hi), lt(hi, lo)), g, 0.0)
+
+
+clip_p = elementwise("clip", _clip_impl, (_clip_vjp, _clip_vjp_lo, _clip_vjp_hi),
                      lambda s, x, lo, hi: s.min(s.max(x, lo), hi), saves=(0, 1, 2),
                      node_name="ClampBackward1")
 
@@ -254,10 +265,21 @@ def _unary(p, floating=True):
 
 
 def _integer_exponent(x, y, dt):
-    """numpy (and PyTorch) refuse an integer to a negative integer power."""
-    if dt.kind in "iub" and not is_value(y) and np.any(np.asarray(y) < 0):
-        raise DTypeError("integers to negative integer powers are not allowed", loc=user_loc(),
-                         fix="make the base a float: x.astype(np.float64) ** y, or 2.0 ** y")
+    """numpy (and PyTorch) refuse an integer to a negative integer power: a constant exponent
+    at once, a traced one by a check op where the code runs (eager Tensors: numpy raises)."""
+    if dt.kind not in "iub":
+        return
+    if not is_value(y):
+        if np.any(np.asarray(y) < 0):
+            raise DTypeError("integers to negative integer powers are not allowed",
+                             loc=user_loc(), fix="make the base a float: "
+                             "x.astype(np.float64) ** y, or 2.0 ** y")
+    elif type(y) is not _DEFAULT[0] and y._np_dtype.kind == "i" and \
+            0 not in y.shape and not getattr(y, "_lg_nonnegative", bool)():
+        from llgrad.runtime.ops.control import check_p
+        from llgrad.runtime.ops.reduce import amin
+        bind(check_p, lt(amin(y) if y.shape else y, 0), exc=ValueError,
+             args=("Integers to negative integer powers are not allowed.",))
 
 
 add, sub, mul = (_binary(p) for p in (add_p, sub_p, mul_p))
@@ -299,8 +321,9 @@ def _extreme(dt, top: bool):
 
 
 def clip(x, min=None, max=None):
-    """Clamp into [min, max]; the gradient is 1 inside (bounds included), 0 outside. The
-    bounds given take part in promotion (numpy; PyTorch since 1.13)."""
+    """Clamp into [min, max]; the gradient is 1 inside (bounds included), 0 outside, and
+    array bounds get it where they are the result (PyTorch's clamp). The bounds given take
+    part in promotion (numpy; PyTorch since 1.13)."""
     given = [b for b in (min, max) if b is not None]
     (x, *given), dt, _ = coerce(None, (x, *given))
     lo = given.pop(0) if min is not None else np.asarray(_extreme(dt, False), dt)

@@ -150,9 +150,8 @@ def normalize_key(key):
             out.append(("e",))
         elif isinstance(k, slice):
             out.append(("s", _int_or_none(k.start), _int_or_none(k.stop), _int_or_none(k.step)))
-        elif isinstance(k, (bool, np.bool_)):
-            out.append(("a", len(idx)))
-            idx.append(np.asarray(k))
+        elif isinstance(k, (bool, np.bool_)):  # expanded by _bool_axes before
+            raise TypeError("a 0-d boolean index reached normalize_key (an llgrad bug)")
         elif isinstance(k, (int, np.integer)):
             out.append(("i", int(k)))
         else:
@@ -177,6 +176,19 @@ def normalize_key(key):
     return tuple(out), idx
 
 
+def has_traced_bounds(key) -> bool:
+    """Whether a slice of `key` has a bound only known at run time (a traced int)."""
+    for k in key if type(key) is tuple else (key,):
+        if type(k) is slice and (_traced(k.start) or _traced(k.stop) or _traced(k.step)):
+            return True
+    return False
+
+
+def _traced(b) -> bool:
+    """An IR value with no concrete value (eager Tensors are concrete, never traced)."""
+    return getattr(type(b), "_lg_level", -1) >= 1 and _concrete(b) is None
+
+
 def _int_or_none(v):
     if v is None:
         return None
@@ -189,8 +201,70 @@ def _int_or_none(v):
     return int(v)
 
 
+# Note [0-d boolean indices]
+# numpy indexes with a 0-d boolean (True, np.bool_(False), np.array(True)) as with a mask over
+# a new axis of length 1 at its place: x[True] is x[None], x[False] an empty first axis, and
+# with other index arrays it is an index array of shape (1,) or (0,) broadcast with them
+# (x[0, True] has shape (1, ...)). _bool_axes inserts that axis into x and puts such an index
+# array in the key; setitem and index_add take the axis out again. (Left as it was, an
+# entry True would read as the integer index 1.)
+def _bool_flag(k):
+    """The value of a 0-d boolean index entry, or None for any other entry."""
+    if isinstance(k, (bool, np.bool_)):
+        return bool(k)
+    if isinstance(k, np.ndarray) or is_value(k):
+        if dtype_of(k) != np.bool_ or shape_of(k) != ():
+            return None
+        conc = k if not is_value(k) else _concrete(k)
+        if conc is None:
+            raise ConcretizationError(
+                "indexing with a boolean mask gives a shape that depends on the data",
+                fix="use np.where(mask, x, 0) instead of x[mask]")
+        return bool(conc)
+    return None
+
+
+def _consumed(k) -> int:
+    """How many axes of x a (non-Ellipsis) key entry indexes."""
+    if k is None or _bool_flag(k) is not None:
+        return 0
+    if isinstance(k, (slice, int, np.integer)):
+        return 1
+    arr = k if is_value(k) or isinstance(k, np.ndarray) else np.asarray(k)
+    return len(shape_of(arr)) if dtype_of(arr) == np.bool_ else 1
+
+
+_PLAIN = frozenset({int, slice, type(None), type(Ellipsis)})
+
+
+def _bool_axes(x, key):
+    """x with a new axis per 0-d boolean entry of `key`, and the key indexing it (Note [0-d
+    boolean indices]); (x, key) unchanged when there is none."""
+    key = key if isinstance(key, tuple) else (key,)
+    if all(type(k) in _PLAIN for k in key):  # the common keys, cheaply (eager indexing)
+        return x, key
+    flags = [_bool_flag(k) for k in key]
+    if all(f is None for f in flags):
+        return x, key
+    from llgrad.runtime.ops.shape import unsqueeze
+    key = list(key)
+    for j, flag in enumerate(flags):
+        if flag is None:
+            continue
+        if any(k is Ellipsis for k in key[:j]):
+            at = len(shape_of(x)) - sum(_consumed(k) for k in key[j + 1:])
+        else:
+            at = sum(_consumed(k) for k in key[:j])
+        x, key[j] = unsqueeze(x, at), np.zeros(int(flag), np.int64)
+    return x, tuple(key)
+
+
 def getitem(x, key):
+    if has_traced_bounds(key):  # Note [Slices of loop-dependent length] (runtime/padded.py)
+        from llgrad.runtime import padded
+        return padded.getitem(x, key)
     x = as_operand(x)
+    x, key = _bool_axes(x, key)
     k, idx = normalize_key(key)
     if not is_value(x) and not any(is_value(i) for i in idx):
         return x[numpy_key(k, idx)]
@@ -207,6 +281,10 @@ def setitem(x, key, v):
             not (shape_of(v) if is_value(v) else np.shape(v)) and _concrete(key) is None:
         from llgrad.runtime.ops.elementwise import where  # x[mask] = scalar, mask traced
         return where(key, v, x)
+    if has_traced_bounds(key) or getattr(type(v), "_lg_padded", False):
+        from llgrad.runtime import padded  # Note [Slices of loop-dependent length]
+        return padded.setitem(x, key, v)
+    shape, (x, key) = shape_of(x), _bool_axes(x, key)
     k, idx = normalize_key(key)
     target = _getitem_shape(Aval(shape_of(x), dtype_of(x)), *idx, key=k).shape
     from llgrad.runtime.ops.elementwise import astype
@@ -214,17 +292,29 @@ def setitem(x, key, v):
     # no detour through another dtype's rounding).
     v = astype(v if is_value(v) else np.asarray(v), dtype_of(x))
     v = broadcast_to(v, target)
-    return bind(index_put_p, x, v, *idx, key=k)
+    return _unexpanded(bind(index_put_p, x, v, *idx, key=k), shape)
+
+
+def _unexpanded(x, shape):
+    """x without the axes _bool_axes added."""
+    if shape_of(x) == tuple(shape):
+        return x
+    from llgrad.runtime.ops.shape import reshape
+    return reshape(x, tuple(shape))
 
 
 def index_add(x, key, v):
     """Functional `np.add.at(x, key, v)`: x plus v at key, repeated indices accumulating."""
     from llgrad.runtime.ops.elementwise import add, astype
     from llgrad.runtime.ops.shape import broadcast_to
+    if has_traced_bounds(key):  # a slice: no index repeats
+        return setitem(x, key, add(getitem(x, key), v))
+    shape, (xe, key) = shape_of(x), _bool_axes(x, key)
     k, idx = normalize_key(key)
-    target = _getitem_shape(Aval(shape_of(x), dtype_of(x)), *idx, key=k).shape
+    target = _getitem_shape(Aval(shape_of(xe), dtype_of(x)), *idx, key=k).shape
     v = astype(v if is_value(v) else np.asarray(v), dtype_of(x))
-    return add(x, bind(scatter_add_p, broadcast_to(v, target), *idx, key=k, shape=shape_of(x)))
+    return add(x, _unexpanded(bind(scatter_add_p, broadcast_to(v, target), *idx, key=k,
+                                   shape=shape_of(xe)), shape))
 
 
 def slice_axis(x, axis, start, stop):

@@ -262,9 +262,12 @@ def _norm_vjp(g, out, x, ord, axes, keepdims):
         return ew.mul(g, 0.0)
     if ord == 1:
         return ew.mul(g, ew.sign(x))
-    if ord in (np.inf, -np.inf):
-        mask = ew.astype(ew.eq(ew.abs(x), out), dtype_of(x))
-        return ew.mul(ew.mul(g, ew.sign(x)), ew.div(mask, reduce_sum(mask, axes, True)))
+    if ord in (np.inf, -np.inf):  # a NaN norm (no |x| equals it) gives 0 (PyTorch)
+        hit = ew.eq(ew.abs(x), out)
+        mask = ew.astype(hit, dtype_of(x))
+        count = reduce_sum(mask, axes, True)
+        share = ew.div(g, ew.where(ew.eq(count, 0.0), 1.0, count))
+        return ew.where(hit, ew.mul(share, ew.sign(x)), 0.0)
     zero = ew.eq(out, 0.0)
     safe = ew.where(zero, 1.0, out)  # no 0/0 (and no warning) where the mask gives 0 anyway
     if ord == 2:
@@ -281,16 +284,26 @@ def _root_at_zero_is_zero(s, root):
     return ew.where(zero, 0.0, root(ew.where(zero, 1.0, s)))
 
 
+# Note [Infinity norms of NaN]
+# max |x| is NaN when x holds a NaN, and PyTorch's gradient of such a norm is 0 everywhere.
+# Decomposed as max(abs(x)), the gradient would follow reduce_max's rule (the NaN entries get
+# it) and then abs's (g * sign(NaN) = NaN). So the decomposition takes the max of |x| with
+# the NaNs replaced by 0 and puts NaN back with a `where` on "this slice has a NaN": the value
+# is numpy's, the NaN slices get no gradient and no NaN arithmetic reaches it.
 def _norm_decompose(x, ord, axes, keepdims):
     if ord == 2:
         return _root_at_zero_is_zero(reduce_sum(ew.mul(x, x), axes, keepdims), ew.sqrt)
     if ord == 0:
         return reduce_sum(ew.astype(ew.ne(x, 0.0), dtype_of(x)), axes, keepdims)
+    if ord in (np.inf, -np.inf):  # See Note [Infinity norms of NaN]
+        nan = ew.ne(x, x)
+        a = ew.abs(ew.where(nan, 0.0, x))
+        m = bind(reduce_max_p if ord > 0 else reduce_min_p, a, axes=axes, keepdims=keepdims)
+        has_nan = ew.gt(reduce_sum(ew.astype(nan, I64), axes, keepdims), 0)
+        return ew.where(has_nan, np.nan, m)
     a = ew.abs(x)
     if ord == 1:
         return reduce_sum(a, axes, keepdims)
-    if ord in (np.inf, -np.inf):
-        return bind(reduce_max_p if ord > 0 else reduce_min_p, a, axes=axes, keepdims=keepdims)
     return _root_at_zero_is_zero(reduce_sum(ew.pow(a, ord), axes, keepdims),
                                  lambda s: ew.pow(s, 1.0 / ord))
 

@@ -137,3 +137,41 @@ def masked_reduce(kind, x, axis=None, keepdims=False, initial=None, where=True):
 
 def any_empty(x, axes) -> bool:
     return 0 in [shape_of(x)[a] for a in axes]
+
+
+def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=None, *,
+        dtype=None):
+    """numpy's cov: variables in rows (rowvar) or columns, centred, X Xᵀ / (n - ddof); in
+    float64 at least (numpy's result_type(m, float64)), squeezed as numpy squeezes it."""
+    from llgrad.runtime.errors import UnsupportedError, user_loc
+    from llgrad.runtime.ops.arrays import atleast_2d
+    from llgrad.runtime.ops.linalg import matmul
+    from llgrad.runtime.ops.shape import concatenate, squeeze, transpose
+    if fweights is not None or aweights is not None:
+        raise UnsupportedError("np.cov's fweights= and aweights= are not supported on traced "
+                               "values", loc=user_loc(),
+                               fix="weight the centred data yourself: (X * w) @ X.T / sum(w)")
+
+    def rows(a):
+        (a,), _ = operands(a)
+        a = atleast_2d(ew.astype(a, np.result_type(dtype_of(a), np.float64, dtype or np.float64)))
+        return transpose(a) if not rowvar and shape_of(a)[0] != 1 else a
+    x = rows(m)
+    if y is not None:
+        x = concatenate([x, rows(y)], 0)
+    ddof = (0 if bias else 1) if ddof is None else ddof
+    xc = ew.sub(x, R.mean(x, (1,), True))
+    c = ew.mul(matmul(xc, transpose(xc)), 1.0 / (shape_of(x)[1] - ddof))
+    return squeeze(c, tuple(i for i, d in enumerate(shape_of(c)) if d == 1) or None)
+
+
+def corrcoef(x, y=None, rowvar=True, *, dtype=None):
+    """numpy's corrcoef: cov / (σ_i σ_j), clipped to [-1, 1]."""
+    from llgrad.runtime.ops.shape import reshape
+    from llgrad.runtime.ops.structure import diagonal
+    c = cov(x, y, rowvar, dtype=dtype)
+    if not shape_of(c):
+        return ew.div(c, c)
+    d = ew.sqrt(diagonal(c))
+    c = ew.div(ew.div(c, reshape(d, (-1, 1))), reshape(d, (1, -1)))
+    return ew.clip(c, -1.0, 1.0)

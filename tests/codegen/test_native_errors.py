@@ -393,3 +393,117 @@ except RuntimeError as e:
     what, seconds, grew = custom.split()
     assert what == "stop" and float(seconds) < 1.5, out.stdout
     assert int(grew) < 50, out.stdout  # the tape was freed on the way out
+
+
+# ---- kernels run in segments (Note [Kernel segments] in lower.py) ---------------------------
+class Negative(Exception):
+    pass
+
+
+def seg_gather(x, i):
+    y = np.sin(x) * 2.0
+    z = np.cos(y) + y
+    return np.sum(z[i] * 3.0)  # the index check sits in a later segment
+
+
+def seg_raise(x):
+    y = np.exp(x) - 2.0
+    if np.sum(y) < 0.0:
+        raise Negative("below zero", 3)
+    return np.sum(y * y)
+
+
+def _segmented(monkeypatch, fn):
+    """`fn` differentiated, with every top-level unit of a kernel in a segment of its own."""
+    import llgrad
+    from llgrad.codegen import lower
+    monkeypatch.delenv("LLGRAD_DISABLE_JIT", raising=False)
+    monkeypatch.setattr(lower, "SEGMENT_OPS", 1)
+    return llgrad.differentiate(fn)
+
+
+def _parts(d, entry: str) -> int:
+    llvm_ir = next(iter(d._cache.values())).modules[entry].llvm_ir
+    return sum(1 for line in llvm_ir.splitlines()
+               if line.startswith("define") and ".part" in line)
+
+
+def test_a_segment_that_fails_stops_the_kernel_at_the_users_line(monkeypatch):
+    """A bad index in a later segment of the forward and the joint kernels: IndexError
+    naming the line (the segment's status is the kernel's), the same as the interpreter;
+    the next call runs on."""
+    d = _segmented(monkeypatch, seg_gather)
+    x, line = np.linspace(0.1, 0.9, 5), seg_gather.__code__.co_firstlineno + 3
+    v, g = d.value_and_grad(x, np.array([1, 4]))
+    assert d(x, np.array([1, 4])) == v
+    assert _parts(d, "forward") > 2 and _parts(d, "joint") > 2
+    where = rf"(?s)index 7 is out of bounds for axis 0 with size 5.*{__file__}:{line}"
+    for call in (d, d.grad):
+        with pytest.raises(IndexError, match=where):
+            call(x, np.array([1, 7]))
+    import llgrad
+    monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
+    ref = llgrad.differentiate(seg_gather)
+    with pytest.raises(IndexError, match=where):
+        ref(x, np.array([1, 7]))
+    rv, rg = ref.value_and_grad(x, np.array([1, 4]))
+    monkeypatch.delenv("LLGRAD_DISABLE_JIT")
+    np.testing.assert_allclose(d.grad(x, np.array([1, 4])), rg, rtol=1e-14)
+    np.testing.assert_allclose(v, rv, rtol=1e-14)
+
+
+def test_a_users_raise_in_a_segment(monkeypatch):
+    d = _segmented(monkeypatch, seg_raise)
+    x = np.array([1.0, 2.0])
+    v, g = d.value_and_grad(x)
+    assert _parts(d, "joint") > 2
+    np.testing.assert_allclose(g, 2.0 * (np.exp(x) - 2.0) * np.exp(x), rtol=1e-14)
+    for call in (d, d.grad):
+        with pytest.raises(Negative) as info:
+            call(-x)
+        assert info.value.args == ("below zero", 3)
+    assert d(x) == v
+
+
+@LINUX_ONLY
+def test_ctrl_c_stops_a_loop_in_a_segment(tmp_path):
+    """The loop runs in a segment after others; its polls compare with the count the
+    kernel read at entry, and the interrupt leaves through the segment and the kernel."""
+    out = _run(tmp_path, '''
+import os, signal, threading, time
+import numpy as np
+import llgrad
+from llgrad.codegen import lower
+lower.SEGMENT_OPS = 1
+
+@llgrad.differentiate
+def f(x, n):
+    y = np.sin(x) * 0.5
+    s = y
+    for i in range(n):
+        s = s * s * 0.5 + 0.25
+    return np.sum(s) + np.sum(y)
+
+x = np.ones(3)
+f(x, np.array(10))
+llvm_ir = next(iter(f._cache.values())).modules["forward"].llvm_ir
+print("parts", sum(1 for l in llvm_ir.splitlines() if l.startswith("define") and ".part" in l))
+sent = []
+
+def kick():
+    time.sleep(0.3)
+    sent.append(time.perf_counter())
+    os.kill(os.getpid(), signal.SIGINT)
+
+threading.Thread(target=kick).start()
+try:
+    f(x, np.array(10 ** 11))
+    print("finished")
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", time.perf_counter() - sent[-1])
+''', timeout=60)
+    assert out.returncode == 0, out.stderr
+    parts, stopped = out.stdout.splitlines()
+    assert int(parts.split()[1]) > 2, out.stdout
+    what, seconds = stopped.split()
+    assert what == "KeyboardInterrupt" and float(seconds) < 1.5, out.stdout

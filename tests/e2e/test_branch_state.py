@@ -367,11 +367,14 @@ def appends_in_branches(x, s):
 
 
 def test_traced_value_leaving_a_branch_through_a_list_is_an_error():
-    """Returned from the function (it was an internal KeyError in transform/ad.py)."""
-    with pytest.raises(llgrad.errors.LLGradError, match=r"a value computed inside a traced "
-                                                        r"`if` branch is used outside it") as e:
+    """Returned from the function (it was an internal KeyError in transform/ad.py); the
+    append is refused where it happens (Note [Python effects in staged code])."""
+    with pytest.raises(llgrad.errors.LLGradError, match=r"`.append\(\)` changes a list in "
+                                                        r"place inside a branch of the traced "
+                                                        r"`if`") as e:
         llgrad.differentiate(appends_in_branches)(1.5, 1.0)
     assert f"{__file__}:{_line(appends_in_branches, 'if s > 0.0')}" in str(e.value)
+    assert f"{__file__}:{_line(appends_in_branches, 'out.append(x * 2.0)')}" in str(e.value)
 
 
 def none_on_one_path(x, s):

@@ -173,3 +173,38 @@ def test_a_list_variable_holding_traced_values_names_the_fix():
     with pytest.raises(ConcretizationError, match="np.stack") as e:
         llgrad.differentiate(f)(np.ones(2))
     assert "terms = [x[0], 2.0]" not in str(e.value) and "np.sum(terms)" in str(e.value)
+
+
+def lists_in_ufuncs_and_operators(x, a):
+    b = x[1] * a
+    return (np.sum(np.exp([a, b])) + np.sum(x[:2] * [x[0], 2.0]) + np.sum([b, 1.0] - x[1:3])
+            + np.sum(np.maximum([x[0], a], 0.5)) + np.sum(np.array([a, b]) ** [2.0, x[2]]))
+
+
+def test_lists_of_traced_values_in_ufuncs_and_operators(mode):
+    """np.exp([a, b]) and x * [a, 2.0]: the list is one array, as numpy converts it."""
+    _value_and_grad_match_numpy(lists_in_ufuncs_and_operators,
+                                np.array([0.5, -1.5, 2.0, 0.25]), 0.75, wrt=(0, 1))
+
+
+def shapes_from_a_loop_counter(x):
+    total = 0.0
+    for i in range(3):
+        total = total + np.sum(np.ones(i) * x[i]) + np.sum(np.zeros((i, 2)))
+    return total + np.sum(np.full([2, x.shape[0]], 0.5) * x)
+
+
+def shape_from_an_argument(x, n):
+    return np.sum(np.ones(n) * x[0]) + np.sum(np.empty(shape=(n, 0)))
+
+
+def test_traced_ints_as_shapes_are_read_as_numbers(mode):
+    """np.zeros(i) of a loop counter raised numpy's own TypeError; the shape is concretised
+    instead: the loop is unrolled (with a warning), or the function takes the dynamic path."""
+    x = np.array([0.5, -1.5, 2.0])
+    with pytest.warns(UserWarning, match="unrolled"):
+        _value_and_grad_match_numpy(shapes_from_a_loop_counter, x)
+    d = llgrad.differentiate(shape_from_an_argument)
+    for n in (2, 3):
+        assert d(x, np.array(n)) == shape_from_an_argument(x, np.array(n))
+    assert d.inspect(x, np.array(3)).path.startswith("dynamic")

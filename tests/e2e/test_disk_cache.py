@@ -62,7 +62,11 @@ def test_in_process_hit_gives_the_same_value_and_gradient(cache_dir):
     a = llgrad.differentiate(g, cache=True).value_and_grad(x)
     b = llgrad.differentiate(g, cache=True)
     v, grad = b.value_and_grad(x)
-    assert b.inspect(x).stats["disk cache"] == "hit"
+    stats = b.inspect(x).stats
+    assert stats["disk cache"] == "hit"
+    # the keys of a compile, consistent on a hit (test_inspect reads them with a warm cache)
+    assert stats["codegen time"] == stats["codegen time (joint)"] == 0.0
+    assert stats["disk load time (joint)"] > 0.0 and " ms" in str(stats)
     assert v == a[0]
     np.testing.assert_array_equal(grad, a[1])
 
@@ -121,9 +125,9 @@ def test_an_entry_that_does_not_pickle_is_not_stored(cache_dir):
         p = b.param(((3,), np.dtype("f8")), "x")
         b.fn.body.results.append(b.lift(np.sum(p)))
     m = compile_functions({"f": b.fn}, keep_object=True)
-    symbol, n, ins, outs, sites, record = m.layout["f"]
+    symbol, n, ins, outs, sites, record, tapes = m.layout["f"]
     m.layout["f"] = (symbol, n, ins, outs, [native_errors.Site("user", None, (Local, ()))],
-                     record)
+                     record, tapes)
     with pytest.warns(UserWarning, match="could not write the compile cache"):
         cache.store_module("local-class", m)
     assert cache.info()["entries"] == 0
@@ -324,3 +328,49 @@ def test_a_user_raise_comes_back_from_the_cache(cache_dir):
     with pytest.raises(NotConverged) as info:
         d(-x)
     assert info.value.args == ("negative input", 7)
+
+
+CHECKED_SCRIPT = textwrap.dedent("""
+    import numpy as np, llgrad
+    from llgrad.codegen import lower
+    lower.SEGMENT_OPS = 1  # the kernels run in segments (Note [Kernel segments])
+
+    class Negative(Exception):
+        pass
+
+    @llgrad.differentiate(cache=True)
+    def f(x, i):
+        y = np.sin(x) * 2.0
+        if np.sum(y) < 0.0:
+            raise Negative("below zero")
+        return np.sum(np.cos(y)[i] * 3.0)
+
+    x, good = np.linspace(0.1, 0.9, 5), np.array([1, 4])
+    v, g = f.value_and_grad(x, good)
+    stats = next(iter(f._cache.values())).stats  # (inspect() would make every stage)
+    print(repr(v), repr(float(g @ np.arange(5.0))), stats.get("disk cache", "miss"),
+          "autodiff" if "autodiff time" in stats else "no-autodiff")
+    for call in (f, f.grad):
+        try:
+            call(x, np.array([1, 7]))
+        except IndexError as e:
+            what, where = str(e).splitlines()[:2]
+            print("IndexError", what.split()[1], where.split(":")[1].split()[0])
+        try:
+            call(-x, good)
+        except Negative as e:
+            print("Negative", *e.args[0].split())
+""")
+
+
+def test_a_warm_start_keeps_index_checks_and_a_users_raise(tmp_path, cache_dir):
+    """A warm start loads the joint entry by the trace's key without running AD (Note [Warm
+    starts]); its failure sites come from the entry's JSON (Note [Failure sites on disk]):
+    the bad index and the `raise` stop it as they stop the cold process, in segments too."""
+    cold = run_script(tmp_path, cache_dir, CHECKED_SCRIPT)[0]
+    warm = run_script(tmp_path, cache_dir, CHECKED_SCRIPT)[0]
+    assert cold[2:4] == ["miss", "autodiff"] and warm[2:4] == ["hit", "no-autodiff"]
+    assert cold[:2] == warm[:2]
+    line = CHECKED_SCRIPT.splitlines().index("    return np.sum(np.cos(y)[i] * 3.0)") + 1
+    failures = ["IndexError", "7", str(line), "Negative", "below", "zero"] * 2
+    assert cold[4:] == warm[4:] == failures

@@ -1,4 +1,5 @@
-"""max/min/argmax/argmin on empty axes and on NaN, compiled and eager.
+"""max/min/argmax/argmin on empty axes and on NaN, compiled and eager; np.maximum/minimum,
+np.clip (array bounds too) and infinity norms on NaN, with PyTorch's gradients.
 
 numpy raises for an extremum over an axis of length 0 (there is no identity); compiled code
 would return -inf, so the shape rule raises numpy's error while tracing, at the user's line.
@@ -134,3 +135,92 @@ def test_gradient_without_nan_matches_finite_differences(mode):
     for fn in (max_all, min_all, max_rows, min_cols_keepdims):
         np.testing.assert_allclose(llgrad.differentiate(fn).grad(x),
                                    numerical_vjp(fn, [x], 1.0, wrt=[0])[0], atol=1e-8)
+
+
+# ---- NaN in elementwise extrema, clip and infinity norms: PyTorch's gradients ---------------
+# The expected gradients are PyTorch 2.13's, written out (computed there by hand, never here):
+# torch.maximum/minimum give the whole gradient to both operands where either is NaN (ties:
+# half each); torch.clamp gives x the gradient inside [lo, hi] (bounds included), lo where
+# x < lo < hi, hi where x > hi or hi < lo, nobody where anything is NaN; the inf-norms of a
+# slice holding a NaN have gradient 0.
+NAN = np.nan
+EXTREMA_X = np.array([NAN, 1.0, NAN, 2.0, 3.0])
+EXTREMA_Y = np.array([1.0, NAN, NAN, 2.0, 1.0])
+TORCH_EXTREMA = {"maximum": ([1.0, 1.0, 1.0, 0.5, 1.0], [1.0, 1.0, 1.0, 0.5, 0.0]),
+                 "minimum": ([1.0, 1.0, 1.0, 0.5, 0.0], [1.0, 1.0, 1.0, 0.5, 1.0])}
+
+
+def _eager_grads(fn, *args):
+    ts = [llgrad.tensor(a, requires_grad=True) for a in args]
+    out = fn(*ts)
+    llgrad.autograd.backward(out.sum())
+    return out.detach().numpy(), [t.grad.numpy() for t in ts]
+
+
+def _all_ways(fn, args, expected):
+    """Compiled value and gradients, then eager ones: numpy's value, the expected gradients."""
+    with np.errstate(invalid="ignore"):
+        value = fn(*args)
+    def total(*a):
+        return np.sum(fn(*a))
+    d = llgrad.differentiate(total, wrt=tuple(range(len(args))))
+    got, grads = d.value_and_grad(*args)
+    np.testing.assert_array_equal(got, np.sum(value))
+    for g, e in zip(grads, expected):
+        np.testing.assert_array_equal(g, e)
+    out, grads = _eager_grads(fn, *args)
+    np.testing.assert_array_equal(out, value)
+    for g, e in zip(grads, expected):
+        np.testing.assert_array_equal(g, e)
+
+
+@pytest.mark.parametrize("name", ["maximum", "minimum"])
+def test_elementwise_extrema_of_nan_give_both_operands_the_gradient(name, mode):
+    _all_ways(getattr(np, name), (EXTREMA_X, EXTREMA_Y), TORCH_EXTREMA[name])
+
+
+CLIP_CASES = [  # x, lo, hi, PyTorch's gradients (x, lo, hi)
+    ([NAN, 0.5, 2.0, -1.0, 0.0, 1.0], [0.0, NAN, 0.0, 0.0, 0.0, 0.0],
+     [1.0, 1.0, NAN, 1.0, 0.0, 1.0],
+     ([0, 0, 0, 0, 1, 1], [0, 0, 0, 1, 0, 0], [0, 0, 0, 0, 0, 0])),
+    ([0.0, 1.0, 0.5], [0.0, 0.0, 0.5], [1.0, 1.0, 0.5], ([1, 1, 1], [0, 0, 0], [0, 0, 0])),
+    ([0.5, 3.0, -3.0], [1.0, 1.0, 1.0], [0.0, 0.0, 0.0], ([0, 0, 0], [0, 0, 0], [1, 1, 1])),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CLIP_CASES)), ids=["nan", "ties", "lo>hi"])
+def test_clip_with_array_bounds_follows_pytorch(case, mode):
+    x, lo, hi, expected = CLIP_CASES[case]
+    _all_ways(np.clip, (np.array(x), np.array(lo), np.array(hi)),
+              [np.array(e, dtype=float) for e in expected])
+
+
+def test_clip_of_nan_with_number_bounds_has_no_gradient(mode):
+    x = np.array([NAN, 0.5, 2.0])
+    _all_ways(lambda v: np.clip(v, 0.0, 1.0), (x,), [np.array([0.0, 1.0, 0.0])])
+
+
+def test_clip_with_traced_array_bounds_matches_finite_differences(mode):
+    """The issue's example: the bounds' gradients were 0 compiled (an error eagerly)."""
+    def f(x, lo, hi):
+        return np.sum(np.clip(x, lo, hi) ** 2)
+    args = (np.array([-1.0, 0.2, 0.9, 0.1]), np.array([-0.5, -0.5, -0.5, 0.3]),
+            np.array([0.5, 0.5, 0.5, 0.2]))
+    value, grads = llgrad.differentiate(f, wrt=(0, 1, 2)).value_and_grad(*args)
+    assert value == f(*args)
+    for g, e in zip(grads, numerical_vjp(f, args, 1.0, wrt=[0, 1, 2])):
+        np.testing.assert_allclose(g, e, atol=1e-8)
+
+
+NORM_CASES = [  # x, ord, axis, PyTorch's gradient
+    ([1.0, NAN, -3.0], np.inf, None, [0.0, 0.0, 0.0]),
+    ([1.0, NAN, -3.0], -np.inf, None, [0.0, 0.0, 0.0]),
+    ([3.0, 1.0, -3.0], np.inf, None, [0.5, 0.0, -0.5]),
+    ([[NAN, 1.0], [2.0, -2.0]], np.inf, 1, [[0.0, 0.0], [0.5, -0.5]]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(NORM_CASES)), ids=["nan", "-inf-nan", "ties", "rows"])
+def test_infinity_norm_of_nan_has_no_gradient(case, mode):
+    x, ord, axis, expected = NORM_CASES[case]
+    _all_ways(lambda v: np.linalg.norm(v, ord, axis=axis), (np.array(x),), [np.array(expected)])

@@ -115,7 +115,7 @@ def grows_a_shape(x, n):
 
 
 @pytest.mark.parametrize("fn,args,why", [
-    (pops_a_list, (X,), "its condition does not depend on values the loop carries"),
+    (pops_a_list, (X,), "it removes items from the list `stack`"),
     (indexes_a_list, (X, [1.5, -2.0, 0.5]), "its body uses a value the loop changes"),
     (grows_a_shape, (X, 3), "it changes the shape/dtype of `x`"),
 ], ids=["pops_a_list", "indexes_a_list", "grows_a_shape"])

@@ -250,3 +250,39 @@ def test_exception_caught_by_a_try_is_handled(mode):
         _runs(caught_by_try, args)
     _runs(not_caught_by_try, (2.0, -1.0))
     _raises(not_caught_by_try, (2.0, 1.0), KeyError, ("not handled",), "raise KeyError")
+
+
+# ---- assert on traced values: a check, like `if not t: raise AssertionError(m)` -------------
+def asserted(x):
+    assert np.sum(x) > 0, "the sum must be positive"
+    return np.sum(x * x)
+
+
+def asserted_in_loop(x, n):
+    s = 0.0
+    for i in range(n):
+        assert x[i] < 10.0
+        s = s + np.sin(x[i]) * s + x[i]
+    return s
+
+
+@pytest.mark.parametrize("fn,args,bad,message", [
+    (asserted, (np.array([0.5, 1.0]),), (np.array([-0.5, -1.0]),), ("the sum must be positive",)),
+    (asserted_in_loop, (np.array([0.5, 1.0, 2.0]), 3), (np.array([0.5, 11.0, 2.0]), 3), ()),
+], ids=["straight", "loop"])
+def test_assert_on_a_traced_value_is_a_compiled_check(fn, args, bad, message, mode):
+    # (pytest rewrites this module's asserts, so Python's own message is written out here)
+    d = llgrad.differentiate(fn)
+    value, grad = d.value_and_grad(*args)
+    assert value == pytest.approx(fn(*args), rel=1e-14)
+    np.testing.assert_allclose(grad, finite_differences(fn, args, (0,))[0], atol=1e-8)
+    assert d.inspect(*args).path == "staged"  # not the dynamic path
+    with pytest.raises(AssertionError):
+        fn(*bad)
+    for call in (d, d.grad):
+        with pytest.raises(AssertionError) as e:
+            call(*bad)
+        assert e.value.args == message
+        line = inspect.getsource(fn).splitlines()[1 if fn is asserted else 3].strip()
+        assert line in "".join(e.value.__notes__)
+    assert d.cache_info()["traces"] == 1

@@ -67,11 +67,15 @@ class Mode(enum.Enum):
     CUBE = 2
 
 
-RECEIVED: list = []
+class Received:
+    """What `configured` was passed (a class attribute: a global list it appends to would be
+    guarded, and the plain-Python calls in _check change it: Note [Captured values are
+    guarded])."""
+    last = None
 
 
 def configured(x, cfg):
-    RECEIVED.append(cfg)
+    Received.last = cfg
     return np.sum(x ** cfg.power) * cfg.scale
 
 
@@ -100,7 +104,7 @@ def test_config_object_read_by_attribute(make, mode):
     d = llgrad.differentiate(configured)
     cfg = make(2.0, 3)
     _check(d, configured, X, cfg)
-    assert RECEIVED[-1] is cfg  # the object itself, not a flattened copy
+    assert Received.last is cfg  # the object itself, not a flattened copy
     traces = d.cache_info()["traces"]
     _check(d, configured, X, make(2.0, 3))  # a new object with the same contents: no trace
     assert d.cache_info()["traces"] == traces
@@ -190,6 +194,10 @@ def test_dynamic_path_is_per_signature(mode):
     (np.array([object()], dtype=object), r"np.asarray\(x, dtype=np.float64\)"),
     (np.array([1, 2], dtype=np.uint8), r"x.astype\(np.int64\)"),
     (np.array([1.0], dtype=np.float16), r"x.astype\(np.float64\)"),
+    # numpy's int8/16/32 arithmetic wraps at their width: a silent int64 would not
+    (np.array([1, 2], dtype=np.int8), r"x.astype\(np.int64\).*narrower dtype's limit"),
+    (np.array([1, 2], dtype=np.int16), r"x.astype\(np.int64\)"),
+    (np.array([1, 2], dtype=np.int32), r"x.astype\(np.int64\)"),
 ], ids=lambda v: str(v.dtype) if isinstance(v, np.ndarray) else "")
 def test_unsupported_array_dtypes_name_the_argument(arr, fix):
     d = llgrad.differentiate(exp_sum)
@@ -200,3 +208,18 @@ def test_unsupported_array_dtypes_name_the_argument(arr, fix):
     with pytest.raises(DTypeError, match=r"argument `x\['w'\]\[1\]` is an array of dtype"):
         llgrad.differentiate(lambda x: np.sum(x["w"][0]))({"w": [X, arr]})
     assert d(X) == pytest.approx(exp_sum(X), rel=1e-14)
+
+
+def squares_ints(x, k):
+    return np.sum(x * (k * k))
+
+
+def test_int32_arguments_are_refused_not_widened():
+    """k * k of int32 wraps at 2**31 in numpy; compiled in int64 it did not (a different
+    answer). Refused with the argument's name; int64 gives numpy's int64 answer."""
+    k = np.array([50000, 3], dtype=np.int32)
+    with pytest.raises(DTypeError, match=r"(?s)argument `k` is an array of dtype int32.*"
+                       r"k.astype\(np.int64\)"):
+        llgrad.differentiate(squares_ints)(np.ones(2), k)
+    k64 = k.astype(np.int64)
+    assert llgrad.differentiate(squares_ints)(np.ones(2), k64) == squares_ints(np.ones(2), k64)

@@ -11,7 +11,7 @@ def search(x, tol):
         __lg_do_return, __lg_retval, i, x = __lg_vars
 
     def __lg_loop_test():
-        return __lg.and_(lambda: __lg.not_(__lg_do_return), lambda: __lg.and_(lambda: i < len(x), lambda: __lg.not_(abs(x[i]) < tol)))
+        return __lg.and_(lambda: __lg.not_(__lg_do_return), lambda: __lg.and_(lambda: i < __lg.len_(x), lambda: __lg.not_(abs(x[i]) < tol)))
 
     def __lg_loop_body():
         nonlocal __lg_do_return, __lg_retval, i, x

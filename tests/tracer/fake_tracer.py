@@ -77,7 +77,10 @@ class FakeStager:
                          zip(names[nouts:], s1[nouts:], s2[nouts:])]
         set_state(tuple(final))
 
-    def stage_for(self, iterable, extra_test, body_fn, get_state, set_state, names, loc):
+    def stage_for(self, iterable, extra_test, body_fn, get_state, set_state, names, loc,
+                  optional=False):
+        if optional:  # a loop over a Python range that only reads traced values: Python
+            return False
         self.log.append(("for", names, loc.line))
         if isinstance(iterable, lg.TracedRange):
             items = range(*map(unwrap, (iterable.start, iterable.stop, iterable.step)))

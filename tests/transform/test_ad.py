@@ -109,6 +109,14 @@ SAMPLES.update({
             [R.normal(size=(3, 2)) * 0.3]),
     "qr": (lambda a: _flat(*lsp.qr_p.bind(a, complete=False)), [R.normal(size=(3, 2))]),
 })
+# windows of run-time length (issue 12): start 1, length 2, padded to 3 (the last entry is 0)
+from llgrad.runtime.ops import window as wd  # noqa: E402
+SAMPLES.update({
+    "dynamic_window": (lambda a: wd.dynamic_window_p.bind(a, np.int64(1), np.int64(2), axis=0,
+                                                          size=3, stride=1), [X]),
+    "window_update": (lambda a, b: wd.window_update_p.bind(a, b, np.int64(3), np.int64(2),
+                                                           axis=0, stride=-1), [X, Y[:3]]),
+})
 STRUCTURAL = {"control", "const", "tape"}
 
 
@@ -119,6 +127,7 @@ def _scalarise(call):
         w = np.random.default_rng(7).normal(size=y.shape).astype(y._np_dtype)
         return ops.sum(ops.mul(y, w))
     return f
+
 
 
 def test_every_differentiable_primitive_has_a_sample():

@@ -154,3 +154,35 @@ def test_fuse_is_idempotent(f):
     for op in again.walk():
         if op.name == "fusion":
             assert not any(inner.regions for inner in op.regions[0].walk())
+
+
+def _long_program(x, w):
+    for _ in range(300):  # plain Python: a straight line of ~1800 ops, and its gradient
+        x = np.tanh(x * w) + x * 0.5
+        w = w + np.sum(x) * 1e-3
+    return np.sum(x)
+
+
+def test_fuse_does_bounded_work_per_op(monkeypatch):
+    """Note [Dependencies between groups]: the dependency searches of a long program cost a
+    bounded number of steps per op (they were quadratic in its length)."""
+    import heapq
+    from llgrad.transform.passes import fuse as fuse_module
+    steps = [0]
+
+    class Counting:
+        heapify, heappop = staticmethod(heapq.heapify), staticmethod(heapq.heappop)
+
+        @staticmethod
+        def heappush(heap, item):
+            steps[0] += 1
+            heapq.heappush(heap, item)
+
+    monkeypatch.setattr(fuse_module, "heapq", Counting)
+    x, w = np.ones(4), np.full(4, 0.3)
+    joint = ad.grad_function(optimize(build(_long_program, x, w), fuse=False), [0, 1])
+    n_ops = sum(1 for _ in joint.walk())
+    fused = verify(fuse(joint))
+    assert steps[0] < 40 * n_ops, (steps[0], n_ops)
+    for a, b in zip(interp.run(fused, x, w), interp.run(joint, x, w)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)

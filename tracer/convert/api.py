@@ -12,6 +12,7 @@ from __future__ import annotations
 import ast
 import builtins
 import dataclasses
+import linecache
 import sysconfig
 import types
 import weakref
@@ -88,6 +89,9 @@ def try_convert(fn: types.FunctionType, library: bool = False) -> Callable | Non
     """
     if getattr(fn, MARK, False) or _FAILED.get(fn) or not (
             _is_user_function(fn) or library and calls.is_converted_library(fn)):
+        if library and not _FAILED.get(fn) and _no_source(fn):
+            _FAILED[fn] = True
+            warn_no_source(fn)
         return None
     try:
         return convert(fn).fn
@@ -100,10 +104,49 @@ _LIBRARY_DIRS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "
 
 
 def _is_user_function(fn: types.FunctionType) -> bool:
+    """Not a lambda nor library code; a `<...>` file counts when linecache has its lines
+    (an IPython cell, or code exec'd with its source registered: Note [Code without a
+    source file])."""
     if fn.__name__ == "<lambda>" or calls.is_library_object(fn):
         return False
     filename = fn.__code__.co_filename
-    return not filename.startswith("<") and not filename.startswith(_LIBRARY_DIRS)
+    if filename.startswith("<"):
+        return bool(linecache.getlines(filename))
+    return not filename.startswith(_LIBRARY_DIRS)
+
+
+def _no_source(fn) -> bool:
+    """A user's function (not a lambda) whose source linecache cannot give."""
+    filename = getattr(getattr(fn, "__code__", None), "co_filename", "")
+    return filename.startswith("<") and fn.__name__ != "<lambda>" and \
+        not linecache.getlines(filename) and not calls.is_library_object(fn)
+
+
+# Note [Code without a source file]
+# The converter reads a function's source through inspect (so linecache): a function made by
+# `exec(string)`, `python -c` or a prompt that keeps no source has none. It then runs as
+# written: Python control flow on traced values runs as Python, so each loop over traced
+# state is unrolled at trace time (one copy of the body per iteration: a 40-step LSTM took
+# over four minutes to its first gradient) and a traced condition sends the signature to the
+# per-call dynamic path. llgrad warns once per function. IPython registers its cells in
+# linecache, so they convert; code run by exec converts when its source is registered first
+# (`linecache.cache[name] = (len(src), None, src.splitlines(True), name)`, then
+# `exec(compile(src, name, "exec"))`). Reading loops back from bytecode is not attempted.
+def warn_no_source(fn) -> None:
+    """The warning of Note [Code without a source file], naming `fn`, at the user's line."""
+    import warnings
+    from llgrad.runtime.errors import PerformanceWarning, user_loc
+    name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+    loc = user_loc()
+    warnings.warn_explicit(
+        f"llgrad: the source of {name} is not available (a function made by exec, "
+        f"`python -c` or a prompt that keeps no source), so its control flow is not "
+        f"converted: each loop over traced values is unrolled at trace time, one copy of the "
+        f"body per iteration (compile time grows with the trip count), and a traced "
+        f"condition takes the per-call dynamic path. Define it in a .py file, or register "
+        f"its source before exec: linecache.cache[name] = (len(src), None, "
+        f"src.splitlines(True), name); exec(compile(src, name, 'exec'))", PerformanceWarning,
+        loc.file if loc else "<unknown>", loc.line if loc else 0)
 
 
 def _resolver(fn: Callable) -> Callable[[str], Any]:

@@ -6,10 +6,11 @@ Output invariants:
   ``__lg.converted_call(f, (args...), {kwargs} or None)``; calls that resolve, at conversion
   time, to numpy/math/builtins/llgrad objects or classes stay as written (readable output;
   converted_call makes the same decision again at run time for the others), unless the
-  callee has a traced form (np.asarray, math.exp, scipy.special.logsumexp) or a list is
-  written among the arguments (``np.sum([1, a * a])``);
+  callee has a traced form (np.asarray, math.exp, scipy.special.logsumexp), is ``print``
+  (Note [Python effects in staged code] in tracer/effects.py), or a list is written among
+  the arguments (``np.sum([1, a * a])``); ``len(x)`` becomes ``__lg.len_(x)``;
 - ``for x in range(...)`` (the builtin) iterates ``__lg.range_(...)``, which a staged loop
-  can read bounds from;
+  can read bounds from, and ``for x in reversed(range(...))`` ``__lg.reversed_range_(...)``;
 - ``y[i] = v`` and ``y[i] op= v`` on a local name ``y`` become ``y = __lg.setitem(y, i, v)``
   and ``y = __lg.setitem(y, i, __lg.iop(y[i], v))``, and the statement ``np.add.at(y, i, v)``
   becomes ``y = __lg.ufunc_at(np.add.at, (y, i, v))``, so a traced ``y`` is rebound (and
@@ -17,7 +18,9 @@ Output invariants:
 - every other store into an object (``o.a = v``, ``o.a += v``, ``del o.a``, ``o.b[i] = v``)
   is preceded by ``__lg.note_attr(o, 'a')`` / ``__lg.note_item(o.b, i, delete)`` (See Note
   [Stores in traced branches] in tracer/stores.py); the object and index expressions are
-  evaluated twice, unless they contain a call (then ``__lg.UNKNOWN`` is noted).
+  evaluated twice, unless they contain a call (then ``__lg.UNKNOWN`` is noted); the value of
+  ``o.b[i] = v`` is ``__lg.item_value(o.b, v)`` (a traced value into a numpy array held
+  there is refused at its line).
 Nested def/class bodies are not rewritten (they are converted when called).
 """
 
@@ -116,9 +119,15 @@ class _Calls(gast.NodeTransformer):
     def visit_Call(self, node):
         self.generic_visit(node)
         value = self._static_value(node.func)
+        if value is len and len(node.args) == 1 and not node.keywords and \
+                not isinstance(node.args[0], gast.Starred):
+            new = templates.replace_expr("__lg.len_(x)", x=node.args[0])
+            anno.fill_loc(new, node)
+            return new
         if value is not _MISSING and is_library_object(value) and not _has_traced_form(value) \
-                and not _is_random(value) and not _list_argument(node):
-            return node  # (a random draw goes through converted_call's check)
+                and not _is_random(value) and not _list_argument(node) and \
+                value is not print and value is not len:
+            return node  # (a random draw, print and len go through converted_call's checks)
         args = gast.Tuple(elts=node.args, ctx=gast.Load())
         if node.keywords:
             kwargs = gast.Dict(keys=[templates.const(k.arg) if k.arg else None
@@ -134,11 +143,20 @@ class _Calls(gast.NodeTransformer):
     def visit_For(self, node):
         self.generic_visit(node)
         it = node.iter
-        if (isinstance(it, gast.Call) and isinstance(it.func, gast.Name) and not it.keywords
-                and it.func.id not in self.locals and self.resolve(it.func.id) is builtins.range):
+        if self._builtin_call(it, builtins.range):
             it.func = templates.replace_expr("__lg.range_")
             anno.fill_loc(it.func, it)
+        elif self._builtin_call(it, builtins.reversed) and len(it.args) == 1 and \
+                self._builtin_call(it.args[0], builtins.range):
+            it.func, it.args = templates.replace_expr("__lg.reversed_range_"), it.args[0].args
+            anno.fill_loc(it.func, it)
         return node
+
+    def _builtin_call(self, node, fn) -> bool:
+        """`node` calls the builtin `fn` (not shadowed), without keywords."""
+        return (isinstance(node, gast.Call) and isinstance(node.func, gast.Name) and
+                not node.keywords and node.func.id not in self.locals and
+                self.resolve(node.func.id) is fn)
 
     def _target(self, target) -> str | None:
         if (isinstance(target, gast.Subscript) and isinstance(target.value, gast.Name)
@@ -176,6 +194,10 @@ class _Calls(gast.NodeTransformer):
         converted = t if len(node.targets) == 1 and self._target(t) else None
         notes = self._notes(node, node.targets, converted)
         if converted is None:
+            if len(node.targets) == 1 and isinstance(t, gast.Subscript) and _pure(t.value):
+                node.value = templates.replace_expr("__lg.item_value(obj, v)", obj=t.value,
+                                                    v=node.value)
+                anno.fill_loc(node.value, node)
             return notes + [node] if notes else node
         new = templates.replace("y = __lg.setitem(y, i, v)", y=t.value.id, i=_index(t.slice),
                                 v=node.value)

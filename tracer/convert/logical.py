@@ -4,7 +4,9 @@ Output invariants: ``a and b`` -> ``__lg.and_(lambda: a, lambda: b)`` (same for 
 variadic for longer chains), ``not a`` -> ``__lg.not_(a)``, ``a if c else b`` ->
 ``__lg.if_exp(c, lambda: a, lambda: b, loc)``, ``a < b <= c`` ->
 ``__lg.compare_chain(a, '<', lambda: b, '<=', lambda: c)``; each operand is still evaluated at
-most once and in Python's order. Operands holding ``:=``, ``yield`` or ``await`` are left as
+most once and in Python's order. ``assert t, m`` -> ``if not t: raise AssertionError(m)`` (no
+statement under ``python -O``), so a traced ``t`` becomes a run-time check (Note [Raise under
+a traced condition]). Operands holding ``:=``, ``yield`` or ``await`` are left as
 written (a lambda would change their scope). Nested def/class bodies are not rewritten.
 """
 
@@ -50,6 +52,15 @@ class _Logical(gast.NodeTransformer):
 
     visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _skip
 
+    def visit_Assert(self, node):
+        if not __debug__:  # python -O: asserts are not run
+            return None
+        exc = "AssertionError(msg)" if node.msg is not None else "AssertionError"
+        stmt = templates.replace(f"if not test:\n    raise {exc}", test=node.test,
+                                 msg=node.msg)[0]
+        anno.fill_loc(stmt, node)
+        return self.visit(stmt)
+
     def visit_BoolOp(self, node):
         self.generic_visit(node)
         if not _lambda_safe(*node.values):
@@ -82,4 +93,4 @@ class _Logical(gast.NodeTransformer):
 
 def convert_logical(fn: gast.FunctionDef) -> None:
     t = _Logical()
-    fn.body = [t.visit(s) for s in fn.body]
+    fn.body = [s for s in map(t.visit, fn.body) if s is not None] or [gast.Pass()]

@@ -33,6 +33,118 @@ def _fusible(op) -> bool:
     return op.prim is broadcast_to_p and _const_scalar(op.inputs[0])
 
 
+_SEARCH_BUDGET = 64
+MAX_GROUP_OPS = 64  # as codegen's groups (plan.py): bounds every group's reads
+
+
+class _Groups:
+    """Fusion groups (union-find) and which groups each reads through ops outside it, kept in
+    a topological order. See Note [Dependencies between groups]."""
+
+    def __init__(self):
+        self.parent: list[int] = []
+        self.shape: list = []
+        self.size: list[int] = []   # member ops
+        self.reads: list[set] = []  # groups each group reads from (ids, maybe merged away)
+        self.users: list[set] = []  # the inverse
+        self.ord: list[int] = []    # position in a topological order (producers first)
+
+    def find(self, g: int) -> int:
+        while self.parent[g] != g:
+            self.parent[g] = g = self.parent[self.parent[g]]
+        return g
+
+    def new(self, shape) -> int:
+        g = len(self.parent)
+        self.parent.append(g)
+        self.shape.append(shape)
+        self.size.append(0)
+        self.reads.append(set())
+        self.users.append(set())
+        self.ord.append(g)  # after every existing group: it reads nothing yet
+        return g
+
+    def depends(self, starts, c: int) -> bool:
+        """Whether group `c` is among `starts` or what they read, transitively; True also
+        when that takes more than _SEARCH_BUDGET steps to decide (then the op is not fused)."""
+        c = self.find(c)
+        bound, seen = self.ord[c], set()
+        todo = [(self.ord[x], x) for x in {self.find(x) for x in starts}
+                if self.ord[x] >= bound]  # (an earlier one cannot read c)
+        heapq.heapify(todo)
+        while todo:
+            o, x = heapq.heappop(todo)  # the earliest first: the way to c, when there is one
+            if x == c:
+                return True
+            if o < bound or x in seen:  # before c in the order: cannot read c
+                continue
+            if len(seen) == _SEARCH_BUDGET:
+                return True
+            seen.add(x)
+            for y in self.reads[x]:
+                y = self.find(y)
+                heapq.heappush(todo, (self.ord[y], y))
+        return False
+
+    def add_reads(self, g: int, ys) -> None:
+        """Record that group `g` reads groups `ys` (none of which depends on `g`)."""
+        g = self.find(g)
+        for y in ys:
+            y = self.find(y)
+            if y == g or y in self.reads[g]:
+                continue
+            self.reads[g].add(y)
+            self.users[y].add(g)
+            if self.ord[y] > self.ord[g]:
+                self._reorder(y, g)
+
+    def merge(self, c: int, g: int) -> None:
+        """Merge group `c` into `g` (neither depends on the other)."""
+        c, g = self.find(c), self.find(g)
+        self.parent[c] = g
+        self.size[g] += self.size[c]
+        self.add_reads(g, self.reads[c])
+        for u in list(self.users[c]):
+            self.add_reads(u, [g])
+
+    def _reorder(self, y: int, g: int) -> None:
+        """Restore the order after the new edge `g` reads `y` with y after g (Pearce-Kelly:
+        move what reaches y before what g reaches, within the window between them)."""
+        lo, hi = self.ord[g], self.ord[y]
+        fwd = self._reach(g, self.users, lambda o: o <= hi)
+        bwd = self._reach(y, self.reads, lambda o: o >= lo)
+        assert not fwd & bwd, "fusion would create a cycle"
+        moved = sorted(bwd, key=self.ord.__getitem__) + sorted(fwd, key=self.ord.__getitem__)
+        for x, o in zip(moved, sorted(self.ord[x] for x in moved)):
+            self.ord[x] = o
+
+    def _reach(self, start: int, edges, inside) -> set:
+        seen, todo = set(), [start]
+        while todo:
+            x = self.find(todo.pop())
+            if x not in seen and inside(self.ord[x]):
+                seen.add(x)
+                todo.extend(edges[x])
+        return seen
+
+
+# Note [Dependencies between groups]
+# An op may join a group only if that creates no cycle among groups and unfused ops, so
+# grouping asks "does this value depend on group c?" for every operand. Unfused ops are
+# nodes of the same graph (groups that never take members), so what a value depends on
+# directly is always one node, not every group above a chain of unfused ops. Walking all of a
+# value's dependencies for each question is quadratic in the program's length (a straight
+# line of 10^4 ops took a minute). Instead the groups are kept in a topological order,
+# updated when a new edge goes against it (Pearce and Kelly's dynamic topological sort, which
+# reorders only the groups between the edge's ends); a search for c never goes below c's
+# position (only later groups can read c) and follows the earliest groups first (the way to
+# c when there is one: a gradient reads the forward values it came from). A search still
+# undecided after _SEARCH_BUDGET groups answers "depends", so the op is not fused there:
+# never a cycle, at worst a missed fusion between far-apart parts of a long program, which
+# would only have kept values alive longer. A group takes at most MAX_GROUP_OPS ops (what
+# codegen runs in one loop anyway), so what one group reads stays bounded too.
+
+
 def _groups(region: ir.Region):
     """Group index per op (None = not fused).
 
@@ -40,60 +152,43 @@ def _groups(region: ir.Region):
     of its operands from outside g depends (through any chain of ops and groups) on g; groups
     an op reads from are merged when neither depends on the other.
     """
-    parent: list[int] = []
-
-    def find(g):
-        while parent[g] != g:
-            g = parent[g]
-        return g
-
-    gdirect: list[set] = []             # groups each group reads from directly
+    gr = _Groups()
     vdirect: dict[int, frozenset] = {}  # value -> first groups met walking up its producers
     group_of_val: dict[int, int] = {}
-
-    def closure(groups) -> set:
-        seen, todo = set(), [find(x) for x in groups]
-        while todo:
-            x = todo.pop()
-            if x not in seen:
-                seen.add(x)
-                todo.extend(find(y) for y in gdirect[x])
-        return seen
-
-    shape_of, op_group = [], []
+    op_group = []
     for op in region.ops:
         g = None
         if _fusible(op):
             shape = op.outputs[0].aval.shape
-            producers = sorted({find(group_of_val[v.id]) for v in op.inputs
+            producers = sorted({gr.find(group_of_val[v.id]) for v in op.inputs
                                 if v.id in group_of_val})
             for c in producers:
-                if shape_of[c] != shape or any(
-                        c in closure(vdirect.get(v.id, ())) for v in op.inputs
-                        if v.id not in group_of_val or find(group_of_val[v.id]) != c):
+                c = gr.find(c)
+                if gr.shape[c] != shape or gr.size[c] >= MAX_GROUP_OPS or any(
+                        gr.depends(vdirect.get(v.id, ()), c) for v in op.inputs
+                        if v.id not in group_of_val or gr.find(group_of_val[v.id]) != c):
                     continue
                 if g is None:
                     g = c
-                elif g not in closure(gdirect[c]) and c not in closure(gdirect[g]):
-                    parent[c] = g
-                    gdirect[g] |= gdirect[c]
+                elif gr.size[c] + gr.size[g] < MAX_GROUP_OPS and not gr.depends(
+                        gr.reads[c], g) and not gr.depends(gr.reads[g], c):
+                    gr.merge(c, g)
             if g is None:
-                g = len(parent)
-                parent.append(g)
-                shape_of.append(shape)
-                gdirect.append(set())
+                g = gr.new(shape)
+            gr.size[g] += 1
             for v in op.inputs:
-                if v.id not in group_of_val or find(group_of_val[v.id]) != g:
-                    gdirect[g] |= {find(x) for x in vdirect.get(v.id, ())} - {g}
+                if v.id not in group_of_val or gr.find(group_of_val[v.id]) != g:
+                    gr.add_reads(g, vdirect.get(v.id, ()))
             for o in op.outputs:
                 vdirect[o.id] = frozenset([g])
                 group_of_val[o.id] = g
         else:  # a region op depends on what its regions capture too (Note [Control-flow ops])
-            deps = frozenset(x for v in _reads(op) for x in vdirect.get(v, ()))
+            node = gr.new(None)  # in the order too, never fused (no shape)
+            gr.add_reads(node, {x for v in _reads(op) for x in vdirect.get(v, ())})
             for o in op.outputs:
-                vdirect[o.id] = deps
+                vdirect[o.id] = frozenset([node])
         op_group.append(g)
-    op_group = [None if g is None else find(g) for g in op_group]
+    op_group = [None if g is None else gr.find(g) for g in op_group]
     compute: dict[int, int] = {}
     for op, g in zip(region.ops, op_group):
         if g is not None and op.prim is not broadcast_to_p:

@@ -2,7 +2,8 @@
 
 Requires: verified IR with explicit broadcasts. Produces: the same IR with uses rewired to
 simpler values: x*1, 1*x, x+0, 0+x, x-0, x/1 -> x; --x -> x; broadcast_to/reshape/astype/
-transpose to the same aval and reductions over no axes -> x; reshape of reshape -> one reshape; transpose of transpose ->
+transpose to the same aval and reductions over no axes -> x; concatenate of x[0], ..., x[n-1]
+(np.stack of the rows of x) -> x; reshape of reshape -> one reshape; transpose of transpose ->
 one transpose (or x); and ops whose inputs are all constants folded by running their impl
 (when the result is no larger than 1024 elements or its largest input). Nothing that changes
 NaN/inf propagation (no x*0 -> 0, no x-x -> 0); x+0 -> x only flips the sign of a -0.0 result.
@@ -13,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from llgrad.runtime.ops import elementwise as ew
+from llgrad.runtime.ops import index as ix
 from llgrad.runtime.ops import reduce as rd
 from llgrad.runtime.ops import shape as sh
 from llgrad.runtime.ops.control import constant_p
@@ -68,6 +70,10 @@ def _identity(op):
     elif p in (rd.reduce_sum_p, rd.reduce_prod_p, rd.reduce_max_p, rd.reduce_min_p):
         if not op.params["axes"] and _same(op, ins[0]):  # a reduction over no axes
             return ins[0]
+    elif p is sh.concatenate_p:
+        src = _stacked_rows(ins) if op.params["axis"] == 0 else None
+        if src is not None and _same(op, src):
+            return src
     elif p is sh.transpose_p:
         if tuple(op.params["perm"]) == tuple(range(len(op.params["perm"]))):
             return ins[0]
@@ -77,6 +83,27 @@ def _identity(op):
             if perm == tuple(range(len(perm))):
                 return src.inputs[0]
     return None
+
+
+def _stacked_rows(ins):
+    """x when `ins` are x[0], x[1], ..., x[n-1] each reshaped to (1, ...): np.stack of the
+    rows of x (a list a staged loop appended to: Note [Containers in staged loops] in
+    tracer/effects.py), else None."""
+    src = None
+    for t, v in enumerate(ins):
+        r = v.op
+        g = r.inputs[0].op if r is not None and r.prim is sh.reshape_p else None
+        if g is None or g.prim is not ix.getitem_p or len(g.inputs) != 1:
+            return None
+        x = g.inputs[0]
+        key = g.params["key"]
+        if src is None:
+            src = x
+        n = x.aval.shape[0] if x.aval.shape else 0
+        if x is not src or len(key) != 1 or key[0][0] != "i" or key[0][1] % max(n, 1) != t \
+                or v.aval.shape != (1,) + x.aval.shape[1:]:
+            return None
+    return src if src is not None and len(ins) == src.aval.shape[0] else None
 
 
 def _combine(op):

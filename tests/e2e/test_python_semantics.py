@@ -1,0 +1,127 @@
+"""Python's own semantics on traced values, compiled natively and through the interpreter:
+builtins (max/min) raise where Python raises, `assert` compiles to a check, exception
+messages format numbers as Python does; what stays unsupported is an error at the user's line.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import llgrad
+from llgrad.runtime.errors import ShapeError, UnsupportedError
+from tests.e2e.conftest import finite_differences
+
+
+def _line(fn, offset=1) -> str:
+    return f"{__file__}:{fn.__code__.co_firstlineno + offset}"
+
+
+# ---- max(a, b) / min(a, b) ---------------------------------------------------------------------
+def max_of_array(x):
+    return np.sum(max(x, 0.5))
+
+
+def min_of_arrays(x):
+    return np.sum(min(x, x * 2.0))
+
+
+def max_of_one_element_arrays(x):
+    return np.sum(max(x[:1], x[1:2]))
+
+
+@pytest.mark.parametrize("fn", [max_of_array, min_of_arrays], ids=lambda f: f.__name__)
+def test_max_of_arrays_raises_as_python(fn, mode):
+    x = np.array([0.1, 0.9])
+    with pytest.raises(ValueError, match="truth value of an array with more than one element"):
+        fn(x)  # Python's error
+    with pytest.raises(ShapeError, match="truth value of an array with more than one element "
+                       "is ambiguous") as e:
+        llgrad.differentiate(fn)(x)
+    assert isinstance(e.value, ValueError) and "np.m" in e.value.fix
+    assert e.value.loc.describe().startswith(_line(fn))
+
+
+def scalar_extrema(x, a):
+    return max(x[0], x[1]) + min(x[1], a) * max(2.0, a) + min(x[2], x[2])  # ties: the first
+
+
+@pytest.mark.parametrize("a", [0.3, 2.5])
+def test_max_of_scalars_is_pythons(a, mode):
+    x = np.array([0.1, 0.9, 1.5])
+    d = llgrad.differentiate(scalar_extrema, wrt=(0, 1))
+    value, grads = d.value_and_grad(x, a)
+    assert value == scalar_extrema(x, a)
+    for g, fd in zip(grads, finite_differences(scalar_extrema, [x, a], (0, 1))):
+        np.testing.assert_allclose(g, fd, atol=1e-8)
+    x = np.array([0.4, 0.9])
+    assert llgrad.differentiate(max_of_one_element_arrays)(x) == max_of_one_element_arrays(x)
+
+
+def test_max_of_one_element_arrays_of_different_shapes_is_refused(mode):
+    def f(x):
+        return np.sum(max(x[:1], x[1]))
+    with pytest.raises(UnsupportedError, match="depends on the values"):
+        llgrad.differentiate(f)(np.array([0.4, 0.9]))
+
+
+# ---- a traced value written into a numpy array held in an attribute or a container ----------
+class Holder:
+    def __init__(self):
+        self.buf = np.zeros(3)
+
+
+HOLDER, TABLE = Holder(), {"w": np.zeros(3)}
+
+
+def writes_attribute_array(x):
+    HOLDER.buf[0] = x[0]
+    return np.sum(HOLDER.buf * x)
+
+
+def writes_item_array(x):
+    TABLE["w"][1:] = x[1:] * 2.0
+    return np.sum(TABLE["w"])
+
+
+@pytest.mark.parametrize("fn", [writes_attribute_array, writes_item_array],
+                         ids=lambda f: f.__name__)
+def test_traced_value_into_an_attribute_array_is_refused_at_its_line(fn, mode):
+    with pytest.raises(UnsupportedError, match="numpy cannot hold a traced value") as e:
+        llgrad.differentiate(fn)(np.ones(3))
+    assert e.value.loc.describe().startswith(_line(fn))
+    assert "buf = obj.buf.copy()" in e.value.fix
+    assert not HOLDER.buf.any() and not TABLE["w"].any()
+
+
+def writes_a_copy(x):
+    buf = HOLDER.buf.copy()
+    buf[0] = x[0]
+    HOLDER.buf[1] = 4.0  # a number into the array: Python's store, while tracing
+    return np.sum(buf * x)
+
+
+def test_the_fix_works(mode):
+    try:
+        value, grad = llgrad.differentiate(writes_a_copy).value_and_grad(np.ones(3) * 2.0)
+    finally:
+        HOLDER.buf[:] = 0.0
+    assert value == 4.0
+    np.testing.assert_array_equal(grad, [4.0, 0.0, 0.0])
+
+
+# ---- exception messages formatted on the dynamic path -------------------------------------------
+def raises_with_python_numbers(x, a):
+    for i in range(2):
+        if x[i] > a:
+            raise ValueError(f"x[{i!r}] = {x[i]!r} exceeds a = {a!r} ({a * 2!r}, {x[0]})")
+    return np.sum(x) * a
+
+
+def test_python_numbers_in_messages_format_as_python(mode):
+    x = np.array([0.25, 1.5])
+    with pytest.raises(ValueError) as expected:
+        raises_with_python_numbers(x, 0.5)
+    with pytest.raises(ValueError) as e:
+        llgrad.differentiate(raises_with_python_numbers)(x, 0.5)
+    assert str(e.value) == str(expected.value) == (
+        "x[1] = np.float64(1.5) exceeds a = 0.5 (1.0, 0.25)")
