@@ -78,4 +78,6 @@ def run(p: Program, rng_seed: int = 0) -> dict:
     again = time.perf_counter() - t0
     path = f.inspect(*args).path
     return {"first": first, "again": again, "path": path,
-            "warnings": [str(w.message).splitlines()[0] for w in caught]}
+            "warnings": [str(w.message).splitlines()[0] for w in caught],
+            "slow paths": [str(w.message) for w in caught
+                           if issubclass(w.category, llgrad.PerformanceWarning)]}
