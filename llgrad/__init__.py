@@ -58,4 +58,7 @@ def __getattr__(name: str):
     if name in _LAZY:
         from llgrad import api
         return getattr(api, name)
+    if name == "distributed":  # Dask loads only when asked for (llgrad[distributed])
+        import importlib
+        return importlib.import_module("llgrad.distributed")
     raise AttributeError(f"module 'llgrad' has no attribute {name!r}")

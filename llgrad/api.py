@@ -97,6 +97,10 @@ class Differentiable:
     def _lg_static_key(self):  # a static argument of another compiled function: by identity
         return sig.Identity(self)
 
+    def __reduce__(self):  # See Note [Pickling compiled functions] in llgrad/pickling.py
+        from llgrad import pickling
+        return pickling.reduce(self)
+
     # -- methods ------------------------------------------------------------------------
     def __set_name__(self, owner, name) -> None:
         self.method = not self._unbound  # in a class body: See Note [Methods] (methods.py)
