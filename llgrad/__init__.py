@@ -58,6 +58,9 @@ def __getattr__(name: str):
     if name in _LAZY:
         from llgrad import api
         return getattr(api, name)
+    if name == "checkpoint":
+        from llgrad.checkpointing import checkpoint
+        return checkpoint
     if name == "distributed":  # Dask loads only when asked for (llgrad[distributed])
         import importlib
         return importlib.import_module("llgrad.distributed")

@@ -36,25 +36,26 @@ def reduce(d) -> tuple:
     """`Differentiable.__reduce__`: rebuild with `load` from a reference and the source."""
     fn = d.fn
     ref = (getattr(fn, "__module__", None), getattr(fn, "__qualname__", None))
-    return load, (ref, _source_recipe(fn), d.wrt, d.use_disk_cache, d.method)
+    return load, (ref, _source_recipe(fn), d.wrt, d.use_disk_cache, d.method, d.checkpoint)
 
 
-def load(ref, recipe, wrt, cache, method):
+def load(ref, recipe, wrt, cache, method, checkpoint=None):
     """The Differentiable a pickle describes (See Note [Pickling compiled functions])."""
     from llgrad.api import Differentiable
     found = _by_reference(*ref)
-    if found is not None and found.wrt == wrt and found.method == method and \
-            found.use_disk_cache == cache:
+    options = (wrt, cache, method, checkpoint)
+    if found is not None and (found.wrt, found.use_disk_cache, found.method,
+                              found.checkpoint) == options:
         return found
     if found is not None:  # the same function with other options: no source needed
-        return _remembered(("ref", ref, repr(wrt), cache, method),
-                           lambda: Differentiable(found.fn, wrt, cache, method))
+        return _remembered(("ref", ref, repr(options)),
+                           lambda: Differentiable(found.fn, *options))
     if recipe is None:
         raise _unpicklable(ref)
     src, filename, firstlineno, name, qualname, module = recipe[:6]
     key = ("src", hashlib.sha256(src.encode()).hexdigest(), filename, firstlineno, qualname,
-           repr(wrt), cache, method)
-    d = _remembered(key, lambda: Differentiable(_rebuild(recipe), wrt, cache, method))
+           repr(options))
+    d = _remembered(key, lambda: Differentiable(_rebuild(recipe), *options))
     _refresh(d.fn, recipe)
     return d
 
