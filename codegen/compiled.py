@@ -151,6 +151,9 @@ def load_object(object_code: bytes, layout: dict, llvm_ir: str, stats: dict,
         from . import lapack
         lapack.register_symbols(llvm_ir)
     vmath.mvec_available()
+    if "GOMP_parallel" in llvm_ir:  # Note [Threads in kernels]
+        from . import threads
+        threads.available()
     addresses = jit.get_jit().add_object(object_code, [s for s, *_ in layout.values()])
     cm = assemble(layout, addresses, llvm_ir, stats, workspace)
     cm.object_code = object_code

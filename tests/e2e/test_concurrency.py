@@ -22,8 +22,11 @@ def test_eight_threads_get_the_single_threaded_results():
     rng = np.random.default_rng(0)
     inputs = [(rng.normal(size=5), rng.normal(size=(n, 5))) for n in (7, 7, 9, 7, 9, 11, 7, 9)]
     want = [llgrad.differentiate(_loss).value_and_grad(w, x) for w, x in inputs]
+    big = rng.normal(size=(400, 400))  # large enough for the kernels' own threads
+    want_big = llgrad.differentiate(_big).value_and_grad(big)
     f = llgrad.differentiate(_loss)  # fresh: the threads race to trace and compile
-    got, errors = [[] for _ in inputs], []
+    fb = llgrad.differentiate(_big)
+    got, got_big, errors = [[] for _ in inputs], [], []
     start = threading.Barrier(len(inputs))
 
     def work(k):
@@ -32,6 +35,7 @@ def test_eight_threads_get_the_single_threaded_results():
             for _ in range(25):
                 got[k].append(f.value_and_grad(*inputs[k]))
                 got[k].append((f(*inputs[k]), got[k][-1][1]))
+            got_big.append(fb.value_and_grad(big))
         except Exception as e:  # noqa: BLE001 - reported below
             errors.append(e)
 
@@ -46,6 +50,13 @@ def test_eight_threads_get_the_single_threaded_results():
             assert value == v
             np.testing.assert_array_equal(grad, g)
     assert f.cache_info()["signatures"] == 3
+    for value, grad in got_big:
+        assert value == want_big[0]
+        np.testing.assert_array_equal(grad, want_big[1])
+
+
+def _big(x):
+    return np.sum(np.tanh(x) * np.exp(-x * x)) + np.sum(np.sum(np.sin(x), axis=1) ** 2)
 
 
 def test_native_calls_release_the_gil():
