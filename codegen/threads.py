@@ -4,6 +4,7 @@ rows and PARALLEL_MIN_ELEMENTS or more elements runs as row blocks on OpenMP's t
 """
 from __future__ import annotations
 
+import ctypes
 import os
 
 import numpy as np
@@ -50,10 +51,31 @@ def num_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+# Note [Threads after fork]
+# libgomp's thread pool does not survive fork(): a child process whose parent had run a
+# parallel region can hang in its first one. So kernels read a flag, `llgrad_threads_on`
+# (a symbol of this process, as the BLAS entries are: cached object code finds it too),
+# before they start a team, and a forked child clears it: there the blocks run in order on
+# the calling thread, with the same results.
+_FLAG = ctypes.c_int32(1)
+_FLAG_SYMBOL = "llgrad_threads_on"
+_registered: list = []
+
+
+def _off_in_child() -> None:
+    _FLAG.value = 0
+
+
 def available() -> bool:
-    """Whether OpenMP's runtime can be loaded (then its symbols are visible to JIT code).
-    Its idle threads spin briefly before they sleep (GOMP_SPINCOUNT, unless set): on a busy
-    machine a long spin takes the cores other processes need."""
+    """Whether OpenMP's runtime can be loaded (then its symbols, and the flag of Note
+    [Threads after fork], are visible to JIT code). Its idle threads spin briefly before
+    they sleep (GOMP_SPINCOUNT, unless set): on a busy machine a long spin takes the cores
+    other processes need."""
+    if not _registered:
+        import llvmlite.binding as llvm
+        llvm.add_symbol(_FLAG_SYMBOL, ctypes.addressof(_FLAG))
+        os.register_at_fork(after_in_child=_off_in_child)
+        _registered.append(True)
     os.environ.setdefault("GOMP_SPINCOUNT", "10000")
     return jit.load_library(_LIBRARY)
 
@@ -117,10 +139,17 @@ def emit_parallel(ctx, shape, operands, outs, reductions, red_axes, blocks: int,
         data = b.alloca(PTR, size=len(ptrs), name="par.args")
     for k, p in enumerate(ptrs):
         b.store(p, element_ptr(b, data, k, PTR))
-    if threaded:
-        par = _declare(module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
-        b.call(par, [body, data, ir.Constant(I32, min(blocks, num_threads())),
-                     ir.Constant(I32, 0)])
+    if threaded:  # Note [Threads after fork]: in order in a forked child
+        flag = module.globals.get(_FLAG_SYMBOL) or ir.GlobalVariable(module, I32, _FLAG_SYMBOL)
+        on = b.icmp_signed("!=", b.load(flag, typ=I32), ir.Constant(I32, 0))
+        serial = _team_function(module, fns, row_bytes, block_bytes, q, r, blocks, False)
+        with b.if_else(on) as (then, otherwise):
+            with then:
+                par = _declare(module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
+                b.call(par, [body, data, ir.Constant(I32, min(blocks, num_threads())),
+                             ir.Constant(I32, 0)])
+            with otherwise:
+                b.call(serial, [data])
     else:
         b.call(body, [data])
     em = Emitter(b, 1)

@@ -70,3 +70,26 @@ def test_thread_count_is_checked(monkeypatch):
         threads.num_threads()
     monkeypatch.setenv("LLGRAD_NUM_THREADS", "3")
     assert threads.num_threads() == 3
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_a_forked_child_runs_the_blocks_in_order(monkeypatch):
+    import os
+    x = np.random.default_rng(1).normal(size=(512, 512))
+    value, g, _ = _run(monkeypatch, lambda x: np.sum(np.sin(x) * x), (x,), 2)
+    d = llgrad.differentiate(lambda x: np.sum(np.sin(x) * x))
+    d.value_and_grad(x)  # compiled with 2 threads and run in this process
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no team (libgomp's pool does not survive fork), same bits
+        try:
+            v2, g2 = d.value_and_grad(x)
+            ok = v2 == value and np.array_equal(g2, g)
+            os.write(w, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(w)
+    import select
+    assert select.select([r], [], [], 120)[0], "the forked child hung"
+    assert os.read(r, 1) == b"1"
+    os.waitpid(pid, 0)
