@@ -74,6 +74,13 @@ def test_closure_pickles_by_source_and_is_reused_with_fresh_captures():
     assert g.trace_count == 2
 
 
+def test_options_travel_with_the_function():
+    d = llgrad.differentiate(logreg.fn, wrt=(0, 1), checkpoint="sqrt")
+    e = pickle.loads(pickle.dumps(d))
+    assert (e.wrt, e.checkpoint, e.fn) == ((0, 1), "sqrt", logreg.fn)
+    assert pickle.loads(pickle.dumps(d)) is e  # one per process and options
+
+
 def test_source_travels_to_a_process_without_the_file(tmp_path):
     src = textwrap.dedent("""
         import numpy as np, llgrad
