@@ -116,7 +116,10 @@ def _source_recipe(fn):
         return None
     try:
         lines, first = source_lines(fn)
-    except (OSError, TypeError):
+        node = ast.parse(textwrap.dedent("".join(lines))).body[0]
+    except (OSError, TypeError, SyntaxError, IndexError):
+        return None
+    if getattr(node, "name", None) != fn.__name__:  # the file changed since it was imported
         return None
     names = _global_names(code)
     glob = {k: _pickled(fn.__globals__[k]) for k in sorted(names) if k in fn.__globals__}
