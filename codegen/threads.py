@@ -1,6 +1,6 @@
-"""Native threads for large elementwise loops: a fused loop over LLGRAD_NUM_THREADS or more
-rows and PARALLEL_MIN_ELEMENTS or more elements runs as row blocks on OpenMP's thread pool
-(libgomp's `GOMP_parallel`), so a kernel uses every core it may (Note [Threads in kernels]).
+"""Native threads for large loops: a fused loop over PARALLEL_MIN_ELEMENTS or more elements
+runs as row blocks on OpenMP's thread pool (libgomp's `GOMP_parallel`), LLGRAD_NUM_THREADS
+threads, with results that do not depend on the thread count (Note [Threads in kernels]).
 """
 from __future__ import annotations
 
@@ -17,38 +17,48 @@ from .loops import I64, PTR, element_ptr
 I32 = ir.IntType(32)
 I8 = ir.IntType(8)
 _LIBRARY = "libgomp.so.1"
-PARALLEL_MIN_ELEMENTS = 1 << 16
+PARALLEL_MIN_ELEMENTS = 1 << 17
 
 # Note [Threads in kernels]
-# A fused elementwise loop (a GroupUnit without reductions, outlined: codegen/outline.py) over
-# at least PARALLEL_MIN_ELEMENTS elements is split into T blocks of rows (T = the thread count
-# when the module is compiled: LLGRAD_NUM_THREADS, else the cores this process may use), as
-# even as static shapes allow (rows // T, one more for the first rows % T), each an outlined
-# loop of its own shape called with its operands' pointers moved to its first row. A small
-# function run by every thread of a `GOMP_parallel` team takes the blocks c = t, t + nt, ...
-# (t its thread number, nt the team's size, which libgomp may make smaller than T), so every
-# block runs once whatever the team. Each element is computed by the same code from the same
-# inputs whichever thread runs it, so results are identical at any thread count. Reductions
-# stay on one thread (a split sum would round differently per thread count), as do loops
-# below the threshold (a parallel region costs a few microseconds) and every loop when libgomp
-# is missing. Kernels release the GIL (ctypes), and each call has its own blocks, so calls
-# from many Python threads may run at once. The thread count is part of the disk cache's
-# compiler environment (llgrad/cache.py): code made for 4 threads is not loaded for 1.
+# An outlined fused loop (codegen/outline.py) over at least PARALLEL_MIN_ELEMENTS elements is
+# cut into blocks of rows (axis 0), each an outlined loop of its own static shape called with
+# its operands' pointers moved to its first row. A small function run by every thread of a
+# `GOMP_parallel` team takes the blocks c = t, t + nt, ... (t its thread number, nt the team's
+# size, which libgomp may make smaller than asked), so every block runs once whatever the
+# team; without threads the same function runs every block in order.
+#   - Elementwise loops and reductions that keep axis 0: T blocks, as even as static shapes
+#     allow (rows // T, one more for the first rows % T). Each element of a result is
+#     computed by the same code from the same inputs whichever block holds it.
+#   - Sums over every axis: blocks fixed by the shape alone (at most MAX_BLOCKS, at least
+#     BLOCK_MIN_ELEMENTS each), each summing into its own slot, the slots added in block
+#     order, at every thread count, 1 included.
+#   - Other reductions (max, min, prod, sums over some axes that reduce axis 0) stay on one
+#     thread, as does everything when libgomp is missing.
+# So results are identical to the bit at every thread count. T is the thread count when the
+# module is compiled: LLGRAD_NUM_THREADS, a number or "auto" (the cores this process may
+# use); 1 when unset, because on this project's shared 2-core machine, loaded by other
+# processes, 2 threads measured slower (gmm 2.45 -> 9 ms, elementwise 9 -> 11.5 ms: a
+# team's threads wait for cores). T is part of the disk cache's compiler environment
+# (llgrad/cache.py). Kernels release the GIL (ctypes), and each call has its own blocks, so
+# calls from many Python threads may run at once.
 
 
 def num_threads() -> int:
-    """LLGRAD_NUM_THREADS, else the cores this process may run on."""
-    env = os.environ.get("LLGRAD_NUM_THREADS", "").strip()
-    if env:
+    """LLGRAD_NUM_THREADS ("auto": the cores this process may use); unset: 1 (Note [Threads
+    in kernels] says why)."""
+    env = os.environ.get("LLGRAD_NUM_THREADS", "").strip().lower()
+    if not env:
+        return 1
+    if env == "auto":
         try:
-            return max(1, int(env))
-        except ValueError:
-            raise ValueError(f"LLGRAD_NUM_THREADS={env!r} is not a number of threads "
-                             f"(use a positive integer, e.g. LLGRAD_NUM_THREADS=2)") from None
+            return max(1, len(os.sched_getaffinity(0)))
+        except (AttributeError, OSError):
+            return max(1, os.cpu_count() or 1)
     try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+        return max(1, int(env))
+    except ValueError:
+        raise ValueError(f"LLGRAD_NUM_THREADS={env!r} is not a number of threads (use a "
+                         f"positive integer, e.g. LLGRAD_NUM_THREADS=2, or auto)") from None
 
 
 # Note [Threads after fork]

@@ -40,9 +40,9 @@ CASES = [full_sum, row_sums, views, mean_of_squares]
 @pytest.mark.parametrize("fn", CASES, ids=[f.__name__ for f in CASES])
 def test_results_do_not_depend_on_the_thread_count(monkeypatch, fn):
     rng = np.random.default_rng(0)
-    x, y = rng.normal(size=(301, 257)), rng.normal(size=(301, 257))
+    x, y = rng.normal(size=(601, 257)), rng.normal(size=(601, 257))
     if fn is views:
-        y = rng.normal(size=(257, 301))
+        y = rng.normal(size=(257, 601))
     ref = None
     for n in (1, 2, 3, 4):
         value, (gx, gy), ir_text = _run(monkeypatch, fn, (x, y), n, wrt=(0, 1))
@@ -70,6 +70,10 @@ def test_thread_count_is_checked(monkeypatch):
         threads.num_threads()
     monkeypatch.setenv("LLGRAD_NUM_THREADS", "3")
     assert threads.num_threads() == 3
+    monkeypatch.setenv("LLGRAD_NUM_THREADS", "auto")
+    assert threads.num_threads() >= 1
+    monkeypatch.delenv("LLGRAD_NUM_THREADS")
+    assert threads.num_threads() == 1  # opt-in (Note [Threads in kernels])
 
 
 @pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
