@@ -123,7 +123,9 @@ MAX_SCATTERS = 64
 # Note [Loops in their init's buffer]
 # A loop nested in a loop body whose init is the enclosing loop's carried array, read by
 # nothing else, takes that array's buffer for its own carried value: the init copy before it
-# and the yield copy after it disappear (Note [Carried storage]). The segments of a
+# and the yield copy after it disappear (Note [Carried storage]). The body's yield writes that
+# buffer anyway. Not in a while loop's condition: its params share the body's buffers, and
+# the body must see them unchanged. The segments of a
 # checkpointed loop's reverse sweep hand the running cotangent of a captured array down this
 # way (Note [Running cotangents of segments]); copied, each segment would cost O(size).
 
@@ -557,7 +559,7 @@ class FunctionPlan:
             for blk in u.blocks:
                 for p, o in zip(blk.params, op.outputs):
                     self.storage.setdefault(p, self.storage[o])
-                    self._carried.add(p)
+            self._carried.update(u.blocks[-1].params)  # not the condition's: it only reads
         if op.prim is not cond_p:
             self._inplace_elementwise(u.blocks[-1], op.prim is for_loop_p)
         for blk in u.blocks:

@@ -207,3 +207,35 @@ def lambda_free(w):
     def scaled(x):
         return np.sin(x * w)
     return scaled
+
+
+# -- a nested loop in its init's buffer (codegen/plan.py, Note [Loops in their init's buffer]) --
+def _grow(y):
+    for _ in range(3):
+        y = y * 2.0
+    return y
+
+
+def grow_in_condition(x):
+    c = 0
+    while np.sum(_grow(x)) < 200.0 and c < 50:  # the condition must not change x
+        x = x + 1.0
+        c = c + 1
+    return np.sum(x * x)
+
+
+def swap_after_inner_loop(x, y):
+    for _ in range(4):
+        z = x
+        for _ in range(2):
+            z = z * 1.5 + y
+        x, y = y + 1.0, z  # the inner loop's result (in x's buffer) moves to y's position
+    return np.sum(x * y)
+
+
+@pytest.mark.parametrize("fn", [grow_in_condition, swap_after_inner_loop])
+def test_nested_loops_sharing_buffers(fn, mode):
+    args = (np.arange(100.0) / 1000, np.linspace(-1.0, 1.0, 100))[:fn.__code__.co_argcount]
+    value, g = llgrad.differentiate(fn).value_and_grad(*args)
+    np.testing.assert_allclose(value, fn(*args), rtol=1e-12)
+    np.testing.assert_allclose(g, finite_differences(fn, args, [0])[0], rtol=1e-6, atol=1e-6)
