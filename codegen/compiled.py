@@ -186,6 +186,9 @@ def load_object(object_code: bytes, layout: dict, llvm_ir: str, stats: dict,
     from . import blas, vmath  # symbols the object code may reference
     blas.register_symbols(llvm_ir)  # gemm and LAPACK: Note [One BLAS, one thread pool]
     vmath.mvec_available()
+    if "GOMP_parallel" in llvm_ir:  # Note [Threads in kernels]
+        from . import threads
+        threads.available()
     addresses = jit.get_jit().add_object(object_code, [s for s, *_ in layout.values()])
     cm = assemble(layout, addresses, llvm_ir, stats, workspace)
     cm.object_code = object_code

@@ -14,6 +14,7 @@ import numpy as np
 from llvmlite import ir
 
 from . import elementwise as ew
+from . import threads
 from .loops import PTR
 
 # A loop over fewer elements stays inline (LLVM keeps small values in registers there),
@@ -70,39 +71,49 @@ def emit_group_loops(ctx, g, ins: list, operands: list, outs: list, reductions: 
 def emit_loops(ctx, shape, operands: list, outs: list, compute, reductions=(), red_axes=(),
                code=("copy",)) -> None:
     """`ew.emit_loops(ctx.b, ...)`, inline for small loops, else a call of the module's
-    function for this loop (made on first use). `code` identifies what `compute` emits
-    (the default: it returns its operands, a copy)."""
+    function for this loop (made on first use), on several threads when it is large
+    (codegen/threads.py). `code` identifies what `compute` emits (the default: it returns
+    its operands, a copy)."""
     big = _is_big(ctx.plan)
     n_args = sum(o.ptr is not None for o in operands) + len(outs) + len(reductions)
     if int(np.prod(shape, dtype=np.int64)) < (2 if big else OUTLINE_MIN_ELEMENTS) or \
             n_args > OUTLINE_MAX_ARGS:
         ew.emit_loops(ctx.b, shape, operands, outs, compute, reductions, red_axes)
         return
-    key = (code, tuple(shape), tuple(red_axes),
-           tuple(_freeze(o.value) if o.ptr is None else (o.strides, np.dtype(o.dtype).str)
-                 for o in operands),
-           tuple((np.dtype(o[1]).str, *(tuple(x) for x in o[2:])) for o in outs),
-           tuple((kind, np.dtype(dt).str) for kind, _, dt in reductions))
     outlined = _FUNCTIONS.setdefault(ctx.module, _Outlined())
     outlined.big |= big
-    table = outlined.functions
-    entry = table.get(key)
-    if entry is None:
-        fn = ir.Function(ctx.module, ir.FunctionType(ir.VoidType(), [PTR] * n_args),
-                         f"llgrad.loop{len(table)}")
-        fn.linkage = "internal"
-        fn.attributes.add("nounwind")
-        args = iter(fn.args)
-        f_ops = [o if o.ptr is None else ew.Operand(ptr=next(args), strides=o.strides,
-                                                    dtype=o.dtype) for o in operands]
-        f_outs = [(next(args), *o[1:]) for o in outs]
-        f_reds = [(kind, next(args), dt) for kind, _, dt in reductions]
-        b = ir.IRBuilder(fn.append_basic_block("entry"))
-        ew.emit_loops(b, shape, f_ops, f_outs, compute, f_reds, red_axes)
-        b.ret_void()
-        entry = table[key] = [fn, 0]
-    entry[1] += 1
-    ctx.b.call(entry[0], [o.ptr for o in operands if o.ptr is not None]
+
+    def function(shape):
+        key = (code, tuple(shape), tuple(red_axes),
+               tuple(_freeze(o.value) if o.ptr is None else (o.strides, np.dtype(o.dtype).str)
+                     for o in operands),
+               tuple((np.dtype(o[1]).str, *(tuple(x) for x in o[2:])) for o in outs),
+               tuple((kind, np.dtype(dt).str) for kind, _, dt in reductions))
+        table = outlined.functions
+        entry = table.get(key)
+        if entry is None:
+            fn = ir.Function(ctx.module, ir.FunctionType(ir.VoidType(), [PTR] * n_args),
+                             f"llgrad.loop{len(table)}")
+            fn.linkage = "internal"
+            fn.attributes.add("nounwind")
+            args = iter(fn.args)
+            f_ops = [o if o.ptr is None else ew.Operand(ptr=next(args), strides=o.strides,
+                                                        dtype=o.dtype) for o in operands]
+            f_outs = [(next(args), *o[1:]) for o in outs]
+            f_reds = [(kind, next(args), dt) for kind, _, dt in reductions]
+            b = ir.IRBuilder(fn.append_basic_block("entry"))
+            ew.emit_loops(b, shape, f_ops, f_outs, compute, f_reds, red_axes)
+            b.ret_void()
+            entry = table[key] = [fn, 0]
+        entry[1] += 1
+        return entry[0]
+
+    blocks, partial = threads.plan(shape, reductions, red_axes)
+    if blocks > 1:  # Note [Threads in kernels]
+        threads.emit_parallel(ctx, shape, operands, outs, reductions, red_axes, blocks,
+                              partial, function)
+        return
+    ctx.b.call(function(shape), [o.ptr for o in operands if o.ptr is not None]
                + [o[0] for o in outs] + [r[1] for r in reductions])
 
 

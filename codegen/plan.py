@@ -120,6 +120,15 @@ class Block:
 # (Note [Kernel segments]).
 MAX_SCATTERS = 64
 
+# Note [Loops in their init's buffer]
+# A loop nested in a loop body whose init is the enclosing loop's carried array, read by
+# nothing else, takes that array's buffer for its own carried value: the init copy before it
+# and the yield copy after it disappear (Note [Carried storage]). The body's yield writes that
+# buffer anyway. Not in a while loop's condition: its params share the body's buffers, and
+# the body must see them unchanged. The segments of a
+# checkpointed loop's reverse sweep hand the running cotangent of a captured array down this
+# way (Note [Running cotangents of segments]); copied, each segment would cost O(size).
+
 # Note [Tapes in codegen]
 # A tape value is a header {data, rows used, rows allocated}: three allocas (promoted to
 # registers), one per tape *class* (the values one tape_new flows into through tape_push, loop
@@ -529,12 +538,15 @@ class FunctionPlan:
             for v in self._unit_reads(u):
                 last[self._sroot(v)] = t
         self._last, self._arena = last, Arena()
+        self._carried: set = set()  # the params of the loop bodies allocated so far
         for t, u in enumerate(self.top.units):
             self._allocate_unit(u)
             self._arena.expire(t)
         self.workspace = self._arena.size
 
     def _allocate_unit(self, u):
+        if isinstance(u, ControlUnit) and u.op.prim in (for_loop_p, while_loop_p):
+            self._loop_in_place(u.op)
         for v in u.writes:
             self._assign(v)
         if not isinstance(u, ControlUnit):
@@ -545,10 +557,12 @@ class FunctionPlan:
             self._assign(body.params[0])
             for p, o in zip(body.params[1:], op.outputs):
                 self.storage.setdefault(p, self.storage[o])
+                self._carried.add(p)
         elif op.prim is while_loop_p:
             for blk in u.blocks:
                 for p, o in zip(blk.params, op.outputs):
                     self.storage.setdefault(p, self.storage[o])
+            self._carried.update(u.blocks[-1].params)  # not the condition's: it only reads
         if op.prim is not cond_p:
             self._inplace_elementwise(u.blocks[-1], op.prim is for_loop_p)
         for blk in u.blocks:
@@ -565,6 +579,17 @@ class FunctionPlan:
                     s = Value(r.aval, "stage")
                     self._assign(s)
                     body.stage[k] = s
+
+    def _loop_in_place(self, op) -> None:
+        """A loop whose init is an enclosing loop's carried array, read by it alone, runs in
+        that array's buffer (Note [Loops in their init's buffer])."""
+        first = 3 if op.prim is for_loop_p else 0
+        for v, o in zip(op.inputs[first:], op.outputs):
+            if (v in self._carried and v.aval.shape != () and self.uses.get(v) == 1
+                    and v not in self.tape_class and o not in self.tape_class
+                    and o not in self.storage and o not in self.alias
+                    and sum(1 for w in op.inputs if w is v) == 1):
+                self.alias[o] = v
 
     def _inplace_elementwise(self, body, is_for):
         """A carried array updated elementwise (`acc = acc + g`, read nowhere else) is computed

@@ -36,6 +36,7 @@ MODULES = [  # (public module name, one-line description)
      "the performance warnings"),
     ("llgrad.config", "options set from code (`update`); the LLGRAD_* environment flags"),
     ("llgrad.viz", "pictures of autograd graphs and IR (Graphviz DOT)"),
+    ("llgrad.distributed", "data-parallel gradients on Dask (`pip install llgrad[distributed]`)"),
 ]
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "api.md")
 TORCH_PREFIX = {"llgrad": "torch", "llgrad.autograd": "torch.autograd",

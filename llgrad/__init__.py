@@ -49,13 +49,17 @@ _alias("llgrad.optim", optim)
 
 __version__ = "0.1.0"
 
-_LAZY = {"differentiate", "grad", "value_and_grad", "jacobian", "hessian", "hvp",
-         "Differentiable"}
+_LAZY = {name: "llgrad.api" for name in ("differentiate", "grad", "value_and_grad",
+                                          "jacobian", "hessian", "hvp", "Differentiable")}
+_LAZY["checkpoint"] = "llgrad.checkpointing"
 
 
 def __getattr__(name: str):
-    # The compiler (and llvmlite) load on first use, so `import llgrad` stays light.
+    # The compiler (and llvmlite) load on first use, so `import llgrad` stays light; Dask
+    # only when asked for (llgrad[distributed]).
+    import importlib
     if name in _LAZY:
-        from llgrad import api
-        return getattr(api, name)
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    if name == "distributed":
+        return importlib.import_module("llgrad.distributed")
     raise AttributeError(f"module 'llgrad' has no attribute {name!r}")

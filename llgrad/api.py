@@ -27,6 +27,7 @@ from llgrad.tracer.dynamic import trace_dynamic
 from llgrad.tracer.tracing import _convertible, bind_arguments, call_with, trace
 from llgrad import compose, diagnostics
 from llgrad.compiled import Compiled, paused_gc
+from llgrad.transform.checkpoint import check_schedule
 from llgrad.transform.hashing import fingerprint
 from llgrad.inspection import Inspection, Stats
 from llgrad.methods import BoundDifferentiable
@@ -79,11 +80,14 @@ def _resolve_wrt(wrt, names: list[str], fn=None) -> tuple[tuple[int, ...], bool]
 class Differentiable:
     """A function compiled to native value and gradient code. See `differentiate`."""
 
-    def __init__(self, fn: Callable, wrt=0, cache: bool = False, method: bool = False):
+    def __init__(self, fn: Callable, wrt=0, cache: bool = False, method: bool = False,
+                 checkpoint=None):
         self._unbound = isinstance(fn, staticmethod)  # never binds an instance
         fn = fn.__func__ if self._unbound else fn
         functools.update_wrapper(self, fn)
+        check_schedule(checkpoint)
         self.fn, self.wrt, self.use_disk_cache = fn, wrt, cache
+        self.checkpoint = checkpoint  # Note [Checkpointed loops] in transform/checkpoint.py
         self.method = method  # See Note [Methods] in llgrad/methods.py
         self._cache: dict = {}
         self._fast: dict = {}  # See Note [Per-call fast path]
@@ -96,6 +100,10 @@ class Differentiable:
 
     def _lg_static_key(self):  # a static argument of another compiled function: by identity
         return sig.Identity(self)
+
+    def __reduce__(self):  # See Note [Pickling compiled functions] in llgrad/pickling.py
+        from llgrad import pickling
+        return pickling.reduce(self)
 
     # -- methods ------------------------------------------------------------------------
     def __set_name__(self, owner, name) -> None:
@@ -288,6 +296,7 @@ class Differentiable:
         c = Compiled(tr, wrt_leaves, stats, self._monitor.name, not_differentiable,
                      self._disk_key(tr, wrt_args) if staged else None)
         c.dynamic_reason = dynamic_reason
+        c.checkpoint = self.checkpoint
         if config.dump_dir():
             from llgrad.dump import dump_compiled
             dump_compiled(config.dump_dir(), Inspection(c))
@@ -297,7 +306,8 @@ class Differentiable:
         from llgrad import cache
         if not (self.use_disk_cache or cache.enabled()) or config.disable_jit():
             return None
-        return cache.key(fingerprint(tr.fn), repr(wrt_args), sig.describe(tr.in_struct))
+        extra = () if self.checkpoint is None else (f"checkpoint={self.checkpoint!r}",)
+        return cache.key(fingerprint(tr.fn), repr(wrt_args), sig.describe(tr.in_struct), *extra)
 
     def _vjp_differentiable(self) -> "Differentiable":
         """The compiled vector-Jacobian product of this function (see llgrad/compose.py)."""
@@ -477,7 +487,7 @@ def _rebuild_outputs(struct, arrays):
     return sig.unflatten(struct, [s.to_python(a) for a, s in zip(arrays, sig.leaf_specs(struct))])
 
 
-def differentiate(fn: Callable | None = None, *, wrt=0, cache: bool = False):
+def differentiate(fn: Callable | None = None, *, wrt=0, cache: bool = False, checkpoint=None):
     """Compile `fn` (plain numpy/Python) to native value and gradient code.
 
     Args:
@@ -485,6 +495,11 @@ def differentiate(fn: Callable | None = None, *, wrt=0, cache: bool = False):
         wrt: an argument index or parameter name, or a tuple of them (then gradients come
             as a tuple). Defaults to 0, like `jax.grad`'s argnums.
         cache: also keep compiled code on disk (see LLGRAD_CACHE_DIR).
+        checkpoint: "sqrt" or an int k: reverse mode through each staged `for` loop with a
+            static trip count n stores the carried state every k (sqrt(n)) iterations and
+            recomputes a segment in the reverse sweep, so the loop's tapes take O(sqrt n)
+            memory for about one more forward sweep of time (Note [Checkpointed loops] in
+            transform/checkpoint.py). `inspect().stats` shows the tape bytes with and without.
 
     Returns:
         A `Differentiable`: `f(*args)` is the value, `f.grad(*args)` the gradient,
@@ -499,25 +514,29 @@ def differentiate(fn: Callable | None = None, *, wrt=0, cache: bool = False):
         array([2., 4.])
     """
     if fn is None:
-        return lambda f: _differentiable(f, wrt, cache)
-    return _differentiable(fn, wrt, cache)
+        return lambda f: _differentiable(f, wrt, cache, checkpoint)
+    return _differentiable(fn, wrt, cache, checkpoint)
 
 
-def _differentiable(f: Callable, wrt, cache: bool = False):
+def _differentiable(f: Callable, wrt, cache: bool = False, checkpoint=None):
     """A Differentiable of `f` with `wrt`; a bound method (plain or differentiated) gives a
     BoundDifferentiable whose `self` is an argument (Note [Methods] in llgrad/methods.py)."""
     if isinstance(f, BoundDifferentiable):
         d = f.__func__
-        if d.wrt != wrt or cache:
-            d = Differentiable(d.fn, wrt, cache or d.use_disk_cache, method=True)
+        if d.wrt != wrt or cache or checkpoint is not None:
+            d = Differentiable(d.fn, wrt, cache or d.use_disk_cache, method=True,
+                               checkpoint=checkpoint if checkpoint is not None else
+                               d.checkpoint)
         return BoundDifferentiable(d, f.__self__)
     if isinstance(f, types.MethodType) and isinstance(f.__func__, types.FunctionType):
-        return BoundDifferentiable(Differentiable(f.__func__, wrt, cache, method=True),
-                                   f.__self__)
-    if isinstance(f, Differentiable) and f.wrt == wrt and not cache:
+        return BoundDifferentiable(Differentiable(f.__func__, wrt, cache, method=True,
+                                                  checkpoint=checkpoint), f.__self__)
+    if isinstance(f, Differentiable) and f.wrt == wrt and not cache and checkpoint is None:
         return f
     return Differentiable(getattr(f, "fn", f), wrt, cache,
-                          method=getattr(f, "method", False))
+                          method=getattr(f, "method", False),
+                          checkpoint=checkpoint if checkpoint is not None else
+                          getattr(f, "checkpoint", None))
 
 
 def grad(f: Callable, argnums=0) -> Callable:

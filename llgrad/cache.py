@@ -59,9 +59,10 @@ def _environment() -> str:
     import llvmlite.binding as llvm
 
     from llgrad import __version__
-    from llgrad.codegen import jit
+    from llgrad.codegen import jit, threads
     return "|".join([__version__, llvmlite.__version__, ".".join(map(str, llvm.llvm_version_info)),
-                     jit.host_cpu_name(), jit.host_cpu_features()])
+                     jit.host_cpu_name(), jit.host_cpu_features(),
+                     f"threads={threads.num_threads()}"])
 
 
 def key(*parts: str) -> str:

@@ -76,6 +76,7 @@ class Compiled:
         self.modules: dict = {}  # entry -> codegen CompiledModule
         self.grads_ok = False  # the joint has run (api.py): the fast path may call it
         self.pending_unrolled: list = []  # UnrollWarnings waiting for the compile's cost
+        self.checkpoint = None  # the loop schedule (Note [Checkpointed loops])
         self._forward = self._joint = None
 
     @property
@@ -115,7 +116,8 @@ class Compiled:
         unfused = optimize(self.trace.fn, fuse=False)
         t1 = time.perf_counter()
         try:
-            joint = ad.grad_function(unfused, self.wrt_leaves, name=self.trace.fn.name + "_grad")
+            joint = ad.grad_function(unfused, self.wrt_leaves, name=self.trace.fn.name + "_grad",
+                                     checkpoint=self.checkpoint)
         except (ShapeError, DTypeError, TypeError) as e:
             self.not_differentiable = e  # the value still compiles; grad() raises this
             return
@@ -125,6 +127,11 @@ class Compiled:
         self._add("autodiff time", t2 - t1)
         self.stats["ops (forward+backward)"] = sum(1 for _ in self._joint.walk())
         self.stats.update(tape_stats(self._joint))
+        if self.checkpoint is not None:  # what the tapes would take without it
+            plain = optimize(ad.grad_function(unfused, self.wrt_leaves))
+            self.stats["checkpointed loops"] = joint.meta["checkpointed loops"]
+            self.stats["tape bytes (static, without checkpointing)"] = \
+                tape_stats(plain)["tape bytes (static)"]
 
     def _add(self, key: str, seconds: float) -> None:
         self.stats[key] = self.stats.get(key, 0.0) + seconds

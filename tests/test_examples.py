@@ -21,6 +21,8 @@ EXPECTED = {
     "train_mlp.py": (["--steps", "150"], ["train accuracy"]),
     "lorenz_fit.py": ([], ["matches finite differences: True",
                                           "fitted sigma="]),
+    "distributed_logreg.py": (["--rows", "20000", "--steps", "3"],
+                              ["distributed gradient equals one process: True"]),
 }
 XFAIL: dict[str, str] = {}  # example -> reason it is expected to fail (none today)
 

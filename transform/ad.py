@@ -22,16 +22,20 @@ from llgrad.runtime.ops.shape import broadcast_to_p
 from llgrad.transform import ir
 from llgrad.transform.control import custom_parts
 from llgrad.transform.builder import Builder
+from llgrad.transform.checkpoint import segment_loops
 from llgrad.transform.loop_ad import LoopAD, describe_tapes
 
 
-def grad_function(fn: ir.Function, wrt: list[int], name: str | None = None) -> ir.Function:
+def grad_function(fn: ir.Function, wrt: list[int], name: str | None = None,
+                  checkpoint=None) -> ir.Function:
     """The joint forward+backward function of `fn`.
 
     Args:
         fn: the function; output 0 must be a float scalar (it is seeded with 1.0).
         wrt: indices of the parameters to differentiate with respect to.
         name: the new function's name (default `<fn.name>_grad`).
+        checkpoint: None, "sqrt" or an int: the segment length of checkpointed loops
+            (transform/checkpoint.py, Note [Checkpointed loops]).
     Returns:
         A function with fn's params whose outputs are fn's outputs followed by one cotangent
         per `wrt` param (zeros where no path leads to output 0; integer params get zeros).
@@ -48,10 +52,18 @@ def grad_function(fn: ir.Function, wrt: list[int], name: str | None = None) -> i
     if out0.aval.shape != () or out0.aval.dtype.kind != "f":
         raise ShapeError(f"the differentiated output of {fn.name} must be a float scalar, got "
                          f"{aval_str(*out0.aval)}", fix="reduce it first, e.g. with np.sum")
+    unstacked, segmented = set(), 0
+    if checkpoint is not None:
+        fn, unstacked, segmented = segment_loops(fn, checkpoint)
+        out0 = fn.outputs[0]
     wrt_params = [fn.params[i] for i in wrt]
     _check_no_tape_derivative(fn, wrt_params, out0)
     ad = _AD(_activity(fn, wrt_params, out0), name or f"{fn.name}_grad")
-    return ad.run(fn, wrt)
+    ad.unstacked = unstacked
+    joint = ad.run(fn, wrt)
+    if checkpoint is not None:
+        joint.meta["checkpointed loops"] = segmented
+    return joint
 
 
 # Note [No AD through tapes]
@@ -140,6 +152,7 @@ class _AD(LoopAD):
 
     def __init__(self, active: set, name: str):
         self.act = active
+        self.unstacked: set = set()  # ids of loops never stacked (Note [Checkpointed loops])
         self.loc = None
         self.b = Builder(name, loc=lambda: self.loc)
 
@@ -305,14 +318,15 @@ class _AD(LoopAD):
             self.accum(ct, v, gi)
 
     def adjoint_region(self, region, env, head_values, seeds, wanted, pre=None,
-                       extra_rec=None) -> list:
+                       extra_rec=None, running=None) -> list:
         """Recompute `region`'s forward from `head_values`, run its adjoint seeded with
         `seeds` (cotangents of its results, None = zero) and return the cotangents of `wanted`
-        (original values; zeros where none flows)."""
+        (original values; zeros where none flows). `running` gives cotangents to start
+        from (Note [Running cotangents of segments])."""
         env2 = self.bind_params(env, region.params, head_values)
         rec = self.forward(region.ops, env2, taped=True, pre=pre, given=extra_rec or ())
         rec.update(extra_rec or {})
-        ct2: dict[int, ir.Value] = {}
+        ct2: dict[int, ir.Value] = dict(running or {})
         for r, g in zip(region.results, seeds):
             self.accum(ct2, r, g)
         self.backward(region.ops, env2, rec, ct2)

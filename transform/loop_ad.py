@@ -67,6 +67,16 @@ from llgrad.transform.builder import Builder
 # inner loop. Stacked loops use no exit-state row (`_next_carried`), and their for-loop tapes
 # grow even when the trip count is static.
 
+# Note [Running cotangents of segments]
+# The reverse sweep of a loop accumulates the cotangents of the values its body reads from
+# outside (a captured array x) in carried values that start at zero, and adds them to x's
+# cotangent after the loop. For the segments of a checkpointed loop (Note [Checkpointed
+# loops]) that would cost a zero array and an addition of x's size per segment, O(n sqrt n)
+# for a recurrence over the n elements of x. So the inner (segment) loop starts its carried
+# cotangent from x's cotangent so far and replaces it, and the outer loop's body hands its
+# own running cotangent down the same way: the additions are those of the unsegmented
+# loop, in the same order.
+
 
 def describe_tapes(fn: ir.Function) -> list[dict]:
     """One entry per `tape_new` op of `fn`, in program order: "row" (the row aval), "rows"
@@ -269,8 +279,8 @@ class LoopAD:
         with b.open_region(params + xs) as rb:
             mine.region = rb
             for iop in body.ops:
-                if iop.prim in (for_loop_p, while_loop_p) and \
-                        any(o.id in self.act for o in iop.outputs):
+                if iop.prim in (for_loop_p, while_loop_p) and id(iop) not in self.unstacked \
+                        and any(o.id in self.act for o in iop.outputs):
                     irec = self.forward_loop(iop, env2, mine)
                     for o in iop.outputs:
                         saved[o.id] = len(extra_vals)
@@ -453,7 +463,10 @@ class LoopAD:
         b = self.b
         n, base = rec["n"], rec["base"]
         seeds0 = [self.ct_or_zeros(ct, op.outputs[k]) for k in pos]
-        caps0 = [self.zeros(v.aval) for v in captured]
+        # Note [Running cotangents of segments]
+        segment = id(op) in self.unstacked
+        thread = segment or any(id(o) in self.unstacked for o in body.ops)
+        caps0 = [self.ct_or_zeros(ct, v) if segment else self.zeros(v.aval) for v in captured]
         k_param = b.new_value(((), I64), "k")
         cts = [b.new_value(op.outputs[k].aval, "ct") for k in pos]
         caps = [b.new_value(v.aval, "ct") for v in captured]
@@ -485,12 +498,18 @@ class LoopAD:
             for k, g in zip(pos, cts):
                 seeds[k] = g
             got = self.adjoint_region(body, env, head, seeds,
-                                      [carried[k] for k in pos] + captured, pre, given)
+                                      [carried[k] for k in pos] + captured, pre, given,
+                                      dict(zip([v.id for v in captured], caps)) if thread
+                                      else None)
             self.loc = op.loc
-            r.results = got[:len(pos)] + [ops.add(c, g) for c, g in zip(caps, got[len(pos):])]
+            r.results = got[:len(pos)] + (got[len(pos):] if thread else
+                                          [ops.add(c, g) for c, g in zip(caps, got[len(pos):])])
         outs = self.emit(for_loop_p, [self.const(0, I64), n, self.const(1, I64)] + seeds0 + caps0,
                          [v.aval for v in cts + caps], [r], loc=op.loc)
         for k, g in zip(pos, outs):
             self.accum(ct, init[k], g)
         for v, g in zip(captured, outs[len(pos):]):
-            self.accum(ct, v, g)
+            if segment:
+                ct[v.id] = g  # it started from ct[v.id]
+            else:
+                self.accum(ct, v, g)

@@ -1,0 +1,99 @@
+"""Large elementwise loops and sums on native threads (codegen/threads.py, Note [Threads in
+kernels]): results identical to the bit at 1, 2, 3 and 4 threads and equal to numpy's,
+small loops single-threaded."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import llgrad
+from llgrad.codegen import threads
+
+
+def _run(monkeypatch, fn, args, n_threads, wrt=0):
+    monkeypatch.setenv("LLGRAD_NUM_THREADS", str(n_threads))
+    monkeypatch.delenv("LLGRAD_DISABLE_JIT", raising=False)
+    d = llgrad.differentiate(fn, wrt=wrt)  # a fresh function: compiled at this thread count
+    value, grad = d.value_and_grad(*args)
+    return value, grad, d.inspect(*args).llvm_ir
+
+
+def full_sum(x, y):
+    return np.sum(np.sin(x) * np.exp(-y * y) + np.tanh(x * y))
+
+
+def row_sums(x, y):  # axis 0 kept: rows split between threads
+    return np.sum(np.sum(np.cos(x) * y, axis=1) ** 2)
+
+
+def views(x, y):  # a transposed and a reversed operand, and a broadcast row
+    return np.sum(np.sin(x.T) * y[::-1] + x[:, 0])
+
+
+def mean_of_squares(x, y):
+    return np.mean((x - y) ** 2) + np.max(x * y)  # max: single-threaded
+
+
+CASES = [full_sum, row_sums, views, mean_of_squares]
+
+
+@pytest.mark.parametrize("fn", CASES, ids=[f.__name__ for f in CASES])
+def test_results_do_not_depend_on_the_thread_count(monkeypatch, fn):
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=(601, 257)), rng.normal(size=(601, 257))
+    if fn is views:
+        y = rng.normal(size=(257, 601))
+    ref = None
+    for n in (1, 2, 3, 4):
+        value, (gx, gy), ir_text = _run(monkeypatch, fn, (x, y), n, wrt=(0, 1))
+        if ref is None:
+            ref = value, gx, gy
+            np.testing.assert_allclose(value, fn(x, y), rtol=1e-12)
+        else:
+            assert value == ref[0]
+            np.testing.assert_array_equal(gx, ref[1])
+            np.testing.assert_array_equal(gy, ref[2])
+        if threads.available() and fn is not mean_of_squares:
+            assert ("GOMP_parallel" in ir_text) == (n > 1)
+
+
+def test_small_loops_stay_single_threaded(monkeypatch):
+    x = np.linspace(0.0, 1.0, threads.PARALLEL_MIN_ELEMENTS // 2)
+    _, g, ir_text = _run(monkeypatch, lambda x: np.sum(np.sin(x) * x), (x,), 4)
+    np.testing.assert_allclose(g, np.cos(x) * x + np.sin(x), rtol=1e-13)
+    assert "GOMP_parallel" not in ir_text
+
+
+def test_thread_count_is_checked(monkeypatch):
+    monkeypatch.setenv("LLGRAD_NUM_THREADS", "many")
+    with pytest.raises(ValueError, match="LLGRAD_NUM_THREADS='many' is not a number"):
+        threads.num_threads()
+    monkeypatch.setenv("LLGRAD_NUM_THREADS", "3")
+    assert threads.num_threads() == 3
+    monkeypatch.setenv("LLGRAD_NUM_THREADS", "auto")
+    assert threads.num_threads() >= 1
+    monkeypatch.delenv("LLGRAD_NUM_THREADS")
+    assert threads.num_threads() == 1  # opt-in (Note [Threads in kernels])
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs fork")
+def test_a_forked_child_runs_the_blocks_in_order(monkeypatch):
+    import os
+    x = np.random.default_rng(1).normal(size=(512, 512))
+    value, g, _ = _run(monkeypatch, lambda x: np.sum(np.sin(x) * x), (x,), 2)
+    d = llgrad.differentiate(lambda x: np.sum(np.sin(x) * x))
+    d.value_and_grad(x)  # compiled with 2 threads and run in this process
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no team (libgomp's pool does not survive fork), same bits
+        try:
+            v2, g2 = d.value_and_grad(x)
+            ok = v2 == value and np.array_equal(g2, g)
+            os.write(w, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(w)
+    import select
+    assert select.select([r], [], [], 120)[0], "the forked child hung"
+    assert os.read(r, 1) == b"1"
+    os.waitpid(pid, 0)
