@@ -194,6 +194,7 @@ class Builder:
         self.nonneg: set = set()  # ids of loop counters known >= 0 (Value._lg_nonnegative)
         self.on_custom_vjp = None  # traces a runtime.custom.CustomCall (tracer/custom.py)
         self.home: dict = {}  # value id -> the (non-root) region defining it
+        self.n_ops = 0  # ops emitted so far: Note [A cap on trace size]
         # For the tracer's in-place checks (tracer/aliasing.py): parameter id -> the path of
         # an array the caller passed (`x`, `state.pos`), and loop-carried region parameter
         # id -> the value it starts from.
@@ -244,6 +245,9 @@ class Builder:
         return Value(Aval(tuple(aval[0]), np.dtype(aval[1])), name, weak=weak)
 
     def emit(self, prim: Primitive, inputs, params, out_avals, regions=(), loc=None) -> list:
+        self.n_ops += 1
+        if self.n_ops > MAX_TRACE_OPS:
+            raise _too_large(self)
         outs = [Value(a) for a in out_avals]
         if len(self.regions) > 1:
             for v in outs:
@@ -286,3 +290,24 @@ class Builder:
 
     def _broadcast(self, v: Value, shape) -> Value:
         return self.emit(broadcast_to_p, [v], {"shape": tuple(shape)}, [Aval(shape, v.aval.dtype)])[0]
+
+
+# Note [A cap on trace size]
+# A loop that runs as Python while tracing (a function without source, a loop whose body
+# uses its index as a Python value) adds one copy of its body to the trace per iteration: a
+# loop of 10**6 steps grew the trace until the machine ran out of memory, and anything near
+# the cap would take minutes to compile. Past MAX_TRACE_OPS operations the trace stops with
+# an error at the user's line. Legitimate programs are far below it: the corpus's largest
+# trace holds a few hundred ops, an unrolled 40-step LSTM about two thousand.
+MAX_TRACE_OPS = 200_000
+
+
+def _too_large(b: Builder) -> LLGradError:
+    return LLGradError(
+        f"the trace of {b.fn.name} has grown past {MAX_TRACE_OPS:,} operations, most likely a "
+        f"long loop that runs as Python at trace time (unrolled) instead of being compiled as "
+        f"one loop; compiling it would take minutes and the trace may exhaust memory",
+        loc=b.loc() if b.loc else None,
+        fix="define the function in a .py file (a function without source cannot have its "
+        "loops staged), and keep the loop's body free of what forces unrolling (see the "
+        "UnrollWarning), or run it eagerly with llgrad's Tensor API")

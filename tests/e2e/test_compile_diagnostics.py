@@ -271,3 +271,18 @@ def test_a_function_without_source_warns_that_its_control_flow_is_not_compiled(n
     exec("import numpy as np\ndef nosrc(x):\n    return np.sum(x * 2.0)\n", ns)
     with pytest.warns(llgrad.PerformanceWarning, match="the source of nosrc is not available"):
         assert llgrad.differentiate(ns["nosrc"])(np.ones(3)) == 6.0
+
+
+def test_a_trace_past_the_op_cap_stops_at_the_users_line(monkeypatch):
+    # a function without source runs its loops as Python while tracing: one body per step
+    from llgrad.transform import builder
+    monkeypatch.setattr(builder, "MAX_TRACE_OPS", 500)
+    ns = {"np": np}
+    exec("def many(x):\n    s = 0.0\n    for i in range(10000):\n        s = s + np.sin(x)\n"
+         "    return s\n", ns)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", llgrad.PerformanceWarning)
+        with pytest.raises(llgrad.errors.LLGradError,
+                           match=r"(?s)the trace of many has grown past 500 operations.*"
+                                 r"at <string>:4 .*How to fix: define the function in a \.py"):
+            llgrad.differentiate(ns["many"]).grad(1.0)
