@@ -129,3 +129,18 @@ def test_disable_jit_is_read_per_call(monkeypatch):
     assert f(x) == pytest.approx(expected, rel=1e-12)
     f.value_and_grad(x)
     assert len(runs) == 2
+
+
+def test_a_dropped_function_and_its_compiled_form_are_freed(mode):
+    # The conversion cache held each function it converted for the life of the process.
+    def make(scale):
+        def f(x):
+            return np.sum(np.sin(x) * scale) if np.sum(x) > 0 else np.sum(x)
+        return f
+    f = make(2.0)
+    d = llgrad.differentiate(f)
+    np.testing.assert_allclose(d.grad(K), 2.0 * np.cos(K))
+    refs = [weakref.ref(f), weakref.ref(d)]
+    del f, d
+    gc.collect()
+    assert [w() for w in refs] == [None, None]

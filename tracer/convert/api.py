@@ -34,11 +34,16 @@ MARK = "__lg_converted__"
 class ConvertedFunction:
     """A converted function: call it like the original; ``source`` is the converted code."""
 
-    original: Callable
+    held: Any  # the original: a weakref to a plain function (Note [Conversions die with their function])
     fn: Callable
     source: str
     filename: str
     firstlineno: int
+
+    @property
+    def original(self) -> Callable:
+        h = self.held
+        return h() if type(h) is weakref.ref else h
 
     def __call__(self, *args, **kwargs):
         return self.fn(*args, **kwargs)
@@ -47,6 +52,11 @@ class ConvertedFunction:
         return f"<ConvertedFunction {self.original.__qualname__} from {self.filename}>"
 
 
+# Note [Conversions die with their function]
+# _CACHE maps a function to its conversion weakly, and a conversion refers to its original
+# only through a weakref: a strong reference from the value would keep the key alive, so every
+# function ever traced (a closure made per call, a model's loss redefined in a notebook) and
+# its conversion stayed in memory for the life of the process.
 _CACHE: "weakref.WeakKeyDictionary[Callable, ConvertedFunction]" = weakref.WeakKeyDictionary()
 _FAILED: "weakref.WeakKeyDictionary[Callable, bool]" = weakref.WeakKeyDictionary()
 
@@ -70,7 +80,7 @@ def convert(fn: Callable) -> ConvertedFunction:
     """
     if isinstance(fn, types.MethodType):
         inner = convert(fn.__func__)
-        return dataclasses.replace(inner, original=fn, fn=types.MethodType(inner.fn, fn.__self__))
+        return dataclasses.replace(inner, held=fn, fn=types.MethodType(inner.fn, fn.__self__))
     if isinstance(fn, ConvertedFunction):
         return fn
     cached = _CACHE.get(fn)
@@ -205,6 +215,6 @@ def _convert(fn: Callable) -> ConvertedFunction:
     injected = {"__lg": operators, "__lg_src": SourceMap(parsed.filename, parsed.qualname)}
     new_fn = compile_.instantiate(py_node, fn, injected, parsed.filename)
     setattr(new_fn, MARK, True)
-    return ConvertedFunction(fn, new_fn, source, parsed.filename, parsed.firstlineno)
+    return ConvertedFunction(weakref.ref(fn), new_fn, source, parsed.filename, parsed.firstlineno)
 
 
