@@ -63,7 +63,8 @@ def bind_arguments(fn: Callable, args: tuple, kwargs: dict) -> tuple[list[str], 
         bound = s.bind(*args, **kwargs)
     except (TypeError, ValueError) as e:
         raise TypeError(f"{getattr(fn, '__name__', fn)}(): {e}") from None
-    bound.apply_defaults()
+    if not isinstance(fn, np.ufunc):  # a ufunc's defaults (dtype=None and signature=None
+        bound.apply_defaults()         # together) are rejected when passed explicitly
     names, values = [], []
     for name, value in bound.arguments.items():
         p = s.parameters[name]

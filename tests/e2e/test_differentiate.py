@@ -299,3 +299,13 @@ def test_disable_jit_runs_the_same_trace_through_the_interpreter(rng, monkeypatc
     assert f.cache_info() == {"signatures": 1, "traces": 1}
     assert "LLGRAD_DISABLE_JIT" in f.inspect(x, 2, 1.0).llvm_ir
     np.testing.assert_allclose(native, interp, **TIGHT)
+
+
+def test_a_numpy_ufunc_is_differentiated_as_it_is():
+    # bind_arguments filled in the ufunc's defaults, and numpy rejects dtype= with signature=
+    x = np.linspace(-1.0, 1.0, 5)
+    f = llgrad.differentiate(np.sin)
+    np.testing.assert_allclose(f(x), np.sin(x))
+    np.testing.assert_allclose(llgrad.grad(np.tanh)(0.3), 1.0 - np.tanh(0.3) ** 2)
+    v, g = llgrad.differentiate(np.exp).value_and_grad(0.5)
+    np.testing.assert_allclose([v, g], [np.exp(0.5)] * 2, rtol=1e-15)
