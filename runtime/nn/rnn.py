@@ -32,9 +32,8 @@ def _layer(mode: str, x, h0, c0, w_ih, w_hh, b_ih, b_hh):
             gx = ops.add(gx, b_ih)
         b = b_hh if b_hh is not None else np.zeros(w_hh.shape[0], w_hh._np_dtype)
         return ops.gru_layer(gx, h0, w_hh, b), None
-    for b in (b_ih, b_hh):
-        if b is not None:
-            gx = ops.add(gx, b)
+    if b_ih is not None:  # one add of both biases (b_hh is added outside the loop)
+        gx = ops.add(gx, ops.add(b_ih, b_hh))
     if mode == "LSTM":
         return ops.lstm_layer(gx, h0, c0, w_hh)
     return ops.rnn_layer(gx, h0, w_hh, "tanh" if mode == "RNN_TANH" else "relu"), None

@@ -86,32 +86,46 @@ def _max_impl(x, kernel, stride, padding, dilation, ceil_mode):
     return out
 
 
-def _indices_impl(x, kernel, stride, padding, dilation, ceil_mode):
-    """Flat indices into H*W of each window's maximum (the first one; NaN counts as largest)."""
-    h, w = x.shape[2:]
+def _argmax_taps(x, kernel, stride, padding, dilation, ceil_mode):
+    """(the tap i * kW + j of each window's first maximum, the taps' slices); NaN counts as
+    the largest value, as in PyTorch. Branch-free (masked numpy copies are slow): the
+    maximum first, then the taps equal to it, last to first."""
     oshape = _geometry(x.shape, kernel, stride, padding, dilation, ceil_mode)
     xp = _padded(x, _pads(x.shape, oshape, kernel, stride, padding, dilation), -np.inf)
-    rows = np.arange(oshape[0]) * stride[0] - padding[0]
-    cols = np.arange(oshape[1]) * stride[1] - padding[1]
-    best = idx = None
-    for i, j, hs, ws in _taps(kernel, stride, dilation, oshape):
-        v = xp[:, :, hs, ws]
-        pos = (rows[:, None] + i * dilation[0]) * w + (cols[None, :] + j * dilation[1])
-        if best is None:
-            best, idx = v.copy(), np.broadcast_to(pos, v.shape).copy()
-            continue
-        better = (v > best) | (np.isnan(v) & ~np.isnan(best))
-        np.copyto(best, v, where=better)
-        np.copyto(idx, pos, where=better)
-    return idx.astype(np.int64, copy=False)
+    taps = [(hs, ws) for _, _, hs, ws in _taps(kernel, stride, dilation, oshape)]
+    best = xp[:, :, taps[0][0], taps[0][1]].copy()
+    for hs, ws in taps[1:]:
+        np.maximum(best, xp[:, :, hs, ws], out=best)  # propagates NaN
+    nan = np.isnan(best) if np.isnan(x).any() else None
+    which = np.zeros(best.shape, np.int16 if len(taps) < 2 ** 15 else np.int64)
+    for k in range(len(taps) - 1, -1, -1):
+        v = xp[:, :, taps[k][0], taps[k][1]]
+        eq = v == best
+        if nan is not None:
+            eq |= nan & np.isnan(v)
+        which -= (which - k) * eq  # which = k where eq
+    return which, taps
+
+
+def _indices_impl(x, kernel, stride, padding, dilation, ceil_mode):
+    """Flat indices into H*W of each window's first maximum."""
+    which, _ = _argmax_taps(x, kernel, stride, padding, dilation, ceil_mode)
+    which = which.astype(np.int64)
+    oh, ow = which.shape[2:]
+    rows = (np.arange(oh) * stride[0] - padding[0])[:, None] + which // kernel[1] * dilation[0]
+    cols = np.arange(ow) * stride[1] - padding[1] + which % kernel[1] * dilation[1]
+    return (rows * x.shape[3] + cols).astype(np.int64, copy=False)
 
 
 def _max_backward_impl(g, x, kernel, stride, padding, dilation, ceil_mode):
-    n, c, h, w = x.shape
-    idx = _indices_impl(x, kernel, stride, padding, dilation, ceil_mode).reshape(n * c, -1)
-    idx += (np.arange(n * c) * (h * w))[:, None]
-    dx = np.bincount(idx.ravel(), g.ravel(), n * c * h * w)
-    return dx.astype(x.dtype, copy=False).reshape(x.shape)
+    """g added at each window's first maximum: tap by tap into the padded input's shape."""
+    which, taps = _argmax_taps(x, kernel, stride, padding, dilation, ceil_mode)
+    pads = _pads(x.shape, g.shape[2:], kernel, stride, padding, dilation)
+    dx = np.zeros(x.shape[:2] + tuple(x.shape[2 + i] + sum(pads[i]) for i in (0, 1)), g.dtype)
+    for k, (hs, ws) in enumerate(taps):
+        dx[:, :, hs, ws] += g * (which == k)
+    (pt, _), (pl, _) = pads
+    return np.ascontiguousarray(dx[:, :, pt:pt + x.shape[2], pl:pl + x.shape[3]])
 
 
 def _gather_windows(v, idx):

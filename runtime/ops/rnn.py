@@ -1,5 +1,5 @@
 """Recurrent layers as primitives: one eager node per layer and direction runs the whole time
-loop in numpy (the input projection x @ W_ih^T + b is one matmul outside, by the caller).
+loop (the input projection x @ W_ih^T + b is one matmul outside, by the caller).
 
     rnn_layer(gx, h0, w_hh; nonlinearity)   h_t = act(gx_t + h_{t-1} @ w_hh^T)
     lstm_layer(gx, h0, c0, w_hh)            gates (i, f, g, o), PyTorch's order
@@ -7,8 +7,8 @@ loop in numpy (the input projection x @ W_ih^T + b is one matmul outside, by the
 
 gx is (T, N, G*H) with both biases folded in (for GRU only b_ih: b_hn sits inside the reset
 gate); results are the hidden states of every step, (T, N, H), and for the LSTM the cell
-states too. VJPs are backpropagation through time written with ops, so second derivatives
-work; see Note [One sweep for every input].
+states too. Each layer's forward and its backpropagation through time are written once,
+against an array namespace `xp` (Note [Recurrences run on numpy or on ops]).
 """
 from __future__ import annotations
 
@@ -17,7 +17,16 @@ import numpy as np
 from llgrad.runtime.aval import Aval, ShapeError
 from llgrad.runtime.ops import elementwise as ew
 from llgrad.runtime.ops._util import dtype_of, shape_of
-from llgrad.runtime.prim import Primitive, bind, register
+from llgrad.runtime.prim import _DEFAULT, Primitive, bind, register
+
+# Note [Recurrences run on numpy or on ops]
+# A layer is a loop of small steps, so per-op overhead dominates if each step is a few graph
+# ops. The forward (`_lstm_forward`, ...) and the backward sweep (`_lstm_sweep`, ...) are
+# therefore written against a namespace `xp` of array functions and run on one of two:
+# NUMPY (plain ndarrays: the eager impl, and the backward when no graph is recorded, i.e.
+# backward() without create_graph) or OPS (the ops API: the compiler's decomposition, and the
+# backward under create_graph, which then records a differentiable graph). Same formulas,
+# same order of operations, so both give the same numbers.
 
 
 def _sigmoid(x):
@@ -25,19 +34,103 @@ def _sigmoid(x):
         return 1.0 / (1.0 + np.exp(-x))
 
 
-def _T(w):
-    from llgrad.runtime.ops.shape import swapaxes
-    return swapaxes(w, 0, 1)
+class NUMPY:
+    add, sub, mul, matmul, tanh = np.add, np.subtract, np.multiply, np.matmul, np.tanh
+    sigmoid = staticmethod(_sigmoid)
+    concatenate, stack = staticmethod(np.concatenate), staticmethod(np.stack)
+
+    @staticmethod
+    def relu(x):
+        return np.maximum(x, 0)
+
+    @staticmethod
+    def T(w):
+        return w.T
+
+    @staticmethod
+    def sum(x, axes):
+        return x.sum(axes)
+
+    @staticmethod
+    def reshape(x, shape):
+        return x.reshape(shape)
+
+    @staticmethod
+    def mask(x):
+        return (x > 0).astype(x.dtype)
+
+    @staticmethod
+    def lstm_gates(a, hd):
+        """sigmoid of a (N, 4H) but tanh of its third quarter, in place (a is a temporary)."""
+        g = np.tanh(a[:, 2 * hd:3 * hd])
+        with np.errstate(over="ignore"):
+            np.negative(a, out=a)
+            np.exp(a, out=a)
+        a += 1.0
+        np.reciprocal(a, out=a)
+        a[:, 2 * hd:3 * hd] = g
+        return a
 
 
-def _prev(h0, hs):
-    """The state before each step: h0, h_0, ..., h_{T-2}, as (T, N, H)."""
-    from llgrad.runtime.ops.shape import concatenate, unsqueeze
-    return concatenate([unsqueeze(h0, 0), hs[:-1]], 0)
+class OPS:
+    add, sub, mul, tanh, sigmoid, relu = ew.add, ew.sub, ew.mul, ew.tanh, ew.sigmoid, ew.relu
+
+    @staticmethod
+    def matmul(a, b):
+        from llgrad.runtime.ops.linalg import matmul
+        return matmul(a, b)
+
+    @staticmethod
+    def T(w):
+        from llgrad.runtime.ops.shape import swapaxes
+        return swapaxes(w, 0, 1)
+
+    @staticmethod
+    def concatenate(xs, axis):
+        from llgrad.runtime.ops.shape import concatenate
+        return concatenate(xs, axis)
+
+    @staticmethod
+    def stack(xs, axis):
+        from llgrad.runtime.ops.shape import stack
+        return stack(xs, axis)
+
+    @staticmethod
+    def sum(x, axes):
+        from llgrad.runtime.ops.reduce import sum
+        return sum(x, axes)
+
+    @staticmethod
+    def reshape(x, shape):
+        from llgrad.runtime.ops.shape import reshape
+        return reshape(x, shape)
+
+    @staticmethod
+    def mask(x):
+        return ew.astype(ew.gt(x, 0.0), dtype_of(x))
+
+    @staticmethod
+    def lstm_gates(a, hd):
+        return OPS.concatenate([ew.sigmoid(a[..., :2 * hd]), ew.tanh(a[..., 2 * hd:3 * hd]),
+                                ew.sigmoid(a[..., 3 * hd:])], -1)
 
 
-def _steps(t):
-    return range(t - 1, -1, -1)
+def _run(fn, arrays, params):
+    """fn(xp, *arrays, **params) on ndarrays when every operand is eager and no graph is
+    being recorded, else on ops; results as values of the caller's kind."""
+    from llgrad.runtime.autograd.state import STATE
+    tensor = _DEFAULT[0]
+    flat = [a for a in arrays if a is not None and not isinstance(a, tuple)] + [
+        b for a in arrays if isinstance(a, tuple) for b in a if b is not None]
+    if STATE.grad_enabled or not all(isinstance(a, (tensor, np.ndarray)) for a in flat):
+        return fn(OPS, *arrays, **params)
+
+    def raw(a):
+        if isinstance(a, tuple):
+            return tuple(raw(b) for b in a)
+        return a._data if isinstance(a, tensor) else a
+    out = fn(NUMPY, *(raw(a) for a in arrays), **params)
+    return tuple(None if o is None else tensor._wrap(np.asarray(o)) for o in out)
 
 
 # Note [One sweep for every input]
@@ -54,7 +147,7 @@ def _memo(sweep, g, out, *inputs, **params):
     old = _MEMO[0]
     if old is not None and len(old) == len(key) and all(a is b for a, b in zip(old, key)):
         return _MEMO[1]
-    result = sweep(g, out, *inputs, **params)
+    result = _run(sweep, (g, out) + inputs, params)
     _MEMO[0], _MEMO[1] = key, result
     return result
 
@@ -65,202 +158,163 @@ def _rules(sweep, n):
     return tuple(rule(i) for i in range(n))
 
 
-def _weight_grads(dgates, hprev):
+def _prev(xp, h0, hs):
+    """The state before each step: h0, h_0, ..., h_{T-2}, as (T, N, H)."""
+    return xp.concatenate([h0[None], hs[:-1]], 0)
+
+
+def _weight_grads(xp, dgates, hprev):
     """dW_hh = sum_t dgates_t^T @ h_{t-1}, as one matmul over all steps."""
-    from llgrad.runtime.ops.linalg import matmul
-    from llgrad.runtime.ops.shape import reshape
     t, n, gh = shape_of(dgates)
-    return matmul(_T(reshape(dgates, (t * n, gh))), reshape(hprev, (t * n, -1)))
+    return xp.matmul(xp.T(xp.reshape(dgates, (t * n, gh))), xp.reshape(hprev, (t * n, -1)))
 
 
-def _hs_grads(g, t):
-    """The cotangent of every hidden state, split by step (None where none flows)."""
-    return [None] * t if g is None else [g[k] for k in range(t)]
+def _acc(xp, *terms):
+    """The sum of the terms that are not None (None when all are)."""
+    out = None
+    for t in terms:
+        if t is not None:
+            out = t if out is None else xp.add(out, t)
+    return out
 
 
 # ---- Elman RNN --------------------------------------------------------------------------------
-def _rnn_impl(gx, h0, w_hh, nonlinearity):
-    hs = np.empty(gx.shape[:2] + (h0.shape[-1],), gx.dtype)
-    h, wt = h0, w_hh.T
-    for t in range(gx.shape[0]):
-        a = gx[t] + h @ wt
-        h = hs[t] = np.tanh(a) if nonlinearity == "tanh" else np.maximum(a, 0)
-    return hs
+def _rnn_forward(xp, gx, h0, w_hh, nonlinearity):
+    act = xp.tanh if nonlinearity == "tanh" else xp.relu
+    h, hs, wt = h0, [], xp.T(w_hh)
+    for t in range(shape_of(gx)[0]):
+        h = act(xp.add(gx[t], xp.matmul(h, wt)))
+        hs.append(h)
+    return (xp.stack(hs, 0),)
 
 
-def _rnn_sweep(g, hs, gx, h0, w_hh, nonlinearity):
-    from llgrad.runtime.ops.linalg import matmul
-    from llgrad.runtime.ops.shape import stack
-    t = shape_of(gx)[0]
-    deriv = ew.sub(1.0, ew.mul(hs, hs)) if nonlinearity == "tanh" else ew.astype(
-        ew.gt(hs, 0.0), dtype_of(hs))
-    ghs, dh, dpre = _hs_grads(g, t), None, [None] * t
-    for k in _steps(t):
-        d = ghs[k] if dh is None else dh if ghs[k] is None else ew.add(ghs[k], dh)
-        dpre[k] = ew.mul(d, deriv[k])
-        dh = matmul(dpre[k], w_hh)
-    dgx = stack(dpre, 0)
-    return dgx, dh, _weight_grads(dgx, _prev(h0, hs))
+def _rnn_sweep(xp, g, hs, gx, h0, w_hh, nonlinearity):
+    deriv = xp.sub(1.0, xp.mul(hs, hs)) if nonlinearity == "tanh" else xp.mask(hs)
+    dh, dpre = None, [None] * shape_of(gx)[0]
+    for k in reversed(range(len(dpre))):
+        dpre[k] = xp.mul(_acc(xp, g[k], dh), deriv[k])
+        dh = xp.matmul(dpre[k], w_hh)
+    dgx = xp.stack(dpre, 0)
+    return dgx, dh, _weight_grads(xp, dgx, _prev(xp, h0, hs))
 
 
 rnn_layer_p = register(Primitive(
-    "rnn_layer", "rnn", _rnn_impl,
+    "rnn_layer", "rnn", lambda *a, **p: _rnn_forward(NUMPY, *a, **p)[0],
     lambda gx, h0, w_hh, nonlinearity: _layer_shape(gx, h0, w_hh, 1, "rnn_layer"),
     _rules(_rnn_sweep, 3), saves=(0, 1, 2, -1), node_name="RnnLayerBackward0",
-    decompose=lambda gx, h0, w_hh, nonlinearity: _rnn_decompose(gx, h0, w_hh, nonlinearity)))
-
-
-def _rnn_decompose(gx, h0, w_hh, nonlinearity):
-    from llgrad.runtime.ops.linalg import matmul
-    from llgrad.runtime.ops.shape import stack
-    h, hs = h0, []
-    for t in range(shape_of(gx)[0]):
-        a = ew.add(gx[t], matmul(h, _T(w_hh)))
-        h = ew.tanh(a) if nonlinearity == "tanh" else ew.relu(a)
-        hs.append(h)
-    return stack(hs, 0)
+    decompose=lambda *a, **p: _rnn_forward(OPS, *a, **p)[0]))
 
 
 # ---- LSTM ---------------------------------------------------------------------------------------
-def _lstm_impl(gx, h0, c0, w_hh):
-    t, n = gx.shape[:2]
-    hd = h0.shape[-1]
-    hs, cs = np.empty((t, n, hd), gx.dtype), np.empty((t, n, hd), gx.dtype)
-    h, c, wt = h0, c0, w_hh.T
-    for k in range(t):
-        a = gx[k] + h @ wt
-        ifo = _sigmoid(a)
-        gg = np.tanh(a[:, 2 * hd:3 * hd])
-        c = cs[k] = ifo[:, hd:2 * hd] * c + ifo[:, :hd] * gg
-        h = hs[k] = ifo[:, 3 * hd:] * np.tanh(c)
-    return hs, cs
-
-
-def _lstm_gates(gx, hprev, w_hh):
-    """(i, f, g, o) of every step, recomputed with ops from the states."""
-    from llgrad.runtime.ops.linalg import matmul
-    a = ew.add(gx, matmul(hprev, _T(w_hh)))
+# The primitive's third result is the activated gates of every step, (T, N, 4H): the backward
+# reads them instead of recomputing them (a matmul over all steps). It is a result like the
+# others, so a cotangent reaching it (only under create_graph, through the first backward)
+# is propagated too.
+def _lstm_forward(xp, gx, h0, c0, w_hh):
     hd = shape_of(w_hh)[1]
-    part = [a[..., k * hd:(k + 1) * hd] for k in range(4)]
-    return ew.sigmoid(part[0]), ew.sigmoid(part[1]), ew.tanh(part[2]), ew.sigmoid(part[3])
-
-
-def _lstm_sweep(g, out, gx, h0, c0, w_hh):
-    from llgrad.runtime.ops.linalg import matmul
-    from llgrad.runtime.ops.shape import concatenate, stack
-    hs, cs = out
-    t = shape_of(gx)[0]
-    hprev, cprev = _prev(h0, hs), _prev(c0, cs)
-    i, f, gg, o = _lstm_gates(gx, hprev, w_hh)
-    tc = ew.tanh(cs)
-    # dc_t += dh_t * dc_coef; dgates_t = [dc, dc, dc, dh]_t * coef (all steps at once)
-    dc_coef = ew.mul(o, ew.sub(1.0, ew.mul(tc, tc)))
-    coef = concatenate([ew.mul(gg, ew.mul(i, ew.sub(1.0, i))),
-                        ew.mul(cprev, ew.mul(f, ew.sub(1.0, f))),
-                        ew.mul(i, ew.sub(1.0, ew.mul(gg, gg))),
-                        ew.mul(tc, ew.mul(o, ew.sub(1.0, o)))], -1)
-    ghs, gcs = _hs_grads(g[0], t), _hs_grads(g[1], t)
-    dh = dc = None
-    dgates = [None] * t
-    for k in _steps(t):
-        dh_k = ghs[k] if dh is None else dh if ghs[k] is None else ew.add(ghs[k], dh)
-        if dh_k is None:
-            dh_k = ew.mul(hs[k], 0.0)
-        dc_k = ew.mul(dh_k, dc_coef[k])
-        for extra in (gcs[k], dc):
-            if extra is not None:
-                dc_k = ew.add(dc_k, extra)
-        dgates[k] = ew.mul(concatenate([dc_k, dc_k, dc_k, dh_k], -1), coef[k])
-        dh = matmul(dgates[k], w_hh)
-        dc = ew.mul(dc_k, f[k])
-    dgx = stack(dgates, 0)
-    return dgx, dh, dc, _weight_grads(dgx, hprev)
-
-
-def _lstm_decompose(gx, h0, c0, w_hh):
-    from llgrad.runtime.ops.shape import stack, unsqueeze
-    h, c, hs, cs = h0, c0, [], []
+    h, c, hs, cs, acts, wt = h0, c0, [], [], [], xp.T(w_hh)
     for k in range(shape_of(gx)[0]):
-        i, f, gg, o = _lstm_gates(unsqueeze(gx[k], 0), unsqueeze(h, 0), w_hh)
-        c = ew.add(ew.mul(f[0], c), ew.mul(i[0], gg[0]))
-        h = ew.mul(o[0], ew.tanh(c))
+        act = xp.lstm_gates(xp.add(gx[k], xp.matmul(h, wt)), hd)
+        c = xp.add(xp.mul(act[:, hd:2 * hd], c), xp.mul(act[:, :hd], act[:, 2 * hd:3 * hd]))
+        h = xp.mul(act[:, 3 * hd:], xp.tanh(c))
         hs.append(h)
         cs.append(c)
-    return stack(hs, 0), stack(cs, 0)
+        acts.append(act)
+    return xp.stack(hs, 0), xp.stack(cs, 0), xp.stack(acts, 0)
+
+
+def _lstm_sweep(xp, g, out, gx, h0, c0, w_hh):
+    (hs, cs, acts), (ghs, gcs, gacts) = out, g
+    hd = shape_of(w_hh)[1]
+    cprev = _prev(xp, c0, cs)
+    i, f, gg, o = (acts[..., k * hd:(k + 1) * hd] for k in range(4))
+    tc = xp.tanh(cs)
+    # per step: dc_t = dh_t * dc_coef_t + (dc from step t + 1) + g_c, and dgates_t = [dc, dc,
+    # dc, dh]_t * coef_t (+ the cotangent of the gates themselves through their derivatives);
+    # the coefficients of all steps at once
+    one_minus = [xp.sub(1.0, v) for v in (i, f, o)]
+    coef = xp.concatenate([xp.mul(gg, xp.mul(i, one_minus[0])),
+                           xp.mul(cprev, xp.mul(f, one_minus[1])),
+                           xp.mul(i, xp.sub(1.0, xp.mul(gg, gg))),
+                           xp.mul(tc, xp.mul(o, one_minus[2]))], -1)
+    dc_coef = xp.mul(o, xp.sub(1.0, xp.mul(tc, tc)))
+    direct = None
+    if gacts is not None:
+        dact = xp.concatenate([xp.mul(i, one_minus[0]), xp.mul(f, one_minus[1]),
+                               xp.sub(1.0, xp.mul(gg, gg)), xp.mul(o, one_minus[2])], -1)
+        direct = xp.mul(gacts, dact)
+    dh = dc = None
+    dgates = [None] * shape_of(gx)[0]
+    for k in reversed(range(len(dgates))):
+        dh_k = _acc(xp, None if ghs is None else ghs[k], dh)
+        if dh_k is None:
+            dh_k = xp.mul(hs[k], 0.0)
+        dc_k = _acc(xp, xp.mul(dh_k, dc_coef[k]), None if gcs is None else gcs[k], dc)
+        dgates[k] = _acc(xp, xp.mul(xp.concatenate([dc_k, dc_k, dc_k, dh_k], -1), coef[k]),
+                         None if direct is None else direct[k])
+        dh = xp.matmul(dgates[k], w_hh)
+        dc = xp.mul(dc_k, f[k])
+    dgx = xp.stack(dgates, 0)
+    return dgx, dh, dc, _weight_grads(xp, dgx, _prev(xp, h0, hs))
+
+
+def _lstm_shape(gx, h0, c0, w_hh):
+    a = _layer_shape(gx, h0, w_hh, 4, "lstm_layer", c0)
+    return a, a, Aval(tuple(gx.shape), gx.dtype)
 
 
 lstm_layer_p = register(Primitive(
-    "lstm_layer", "rnn", _lstm_impl,
-    lambda gx, h0, c0, w_hh: (_layer_shape(gx, h0, w_hh, 4, "lstm_layer", c0),) * 2,
+    "lstm_layer", "rnn", lambda *a: _lstm_forward(NUMPY, *a), _lstm_shape,
     _rules(_lstm_sweep, 4), saves=(0, 1, 2, 3, -1), multiple_results=True,
-    decompose=_lstm_decompose, node_name="LstmLayerBackward0"))
+    decompose=lambda *a: _lstm_forward(OPS, *a), node_name="LstmLayerBackward0"))
 
 
 # ---- GRU ----------------------------------------------------------------------------------------
-def _gru_impl(gx, h0, w_hh, b_hh):
-    t, n = gx.shape[:2]
-    hd = h0.shape[-1]
-    hs = np.empty((t, n, hd), gx.dtype)
-    h, wt = h0, w_hh.T
-    for k in range(t):
-        gh = h @ wt + b_hh
-        rz = _sigmoid(gx[k, :, :2 * hd] + gh[:, :2 * hd])
-        nn = np.tanh(gx[k, :, 2 * hd:] + rz[:, :hd] * gh[:, 2 * hd:])
-        h = hs[k] = nn + rz[:, hd:] * (h - nn)
-    return hs
+def _gru_gates(xp, gx, gh, hd):
+    """(r, z, n) from the input part gx and the hidden part gh (with b_hh) of the gates."""
+    r = xp.sigmoid(xp.add(gx[..., :hd], gh[..., :hd]))
+    z = xp.sigmoid(xp.add(gx[..., hd:2 * hd], gh[..., hd:2 * hd]))
+    return r, z, xp.tanh(xp.add(gx[..., 2 * hd:], xp.mul(r, gh[..., 2 * hd:])))
 
 
-def _gru_gates(gx, hprev, w_hh, b_hh):
-    """(r, z, n, the hidden part of n's preactivation) of every step, with ops."""
-    from llgrad.runtime.ops.linalg import matmul
-    gh = ew.add(matmul(hprev, _T(w_hh)), b_hh)
+def _gru_forward(xp, gx, h0, w_hh, b_hh):
     hd = shape_of(w_hh)[1]
-    r = ew.sigmoid(ew.add(gx[..., :hd], gh[..., :hd]))
-    z = ew.sigmoid(ew.add(gx[..., hd:2 * hd], gh[..., hd:2 * hd]))
-    ghn = gh[..., 2 * hd:]
-    return r, z, ew.tanh(ew.add(gx[..., 2 * hd:], ew.mul(r, ghn))), ghn
+    h, hs, wt = h0, [], xp.T(w_hh)
+    for k in range(shape_of(gx)[0]):
+        r, z, n = _gru_gates(xp, gx[k], xp.add(xp.matmul(h, wt), b_hh), hd)
+        h = xp.add(n, xp.mul(z, xp.sub(h, n)))
+        hs.append(h)
+    return (xp.stack(hs, 0),)
 
 
-def _gru_sweep(g, hs, gx, h0, w_hh, b_hh):
-    from llgrad.runtime.ops.linalg import matmul
-    from llgrad.runtime.ops.reduce import sum
-    from llgrad.runtime.ops.shape import concatenate, stack
-    t = shape_of(gx)[0]
-    hprev = _prev(h0, hs)
-    r, z, n, ghn = _gru_gates(gx, hprev, w_hh, b_hh)
+def _gru_sweep(xp, g, hs, gx, h0, w_hh, b_hh):
+    hd = shape_of(w_hh)[1]
+    hprev = _prev(xp, h0, hs)
+    gh = xp.add(xp.matmul(hprev, xp.T(w_hh)), b_hh)
+    r, z, n = _gru_gates(xp, gx, gh, hd)
     # d pre_n = dh (1 - z)(1 - n^2); d pre_z = dh (h_prev - n) z (1 - z);
     # d pre_r = d pre_n * ghn * r (1 - r); the hidden part of n's gate gets d pre_n * r
-    cn = ew.mul(ew.sub(1.0, z), ew.sub(1.0, ew.mul(n, n)))
-    cz = ew.mul(ew.sub(hprev, n), ew.mul(z, ew.sub(1.0, z)))
-    cr = ew.mul(cn, ew.mul(ghn, ew.mul(r, ew.sub(1.0, r))))
-    cx = concatenate([cr, cz, cn], -1)
-    ch = concatenate([cr, cz, ew.mul(cn, r)], -1)
-    ghs, dh = _hs_grads(g, t), None
-    dgx, dgh = [None] * t, [None] * t
-    for k in _steps(t):
-        d = ghs[k] if dh is None else dh if ghs[k] is None else ew.add(ghs[k], dh)
-        d3 = concatenate([d, d, d], -1)
-        dgx[k], dgh[k] = ew.mul(d3, cx[k]), ew.mul(d3, ch[k])
-        dh = ew.add(ew.mul(d, z[k]), matmul(dgh[k], w_hh))
-    dgh_all = stack(dgh, 0)
-    return stack(dgx, 0), dh, _weight_grads(dgh_all, hprev), sum(dgh_all, (0, 1))
-
-
-def _gru_decompose(gx, h0, w_hh, b_hh):
-    from llgrad.runtime.ops.shape import stack, unsqueeze
-    h, hs = h0, []
-    for k in range(shape_of(gx)[0]):
-        r, z, n, _ = _gru_gates(unsqueeze(gx[k], 0), unsqueeze(h, 0), w_hh, b_hh)
-        h = ew.add(n[0], ew.mul(z[0], ew.sub(h, n[0])))
-        hs.append(h)
-    return stack(hs, 0)
+    cn = xp.mul(xp.sub(1.0, z), xp.sub(1.0, xp.mul(n, n)))
+    cz = xp.mul(xp.sub(hprev, n), xp.mul(z, xp.sub(1.0, z)))
+    cr = xp.mul(cn, xp.mul(gh[..., 2 * hd:], xp.mul(r, xp.sub(1.0, r))))
+    cx = xp.concatenate([cr, cz, cn], -1)
+    ch = xp.concatenate([cr, cz, xp.mul(cn, r)], -1)
+    dh = None
+    dgx, dgh = [None] * shape_of(gx)[0], [None] * shape_of(gx)[0]
+    for k in reversed(range(len(dgx))):
+        d = _acc(xp, g[k], dh)
+        d3 = xp.concatenate([d, d, d], -1)
+        dgx[k], dgh[k] = xp.mul(d3, cx[k]), xp.mul(d3, ch[k])
+        dh = xp.add(xp.mul(d, z[k]), xp.matmul(dgh[k], w_hh))
+    dgh_all = xp.stack(dgh, 0)
+    return xp.stack(dgx, 0), dh, _weight_grads(xp, dgh_all, hprev), xp.sum(dgh_all, (0, 1))
 
 
 gru_layer_p = register(Primitive(
-    "gru_layer", "rnn", _gru_impl,
+    "gru_layer", "rnn", lambda *a: _gru_forward(NUMPY, *a)[0],
     lambda gx, h0, w_hh, b_hh: _layer_shape(gx, h0, w_hh, 3, "gru_layer", b=b_hh),
-    _rules(_gru_sweep, 4), saves=(0, 1, 2, 3, -1), decompose=_gru_decompose,
-    node_name="GruLayerBackward0"))
+    _rules(_gru_sweep, 4), saves=(0, 1, 2, 3, -1),
+    decompose=lambda *a: _gru_forward(OPS, *a)[0], node_name="GruLayerBackward0"))
 
 
 def _layer_shape(gx, h0, w_hh, gates, what, c0=None, b=None):
@@ -284,7 +338,8 @@ def rnn_layer(gx, h0, w_hh, nonlinearity="tanh"):
 
 
 def lstm_layer(gx, h0, c0, w_hh):
-    return bind(lstm_layer_p, gx, h0, c0, w_hh)
+    """(hidden states, cell states) of every step, each (T, N, H)."""
+    return bind(lstm_layer_p, gx, h0, c0, w_hh)[:2]
 
 
 def gru_layer(gx, h0, w_hh, b_hh):
