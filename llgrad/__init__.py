@@ -18,7 +18,7 @@ from llgrad.runtime.creation import (  # noqa: F401
     ones_like, rand, rand_like, randint, randn, randn_like, tensor, zeros, zeros_like,
 )
 from llgrad.runtime import errors  # noqa: F401
-from llgrad.runtime import nn, optim  # noqa: F401
+from llgrad.runtime import nn, optim, utils  # noqa: F401
 from llgrad import linalg, special  # noqa: F401
 from llgrad.linalg import cholesky_solve  # noqa: F401  (torch.cholesky_solve)
 from llgrad.runtime.tensor import Tensor  # noqa: F401
@@ -44,6 +44,7 @@ from llgrad.runtime.autograd import profiler  # noqa: E402,F401  (llgrad.profile
 _sys.modules["llgrad.profiler"] = profiler
 _alias("llgrad.nn", nn)
 _alias("llgrad.optim", optim)
+_alias("llgrad.utils", utils)
 
 __version__ = "0.1.0"
 
