@@ -71,10 +71,13 @@ class _ConvNd(Module):
         """(input, padding for the convolution): padding modes other than 'zeros' pad here."""
         if self.padding_mode == "zeros":
             return input, self.padding
-        if isinstance(self.padding, str):
-            raise NotImplementedError(f"padding={self.padding!r} with "
-                                      f"padding_mode={self.padding_mode!r}")
-        pad = [p for p in reversed(self.padding) for _ in range(2)]
+        if self.padding == "valid":
+            return input, 0
+        if self.padding == "same":  # the extra pad of an even kernel goes after, as PyTorch
+            totals = [d * (k - 1) for d, k in zip(self.dilation, self.kernel_size)]
+            pad = [p for t in reversed(totals) for p in (t // 2, t - t // 2)]
+        else:
+            pad = [p for p in reversed(self.padding) for _ in range(2)]
         return F.pad(input, pad, mode=self.padding_mode), 0
 
     def extra_repr(self) -> str:

@@ -174,6 +174,8 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average=None, reduce=None
     if beta < 0:
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     _same_size(input, target)
+    if beta == 0.0:  # PyTorch computes l1_loss then
+        return l1_loss(input, target, reduction=reduction)
     return ops.smooth_l1_loss(input, target, reduction, beta)
 
 

@@ -30,11 +30,20 @@ def batch_norm(input: Tensor, running_mean: Tensor | None, running_var: Tensor |
     by `momentum`, in place), the running ones otherwise; then scale by weight, add bias."""
     dt = input._np_dtype
     if training:
-        axes = (0,) + tuple(range(2, input.ndim))
-        n = input.numel() // input.shape[1] if input.ndim > 1 else 0
+        nd = len(input.shape)
+        axes = (0,) + tuple(range(2, nd))
+        n = int(np.prod(input.shape)) // input.shape[1] if nd > 1 else 0
         if n <= 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got "
                              f"input size {list(input.shape)}")
+        if not isinstance(input, Tensor):  # traced (compiled code): statistics as ops
+            if running_mean is not None or running_var is not None:
+                raise NotImplementedError(
+                    "batch_norm in compiled code cannot update running statistics in place: "
+                    "pass running_mean=None and running_var=None there")
+            mean, var = ops.mean(input, axes), ops.var(input, axes, correction=0)
+            return bind(batch_norm_p, input, _affine(weight, dt, 1.0), _affine(bias, dt, 0.0),
+                        mean, var, eps=float(eps), training=True)
         mean, var = input._data.mean(axes), input._data.var(axes)
         with no_grad():
             if running_mean is not None:

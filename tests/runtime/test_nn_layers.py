@@ -1,0 +1,139 @@
+"""nn modules against pinned PyTorch 2.13 values: each module is built as torch.nn builds it,
+its parameters and buffers set to the same deterministic values, run on deterministic
+inputs; the outputs, the gradients of a fixed weighted sum of them (for every parameter and
+the input) and the buffers afterwards (running statistics) must equal PyTorch's in float64.
+
+The values were computed once with torch (float64, `torch.set_default_dtype`), by building
+`torch.nn.<ctor>` exactly as written in CASES; tests never import torch.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import llgrad as lg
+from llgrad import nn
+
+
+def det(shape, k, phase, scale=1.0):
+    """Deterministic values: sin(k * i + phase) over the flattened shape."""
+    n = int(np.prod(shape)) if shape else 1
+    return (np.sin(np.arange(n) * k + phase) * scale).reshape(shape)
+
+
+CASES = {
+    'conv2d': ('Conv2d(3, 4, 3, stride=2, padding=1)', [(2, 3, 7, 6)],
+        {'shapes': [[2, 4, 4, 3]], 'out': [1.4277579889524858], 'head': [1.075476815639904, 0.932267669027066, -0.07295286332761823, -0.14048343900454993], 'grads': {'weight': -1.4566590709981293, 'bias': 0.6987023723302794, 'input': 5.648288016132464}, 'buffers': {}}),
+    'conv2d_groups': ('Conv2d(4, 6, (3, 2), stride=(1, 2), padding=(2, 1), dilation=(2, 1), groups=2, bias=False)', [(2, 4, 6, 7)],
+        {'shapes': [[2, 6, 6, 4]], 'out': [3.9695740701890205], 'head': [-0.1825615402092786, -0.013632808285279267, 0.32693962652879544, 0.49650207787389716], 'grads': {'weight': 0.9415651546622126, 'input': 3.485216761781855}, 'buffers': {}}),
+    'conv2d_same': ("Conv2d(3, 2, 4, padding='same', padding_mode='reflect')", [(1, 3, 6, 5)],
+        {'shapes': [[1, 2, 6, 5]], 'out': [4.288080396522144], 'head': [0.9213693257463766, 0.5325675215772641, -0.28630414650324165, -0.6566755019424015], 'grads': {'weight': 0.4860657461304526, 'bias': -1.7880873781338043, 'input': 87.77486550452348}, 'buffers': {}}),
+    'conv1d': ('Conv1d(3, 4, 3, stride=2, padding=1, dilation=2)', [(2, 3, 11)],
+        {'shapes': [[2, 4, 5]], 'out': [2.427505100844562], 'head': [0.12341014713998101, 0.11628838552199108, 0.0466075232119702, 0.027778906718408297], 'grads': {'weight': 1.7840894386611041, 'bias': 4.067761683807504, 'input': -2.036688208085607}, 'buffers': {}}),
+    'conv_transpose2d': ('ConvTranspose2d(4, 2, 3, stride=2, padding=1, output_padding=1, groups=2)', [(2, 4, 3, 4)],
+        {'shapes': [[2, 2, 6, 8]], 'out': [24.837828944977836], 'head': [0.27434009265146064, 0.4961433799365359, 0.37857882750893146, 0.677356096687863], 'grads': {'weight': 73.95653966848731, 'bias': 5.471057822959013, 'input': 9.216179973544502}, 'buffers': {}}),
+    'maxpool2d': ('MaxPool2d(3, 2, 1, ceil_mode=True)', [(2, 3, 7, 6)],
+        {'shapes': [[2, 3, 4, 4]], 'out': [10.025998622887293], 'head': [0.7322314440302514, 0.9356160015533859, 0.9999576464987401, 0.9289597150038692], 'grads': {'input': 1.0085056637942476}, 'buffers': {}}),
+    'maxpool1d': ('MaxPool1d(2)', [(2, 3, 9)],
+        {'shapes': [[2, 3, 4]], 'out': [1.7700143372729484], 'head': [0.4528862853790683, 0.9356160015533859, 0.9999576464987401, 0.7322314440302514], 'grads': {'input': -1.7455068302146608}, 'buffers': {}}),
+    'avgpool2d': ('AvgPool2d(3, 2, 1, ceil_mode=True, count_include_pad=False)', [(2, 3, 7, 6)],
+        {'shapes': [[2, 3, 4, 4]], 'out': [0.8266029763375657], 'head': [0.43033755705406856, 0.3944368213812078, 0.18529529756863541, 0.036240870419434024], 'grads': {'input': 0.04072745764645069}, 'buffers': {}}),
+    'adaptive_avgpool2d': ('AdaptiveAvgPool2d((4, 3))', [(2, 3, 7, 6)],
+        {'shapes': [[2, 3, 4, 3]], 'out': [-0.389363408316448], 'head': [0.43033755705406856, 0.369333890187013, 0.11514537409872225, 0.06850669693363819], 'grads': {'input': 0.4317426846591928}, 'buffers': {}}),
+    'batchnorm2d': ('BatchNorm2d(3, momentum=0.2)', [(4, 3, 3, 2)],
+        {'shapes': [[4, 3, 3, 2]], 'out': [2.963886362135281], 'head': [-0.19270869798649218, -0.007434146207777554, 0.14567356525615838, 0.2458920259194157], 'grads': {'weight': 1.2838773123781975, 'bias': 4.947033266965944, 'input': 20.268120749010933}, 'buffers': {'running_mean': 0.4190782549380616, 'running_var': 0.6478231563280507, 'num_batches_tracked': 2.0}, 'eval_out': 1.9042263440139071}),
+    'batchnorm1d_cumulative': ('BatchNorm1d(3, momentum=None)', [(5, 3)],
+        {'shapes': [[5, 3]], 'out': [1.6864100709897347], 'head': [0.14387268687590482, 0.3091496084572707, 0.48717863280069384, 0.3165387308613017], 'grads': {'weight': -1.1189861747343905, 'bias': 4.634460598481902, 'input': 0.2552152311467673}, 'buffers': {'running_mean': 0.1700726728409739, 'running_var': 2.001259730922161, 'num_batches_tracked': 2.0}, 'eval_out': 1.7423576826880962}),
+    'layernorm': ('LayerNorm((3, 4))', [(2, 3, 4)],
+        {'shapes': [[2, 3, 4]], 'out': [3.4292000310851227], 'head': [0.09462800450830951, 0.25165052455740894, 0.42937196497308955, 0.574678256650916], 'grads': {'weight': -1.6905951705181872, 'bias': 13.678133255704982, 'input': 0.34273709240763417}, 'buffers': {}}),
+    'groupnorm': ('GroupNorm(2, 4)', [(2, 4, 3)],
+        {'shapes': [[2, 4, 3]], 'out': [3.917360706105369], 'head': [-0.1216501531860435, 0.03618950147200873, 0.166625484562746, 0.3527569706362912], 'grads': {'weight': -0.0018322752243276064, 'bias': 8.330593957572166, 'input': 0.18166453779144867}, 'buffers': {}}),
+    'gelu_tanh': ("GELU(approximate='tanh')", [(3, 4)],
+        {'shapes': [[3, 4]], 'out': [2.0297691843365673], 'head': [0.05388622332248757, 0.30554346659867454, 0.5746155854011424, 0.7720007575991198], 'grads': {'input': 3.8316180770042694}, 'buffers': {}}),
+    'gelu': ('GELU()', [(3, 4)],
+        {'shapes': [[3, 4]], 'out': [2.030238206021849], 'head': [0.053886255788276265, 0.30555544146743313, 0.5746829843610317, 0.7721307031427227], 'grads': {'input': 3.831864879372464}, 'buffers': {}}),
+    'silu': ('SiLU()', [(3, 4)],
+        {'shapes': [[3, 4]], 'out': [1.5890333155062504], 'head': [0.05240631866774146, 0.27686082371934095, 0.5048757373295413, 0.6719718187385048], 'grads': {'input': 3.729285917758963}, 'buffers': {}}),
+    'elu': ('ELU(0.5)', [(3, 4)],
+        {'shapes': [[3, 4]], 'out': [2.5324118708837835], 'head': [0.09983341664682815, 0.4528862853790683, 0.7446431199708593, 0.9356160015533859], 'grads': {'input': 4.829711469778617}, 'buffers': {}}),
+    'selu': ('SELU()', [(3, 4)],
+        {'shapes': [[3, 4]], 'out': [1.1337720285748083], 'head': [0.1048950694418934, 0.4758480672075429, 0.7823972613808473, 0.9830526566177292], 'grads': {'input': 7.085484232595}, 'buffers': {}}),
+    'softplus': ('Softplus(beta=2.0, threshold=1.0)', [(3, 4)],
+        {'shapes': [[3, 4]], 'out': [4.092454951379167], 'head': [0.3989778483684999, 0.6226306510795937, 0.7446431199708593, 0.9356160015533859], 'grads': {'input': 4.030969001109852}, 'buffers': {}}),
+    'hardtanh': ('Hardtanh(-0.5, 0.7)', [(3, 4)],
+        {'shapes': [[3, 4]], 'out': [1.4154497807283648], 'head': [0.09983341664682815, 0.4528862853790683, 0.7, 0.7], 'grads': {'input': 2.7398862956322625}, 'buffers': {}}),
+    'leaky_relu': ('LeakyReLU(0.2)', [(3, 4)],
+        {'shapes': [[3, 4]], 'out': [2.8119654519632746], 'head': [0.09983341664682815, 0.4528862853790683, 0.7446431199708593, 0.9356160015533859], 'grads': {'input': 4.586378813706126}, 'buffers': {}}),
+    'rnn': ('RNN(3, 4, num_layers=2, bidirectional=True)', [(5, 2, 3)],
+        {'shapes': [[5, 2, 8], [4, 2, 4]], 'out': [5.576619274845165, 9.350725062920592], 'head': [0.8970669857062261, -0.38595623999477785, 0.6213921240240288, 0.8257198531748237], 'grads': {'weight_ih_l0': -7.113860848010221, 'weight_hh_l0': 9.824074967242113, 'bias_ih_l0': 1.7438835234207977, 'bias_hh_l0': 1.7438835234207977, 'weight_ih_l0_reverse': -0.7128036480094354, 'weight_hh_l0_reverse': 7.3750237099433065, 'bias_ih_l0_reverse': 1.1345965585581945, 'bias_hh_l0_reverse': 1.1345965585581945, 'weight_ih_l1': 11.97987905166461, 'weight_hh_l1': 10.172979867726243, 'bias_ih_l1': 3.8986474750379743, 'bias_hh_l1': 3.898647475037974, 'weight_ih_l1_reverse': 7.547559916211425, 'weight_hh_l1_reverse': 2.2374093069148038, 'bias_ih_l1_reverse': 1.8194398880928881, 'bias_hh_l1_reverse': 1.8194398880928881, 'input': -1.8381361615264822}, 'buffers': {}}),
+    'lstm': ('LSTM(3, 4, batch_first=True)', [(2, 5, 3)],
+        {'shapes': [[2, 5, 4], [1, 2, 4], [1, 2, 4]], 'out': [0.8851823944839828, -0.09002583670601741, 0.056488989196832096], 'head': [0.10435387777136457, 0.10970238037669089, 0.0849895093432961, 0.04083048896262099], 'grads': {'weight_ih_l0': 2.91493889234099, 'weight_hh_l0': -3.1639119960972026, 'bias_ih_l0': 10.712836483930484, 'bias_hh_l0': 10.712836483930484, 'input': 3.0171721236895044}, 'buffers': {}}),
+    'lstm2': ('LSTM(3, 4, num_layers=2)', [(5, 2, 3)],
+        {'shapes': [[5, 2, 4], [2, 2, 4], [2, 2, 4]], 'out': [-0.13039196546242043, -0.201543015908131, -0.7604939264176088], 'head': [0.038675073125074406, -0.02293945768460764, -0.05626629982705685, -0.06555737652509963], 'grads': {'weight_ih_l0': 1.3498293596943989, 'weight_hh_l0': -1.1164539426612587, 'bias_ih_l0': 3.30969488917491, 'bias_hh_l0': 3.30969488917491, 'weight_ih_l1': -4.078014668692052, 'weight_hh_l1': 1.0817892511236926, 'bias_ih_l1': 13.238386570599628, 'bias_hh_l1': 13.238386570599628, 'input': -0.3549081498858556}, 'buffers': {}}),
+    'gru': ('GRU(3, 4, bidirectional=True)', [(5, 2, 3)],
+        {'shapes': [[5, 2, 8], [2, 2, 4]], 'out': [3.221714628602456, 1.4725010917077035], 'head': [0.1197632027451987, 0.18420403332608073, 0.18724210033169517, 0.10685832901814646], 'grads': {'weight_ih_l0': -9.621533296616704, 'weight_hh_l0': -1.9993991821186423, 'bias_ih_l0': 5.771180275179969, 'bias_hh_l0': 3.7940948392015814, 'weight_ih_l0_reverse': -11.593717160474936, 'weight_hh_l0_reverse': 0.23621627358962666, 'bias_ih_l0_reverse': 8.095592952204376, 'bias_hh_l0_reverse': 5.197932247549899, 'input': 3.075795551233708}, 'buffers': {}}),
+    'lstm_cell': ('LSTMCell(3, 4)', [(2, 3)],
+        {'shapes': [[2, 4], [2, 4]], 'out': [0.4339307487551209, 1.5274688491298358], 'head': [0.10435387777136457, 0.10970238037669089, 0.08498950934329612, 0.04083048896262099], 'grads': {'weight_ih': -4.2169924567297254, 'weight_hh': 0.0, 'bias_ih': 3.3593808285543787, 'bias_hh': 3.3593808285543787, 'input': 1.0503175536819254}, 'buffers': {}}),
+    'gru_cell': ('GRUCell(3, 4)', [(2, 3)],
+        {'shapes': [[2, 4]], 'out': [1.0575205238637326], 'head': [0.11976320274519872, 0.18420403332608068, 0.1872421003316952, 0.10685832901814643], 'grads': {'weight_ih': -3.21561807350913, 'weight_hh': 0.0, 'bias_ih': 1.064112106258441, 'bias_hh': 0.6329773053118632, 'input': 0.7799436548234597}, 'buffers': {}}),
+}
+
+
+def _flat(y):
+    if isinstance(y, tuple):
+        return [z for part in y for z in _flat(part)]
+    return [] if y is None else [y]
+
+
+def _run(ctor, shapes, dtype, reps):
+    lg.manual_seed(0)
+    m = eval("nn." + ctor)  # the constructor call as written for torch.nn
+    m = m.double() if dtype == lg.float64 else m
+    state = {k: lg.tensor(det(tuple(v.shape), 0.23 + 0.01 * i, 0.5, 0.3), dtype=v.dtype)
+             if v.is_floating_point() else v for i, (k, v) in enumerate(m.state_dict().items())}
+    m.load_state_dict(state)
+    xs = [lg.tensor(det(s, 0.37, 0.1 + j), dtype=dtype, requires_grad=True)
+          for j, s in enumerate(shapes)]
+    for _ in range(reps):
+        m.zero_grad()
+        ys = _flat(m(*xs))
+        sum((y * lg.tensor(det(tuple(y.shape), 0.11, 0.2), dtype=dtype)).sum()
+            for y in ys).backward()
+    return m, xs, ys
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_module_matches_pytorch(name):
+    ctor, shapes, want = CASES[name]
+    m, xs, ys = _run(ctor, shapes, lg.float64, 2 if "batchnorm" in name else 1)
+    assert [list(y.shape) for y in ys] == want["shapes"]
+    got = [float((y.detach().numpy() * det(tuple(y.shape), 0.11, 0.2)).sum()) for y in ys]
+    np.testing.assert_allclose(got, want["out"], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(ys[0].detach().numpy().ravel()[:4], want["head"], rtol=1e-10,
+                               atol=1e-12)
+    grads = {k: float((p.grad.numpy() * det(tuple(p.shape), 0.13, 0.3)).sum())
+             for k, p in m.named_parameters()}
+    grads["input"] = float((xs[0].grad.numpy() * det(tuple(xs[0].shape), 0.13, 0.3)).sum())
+    assert grads.keys() == want["grads"].keys()
+    for k, v in want["grads"].items():
+        np.testing.assert_allclose(grads[k], v, rtol=1e-9, atol=1e-11, err_msg=k)
+    buffers = {k: float(v.numpy().astype(np.float64).sum()) for k, v in m.named_buffers()}
+    assert buffers == pytest.approx(want["buffers"], rel=1e-10, abs=1e-12)
+    if "eval_out" in want:
+        m.eval()
+        y = m(*xs)
+        got = float((y.detach().numpy() * det(tuple(y.shape), 0.11, 0.2)).sum())
+        np.testing.assert_allclose(got, want["eval_out"], rtol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["conv2d", "lstm", "gru", "batchnorm2d", "layernorm"])
+def test_module_matches_pytorch_in_float32(name):
+    """float32 to float32 rounding: the parameters are float32, the arithmetic too."""
+    ctor, shapes, want = CASES[name]
+    m, xs, ys = _run(ctor, shapes, lg.float32, 2 if "batchnorm" in name else 1)
+    assert all(y.dtype == lg.float32 for y in ys)
+    assert all(p.grad.dtype == lg.float32 for p in m.parameters())
+    got = [float((y.detach().numpy() * det(tuple(y.shape), 0.11, 0.2)).sum()) for y in ys]
+    np.testing.assert_allclose(got, want["out"], rtol=2e-5, atol=2e-5)
+    np.testing.assert_allclose(ys[0].detach().numpy().ravel()[:4], want["head"], rtol=1e-5,
+                               atol=1e-6)
