@@ -26,14 +26,12 @@ _GATES = {"RNN_TANH": 1, "RNN_RELU": 1, "LSTM": 4, "GRU": 3}
 
 def _layer(mode: str, x, h0, c0, w_ih, w_hh, b_ih, b_hh):
     """One layer and direction over x (T, N, I): (hidden states (T, N, H), cell states)."""
-    gx = ops.matmul(x, ops.transpose(w_ih))
     if mode == "GRU":
-        if b_ih is not None:
-            gx = ops.add(gx, b_ih)
+        gx = F.linear(x, w_ih, b_ih)
         b = b_hh if b_hh is not None else np.zeros(w_hh.shape[0], w_hh._np_dtype)
         return ops.gru_layer(gx, h0, w_hh, b), None
-    if b_ih is not None:  # one add of both biases (b_hh is added outside the loop)
-        gx = ops.add(gx, ops.add(b_ih, b_hh))
+    # both biases added once, outside the loop
+    gx = F.linear(x, w_ih, None if b_ih is None else ops.add(b_ih, b_hh))
     if mode == "LSTM":
         return ops.lstm_layer(gx, h0, c0, w_hh)
     return ops.rnn_layer(gx, h0, w_hh, "tanh" if mode == "RNN_TANH" else "relu"), None

@@ -102,19 +102,23 @@ def _input_grad_impl(g, w, hw, stride, padding, dilation, groups):
                                 *_flat(stride, padding, dilation), groups)[:, :, 0]
     n, o, oh, ow = g.shape
     kh, kw = w.shape[2:]
-    c = w.shape[1] * groups
-    wg = w.reshape(groups, o // groups, -1)
-    cols = np.matmul(wg.transpose(0, 2, 1), _by_group(g, groups))
-    cols = cols.reshape(c, kh, kw, n, oh, ow)
+    cg = w.shape[1]
+    # per image and group: columns (kH, kW, C/G, L) = w^T @ g, tap-major so each tap's slice
+    # is contiguous; no transpose of g (see Note [im2col layout] for the forward's)
+    wt = w.reshape(groups, o // groups, cg, kh, kw).transpose(0, 3, 4, 2, 1)
+    cols = np.matmul(wt.reshape(groups, kh * kw * cg, o // groups),
+                     g.reshape(n, groups, o // groups, oh * ow))
+    cols = cols.reshape(n, groups, kh, kw, cg, oh, ow)
     (pt, pb), (pl, pr) = padding
     hp = max(hw[0] + pt + pb, stride[0] * (oh - 1) + dilation[0] * (kh - 1) + 1)
     wp = max(hw[1] + pl + pr, stride[1] * (ow - 1) + dilation[1] * (kw - 1) + 1)
-    dx = np.zeros((c, n, hp, wp), g.dtype)
+    dx = np.zeros((n, groups, cg, hp, wp), g.dtype)
     for i in range(kh):
         for j in range(kw):
             hs, ws = _window(i, j, oh, ow, stride, dilation)
-            dx[:, :, hs, ws] += cols[:, i, j]
-    return np.ascontiguousarray(dx[:, :, pt:pt + hw[0], pl:pl + hw[1]].transpose(1, 0, 2, 3))
+            dx[:, :, :, hs, ws] += cols[:, :, i, j]
+    dx = dx.reshape(n, groups * cg, hp, wp)
+    return np.ascontiguousarray(dx[:, :, pt:pt + hw[0], pl:pl + hw[1]])
 
 
 def _weight_grad_impl(x, g, khw, stride, padding, dilation, groups):

@@ -15,7 +15,11 @@ __all__ = ["linear", "dropout", "pad", "embedding", "one_hot"]
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """input @ weight.T + bias."""
+    """input @ weight.T + bias; leading dimensions are flattened into one matmul (not one
+    per batch entry), as PyTorch does (ViewBackward0 over the product)."""
+    if len(input.shape) > 2:
+        out = linear(ops.reshape(input, (-1, input.shape[-1])), weight, bias)
+        return ops.reshape(out, tuple(input.shape[:-1]) + (weight.shape[0],))
     out = ops.matmul(input, ops.transpose(weight))
     return out if bias is None else ops.add(out, bias)
 
