@@ -4,6 +4,7 @@ from llgrad.runtime.nn.activation import (  # noqa: F401
     CELU, ELU, GELU, SELU, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax, ReLU, ReLU6, Sigmoid,
     SiLU, Softmax, Softplus, Tanh,
 )
+from llgrad.runtime.nn.attention import MultiheadAttention  # noqa: F401
 from llgrad.runtime.nn.container import ModuleDict, ModuleList, Sequential  # noqa: F401
 from llgrad.runtime.nn.conv import (  # noqa: F401
     AdaptiveAvgPool1d, AdaptiveAvgPool2d, AvgPool1d, AvgPool2d, Conv1d, Conv2d, ConvTranspose1d,

@@ -346,6 +346,27 @@ CASES = {
 }
 
 
+CASES.update({  # MultiheadAttention (output and head-averaged weights)
+    'mha': ('MultiheadAttention(8, 2)', [(5, 2, 8), (6, 2, 8), (6, 2, 8)], {
+        'shapes': [[5, 2, 8], [2, 5, 6]], 'out': [3.197070498509298, 0.09121463770243393],
+        'head': [-0.4123952057397845, 0.2500317223456137, 0.7757709413320779,
+                 -0.18885854232836474],
+        'grads': {'in_proj_weight': 0.17169097931325614, 'in_proj_bias': 1.614237238125361,
+                  'out_proj.weight': -4.99082201928189, 'out_proj.bias': 11.353006248064132,
+                  'input': -0.15236833307880807}, 'buffers': {}}),
+    'mha_kv_dims_batch_first': (
+        'MultiheadAttention(6, 3, batch_first=True, kdim=4, vdim=5)',
+        [(2, 5, 6), (2, 4, 4), (2, 4, 5)], {
+            'shapes': [[2, 5, 6], [2, 5, 4]], 'out': [0.5410842846713055, 2.612890129463063],
+            'head': [-0.15034924879711156, 0.14664448328200286, 0.5622124646069057,
+                     0.32682465552611384],
+            'grads': {'q_proj_weight': -0.6141074962436275, 'k_proj_weight': -0.6195276381483064,
+                      'v_proj_weight': 2.1863666387012555, 'in_proj_bias': 0.6830467666865174,
+                      'out_proj.weight': 1.9499151718903245, 'out_proj.bias': 0.58152058477561,
+                      'input': -0.3155354990542081}, 'buffers': {}}),
+})
+
+
 def _flat(y):
     if isinstance(y, tuple):
         return [z for part in y for z in _flat(part)]
@@ -404,3 +425,26 @@ def test_module_matches_pytorch_in_float32(name):
     np.testing.assert_allclose(got, want["out"], rtol=2e-5, atol=2e-5)
     np.testing.assert_allclose(ys[0].detach().numpy().ravel()[:4], want["head"], rtol=1e-5,
                                atol=1e-6)
+
+
+def test_multihead_attention_masks_match_pytorch():
+    """key_padding_mask (bool), an additive float attn_mask, per-head weights; a bool causal
+    mask with need_weights=False (torch 2.13.0 values)."""
+    m = nn.MultiheadAttention(4, 2, batch_first=True).double()
+    m.load_state_dict({k: lg.tensor(det(tuple(v.shape), 0.23 + 0.01 * i, 0.5, 0.3))
+                       for i, (k, v) in enumerate(m.state_dict().items())})
+    q, kv = lg.tensor(det((2, 3, 4), 0.37, 0.1)), lg.tensor(det((2, 5, 4), 0.37, 1.1))
+    kpm = lg.tensor([[False, False, True, False, True], [False] * 5])
+    with lg.no_grad():
+        o, w = m(q, kv, kv, key_padding_mask=kpm, attn_mask=lg.tensor(det((3, 5), 0.5, 0.3)),
+                 average_attn_weights=False)
+    assert w.shape == (2, 2, 3, 5) and not w.numpy()[0, :, :, [2, 4]].any()
+    np.testing.assert_allclose([float((o.numpy() * det(o.shape, 0.11, 0.2)).sum()),
+                                float((w.numpy() * det(w.shape, 0.11, 0.2)).sum())],
+                               [4.52349831621743, 0.29801103361253667], rtol=1e-10)
+    causal = lg.tensor(np.triu(np.ones((3, 5), bool), 1))
+    with lg.no_grad():
+        o, w = m(q, kv, kv, need_weights=False, attn_mask=causal)
+    assert w is None
+    np.testing.assert_allclose(float((o.numpy() * det(o.shape, 0.11, 0.2)).sum()),
+                               4.984740765358388, rtol=1e-10)
