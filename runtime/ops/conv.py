@@ -28,9 +28,11 @@ from llgrad.runtime.prim import Primitive, bind, register
 # Note [im2col layout]
 # The columns of x are laid out (C, kH, kW, N, OH, OW) and reshaped to (G, C/G*kH*kW, N*OH*OW):
 # building them is kH*kW strided slice copies (faster than one 6-d strided copy), and the
-# forward, the weight gradient and the input gradient are each one matmul per group over all
-# images at once (one large gemm rather than N small ones), with a transpose of the (O, N, L)
-# result. The input gradient scatters the columns back with kH*kW strided adds (col2im).
+# forward and the weight gradient are each one matmul per group over all images at once (one
+# large gemm rather than N small ones; measured faster here), with a transpose of the (O, N,
+# L) result. The input gradient instead makes per-image columns (N, G, kH, kW, C/G, L), tap
+# major, straight from g without transposing it, and scatters them back with kH*kW strided
+# adds (col2im).
 
 
 def _out_size(n, k, stride, pad, dil):
@@ -195,12 +197,13 @@ def _columns(x, khw, stride, padding, dilation, groups):
     oh, ow = _geometry(shape_of(x), khw, stride, padding, dilation)
     (pt, pb), (pl, pr) = padding
     xp = torch_pad(x, (pl, pr, pt, pb)) if pt or pb or pl or pr else x
-    taps = [x_slice(xp, *_window(i, j, oh, ow, stride, dilation))
+    taps = [_hw_slice(xp, *_window(i, j, oh, ow, stride, dilation))
             for i in range(khw[0]) for j in range(khw[1])]
     return reshape(stack(taps, 2), (n, groups, -1, oh * ow))
 
 
-def x_slice(x, hs, ws):
+def _hw_slice(x, hs, ws):
+    """x[:, :, hs, ws] with ops."""
     from llgrad.runtime.ops.index import getitem
     return getitem(x, (slice(None), slice(None), hs, ws))
 
@@ -243,7 +246,7 @@ def _input_grad_decompose(g, w, hw, stride, padding, dilation, groups):
             part = bind(scatter_add_p, getitem(cols, (slice(None), slice(None), i, j)),
                         key=key, shape=(n, c, hp, wp))
             dx = part if dx is None else ew.add(dx, part)
-    return x_slice(dx, slice(pt, pt + hw[0]), slice(pl, pl + hw[1]))
+    return _hw_slice(dx, slice(pt, pt + hw[0]), slice(pl, pl + hw[1]))
 
 
 def _weight_grad_decompose(x, g, khw, stride, padding, dilation, groups):
