@@ -302,3 +302,27 @@ def test_activation_modules_and_inplace():
         "Hardtanh(min_val=-0.5, max_val=2.0, inplace=True)"
     with pytest.raises(ValueError, match="approximate argument"):
         F.gelu(x, approximate="fast")
+
+
+def test_conv_and_pool_errors_say_what_and_where():
+    x = lg.ones(1, 3, 5, 5)
+    with pytest.raises(lg.errors.DTypeError, match="input type .* and weight type"):
+        F.conv2d(x, lg.ones(2, 3, 3, 3, dtype=lg.float64))
+    with pytest.raises(ValueError, match="expects 6 input channels, but the input"):
+        F.conv2d(x, lg.ones(2, 3, 3, 3), groups=2)
+    with pytest.raises(ValueError, match="smaller than the \\(dilated\\) kernel"):
+        F.conv2d(x, lg.ones(2, 3, 3, 3), dilation=3)
+    with pytest.raises(ValueError, match="not supported for strided convolutions"):
+        F.conv2d(x, lg.ones(2, 3, 3, 3), stride=2, padding="same")
+    with pytest.raises(ValueError, match="Invalid padding string"):
+        nn.Conv2d(3, 2, 3, padding="full")
+    with pytest.raises(ValueError, match="divisible by groups"):
+        nn.Conv2d(3, 2, 3, groups=2)
+    with pytest.raises(ValueError, match="expected a 2-d \\(unbatched\\) or 3-d"):
+        F.conv1d(x, lg.ones(2, 3, 3))
+    with pytest.raises(ValueError, match="pad should be at most half"):
+        F.max_pool2d(x, 2, padding=2)
+    with pytest.raises(ValueError, match="output size is too small"):
+        F.avg_pool2d(x, 6)
+    with pytest.raises(ValueError, match="output padding must be smaller"):
+        F.conv_transpose2d(x, lg.ones(3, 2, 3, 3), stride=2, output_padding=2)
