@@ -1,5 +1,5 @@
-"""The layers: Linear, Identity, activations (ReLU, Tanh, Sigmoid, LeakyReLU, Softmax,
-LogSoftmax), Dropout, Flatten, AvgPool2d, and the containers Sequential and ModuleList.
+"""The basic layers: Linear, Identity, Dropout, Flatten (activations: nn/activation.py;
+containers: nn/container.py; convolutions and pooling: nn/conv.py).
 
 Default initialisation is PyTorch's (Kaiming-uniform for Linear), drawn from llgrad's global
 generator, so `llgrad.manual_seed(s)` makes a model reproducible.
