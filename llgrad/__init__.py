@@ -19,7 +19,7 @@ from llgrad.runtime.creation import (  # noqa: F401
 )
 from llgrad.runtime import config, errors  # noqa: F401
 from llgrad.runtime.errors import PerformanceWarning  # noqa: F401
-from llgrad.runtime import nn, optim  # noqa: F401
+from llgrad.runtime import nn, optim, utils  # noqa: F401
 from llgrad import linalg, special  # noqa: F401
 from llgrad.linalg import cholesky_solve  # noqa: F401  (torch.cholesky_solve)
 from llgrad.runtime.tensor import Tensor  # noqa: F401
@@ -46,6 +46,7 @@ _sys.modules["llgrad.profiler"] = profiler
 _sys.modules["llgrad.config"] = config  # llgrad.config.update("log_compiles", True)
 _alias("llgrad.nn", nn)
 _alias("llgrad.optim", optim)
+_alias("llgrad.utils", utils)
 
 __version__ = "0.1.0"
 

@@ -513,6 +513,10 @@ OP_DB += NUMPY_MATH_DB
 from opinfo_linalg import LINALG_FUNCS, LINALG_OPS  # noqa: E402
 
 OP_DB += LINALG_OPS
+# neural-network layers (issue 15): tests/opinfo_nn.py
+from opinfo_nn import NN_OPS  # noqa: E402
+
+OP_DB += NN_OPS
 OPS = {s.name: s for s in OP_DB}
 
 

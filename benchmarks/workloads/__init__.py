@@ -5,11 +5,13 @@
 * :mod:`.loops`  -- ``recurrence``, ``lorenz_rk4``, ``newton``, ``rnn`` (issue 5)
 * :mod:`.linalg` -- ``gp_nlml`` (issue 11)
 * :mod:`.startup` -- ``cold_start``: process start to first gradient, cold vs warm cache (issue 6)
+* :mod:`.nn` -- ``cnn_step``, ``lstm_step``: eager training steps of small networks (issue 15)
 
 ``ALL`` lists every workload in the order ``python -m benchmarks.run`` runs them.
 """
 
-from . import arrays, eager, linalg, loops, startup
+from . import arrays, eager, linalg, loops, nn, startup
 
-ALL = eager.WORKLOADS + arrays.WORKLOADS + loops.WORKLOADS + linalg.WORKLOADS + startup.WORKLOADS
+ALL = (eager.WORKLOADS + arrays.WORKLOADS + loops.WORKLOADS + linalg.WORKLOADS
+       + startup.WORKLOADS + nn.WORKLOADS)
 BY_NAME = {w.name: w for w in ALL + linalg.EXTRA}  # EXTRA: --only, not in the default run

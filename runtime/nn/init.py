@@ -107,3 +107,36 @@ def xavier_uniform_(tensor: Tensor, gain: float = 1.0) -> Tensor:
 def xavier_normal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)))
+
+
+def orthogonal_(tensor: Tensor, gain: float = 1.0) -> Tensor:
+    """A (semi-)orthogonal matrix (the tensor viewed as rows x the rest), from the QR
+    decomposition of a standard normal one with R's diagonal made positive, times gain
+    (Saxe et al., 2013), as PyTorch's."""
+    if tensor.ndim < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    flat = _rng().normal(0.0, 1.0, (rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return _fill(tensor, (q * gain).reshape(tensor.shape))
+
+
+def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float = -2.0,
+                  b: float = 2.0) -> Tensor:
+    """N(mean, std) truncated to [a, b], by the inverse CDF of a uniform draw (PyTorch's
+    method)."""
+    from scipy.special import erfinv
+
+    def cdf(x):
+        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+    lo, hi = cdf((a - mean) / std), cdf((b - mean) / std)
+    u = _rng().uniform(2 * lo - 1, 2 * hi - 1, tensor.shape)
+    return _fill(tensor, np.clip(erfinv(u) * std * math.sqrt(2.0) + mean, a, b))

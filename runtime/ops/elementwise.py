@@ -172,8 +172,27 @@ clip_p = elementwise("clip", _clip_impl, (_clip_vjp, _clip_vjp_lo, _clip_vjp_hi)
                      node_name="ClampBackward1")
 
 # ---- select, casts, copies ---------------------------------------------------------------------
+def _where_impl(c, x, y):
+    """np.where; for float operands by bit masks, which select exactly (NaN, inf, -0.0
+    included) and are ~10x faster than np.where when the condition is irregular (relu's
+    gradient after a convolution: 6 ms vs 0.6 ms for 1.6M float32)."""
+    x, y = np.asarray(x), np.asarray(y)
+    if not (c.dtype == BOOL and x.dtype == y.dtype and x.dtype.kind == "f"
+            and x.dtype.itemsize in (4, 8)):
+        return np.where(c, x, y)
+    ints = np.int32 if x.dtype.itemsize == 4 else np.int64
+    shape = np.broadcast_shapes(c.shape, x.shape, y.shape)
+    m = np.broadcast_to(c, shape).astype(ints)
+    np.negative(m, out=m)  # all bits set where c
+    out = np.bitwise_and(np.broadcast_to(x, shape).view(ints), m)
+    if y.view(ints).any():  # (y == +0.0 everywhere adds nothing)
+        np.invert(m, out=m)
+        out |= np.broadcast_to(y, shape).view(ints) & m
+    return out.view(x.dtype)
+
+
 where_p = register(Primitive(
-    "where", "elementwise", np.where,
+    "where", "elementwise", _where_impl,
     lambda c, x, y: Aval(broadcast_shapes(c.shape, x.shape, y.shape, op="where"), x.dtype),
     (None, lambda g, out, c, x, y: where(c, g, 0.0), lambda g, out, c, x, y: where(c, 0.0, g)),
     saves=(0,), scalar=lambda s, c, x, y: s.select(c, x, y), numpy=np.where,
