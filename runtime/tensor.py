@@ -15,7 +15,7 @@ from llgrad.runtime import torch_shape as _ts
 from llgrad.runtime.arraylike import ArrayOperators
 from llgrad.runtime.autograd import graph as _graph
 from llgrad.runtime.autograd import views as _views
-from llgrad.runtime.autograd.graph import _PLANS, AccumulateGrad, PrimNode, save_plan
+from llgrad.runtime.autograd.graph import _PLANS, AccumulateGrad, new_node, save_plan
 from llgrad.runtime.autograd.state import PROFILER, STATE
 from llgrad.runtime.aval import to_dtype, to_np
 from llgrad.runtime.errors import AutogradError
@@ -30,10 +30,13 @@ class Tensor(ArrayOperators):
     """An n-dimensional array that records the operations applied to it for autograd."""
 
     _lg_level = 0
-    __slots__ = ("_data", "_requires_grad", "_grad", "_grad_fn", "_output_nr", "_vc", "_hooks",
-                 "_acc", "__dict__", "__weakref__")
-    # Set (in the instance dict) only on views and on bases that have views
-    # (runtime/autograd/views.py); reading them on any other tensor is a class lookup.
+    __slots__ = ("_data", "_requires_grad", "_grad_fn", "_vc", "__dict__", "__weakref__")
+    # Set (in the instance dict) only where they differ from these defaults: a leaf's .grad,
+    # hooks and AccumulateGrad, an output of a multi-result op, views and bases with views
+    # (runtime/autograd/views.py). Reading them on any other tensor is a class lookup, and a
+    # new tensor does not pay for setting them (the eager hot path).
+    _grad = _acc = _hooks = None
+    _output_nr = 0
     _view = None
     _views = None
 
@@ -41,8 +44,8 @@ class Tensor(ArrayOperators):
         t = _from_data(data, None)
         self._data = t
         self._requires_grad = False
-        self._grad = self._grad_fn = self._acc = None
-        self._output_nr, self._vc, self._hooks = 0, [0], None
+        self._grad_fn = None
+        self._vc = [0]
         if requires_grad:
             self.requires_grad_(True)
 
@@ -52,22 +55,26 @@ class Tensor(ArrayOperators):
         t._data = data
         t._grad_fn = grad_fn
         t._requires_grad = grad_fn is not None if requires_grad is None else requires_grad
-        t._grad = t._acc = t._hooks = None
-        t._output_nr = output_nr
+        if output_nr:
+            t._output_nr = output_nr
         t._vc = [0] if vc is None else vc
         return t
 
     # -- the eager interpretation ---------------------------------------------------------
     @staticmethod
     def _lg_process(prim, args, params):
-        arrays, req = [], False
-        for a in args:
+        arrays, req, k = [], False, 1
+        for a in args:  # k: the SavePlan's key, each operand a constant, tensor or one needing grad
             if isinstance(a, Tensor):
                 arrays.append(a._data)
                 if a._requires_grad:
                     req = True
+                    k = k * 3 + 2
+                else:
+                    k = k * 3 + 1
             else:
                 arrays.append(a)
+                k *= 3
         prof = PROFILER[0]
         if prof is not None:
             prof.begin("lg::" + prim.name, arrays)
@@ -82,24 +89,18 @@ class Tensor(ArrayOperators):
             return _process_results(prim, args, params, arrays, out, req)
         if type(out) is not np.ndarray:
             out = np.asarray(out)
-        vc = None
+        t = _new(Tensor)
+        t._data = out
         fam = prim.family
         if (fam == "shape" or fam == "index") and isinstance(args[0], Tensor) and \
                 np.may_share_memory(out, arrays[0]):
-            vc = args[0]._vc  # a view: in-place changes are seen through both
-        t = _new(Tensor)
-        t._data = out
-        t._grad = t._acc = t._hooks = None
-        t._output_nr = 0
-        t._vc = [0] if vc is None else vc
+            t._vc = args[0]._vc  # a view: in-place changes are seen through both
+            view = True
+        else:
+            t._vc = [0]
+            view = False
         # Integer and bool results carry no gradient (x.long(), as in PyTorch).
         if req and STATE.grad_enabled and not prim.nondiff and out.dtype.kind == "f":
-            k = 1  # the plan's key: each operand a constant, a tensor, or one needing grad
-            for a in args:
-                if isinstance(a, Tensor):
-                    k = k * 3 + (2 if a._requires_grad else 1)
-                else:
-                    k *= 3
             plan = _PLANS.get((prim, k))
             if plan is None:
                 plan = save_plan(prim, args)
@@ -113,7 +114,10 @@ class Tensor(ArrayOperators):
                     edges.append((a._accumulator(), 0))
                 else:
                     edges.append(_NONE_EDGE)
-            node = PrimNode(prim, params, args, plan, tuple(edges), [(out.shape, out.dtype)])
+            cls = plan.cls
+            if cls is None:
+                cls = plan.node_cls(out.shape, params)
+            node = new_node(cls, params, args, plan, tuple(edges), out.shape, out.dtype)
             t._grad_fn = node
             t._requires_grad = True
             if plan.saves_out:
@@ -121,7 +125,7 @@ class Tensor(ArrayOperators):
         else:
             t._grad_fn = None
             t._requires_grad = False
-        if vc is not None:
+        if view:
             _views.record(t, args[0], prim, args, params)
         return t
 
@@ -213,16 +217,18 @@ class Tensor(ArrayOperators):
     @property
     def retains_grad(self) -> bool:
         n = self._grad_fn
-        return bool(n is not None and n._retain and self._output_nr in n._retain)
+        r = n._x.retain if n is not None and n._x is not None else None
+        return bool(r and self._output_nr in r)
 
     def retain_grad(self) -> None:
         """Keep `.grad` for this non-leaf tensor after backward."""
         n = self._grad_fn
         if n is None:
             return
-        if n._retain is None:
-            n._retain = {}
-        n._retain[self._output_nr] = weakref.ref(self)
+        x = n._extra()
+        if x.retain is None:
+            x.retain = {}
+        x.retain[self._output_nr] = weakref.ref(self)
 
     def register_hook(self, hook):
         """`hook(grad)` runs when this tensor's gradient is computed; it may return a new one."""
@@ -579,8 +585,9 @@ def _process_results(prim, args, params, arrays, out, req):
         res = tuple(Tensor._wrap(o, vc=vc) for o in outs)
     else:
         plan = save_plan(prim, args)
-        node = PrimNode(prim, params, args, plan, tuple(_edge(args[i]) for i in plan.edges),
-                        [(o.shape, o.dtype) for o in outs])
+        node = new_node(plan.node_cls(outs[0].shape, params), params, args, plan,
+                        tuple(_edge(args[i]) for i in plan.edges), outs[0].shape, outs[0].dtype)
+        node._metas = tuple((o.shape, o.dtype) for o in outs)
         res = tuple(Tensor._wrap(o, node, i, vc) for i, o in enumerate(outs))
         if plan.saves_out:
             node.save_output(res)

@@ -37,12 +37,11 @@ sub_p = elementwise("sub", np.subtract, (lambda g, out, x, y: g, lambda g, out, 
                     lambda s, x, y: s.sub(x, y), saves=(), numpy=np.subtract)
 mul_p = elementwise("mul", np.multiply,
                     (lambda g, out, x, y: mul(g, y), lambda g, out, x, y: mul(g, x)),
-                    lambda s, x, y: s.mul(x, y), saves=(0, 1), numpy=np.multiply)
+                    lambda s, x, y: s.mul(x, y), numpy=np.multiply)
 div_p = elementwise("div", np.true_divide,
                     (lambda g, out, x, y: div(g, y),
                      lambda g, out, x, y: neg(div(mul(g, out), y))),
-                    lambda s, x, y: s.div(x, y), saves=(1, -1),
-                    numpy=(np.true_divide, np.divide))
+                    lambda s, x, y: s.div(x, y), numpy=(np.true_divide, np.divide))
 neg_p = elementwise("neg", np.negative, (lambda g, out, x: neg(g),),
                     lambda s, x: s.neg(x), saves=(), numpy=np.negative)
 
@@ -62,7 +61,7 @@ def _pow_vjp_y(g, out, x, y):
 
 
 pow_p = elementwise("pow", np.power, (_pow_vjp_x, _pow_vjp_y), lambda s, x, y: s.pow(x, y),
-                    saves=(0, 1, -1), numpy=np.power)
+                    numpy=np.power)
 
 # ---- math functions ---------------------------------------------------------------------------
 exp_p = elementwise("exp", np.exp, (lambda g, out, x: mul(g, out),),
@@ -202,6 +201,11 @@ logical_not_p = elementwise("logical_not", np.logical_not, None, lambda s, x: s.
 # same-dtype constant array, go straight to `Tensor._lg_process` -- exactly what `coerce` +
 # `bind` would do. Everything else (IR and traced values, promotion, lists) takes the general
 # path, where runtime/promotion.py decides the dtypes (Note [Two promotion rules]).
+# Note [Python scalars on the eager fast path]: a Python float (or int) next to a float tensor
+# (int next to an int tensor) reaches the ufunc as it is: numpy's NEP 50 makes it weak, so
+# the ufunc computes in the tensor's dtype, what np.asarray(y, d) would give, without making
+# that 0-d array per op. The node keeps it as its constant, and the VJP rules of these
+# primitives only compute with it (mul(g, y), pow(x, y - 1)).
 def _binary(p, floating=False, check=None):
     def op(x, y):
         T = _DEFAULT[0]
@@ -213,7 +217,7 @@ def _binary(p, floating=False, check=None):
                     if y._data.dtype is d:
                         return T._lg_process(p, (x, y), {})
                 elif ty is float and d.kind == "f" or ty is int and d.kind in "fi":
-                    return T._lg_process(p, (x, np.asarray(y, d)), {})
+                    return T._lg_process(p, (x, y), {})
                 elif ty is np.ndarray and y.dtype is d:
                     return T._lg_process(p, (x, y), {})
         elif type(y) is T:
@@ -221,7 +225,7 @@ def _binary(p, floating=False, check=None):
             if d.kind == "f":
                 tx = type(x)
                 if tx is float or tx is int:
-                    return T._lg_process(p, (np.asarray(x, d), y), {})
+                    return T._lg_process(p, (x, y), {})
                 if tx is np.ndarray and x.dtype is d:
                     return T._lg_process(p, (x, y), {})
         (x, y), dt, weak = coerce(p, (x, y), floating)
