@@ -468,6 +468,10 @@ OP_DB += NUMPY_MATH_DB
 from opinfo_linalg import LINALG_FUNCS, LINALG_OPS  # noqa: E402
 
 OP_DB += LINALG_OPS
+# PyTorch's gather/scatter family, addmm (issue 15): tests/opinfo_torch.py
+from opinfo_torch import TORCH_FUNCS, TORCH_OPS  # noqa: E402
+
+OP_DB += TORCH_OPS
 OPS = {s.name: s for s in OP_DB}
 
 
@@ -576,4 +580,4 @@ NUMPY_MATH_FUNCS: list[OpSpec] = [
     OpSpec("signbit", lambda x: x.signbit(), np.signbit, **_SPECIAL),
 ]
 FUNC_DB += NUMPY_MATH_FUNCS
-FUNC_DB += SHAPE_FUNCS + LINALG_FUNCS
+FUNC_DB += SHAPE_FUNCS + LINALG_FUNCS + TORCH_FUNCS

@@ -33,10 +33,12 @@ def test_primitive_is_complete(prim: Primitive):
         assert prim.vjp is not None, "no vjp rule and not nondiff"
         if isinstance(prim.vjp, tuple):
             assert any(r is not None for r in prim.vjp)
-    names = [prim.node_name] if isinstance(prim.node_name, str) else [  # per call: reductions
-        prim.node_name(out, axes=(0,), keepdims=k) for out in ((), (3,)) for k in (False, True)]
+    names = [prim.node_name] if isinstance(prim.node_name, str) else \
+        list(prim.node_name.values()) if isinstance(prim.node_name, dict) else [  # overloads
+            prim.node_name(out, axes=(0,), keepdims=k)  # per call: reductions
+            for out in ((), (3,)) for k in (False, True)]
     for name in names:
-        assert name.endswith(("Backward0", "Backward1")), name
+        assert name.endswith(("Backward0", "Backward1", "Backward2")), name
     # And a codegen lowering: elementwise prims need `prim.scalar` (one generic lowering serves
     # them), the rest a `@lowers`/`@view` entry in codegen/lowerings/<family>.py, unless they are
     # structural (IR literals, regions, loop tapes). tests/codegen/test_lower_ops.py checks each

@@ -202,10 +202,14 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                     continue
                 if g is not None:
                     buf = buffers.get(nxt)
-                    if buf is None:
+                    if buf is not None:
+                        cur = buf[nr]
+                        buf[nr] = g if cur is None else cur + g
+                    elif nxt.n_outputs == 1:
+                        buffers[nxt] = [g]
+                    else:
                         buf = buffers[nxt] = [None] * nxt.n_outputs
-                    cur = buf[nr]
-                    buf[nr] = g if cur is None else cur + g
+                        buf[nr] = g
                 d = deps[nxt] - 1
                 deps[nxt] = d
                 if d == 0:

@@ -9,6 +9,7 @@ import traceback
 import numpy as np
 
 from llgrad.runtime.autograd.state import STATE
+from llgrad.runtime.prim import _rule_reads
 from llgrad.runtime.errors import (
     _INTERNAL_FILE, _PKG_DIRS, AutogradError, SourceLoc, UnsupportedError, user_frame,
 )
@@ -167,6 +168,12 @@ class ShapeOnly:
         self.shape, self.dtype = shape, dtype
 
 
+# An input no VJP rule reads, of the (first) output's shape and dtype (the common case of
+# elementwise ops): the node's own `_oshape` and `_odtype` say it (to reduce and cast its
+# gradient), so no ShapeOnly is made for it.
+SAME_AS_OUT = ShapeOnly(None, None)
+
+
 class _Freed:
     pass
 
@@ -294,22 +301,35 @@ class SavePlan:
     which of those need gradients); computed once and shared by every such node. `cls` is the
     node class, or None when the primitive's node name depends on the call."""
 
-    __slots__ = ("prim", "cls", "multi", "needs", "edges", "saved", "shape_only", "saves_out",
-                 "rules")
+    __slots__ = ("prim", "cls", "multi", "needs", "edges", "saved", "shape_only", "unread",
+                 "saves_out", "rules")
 
     def __init__(self, prim, kinds):
         # kinds[i]: 0 a constant, 1 a tensor without grad, 2 a tensor that requires grad
         n = len(kinds)
         self.prim, self.multi = prim, prim.multiple_results
-        self.cls = node_class(prim.node_name, self.multi) if type(prim.node_name) is str \
-            else None
+        name = prim.node_name
+        if type(name) is dict:  # named by which operands are constants (PowBackward0/1/2)
+            name = name[tuple(k == 0 for k in kinds)]
+        self.cls = node_class(name, self.multi) if type(name) is str else None
         self.needs = tuple(k == 2 for k in kinds)
         self.edges = tuple(i for i, k in enumerate(kinds) if k)
         want = _WANT.get((prim, self.needs))
         if want is None:
             want = _WANT[(prim, self.needs)] = _wanted(prim, self.needs, n)
         self.saved = tuple(i for i in self.edges if i in want)
-        self.shape_only = tuple(i for i in self.edges if i not in want)
+        # Shape-only inputs whose shape no rule reads either (a sum's rule reads its input's
+        # shape; add's rules read nothing): those may be SAME_AS_OUT.
+        reads = prim.reads
+        if reads is None and isinstance(prim.vjp, tuple):
+            reads = _rule_reads(prim.vjp)
+        rules_read = set()
+        for i in range(n):
+            if self.needs[i]:
+                rules_read.update(range(-1, n) if reads is None or reads[i] is None
+                                  else reads[i])
+        self.unread = tuple(i for i in self.edges if i not in want and i not in rules_read)
+        self.shape_only = tuple(i for i in self.edges if i not in want and i in rules_read)
         self.saves_out = -1 in want
         # (position, position among the edges, rule) for each input that needs a gradient
         self.rules = tuple((i, self.edges.index(i), prim.vjp_rule(i))
@@ -347,6 +367,8 @@ class PrimNode(Node):
     `node_class` (`MulBackward0`, ...), see Note [Node classes]."""
 
     __slots__ = ("params", "inputs", "saved_out", "_plan", "_oshape", "_odtype")
+    # saved_out is set only when the plan saves the output (save_output); read it through
+    # the plan's saves_out, as release and apply do.
 
     @property
     def prim(self):
@@ -383,18 +405,17 @@ class PrimNode(Node):
         return not self._plan.multi
 
     def release(self) -> None:
-        saved = self._plan.saved
-        if saved:
-            inputs = list(self.inputs)
-            for i in saved:
+        plan = self._plan
+        if plan.saved:
+            inputs = self.inputs
+            for i in plan.saved:
                 inputs[i] = FREED
-            self.inputs = inputs
-        if self.saved_out is not False:
+        if plan.saves_out:
             self.saved_out = FREED
 
     def apply(self, grads: list) -> list:
         plan = self._plan
-        so = self.saved_out
+        so = self.saved_out if plan.saves_out else False
         args = self.inputs
         if so is FREED:
             raise freed_error(self)
@@ -426,7 +447,8 @@ class PrimNode(Node):
             if gi is not None:
                 a = args[i]
                 if type(a) is ShapeOnly:
-                    shape, dtype = a.shape, a.dtype
+                    shape, dtype = (a.shape, a.dtype) if a is not SAME_AS_OUT else \
+                        (self._oshape, self._odtype)
                 else:
                     d = a._data
                     shape, dtype = d.shape, d.dtype
@@ -489,17 +511,27 @@ def new_node(cls, params, args, plan, next_functions, shape, dtype) -> PrimNode:
     for i in plan.saved:
         a = inputs[i]
         s = _new(SavedTensor)
-        s.vc = vc = a._vc
+        vc = a._v  # (Tensor._vc, inlined: see Note [Version counters])
+        if vc is None:
+            vc = a._v = [0]
+        s.vc = vc
         s.version = vc[0]
         s.is_output = False
         s.tensor = a
         inputs[i] = s
+    for i in plan.unread:
+        d = inputs[i]._data
+        if d.dtype is dtype and d.shape == shape:
+            inputs[i] = SAME_AS_OUT
+        else:
+            s = inputs[i] = _new(ShapeOnly)
+            s.shape, s.dtype = d.shape, d.dtype
     for i in plan.shape_only:
         d = inputs[i]._data
         s = inputs[i] = _new(ShapeOnly)
         s.shape, s.dtype = d.shape, d.dtype
     self.inputs = inputs
-    self.saved_out = plan.saves_out  # True until the op hands over the output tensor
+    # saved_out: set (by save_output) only for a primitive whose rules read its output
     return self
 
 

@@ -28,10 +28,12 @@ import numpy as np
 BATCHED = threading.local()
 
 
-def _shape(x):
-    from llgrad.runtime.autograd.graph import SavedTensor, ShapeOnly
+def _shape(x, node):
+    from llgrad.runtime.autograd.graph import SAME_AS_OUT, SavedTensor, ShapeOnly
     if isinstance(x, SavedTensor):
         return (x.tensor._data if x.tensor is not None else x.data).shape
+    if x is SAME_AS_OUT:
+        return node.out_meta[0][0]
     if isinstance(x, ShapeOnly):
         return x.shape
     return np.shape(x)
@@ -91,7 +93,7 @@ def _batch_safe(node, batched, n):
     b = [False] * len(node.inputs)
     for pos, f in zip(node.edges, flags):
         b[pos] = f
-    shapes = [_shape(x) for x in node.inputs]
+    shapes = [_shape(x, node) for x in node.inputs]
     outs = [m[0] for m in node.out_meta]
     if any(not o or o[0] != n for o in outs) or any(bk and (not s or s[0] != n)
                                                     for bk, s in zip(b, shapes)):

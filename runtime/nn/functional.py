@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 from llgrad.runtime import ops
+from llgrad.runtime import torch_shape as _ts
 from llgrad.runtime.creation import _rng
 from llgrad.runtime.tensor import Tensor
 
@@ -59,9 +60,8 @@ def log_softmax(input: Tensor, dim=None, dtype=None) -> Tensor:
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """input @ weight.T + bias."""
-    out = ops.matmul(input, ops.transpose(weight))
-    return out if bias is None else ops.add(out, bias)
+    """input @ weight.T + bias (one AddmmBackward0 node, as PyTorch: torch_shape.linear)."""
+    return _ts.linear(input, weight, bias)
 
 
 # -- dropout -----------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from llgrad.runtime.ops.elementwise import (  # noqa: F401
     remainder, rsqrt, sigmoid, sign, sin, sqrt, square, stop_gradient, sub, tan, tanh, where,
 )
 from llgrad.runtime.ops.index import getitem, index_add, setitem, slice_axis  # noqa: F401
-from llgrad.runtime.ops.linalg import dot, matmul, outer  # noqa: F401
+from llgrad.runtime.ops.linalg import addmm, affine, dot, matmul, outer  # noqa: F401
 from llgrad.runtime.ops.loss import mse_loss, nll_loss  # noqa: F401
 from llgrad.runtime.ops.reduce import (  # noqa: F401
     amax, amin, argmax, argmin, log_softmax, logsumexp, mean, norm, prod, reduce_prod, reduce_sum,
@@ -51,4 +51,9 @@ from llgrad.runtime.ops.linalg_solve import (  # noqa: F401,E402
 )
 from llgrad.runtime.ops.linalg_spectral import (  # noqa: F401,E402
     eigh, eigvalsh, matrix_norm, pinv, qr, svd, svdvals,
+)
+
+# ---- PyTorch's gather/scatter family along a dimension (issue 15) -------------------------------
+from llgrad.runtime.ops.torch_index import (  # noqa: F401,E402
+    gather_dim, index_add_dim, index_select, scatter_add_dim, scatter_dim, topk,
 )
