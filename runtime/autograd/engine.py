@@ -172,6 +172,9 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
             grads = buffers.pop(node, None)
             if grads is None:
                 grads = [None] * node.n_outputs
+            if targets is not None and node not in needed:  # (its hooks do not run)
+                _release_edges(node, [None] * len(node.next_functions), deps, buffers, ready)
+                continue
             plain = node._x is None and prof is None and not anomaly
             if node._x is not None or (type(node) is AccumulateGrad and node.variable._hooks):
                 grads = _pre(node, grads)
@@ -180,10 +183,8 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                     for nr in range(len(grads)):
                         for k in targets.get((node, nr), ()):
                             captured[k] = grads[nr]
-                if node not in needed or (not accumulate and type(node) is AccumulateGrad):
-                    outs = [None] * len(node.next_functions)
-                    _release_edges(node, outs, deps, buffers, ready)
-                    continue
+                if not accumulate and type(node) is AccumulateGrad:
+                    continue  # (a leaf: no edges)
             if len(grads) == 1:
                 if grads[0] is None:
                     outs = [None] * len(node.next_functions)

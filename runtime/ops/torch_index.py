@@ -7,7 +7,7 @@ compiler a `decompose` into the indexing primitives (index_put, scatter_add, get
 have lowerings. The gathers and scatters follow PyTorch's shapes: `index` has the input's
 number of dimensions and, along every other dimension, at most the input's (and src's) size;
 position (i, .., index[i, .., k], .., k) of the input meets element (i, .., k) of src/out.
-Indices are int64 and within bounds (no negative ones), as PyTorch requires; constant indices
+Indices are integers within bounds (no negative ones), as PyTorch requires; constant indices
 are checked here, traced ones are not (the compiled getitem does not check them either).
 """
 from __future__ import annotations
@@ -120,12 +120,10 @@ def _dim(x, dim, what):
 
 
 def _torch_index(index, n, what, axis):
-    """int64 indices within [0, n) (checked when constant), as PyTorch requires."""
-    idx = _index_operand(index)
-    if dtype_of(idx) != np.int64:
-        raise DTypeError(f"{what}(): Expected dtype int64 for index, got {dtype_of(idx)}",
-                         fix="convert the index with .long()")
+    """Integer indices within [0, n) (checked when constant), as PyTorch requires."""
+    idx = _index_operand(index)  # (refuses non-integer indices)
     if not is_value(idx):
+        idx = idx.astype(np.int64, copy=False)
         bad = (idx < 0) | (idx >= n)
         if np.any(bad):
             raise IndexingError(f"{what}: index {int(idx[bad].flat[0])} is out of bounds for "
