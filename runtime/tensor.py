@@ -688,12 +688,13 @@ def _snapshot_saved_self(node, t: Tensor) -> None:
     """The in-place op's own node may have saved `t` (x.mul_(w) needs the old x for w's
     gradient): give it the pre-update values, as PyTorch does, so neither the new values nor
     the version bump reach that node. Earlier nodes keep `t` and see the version change."""
-    from llgrad.runtime.autograd.graph import SavedTensor
-    for s in getattr(node, "inputs", ()):
-        if isinstance(s, SavedTensor) and s.tensor is t:
-            s.tensor = Tensor._wrap(t._data.copy(), t._grad_fn, t._output_nr, [s.version],
-                                    t._requires_grad)
-            s.vc = s.tensor._vc
+    if not isinstance(node, PrimNode):
+        return
+    inputs = node.inputs
+    for k, i in enumerate(node._plan.saved):  # Note [Saved inputs]
+        if inputs[i] is t:
+            inputs[i] = Tensor._wrap(t._data.copy(), t._grad_fn, t._output_nr,
+                                     [node._versions[k]], t._requires_grad)
 
 
 def _shape_check(prim, arrays, params) -> None:

@@ -220,6 +220,14 @@ def _describe(t) -> str:
     return "a tensor of shape " + _aval(t._data) + made
 
 
+# Note [Saved inputs]
+# A PrimNode keeps the input tensors its VJP rules read as they are, in `inputs`, and the
+# versions they had then in `_versions` (a tensor's version counter only ever goes from None,
+# version 0, to a list that counts up: Note [Version counters]); apply checks each against
+# the tensor's version now, as PyTorch's SavedVariable does. Nearly always every version is
+# 0, and `_versions` is the plan's shared tuple of zeros: saving an input makes no object.
+# An output is saved as a SavedTensor, which holds its data but not the tensor (the tensor
+# holds the node: no reference cycle).
 class SavedTensor:
     """A tensor saved for backward, with the version it had, and (for outputs) its node."""
 
@@ -302,7 +310,7 @@ class SavePlan:
     node class, or None when the primitive's node name depends on the call."""
 
     __slots__ = ("prim", "cls", "multi", "needs", "edges", "saved", "shape_only", "unread",
-                 "saves_out", "rules")
+                 "saves_out", "rules", "zero_versions", "all_same")
 
     def __init__(self, prim, kinds):
         # kinds[i]: 0 a constant, 1 a tensor without grad, 2 a tensor that requires grad
@@ -331,6 +339,10 @@ class SavePlan:
         self.unread = tuple(i for i in self.edges if i not in want and i not in rules_read)
         self.shape_only = tuple(i for i in self.edges if i not in want and i in rules_read)
         self.saves_out = -1 in want
+        self.zero_versions = (0,) * len(self.saved)  # the versions saved, most often
+        # every operand a tensor no rule reads (add, sub, neg): the inputs of a node whose
+        # operands all have its output's shape and dtype are this one shared tuple
+        self.all_same = (SAME_AS_OUT,) * n if len(self.unread) == n else None
         # (position, position among the edges, rule) for each input that needs a gradient
         self.rules = tuple((i, self.edges.index(i), prim.vjp_rule(i))
                            for i in range(n) if self.needs[i])
@@ -366,7 +378,7 @@ class PrimNode(Node):
     """The backward of one primitive application; made by `new_node` as an instance of its
     `node_class` (`MulBackward0`, ...), see Note [Node classes]."""
 
-    __slots__ = ("params", "inputs", "saved_out", "_plan", "_oshape", "_odtype")
+    __slots__ = ("params", "inputs", "saved_out", "_plan", "_oshape", "_odtype", "_versions")
     # saved_out is set only when the plan saves the output (save_output); read it through
     # the plan's saves_out, as release and apply do.
 
@@ -420,14 +432,15 @@ class PrimNode(Node):
         if so is FREED:
             raise freed_error(self)
         if plan.saved:
-            args = list(args)
-            for i in plan.saved:
-                s = args[i]
-                if s is FREED:
+            k = 0
+            for i in plan.saved:  # Note [Saved inputs]
+                a = args[i]
+                if a is FREED:
                     raise freed_error(self)
-                if s.vc[0] != s.version:
-                    s.unpack(self)  # raises the in-place version error
-                args[i] = s.tensor  # (SavedTensor.unpack of an input, inlined)
+                v = a._v
+                if (0 if v is None else v[0]) != self._versions[k]:
+                    raise version_error(self, _describe(a), self._versions[k], v[0])
+                k += 1
         if so is False:
             out = None
         elif type(so) is tuple:
@@ -507,18 +520,27 @@ def new_node(cls, params, args, plan, next_functions, shape, dtype) -> PrimNode:
         self._code, self._lasti = None, 0
     self._x = _anomaly_trace() if STATE.anomaly else None
     self.params, self._plan, self._oshape, self._odtype = params, plan, shape, dtype
+    same = plan.all_same
+    if same is not None:
+        for a in args:
+            d = a._data
+            if d.dtype is not dtype or d.shape != shape:
+                break
+        else:
+            self.inputs = same
+            return self
     inputs = list(args)  # constants as they are; tensors saved or reduced to ShapeOnly
-    for i in plan.saved:
-        a = inputs[i]
-        s = _new(SavedTensor)
-        vc = a._v  # (Tensor._vc, inlined: see Note [Version counters])
-        if vc is None:
-            vc = a._v = [0]
-        s.vc = vc
-        s.version = vc[0]
-        s.is_output = False
-        s.tensor = a
-        inputs[i] = s
+    if plan.saved:  # Note [Saved inputs]
+        vs = plan.zero_versions
+        k = 0
+        for i in plan.saved:
+            v = inputs[i]._v
+            if v is not None and v[0]:
+                if vs is plan.zero_versions:
+                    vs = list(vs)
+                vs[k] = v[0]
+            k += 1
+        self._versions = vs if type(vs) is tuple else tuple(vs)
     for i in plan.unread:
         d = inputs[i]._data
         if d.dtype is dtype and d.shape == shape:

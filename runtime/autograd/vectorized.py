@@ -29,9 +29,9 @@ BATCHED = threading.local()
 
 
 def _shape(x, node):
-    from llgrad.runtime.autograd.graph import SAME_AS_OUT, SavedTensor, ShapeOnly
-    if isinstance(x, SavedTensor):
-        return (x.tensor._data if x.tensor is not None else x.data).shape
+    from llgrad.runtime.autograd.graph import SAME_AS_OUT, ShapeOnly
+    if hasattr(x, "_data"):  # a saved input tensor (Note [Saved inputs])
+        return x._data.shape
     if x is SAME_AS_OUT:
         return node.out_meta[0][0]
     if isinstance(x, ShapeOnly):
@@ -51,11 +51,10 @@ def _adjacent_arrays(key):
 def _uniform(x) -> bool:
     """An unbatched operand of the batch's shape is fine if the backward does not read it
     (ShapeOnly) or it is the same for every example (e.g. a ones cotangent)."""
-    from llgrad.runtime.autograd.graph import SavedTensor, ShapeOnly
+    from llgrad.runtime.autograd.graph import ShapeOnly
     if isinstance(x, ShapeOnly):
         return True
-    d = (x.tensor._data if x.tensor is not None else x.data) if isinstance(x, SavedTensor) \
-        else np.asarray(x)
+    d = x._data if hasattr(x, "_data") else np.asarray(x)
     return bool(np.all(d == d[:1]))
 
 
