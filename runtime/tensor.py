@@ -21,6 +21,7 @@ from llgrad.runtime.autograd.graph import (
 from llgrad.runtime.autograd.state import PROFILER, STATE
 from llgrad.runtime.aval import to_dtype, to_np
 from llgrad.runtime.errors import AutogradError
+from llgrad.runtime.ops.elementwise import _NO_PARAMS
 from llgrad.runtime.prim import set_default_interpretation
 
 _NONE_EDGE = (None, 0)
@@ -99,39 +100,46 @@ class Tensor(ArrayOperators):
             view = False
         # Integer and bool results carry no gradient (x.long(), as in PyTorch).
         if req and STATE.grad_enabled and not prim.nondiff and out.dtype.kind == "f":
-            # One edge per tensor operand (constants have none), and the SavePlan's key k:
-            # each operand a constant, a tensor, or one needing grad (as save_plan counts).
-            edges, k = [], 1
-            for a in args:
-                if isinstance(a, Tensor):
-                    fn = a._grad_fn
-                    if fn is not None:  # (a tensor with a grad_fn requires grad)
-                        edges.append((fn, a._output_nr))
-                        k = k * 3 + 2
-                    elif a._requires_grad:
-                        edges.append((a._accumulator(), 0))
-                        k = k * 3 + 2
-                    else:
-                        edges.append(_NONE_EDGE)
-                        k = k * 3 + 1
-                else:
-                    k *= 3
-            plan = _PLANS.get((prim, k))
-            if plan is None:
-                plan = save_plan(prim, args)
-            cls = plan.cls
-            if cls is None:
-                cls = plan.node_cls(out.shape, params)
-            node = new_node(cls, params, args, plan, tuple(edges), out.shape, out.dtype)
-            t._grad_fn = node
-            t._requires_grad = True
-            if plan.saves_out:
-                node.save_output(t)
+            _record(t, prim, args, params, out)
         else:
             t._grad_fn = None
             t._requires_grad = False
         if view:
             _views.record(t, args[0], prim, args, params)
+        return t
+
+    @staticmethod
+    def _lg_binary(prim, x, y):
+        """`_lg_process(prim, (x, y), {})` for an elementwise binary primitive on operands of
+        one dtype, at least one a Tensor, the other a Tensor or an array: the ops' fast path
+        (Note [Eager fast path] in runtime/ops/elementwise.py), with no loop over operands."""
+        tx, ty = type(x), type(y)
+        if tx is Tensor:
+            xd = x._data
+            if ty is Tensor:
+                yd = y._data
+                req = x._requires_grad or y._requires_grad
+            else:
+                yd, req = y, x._requires_grad
+        else:
+            xd, yd, req = x, y._data, y._requires_grad
+        if PROFILER[0] is not None:
+            return Tensor._lg_process(prim, (x, y), _NO_PARAMS)
+        try:
+            out = prim.impl(xd, yd)
+        except ValueError:
+            _shape_check(prim, (xd, yd), _NO_PARAMS)  # raises ShapeError naming both shapes
+            raise
+        if type(out) is not np.ndarray:
+            out = np.asarray(out)
+        t = _new(Tensor)
+        t._data = out
+        t._v = None
+        if req and STATE.grad_enabled and not prim.nondiff and out.dtype.kind == "f":
+            _record(t, prim, (x, y), _NO_PARAMS, out)
+        else:
+            t._grad_fn = None
+            t._requires_grad = False
         return t
 
     @staticmethod
@@ -646,6 +654,38 @@ class Tensor(ArrayOperators):
         if isinstance(dim, Tensor):
             return ops.minimum(self, dim)
         return MaxMin(ops.amin(self, dim, keepdim), ops.argmin(self, dim, keepdim))
+
+
+def _record(t, prim, args, params, out) -> None:
+    """Give `t`, the output of `prim` on `args` of which some tensor requires grad, its node."""
+    # One edge per tensor operand (constants have none), and the SavePlan's key k: each
+    # operand a constant, a tensor, or one needing grad (as save_plan counts).
+    edges, k = [], 1
+    for a in args:
+        if isinstance(a, Tensor):
+            fn = a._grad_fn
+            if fn is not None:  # (a tensor with a grad_fn requires grad)
+                edges.append((fn, a._output_nr))
+                k = k * 3 + 2
+            elif a._requires_grad:
+                edges.append((a._accumulator(), 0))
+                k = k * 3 + 2
+            else:
+                edges.append(_NONE_EDGE)
+                k = k * 3 + 1
+        else:
+            k *= 3
+    plan = _PLANS.get((prim, k))
+    if plan is None:
+        plan = save_plan(prim, args)
+    cls = plan.cls
+    if cls is None:
+        cls = plan.node_cls(out.shape, params)
+    node = new_node(cls, params, args, plan, tuple(edges), out.shape, out.dtype)
+    t._grad_fn = node
+    t._requires_grad = True
+    if plan.saves_out:
+        node.save_output(t)
 
 
 def _named(t, name: str, src):

@@ -59,6 +59,7 @@ class _Recorder:
 
     def __enter__(self):
         self._orig = Tensor.__dict__["_lg_process"]
+        self._orig_binary = Tensor.__dict__["_lg_binary"]  # (the binary ops' fast path)
         orig = self._orig.__func__
         calls = self.calls
 
@@ -69,10 +70,11 @@ class _Recorder:
             calls.append((prim, arrays, params, [o._data for o in outs]))
             return out
         Tensor._lg_process = staticmethod(process)
+        Tensor._lg_binary = staticmethod(lambda prim, x, y: process(prim, (x, y), {}))
         return self
 
     def __exit__(self, *exc):
-        Tensor._lg_process = self._orig
+        Tensor._lg_process, Tensor._lg_binary = self._orig, self._orig_binary
 
 
 def _to_tensor(a, requires_grad):

@@ -498,10 +498,10 @@ def new_node(cls, params, args, plan, next_functions, shape, dtype) -> PrimNode:
     self.next_functions = next_functions
     self._seq = next(_SEQ)
     # The user's frame: the innermost outside llgrad (see user_frame). Each frame looked at
-    # costs a frame object, so skip the two known to be llgrad's: this node is made for
-    # Tensor._lg_process (or its helper), which only llgrad's own code calls.
+    # costs a frame object, so skip the three known to be llgrad's: this node is made for
+    # Tensor._lg_process (by its helper _record), which only llgrad's own code calls.
     try:
-        f = _getframe(3)
+        f = _getframe(4)
     except ValueError:
         f = None
     cache = _INTERNAL_FILE

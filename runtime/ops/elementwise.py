@@ -208,11 +208,13 @@ logical_not_p = elementwise("logical_not", np.logical_not, None, lambda s, x: s.
 
 
 # ---- the ops API over values and constants ----------------------------------------------------
+# Note [Eager fast path]
 # The op functions below first try the eager fast path: Tensor operands of one dtype, or a
 # Tensor with a Python float or int (weak: it takes the tensor's dtype within its kind) or a
-# same-dtype constant array, go straight to `Tensor._lg_process` -- exactly what `coerce` +
-# `bind` would do. Everything else (IR and traced values, promotion, lists) takes the general
-# path, where runtime/promotion.py decides the dtypes (Note [Two promotion rules]).
+# same-dtype constant array, go straight to `Tensor._lg_binary` (unary: `_lg_process`) --
+# exactly what `coerce` + `bind` would do. Everything else (IR and traced values, promotion,
+# lists) takes the general path, where runtime/promotion.py decides the dtypes (Note [Two
+# promotion rules]). This is the per-op overhead of eager code (benchmarks/eager_overhead.py).
 _NO_PARAMS: dict = {}  # the params of these calls: one dict, never changed (nodes keep it)
 
 
@@ -225,19 +227,19 @@ def _binary(p, floating=False, check=None):
                 ty = type(y)
                 if ty is T:
                     if y._data.dtype is d:
-                        return T._lg_process(p, (x, y), _NO_PARAMS)
+                        return T._lg_binary(p, x, y)
                 elif ty is float and d.kind == "f" or ty is int and d.kind in "fi":
-                    return T._lg_process(p, (x, np.asarray(y, d)), _NO_PARAMS)
+                    return T._lg_binary(p, x, np.asarray(y, d))
                 elif ty is np.ndarray and y.dtype is d:
-                    return T._lg_process(p, (x, y), _NO_PARAMS)
+                    return T._lg_binary(p, x, y)
         elif type(y) is T:
             d = y._data.dtype
             if d.kind == "f":
                 tx = type(x)
                 if tx is float or tx is int:
-                    return T._lg_process(p, (np.asarray(x, d), y), _NO_PARAMS)
+                    return T._lg_binary(p, np.asarray(x, d), y)
                 if tx is np.ndarray and x.dtype is d:
-                    return T._lg_process(p, (x, y), _NO_PARAMS)
+                    return T._lg_binary(p, x, y)
         (x, y), dt, weak = coerce(p, (x, y), floating)
         if check is not None:
             check(x, y, dt)
