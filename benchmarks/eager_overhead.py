@@ -1,18 +1,118 @@
-"""Issue 2's entry point: ``python -m benchmarks.eager_overhead [--quick] [--json PATH]``.
+"""Eager per-op overhead: ``python -m benchmarks.eager_overhead [--quick] [--json PATH]``, and
+``python -m benchmarks.eager_overhead --variants [--rounds N]``.
 
-The same as ``python -m benchmarks.run --only eager_overhead,mlp_step``: llgrad's eager
-per-op overhead (1,000 chained scalar ops, forward + backward) and a 784-128-10 MLP training
-step, beside PyTorch eager, HIPS autograd, JAX and a hand-written numpy floor, with ratios.
-The workloads themselves live in ``benchmarks/workloads/eager.py``.
+The first form is ``python -m benchmarks.run --only eager_overhead,eager_chain,mlp_step``:
+llgrad's eager per-op overhead (1,000 chained scalar ops, forward + backward; issue 15's
+``y = y * a + c`` chain with ``autograd.grad``) and a 784-128-10 MLP training step, beside
+PyTorch eager, HIPS autograd, JAX and a hand-written numpy floor, with ratios. The workloads
+live in ``benchmarks/workloads/eager.py``.
+
+``--variants`` times issue 15's chain (1,000 steps ``y = y * a + c``, then the gradient of
+``y`` -- summed when 1-d -- w.r.t. ``x``) in every variant: 0-d and 1-element 1-d ``x``,
+float64 and float32, ``a`` and ``c`` Python floats or tensors of ``x``'s shape and dtype,
+``autograd.grad`` and ``backward()``; llgrad and PyTorch side by side, in one process, the two
+interleaved round by round (random order), each the median of ``--rounds`` runs of CPU time
+(``time.process_time``: the 2 cores are shared and noisy; every system runs single-threaded).
+
+Note [Garbage collection in eager benchmarks]: llgrad's graph is Python objects (a Tensor,
+a node and a few tuples per op) where PyTorch's is C++, so llgrad's runs trigger CPython's
+cyclic collector and PyTorch's hardly do. A full collection traverses every object of the
+process: with torch imported (~165,000 objects) one took ~0.45 s here, charged to whichever
+llgrad run triggered it, a cost a script that imports only llgrad does not have. So after
+importing both systems and building the inputs, ``gc.freeze()`` moves everything that exists
+into the permanent generation; the collector stays on and sees what each run makes.
 """
 
 import sys
 
+
+def variants(rounds: int = 15):
+    """Rows (shape, dtype, operands, mode, llgrad s, torch s) of the chain's variants."""
+    import gc
+    import itertools
+    import random
+    import statistics
+    import time
+
+    import numpy as np
+
+    from .harness import need
+    from .workloads.eager import CHAIN_A, CHAIN_C, affine_torch_style
+
+    systems = {"llgrad": need("llgrad", "tensor"), "torch": need("torch")}
+
+    def make(T, shape, dtype, operands, mode):
+        dt = getattr(T, dtype)
+        x = T.tensor(np.full(shape, 0.5), dtype=dt, requires_grad=True)
+        a, c = (CHAIN_A, CHAIN_C) if operands == "python" else (
+            T.tensor(np.full(shape, CHAIN_A), dtype=dt), T.tensor(np.full(shape, CHAIN_C), dtype=dt))
+
+        def run():
+            y = affine_torch_style(x, a, c)
+            if shape:
+                y = y.sum()
+            if mode == "grad":
+                return T.autograd.grad(y, x)[0]
+            y.backward()
+            g, x.grad = x.grad, None
+            return g
+        return run
+
+    cases = list(itertools.product([(), (1,)], ["float64", "float32"], ["python", "tensor"],
+                                   ["grad", "backward"]))
+    runs = {}
+    for case in cases:
+        for name, T in systems.items():
+            runs[case, name] = fn = make(T, *case)
+            g = float(np.asarray(fn().detach()).reshape(()))
+            if abs(g - CHAIN_A ** 1000) > 1e-3:
+                raise AssertionError(f"{name} {case}: gradient {g}, expected {CHAIN_A ** 1000}")
+    gc.collect()
+    gc.freeze()  # Note [Garbage collection in eager benchmarks]
+    rng = random.Random(0)
+    samples = {key: [] for key in runs}
+    for _ in range(rounds):
+        for case in cases:
+            order = list(systems)
+            rng.shuffle(order)
+            for name in order:
+                fn = runs[case, name]
+                t0 = time.process_time()
+                fn()
+                samples[case, name].append(time.process_time() - t0)
+    return [case + tuple(statistics.median(samples[case, n]) for n in systems) for case in cases]
+
+
+def format_variants(rows) -> str:
+    n_ops = 2 * 1000
+    lines = ["issue 15's chain: 1,000 x (y = y * a + c), then the gradient w.r.t. x "
+             "(median CPU time of one run)",
+             f"  {'x':5s} {'dtype':8s} {'a, c':7s} {'gradient':9s} {'llgrad':>9s} {'torch':>9s}"
+             f" {'ratio':>6s} {'llgrad/op':>10s} {'torch/op':>9s}"]
+    for shape, dtype, operands, mode, tl, tt in rows:
+        lines.append(f"  {'0-d' if not shape else '1-d':5s} {dtype:8s} {operands:7s} "
+                     f"{'grad' if mode == 'grad' else 'backward':9s} {tl * 1e3:6.2f} ms "
+                     f"{tt * 1e3:6.2f} ms {tl / tt:5.2f}x {tl / n_ops * 1e6:7.2f} us "
+                     f"{tt / n_ops * 1e6:6.2f} us")
+    worst = max(r[4] / r[5] for r in rows)
+    lines.append(f"  worst ratio {worst:.2f}x (goal: <= 1.5x in every variant)")
+    return "\n".join(lines)
+
+
 if __name__ == "__main__":
     from ._threads import set_threads, threads_from_argv
     set_threads(threads_from_argv(sys.argv[1:]))   # before numpy is imported
-    from . import run
     argv = sys.argv[1:]
+    if "--variants" in argv:
+        rounds = 15
+        for i, a in enumerate(argv):
+            if a == "--rounds":
+                rounds = int(argv[i + 1])
+        import torch
+        torch.set_num_threads(1)
+        print(format_variants(variants(rounds)))
+        sys.exit(0)
+    from . import run
     if not any(a == "--only" or a.startswith("--only=") for a in argv):
-        argv = ["--only", "eager_overhead,mlp_step"] + argv
+        argv = ["--only", "eager_overhead,eager_chain,mlp_step"] + argv
     sys.exit(run.main(argv))

@@ -30,6 +30,14 @@ from llgrad.runtime.functions import __all__ as _fn_all
 
 double, float, long = float64, float32, int64  # noqa: A001
 
+# ---- random numbers with generators, save/load (issue 15) ---------------------------------------
+from llgrad.runtime.creation import empty_like  # noqa: E402,F401
+from llgrad.runtime.rng import (  # noqa: E402,F401
+    Generator, bernoulli, default_generator, get_rng_state, initial_seed, multinomial, normal,
+    randint_like, randperm, seed, set_rng_state,
+)
+from llgrad.runtime.serialization import load, save  # noqa: E402,F401
+
 
 def _alias(name: str, module) -> None:
     """Expose a runtime package under the public name (llgrad.autograd -> runtime/autograd),

@@ -36,7 +36,7 @@ prod, amax, amin, argmax, argmin = ops.prod, ops.amax, ops.amin, ops.argmax, ops
 logsumexp, var, std, softmax, log_softmax = (
     ops.logsumexp, ops.var, ops.std, ops.softmax, ops.log_softmax)
 matmul, mm, dot, outer = ops.matmul, ops.matmul, ops.dot, ops.outer
-reshape, squeeze, unsqueeze, flatten = ops.reshape, ops.squeeze, ops.unsqueeze, ops.flatten
+reshape, flatten = ops.reshape, ops.flatten
 split, broadcast_to, stack = ops.split, ops.broadcast_to, ops.stack
 
 
@@ -56,7 +56,33 @@ clip = clamp
 
 
 def transpose(input, dim0, dim1):
-    return ops.swapaxes(input, dim0, dim1)
+    return Tensor.transpose(_tensor(input), dim0, dim1)
+
+
+# Functions whose node PyTorch names after the method (TopkBackward0 over a gather): as the
+# Tensor methods, which name it.
+def topk(input, k, dim=-1, largest=True, sorted=True):
+    return Tensor.topk(_tensor(input), k, dim, largest, sorted)
+
+
+def masked_fill(input, mask, value):
+    return Tensor.masked_fill(_tensor(input), mask, value)
+
+
+def scatter(input, dim, index, src=None, *, value=None, reduce=None):
+    return Tensor.scatter(_tensor(input), dim, index, src, value=value, reduce=reduce)
+
+
+def squeeze(input, dim=None):
+    return Tensor.squeeze(_tensor(input), dim)
+
+
+def unsqueeze(input, dim):
+    return Tensor.unsqueeze(_tensor(input), dim)
+
+
+def _tensor(x):
+    return x if isinstance(x, Tensor) else Tensor(x)
 
 
 def permute(input, dims):

@@ -9,7 +9,7 @@ from llgrad.runtime.ops.elementwise import (  # noqa: F401
     remainder, rsqrt, sigmoid, sign, sin, sqrt, square, stop_gradient, sub, tan, tanh, where,
 )
 from llgrad.runtime.ops.index import getitem, index_add, setitem, slice_axis  # noqa: F401
-from llgrad.runtime.ops.linalg import dot, matmul, outer  # noqa: F401
+from llgrad.runtime.ops.linalg import addmm, affine, dot, matmul, outer  # noqa: F401
 from llgrad.runtime.ops.loss import (  # noqa: F401
     binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, mse_loss, nll_loss,
     smooth_l1_loss,
@@ -64,3 +64,8 @@ from llgrad.runtime.ops.conv import conv, conv_transpose  # noqa: F401,E402
 from llgrad.runtime.ops import normalization, pool  # noqa: F401,E402  (their primitives)
 from llgrad.runtime.ops.embedding import embedding  # noqa: F401,E402
 from llgrad.runtime.ops.rnn import gru_layer, lstm_layer, rnn_layer  # noqa: F401,E402
+
+# ---- PyTorch's gather/scatter family along a dimension (issue 15) -------------------------------
+from llgrad.runtime.ops.torch_index import (  # noqa: F401,E402
+    gather_dim, index_add_dim, index_select, scatter_add_dim, scatter_dim, topk,
+)

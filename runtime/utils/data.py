@@ -2,7 +2,7 @@
 ConcatDataset, Subset, random_split, the samplers and DataLoader with default_collate.
 
 Randomness (shuffling, random_split) comes from a numpy Generator: the one passed as
-`generator=`, else a fresh one seeded from llgrad's global generator (so
+`generator=` (a numpy Generator or an llgrad.Generator), else a fresh one seeded from llgrad's global generator (so
 `llgrad.manual_seed(s)` fixes the order, as `torch.manual_seed` does), drawn anew for every
 epoch as PyTorch draws a new seed. See Note [Data loading in the main process].
 """
@@ -36,6 +36,8 @@ def _numpy_rng(generator) -> np.random.Generator:
         return np.random.default_rng(int(_rng().integers(2 ** 63)))
     if isinstance(generator, np.random.Generator):
         return generator
+    if callable(getattr(generator, "_numpy", None)):  # llgrad.Generator (runtime/rng.py)
+        return generator._numpy()
     for name in ("_rng", "rng", "generator"):  # an object holding a numpy Generator
         inner = getattr(generator, name, None)
         if isinstance(inner, np.random.Generator):

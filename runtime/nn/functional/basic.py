@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from llgrad.runtime import ops
+from llgrad.runtime import torch_shape as _ts
 from llgrad.runtime.creation import _rng
 from llgrad.runtime.tensor import Tensor
 
@@ -15,13 +16,9 @@ __all__ = ["linear", "dropout", "pad", "embedding", "one_hot"]
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
-    """input @ weight.T + bias; leading dimensions are flattened into one matmul (not one
-    per batch entry), as PyTorch does (ViewBackward0 over the product)."""
-    if len(input.shape) > 2:
-        out = linear(ops.reshape(input, (-1, input.shape[-1])), weight, bias)
-        return ops.reshape(out, tuple(input.shape[:-1]) + (weight.shape[0],))
-    out = ops.matmul(input, ops.transpose(weight))
-    return out if bias is None else ops.add(out, bias)
+    """input @ weight.T + bias: one AddmmBackward0 node as PyTorch's, on the input viewed as a
+    matrix (ViewBackward0 over it) when it has more than two dimensions (torch_shape.linear)."""
+    return _ts.linear(input, weight, bias)
 
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True, inplace: bool = False) -> Tensor:
