@@ -12,7 +12,6 @@ gradient (as PyTorch's, whose sampling functions have zero or no derivative).
 """
 from __future__ import annotations
 
-import json
 import time
 
 import numpy as np
@@ -59,12 +58,14 @@ class Generator:
 
     def get_state(self) -> Tensor:
         """The generator's state as a tensor of byte values (int64), for `set_state`."""
+        import json  # noqa: PLC0415  (on first use: `import llgrad` stays light)
         state = dict(self._numpy().bit_generator.state, seed=self._seed)
         raw = np.frombuffer(json.dumps(state).encode(), np.uint8).astype(np.int64)
         return Tensor._wrap(raw)
 
     def set_state(self, new_state) -> "Generator":
         """Restore a state from `get_state` (of this or another llgrad Generator)."""
+        import json  # noqa: PLC0415
         raw = np.asarray(new_state._data if isinstance(new_state, Tensor) else new_state)
         try:
             state = json.loads(bytes(raw.astype(np.uint8).tolist()).decode())

@@ -18,9 +18,7 @@ load as separate copies, and `.grad` is not saved (as torch.save).
 from __future__ import annotations
 
 import io
-import json
 import os
-import zipfile
 from collections import OrderedDict
 
 import numpy as np
@@ -51,6 +49,8 @@ def save(obj, f) -> None:
         >>> lg.load(io.BytesIO(buf.getvalue()))["w"]
         tensor([1., 1.], requires_grad=True)
     """
+    import json  # noqa: PLC0415  (on first use: `import llgrad` stays light)
+    import zipfile  # noqa: PLC0415
     arrays: list = []
     root = _Encoder(arrays).encode(obj, "obj")
     head = json.dumps({"format": FORMAT, "version": VERSION, "root": root})
@@ -81,6 +81,8 @@ def load(f, map_location=None, weights_only=None, **kwargs):
 
 
 def _load(src, name):
+    import json  # noqa: PLC0415  (loaded on first use, as in save)
+    import zipfile  # noqa: PLC0415
     head = src.read(4)
     src.seek(0)
     if head[:2] != b"PK":
