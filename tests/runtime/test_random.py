@@ -133,3 +133,31 @@ def test_argument_errors():
         lg.rand(2, dtype=lg.int64)
     with pytest.raises(ValueError, match="cpu"):
         lg.Generator(device="cuda")
+
+
+def test_nn_init_draws_from_a_given_generator():
+    # PyTorch's nn.init functions take generator=; the default generator is left untouched
+    init = lg.nn.init
+    lg.manual_seed(0)
+    untouched = lg.rand(3).tolist()
+    lg.manual_seed(0)
+    w = lg.empty(8, 12, dtype=lg.float64)
+    init.kaiming_uniform_(w, a=5 ** 0.5, generator=lg.Generator().manual_seed(9))
+    # kaiming_uniform_ with a = sqrt(5): gain sqrt(2 / 6), bound gain * sqrt(3 / fan_in) =
+    # 1 / sqrt(12); a Generator seeded s draws as numpy's default_rng(s)
+    bound = 1 / np.sqrt(12)
+    want = np.random.default_rng(9).uniform(-bound, bound, (8, 12))
+    np.testing.assert_allclose(w.numpy(), want, rtol=1e-12)
+    assert lg.rand(3).tolist() == untouched
+    # each random initialiser takes one, and two generators with one seed agree
+    for fn, args in [(init.uniform_, (-1.0, 2.0)), (init.normal_, (0.5, 2.0)),
+                     (init.kaiming_normal_, ()), (init.xavier_uniform_, ()),
+                     (init.xavier_normal_, ()), (init.orthogonal_, ()),
+                     (init.trunc_normal_, ())]:
+        a, b = lg.empty(5, 4), lg.empty(5, 4)
+        fn(a, *args, generator=lg.Generator().manual_seed(4))
+        fn(b, *args, generator=lg.Generator().manual_seed(4))
+        c = fn(lg.empty(5, 4), *args, generator=lg.Generator().manual_seed(5))
+        assert a.tolist() == b.tolist() != c.tolist(), fn.__name__
+    with pytest.raises(TypeError, match="generator must be an llgrad.Generator"):
+        init.normal_(lg.empty(2), generator=np.random.default_rng(0))
