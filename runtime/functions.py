@@ -13,13 +13,13 @@ __all__ = [
     "sigmoid", "relu", "neg", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "where",
     "clamp", "clip", "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "logsumexp",
     "var", "std", "softmax", "log_softmax", "matmul", "mm", "dot", "outer", "reshape",
-    "transpose", "permute", "squeeze", "unsqueeze", "flatten", "cat", "concatenate", "stack",
-    "split", "broadcast_to", "all", "any", "allclose", "equal", "isnan", "isfinite", "max", "min",
+    "transpose", "permute", "squeeze", "unsqueeze", "flatten", "cat", "concatenate",
+    "broadcast_to", "all", "any", "allclose", "equal", "isnan", "isfinite", "max", "min",
     "eq", "ne", "lt", "le", "gt", "ge", "square", "rsqrt", "norm", "numel", "is_tensor", "t",
     "detach", "floor", "remainder", "floor_divide",
     "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "arcsin", "arccos",
     "arctan", "arcsinh", "arccosh", "arctanh", "atan2", "arctan2", "log2", "log10", "exp2",
-    "logaddexp", "logaddexp2", "hypot", "reciprocal", "ceil", "round", "trunc", "fix", "fmod",
+    "logaddexp", "logaddexp2", "hypot", "ceil", "round", "trunc", "fix", "fmod",
     "nan_to_num", "copysign", "heaviside", "positive", "isinf", "signbit", "sinc", "deg2rad",
     "rad2deg", "erf", "erfc", "lgamma", "digamma", "polygamma", "logit", "xlogy",
 ] + _shape_all
@@ -37,7 +37,7 @@ logsumexp, var, std, softmax, log_softmax = (
     ops.logsumexp, ops.var, ops.std, ops.softmax, ops.log_softmax)
 matmul, mm, dot, outer = ops.matmul, ops.matmul, ops.dot, ops.outer
 reshape, flatten = ops.reshape, ops.flatten
-split, broadcast_to, stack = ops.split, ops.broadcast_to, ops.stack
+broadcast_to = ops.broadcast_to
 
 
 def sum(input, dim=None, keepdim=False, dtype=None):
@@ -126,8 +126,8 @@ atanh = arctanh = ops.arctanh
 atan2 = arctan2 = ops.arctan2
 logaddexp, logaddexp2, hypot, fmod, copysign = (
     ops.logaddexp, ops.logaddexp2, ops.hypot, ops.fmod, ops.copysign)
-reciprocal, heaviside, sinc, deg2rad, rad2deg = (
-    ops.reciprocal, ops.heaviside, ops.sinc, ops.deg2rad, ops.rad2deg)
+heaviside, sinc, deg2rad, rad2deg = (
+    ops.heaviside, ops.sinc, ops.deg2rad, ops.rad2deg)
 isnan, isinf, isfinite, signbit = ops.isnan, ops.isinf, ops.isfinite, ops.signbit
 erf, erfc, lgamma, digamma, polygamma, xlogy = (
     ops.erf, ops.erfc, ops.lgamma, ops.digamma, ops.polygamma, ops.xlogy)

@@ -527,7 +527,7 @@ class Tensor(ArrayOperators):
     logical_and, logical_or, logical_not = ops.logical_and, ops.logical_or, ops.logical_not
     logsumexp, softmax, log_softmax = ops.logsumexp, ops.softmax, ops.log_softmax
     reshape, view = ops.reshape, ops.reshape
-    flatten, expand, repeat, split = ops.flatten, ops.expand, ops.repeat, ops.split
+    flatten, expand, repeat, split = ops.flatten, ops.expand, _ts.repeat, _ts.split
 
     def squeeze(self, dim=None):
         name = "SqueezeBackward0" if dim is None else \
@@ -538,7 +538,7 @@ class Tensor(ArrayOperators):
         return _named(ops.unsqueeze(self, dim), "UnsqueezeBackward0", self)
     argmax, argmin, amax, amin, prod = ops.argmax, ops.argmin, ops.amax, ops.amin, ops.prod
     dot, outer, mm = ops.dot, ops.outer, ops.matmul
-    addmm = _ts.addmm
+    addmm, bmm = _ts.addmm, _ts.bmm
 
     square, rsqrt = ops.square, ops.rsqrt
     # numpy's elementwise math and torch.special's functions, under PyTorch's names
@@ -556,7 +556,7 @@ class Tensor(ArrayOperators):
     heaviside, sinc, deg2rad, rad2deg = ops.heaviside, ops.sinc, ops.deg2rad, ops.rad2deg
     isnan, isinf, isfinite, signbit = ops.isnan, ops.isinf, ops.isfinite, ops.signbit
     erf, erfc, lgamma, digamma, xlogy = ops.erf, ops.erfc, ops.lgamma, ops.digamma, ops.xlogy
-    reciprocal = ops.reciprocal
+    reciprocal = _ts.reciprocal
     def positive(self): return self
     def round(self, decimals=0): return ops.round(self, decimals)
     def polygamma(self, n): return ops.polygamma(n, self)
@@ -643,17 +643,22 @@ class Tensor(ArrayOperators):
 
     def max(self, dim=None, keepdim=False):
         if dim is None:
-            return ops.amax(self)
+            return _named(ops.amax(self), "MaxBackward1", self)
         if isinstance(dim, Tensor):
             return ops.maximum(self, dim)
-        return MaxMin(ops.amax(self, dim, keepdim), ops.argmax(self, dim, keepdim))
+        return MaxMin(_named(ops.amax(self, dim, keepdim), "MaxBackward0", self),
+                      ops.argmax(self, dim, keepdim))
 
     def min(self, dim=None, keepdim=False):
         if dim is None:
-            return ops.amin(self)
+            return _named(ops.amin(self), "MinBackward1", self)
         if isinstance(dim, Tensor):
             return ops.minimum(self, dim)
-        return MaxMin(ops.amin(self, dim, keepdim), ops.argmin(self, dim, keepdim))
+        return MaxMin(_named(ops.amin(self, dim, keepdim), "MinBackward0", self),
+                      ops.argmin(self, dim, keepdim))
+
+    def __rsub__(self, other):  # number - tensor: PyTorch's rsub
+        return _named(ops.sub(other, self), "RsubBackward1", self)
 
 
 def _record(t, prim, args, params, out) -> None:
@@ -688,15 +693,7 @@ def _record(t, prim, args, params, out) -> None:
         node.save_output(t)
 
 
-def _named(t, name: str, src):
-    """`t`, made from `src` by one primitive, its node classed as PyTorch names the method
-    that made it: x.t() is TBackward0 where the primitive is permute's (see Note [Node
-    classes]). A result that is `src` itself, or has no node of its own, is left alone."""
-    n = t._grad_fn
-    if n is not None and t is not src and n is not src._grad_fn and \
-            isinstance(n, PrimNode) and not isinstance(n, MultiNode):
-        n.__class__ = node_class(name)
-    return t
+_named = _ts.named
 
 
 def _process_results(prim, args, params, arrays, out, req):

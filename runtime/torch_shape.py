@@ -14,6 +14,19 @@ from llgrad.runtime.ops._util import shape_of
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
 
 
+def named(t, name: str, src=None):
+    """`t`, made from `src` by ops, its node classed as PyTorch names the function that made
+    it: x.t() is TBackward0 where the primitive is permute's, torch.stack's node is
+    StackBackward0 where ours is a concatenation (see Note [Node classes]). A result that is
+    `src` itself, has no node of its own (or is not an eager tensor) is left alone."""
+    from llgrad.runtime.autograd.graph import MultiNode, PrimNode, node_class
+    n = getattr(t, "_grad_fn", None)
+    if n is not None and t is not src and n is not getattr(src, "_grad_fn", None) and \
+            isinstance(n, PrimNode) and not isinstance(n, MultiNode):
+        n.__class__ = node_class(name)
+    return t
+
+
 def _concrete_ints(v):
     """Repeat counts given as a tensor: their values (the output shape depends on them)."""
     data = getattr(v, "_data", None)
@@ -176,13 +189,48 @@ def chunk(input, chunks, dim=0):
     if chunks <= 0:
         raise ValueError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     n = shape_of(input)[dim]
-    return ops.split(input, max(-(-n // chunks), 1), dim)
+    return split(input, max(-(-n // chunks), 1), dim)
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    """Pieces of `split_size_or_sections` along `dim` (the last smaller), or of the sizes in a
+    list; each a view (SplitBackward0 / SplitWithSizesBackward0 by name)."""
+    name = "SplitBackward0" if isinstance(split_size_or_sections, int) else \
+        "SplitWithSizesBackward0"
+    return tuple(named(p, name, tensor) for p in ops.split(tensor, split_size_or_sections, dim))
 
 
 def unbind(input, dim=0):
     """The slices along `dim`, that dimension removed."""
     n = shape_of(input)[dim]
-    return tuple(select(input, dim, i) for i in range(n))
+    return tuple(named(select(input, dim, i), "UnbindBackward0", input) for i in range(n))
+
+
+def stack(tensors, dim=0):
+    """The tensors (of one shape) joined along a new dimension `dim` (StackBackward0)."""
+    return named(ops.stack(tensors, dim), "StackBackward0")
+
+
+def repeat(input, *sizes):
+    """`input` tiled `sizes` times along each dimension (RepeatBackward0)."""
+    return named(ops.repeat(input, *sizes), "RepeatBackward0", input)
+
+
+def reciprocal(input):
+    return named(ops.reciprocal(input), "ReciprocalBackward0", input)
+
+
+def bmm(input, mat2):
+    """Batched matrix product of (b, n, m) and (b, m, p) tensors (BmmBackward0); no
+    broadcasting, as PyTorch's."""
+    sa, sb = shape_of(input), shape_of(mat2)
+    if len(sa) != 3 or len(sb) != 3:
+        raise ShapeError(f"bmm: batch1 and batch2 must be 3D tensors, got shapes {list(sa)} "
+                         f"and {list(sb)}", fix="use matmul (@) for other ranks")
+    if sa[0] != sb[0] or sa[2] != sb[1]:
+        raise ShapeError(f"bmm: shapes {list(sa)} and {list(sb)} do not fit (batch sizes "
+                         f"must be equal and {sa[2]} must equal {sb[1]})")
+    return named(ops.matmul(input, mat2), "BmmBackward0", input)
 
 
 def select(input, dim, index):
@@ -215,7 +263,7 @@ def linear(input, weight, bias=None):
     return ops.affine(input, wt, bias)
 
 
-__all__ = ["cumsum", "cumprod", "cummax", "cummin", "sort", "argsort", "flip", "roll", "tril",
+__all__ = ["split", "stack", "repeat", "reciprocal", "bmm", "cumsum", "cumprod", "cummax", "cummin", "sort", "argsort", "flip", "roll", "tril",
            "triu", "diag", "diagonal", "trace", "diff", "tile", "repeat_interleave",
            "take_along_dim", "tensordot", "einsum", "kron", "cross", "meshgrid",
            "gather", "scatter", "scatter_add", "index_select", "index_add", "topk",

@@ -146,6 +146,25 @@ CASES = [
      ["AddmmBackward0"]),
     ("lg.nn.functional.linear(x[0], x[:2], x[1, :2])", "ViewBackward0", ["AddmmBackward0"]),
     ("lg.nn.functional.linear(x, x[:2])", "MmBackward0", ["AccumulateGrad", "TBackward0"]),
+    # functions PyTorch names after themselves where llgrad composes primitives (torch 2.13)
+    ("1.0 - x", "RsubBackward1", ["AccumulateGrad"]),
+    ("x.max()", "MaxBackward1", ["AccumulateGrad"]),
+    ("lg.max(x)", "MaxBackward1", ["AccumulateGrad"]),
+    ("x.max(1).values", "MaxBackward0", ["AccumulateGrad"]),
+    ("x.min()", "MinBackward1", ["AccumulateGrad"]),
+    ("lg.min(x, 0)[0]", "MinBackward0", ["AccumulateGrad"]),
+    ("x.amax(1)", "AmaxBackward0", ["AccumulateGrad"]),
+    ("x.chunk(2, 1)[1]", "SplitBackward0", ["AccumulateGrad"]),
+    ("lg.chunk(x, 3)[0]", "SplitBackward0", ["AccumulateGrad"]),
+    ("x.split(2, 1)[0]", "SplitBackward0", ["AccumulateGrad"]),
+    ("lg.split(x, [1, 2])[1]", "SplitWithSizesBackward0", ["AccumulateGrad"]),
+    ("x.unbind(1)[2]", "UnbindBackward0", ["AccumulateGrad"]),
+    ("lg.unbind(x)[0]", "UnbindBackward0", ["AccumulateGrad"]),
+    ("x.repeat(2, 1)", "RepeatBackward0", ["ExpandBackward0"]),
+    ("x.reciprocal()", "ReciprocalBackward0", ["AccumulateGrad"]),
+    ("lg.reciprocal(x)", "ReciprocalBackward0", ["AccumulateGrad"]),
+    ("lg.bmm(x[None], x.T[None])", "BmmBackward0", ["UnsqueezeBackward0", "UnsqueezeBackward0"]),
+    ("x[None].bmm(x.T[None])", "BmmBackward0", ["UnsqueezeBackward0", "UnsqueezeBackward0"]),
 ]
 
 
@@ -161,6 +180,17 @@ def test_grad_fn_names_match_pytorch(expr, name, nexts):
     assert all(i == 0 for _, i in y.grad_fn.next_functions)
     if nexts == ["AccumulateGrad"]:
         assert y.grad_fn.next_functions[0][0].variable is x
+
+
+def test_stack_is_named_as_pytorch():
+    # torch.stack is one node over its inputs; llgrad's is the concatenation of their views,
+    # named StackBackward0 (its next_functions are the views' nodes, not the inputs')
+    x = lg.ones(2, 3, requires_grad=True)
+    for y in (lg.stack([x, x * 2]), lg.stack([x, x], dim=-1)):
+        assert type(y.grad_fn).__name__ == y.grad_fn.name() == "StackBackward0"
+    y = lg.stack([x, x * 2], 1)
+    y.backward(lg.ones(2, 2, 3))
+    assert x.grad.tolist() == [[3.0] * 3] * 2
 
 
 def test_one_class_per_name():

@@ -210,3 +210,20 @@ def test_new_factories():
     x = lg.tensor([1, 2])
     assert x.new_full((2, 1), 7).tolist() == [[7], [7]] and x.new_full(3, 1).dtype == lg.int64
     assert x.new_empty(2).shape == (2,) and lg.empty_like(x).dtype == lg.int64
+
+
+def test_bmm_values_gradients_and_errors():
+    a = lg.tensor(np.arange(12.0).reshape(2, 2, 3), requires_grad=True)
+    b = lg.tensor(np.arange(6.0).reshape(2, 3, 1), requires_grad=True)
+    y = lg.bmm(a, b)
+    # batch 0: [[0,1,2],[3,4,5]] @ [0,1,2]^T = [5, 14]; batch 1: [[6,7,8],[9,10,11]] @ [3,4,5]
+    assert y.tolist() == [[[5.0], [14.0]], [[86.0], [122.0]]]
+    y.sum().backward()
+    assert b.grad.tolist() == [[[3.0], [5.0], [7.0]], [[15.0], [17.0], [19.0]]]  # column sums
+    assert a.grad.tolist() == [[[0.0, 1.0, 2.0]] * 2, [[3.0, 4.0, 5.0]] * 2]
+    assert lg.autograd.gradcheck(lambda p, q: p.bmm(q), (a.detach().requires_grad_(),
+                                                         b.detach().requires_grad_()))
+    with pytest.raises(ShapeError, match="must be 3D tensors"):
+        lg.bmm(a[0], b[0])
+    with pytest.raises(ShapeError, match=r"do not fit \(batch sizes must be equal"):
+        lg.bmm(a, b[:1])
