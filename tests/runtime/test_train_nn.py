@@ -112,3 +112,21 @@ def test_embedding_classifier_trains_and_repeats_exactly():
     losses = train_embedding(2)
     assert losses[-1] < 0.5 * losses[0]
     assert train_embedding(2) == losses
+
+
+def test_seeded_scripts_repeat_exactly_in_a_new_process():
+    # run to run, not only call to call: a fresh interpreter with another hash seed (set and
+    # dict orders of strings change) trains the CNN and the LSTM to the same numbers
+    import json
+    import os
+    import subprocess
+    import sys
+    code = ("import json, sys; sys.path.insert(0, sys.argv[1]); import test_train_nn as t; "
+            "print(json.dumps([t.train_cnn(0), t.train_lstm(1)]))")
+    env = dict(os.environ, PYTHONHASHSEED="12345")
+    r = subprocess.run([sys.executable, "-c", code, os.path.dirname(__file__)], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    (cnn_losses, cnn_acc), lstm_losses = json.loads(r.stdout)
+    assert (cnn_losses, cnn_acc) == train_cnn(0)
+    assert lstm_losses == train_lstm(1)
