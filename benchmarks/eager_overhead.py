@@ -1,5 +1,6 @@
 """Eager per-op overhead: ``python -m benchmarks.eager_overhead [--quick] [--json PATH]``, and
-``python -m benchmarks.eager_overhead --variants [--rounds N]``.
+``python -m benchmarks.eager_overhead --variants [--rounds N]``, and
+``python -m benchmarks.eager_overhead --steps [--rounds N]``.
 
 The first form is ``python -m benchmarks.run --only eager_overhead,eager_chain,mlp_step``:
 llgrad's eager per-op overhead (1,000 chained scalar ops, forward + backward; issue 15's
@@ -13,6 +14,9 @@ float64 and float32, ``a`` and ``c`` Python floats or tensors of ``x``'s shape a
 ``autograd.grad`` and ``backward()``; llgrad and PyTorch side by side, in one process, the two
 interleaved round by round (random order), each the median of ``--rounds`` runs of CPU time
 (``time.process_time``: the 2 cores are shared and noisy; every system runs single-threaded).
+``--steps`` times the ``cnn_step`` and ``lstm_step`` workloads (benchmarks/workloads/nn.py)
+the same way: under background load the harness's wall-clock medians of those steps swing by
++-30% from run to run, CPU time much less.
 
 Note [Garbage collection in eager benchmarks]: llgrad's graph is Python objects (a Tensor,
 a node and a few tuples per op) where PyTorch's is C++, so llgrad's runs trigger CPython's
@@ -28,11 +32,8 @@ import sys
 
 def variants(rounds: int = 15):
     """Rows (shape, dtype, operands, mode, llgrad s, torch s) of the chain's variants."""
-    import gc
     import itertools
-    import random
     import statistics
-    import time
 
     import numpy as np
 
@@ -67,20 +68,57 @@ def variants(rounds: int = 15):
             g = float(np.asarray(fn().detach()).reshape(()))
             if abs(g - CHAIN_A ** 1000) > 1e-3:
                 raise AssertionError(f"{name} {case}: gradient {g}, expected {CHAIN_A ** 1000}")
+    samples = _interleaved(runs, rounds)
+    return [case + tuple(statistics.median(samples[case, n]) for n in systems) for case in cases]
+
+
+def _interleaved(runs: dict, rounds: int) -> dict:
+    """{(case, system): [CPU seconds of each round]}: every run once a round, the systems of
+    a case in a new random order each round."""
+    import gc
+    import random
+    import time
+
     gc.collect()
     gc.freeze()  # Note [Garbage collection in eager benchmarks]
     rng = random.Random(0)
+    cases = list(dict.fromkeys(case for case, _ in runs))
+    names = list(dict.fromkeys(name for _, name in runs))
     samples = {key: [] for key in runs}
     for _ in range(rounds):
         for case in cases:
-            order = list(systems)
+            order = list(names)
             rng.shuffle(order)
             for name in order:
                 fn = runs[case, name]
                 t0 = time.process_time()
                 fn()
                 samples[case, name].append(time.process_time() - t0)
-    return [case + tuple(statistics.median(samples[case, n]) for n in systems) for case in cases]
+    return samples
+
+
+def steps(rounds: int = 15):
+    """Rows (workload, llgrad s, torch s) of the nn training steps, CPU time medians."""
+    import statistics
+
+    from .workloads import nn
+
+    runs = {}
+    for w in nn.WORKLOADS:
+        inputs = w.make_inputs()
+        for impl in w.impls:  # llgrad and torch, the same script
+            runs[w.name, impl.name] = fn = impl.setup(inputs)
+            fn()
+    samples = _interleaved(runs, rounds)
+    return [(w.name,) + tuple(statistics.median(samples[w.name, n]) for n in ("llgrad", "torch"))
+            for w in nn.WORKLOADS]
+
+
+def format_steps(rows) -> str:
+    lines = ["issue 15's training steps (median CPU time of one step; goal <= 2x PyTorch)"]
+    lines += [f"  {name:10s} llgrad {tl * 1e3:7.2f} ms  torch {tt * 1e3:7.2f} ms  {tl / tt:5.2f}x"
+              for name, tl, tt in rows]
+    return "\n".join(lines)
 
 
 def format_variants(rows) -> str:
@@ -103,14 +141,17 @@ if __name__ == "__main__":
     from ._threads import set_threads, threads_from_argv
     set_threads(threads_from_argv(sys.argv[1:]))   # before numpy is imported
     argv = sys.argv[1:]
-    if "--variants" in argv:
+    if "--variants" in argv or "--steps" in argv:
         rounds = 15
         for i, a in enumerate(argv):
             if a == "--rounds":
                 rounds = int(argv[i + 1])
         import torch
         torch.set_num_threads(1)
-        print(format_variants(variants(rounds)))
+        if "--variants" in argv:
+            print(format_variants(variants(rounds)))
+        if "--steps" in argv:
+            print(format_steps(steps(rounds)))
         sys.exit(0)
     from . import run
     if not any(a == "--only" or a.startswith("--only=") for a in argv):

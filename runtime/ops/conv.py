@@ -28,11 +28,24 @@ from llgrad.runtime.prim import Primitive, bind, register
 # Note [im2col layout]
 # The columns of x are laid out (C, kH, kW, N, OH, OW) and reshaped to (G, C/G*kH*kW, N*OH*OW):
 # building them is kH*kW strided slice copies (faster than one 6-d strided copy), and the
-# forward and the weight gradient are each one matmul per group over all images at once (one
-# large gemm rather than N small ones; measured faster here), with a transpose of the (O, N,
-# L) result. The input gradient instead makes per-image columns (N, G, kH, kW, C/G, L), tap
+# forward and the weight gradient are each one matmul per group over several images at once
+# (a large gemm rather than one per image; measured faster here), with a transpose of the (O,
+# N, L) result. The input gradient instead makes per-image columns (N, G, kH, kW, C/G, L), tap
 # major, straight from g without transposing it, and scatters them back with kH*kW strided
 # adds (col2im).
+#
+# All three run over chunks of images whose columns take about _CHUNK_BYTES: the columns are
+# kH*kW times the input, and built for the whole batch they are streamed through memory twice
+# (written, then read by the gemm). A chunk that stays in cache made the 16->32-channel 3x3
+# convolution of 64 28x28 images 23% faster here (8.2 -> 6.4 ms; 29 MB of columns at once
+# against 3.6 MB). The weight gradient sums the chunks' products in order.
+_CHUNK_BYTES = 4 << 20
+
+
+def _chunks(n, per_image_bytes):
+    """Slices of the batch (0..n) of about _CHUNK_BYTES of columns each."""
+    step = max(1, _CHUNK_BYTES // max(per_image_bytes, 1))
+    return [slice(s, min(s + step, n)) for s in range(0, n, step)]
 
 
 def _out_size(n, k, stride, pad, dil):
@@ -88,13 +101,15 @@ def _conv_impl(x, w, b, stride, padding, dilation, groups):
                           groups)[:, :, 0]
     n, o = x.shape[0], w.shape[0]
     oh, ow = _geometry(x.shape, w.shape[2:], stride, padding, dilation)
-    cols = _im2col(x, w.shape[2:], stride, padding, dilation, groups)
-    y = np.matmul(w.reshape(groups, o // groups, -1), cols).reshape(o, n, oh, ow)
-    out = np.empty((n, o, oh, ow), y.dtype)
-    if b.ndim:
-        np.add(y.transpose(1, 0, 2, 3), b.reshape(o, 1, 1), out=out)
-    else:
-        np.copyto(out, y.transpose(1, 0, 2, 3))
+    wg = w.reshape(groups, o // groups, -1)
+    out = np.empty((n, o, oh, ow), np.result_type(x, w))
+    for part in _chunks(n, w[0].size * groups * oh * ow * x.itemsize):
+        cols = _im2col(x[part], w.shape[2:], stride, padding, dilation, groups)
+        y = np.matmul(wg, cols).reshape(o, -1, oh, ow).transpose(1, 0, 2, 3)
+        if b.ndim:
+            np.add(y, b.reshape(o, 1, 1), out=out[part])
+        else:
+            out[part] = y
     return out
 
 
@@ -108,28 +123,34 @@ def _input_grad_impl(g, w, hw, stride, padding, dilation, groups):
     # per image and group: columns (kH, kW, C/G, L) = w^T @ g, tap-major so each tap's slice
     # is contiguous; no transpose of g (see Note [im2col layout] for the forward's)
     wt = w.reshape(groups, o // groups, cg, kh, kw).transpose(0, 3, 4, 2, 1)
-    cols = np.matmul(wt.reshape(groups, kh * kw * cg, o // groups),
-                     g.reshape(n, groups, o // groups, oh * ow))
-    cols = cols.reshape(n, groups, kh, kw, cg, oh, ow)
+    wt = wt.reshape(groups, kh * kw * cg, o // groups)
     (pt, pb), (pl, pr) = padding
     hp = max(hw[0] + pt + pb, stride[0] * (oh - 1) + dilation[0] * (kh - 1) + 1)
     wp = max(hw[1] + pl + pr, stride[1] * (ow - 1) + dilation[1] * (kw - 1) + 1)
-    dx = np.zeros((n, groups, cg, hp, wp), g.dtype)
-    for i in range(kh):
-        for j in range(kw):
-            hs, ws = _window(i, j, oh, ow, stride, dilation)
-            dx[:, :, :, hs, ws] += cols[:, :, i, j]
-    dx = dx.reshape(n, groups * cg, hp, wp)
-    return np.ascontiguousarray(dx[:, :, pt:pt + hw[0], pl:pl + hw[1]])
+    out = np.empty((n, groups * cg) + tuple(hw), np.result_type(g, w))
+    for part in _chunks(n, w.size * oh * ow * g.itemsize // max(o // groups, 1)):
+        m = g[part].shape[0]
+        cols = np.matmul(wt, g[part].reshape(m, groups, o // groups, oh * ow))
+        cols = cols.reshape(m, groups, kh, kw, cg, oh, ow)
+        dx = np.zeros((m, groups, cg, hp, wp), out.dtype)
+        for i in range(kh):
+            for j in range(kw):
+                hs, ws = _window(i, j, oh, ow, stride, dilation)
+                dx[:, :, :, hs, ws] += cols[:, :, i, j]
+        out[part] = dx.reshape(m, groups * cg, hp, wp)[:, :, pt:pt + hw[0], pl:pl + hw[1]]
+    return out
 
 
 def _weight_grad_impl(x, g, khw, stride, padding, dilation, groups):
     if x.ndim == 3:
         return _weight_grad_impl(x[:, :, None], g[:, :, None], (1,) + tuple(khw),
                                  *_flat(stride, padding, dilation), groups)[:, :, 0]
-    o = g.shape[1]
-    cols = _im2col(x, khw, stride, padding, dilation, groups)
-    dw = np.matmul(_by_group(g, groups), cols.transpose(0, 2, 1))
+    n, o = g.shape[:2]
+    dw = None
+    for part in _chunks(n, x.shape[1] * khw[0] * khw[1] * g.shape[2] * g.shape[3] * x.itemsize):
+        cols = _im2col(x[part], khw, stride, padding, dilation, groups)
+        d = np.matmul(_by_group(g[part], groups), cols.transpose(0, 2, 1))
+        dw = d if dw is None else np.add(dw, d, out=dw)
     return dw.reshape(o, x.shape[1] // groups, khw[0], khw[1])
 
 

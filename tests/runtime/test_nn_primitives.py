@@ -7,6 +7,8 @@ this ties compiled code to the eager numbers.
 """
 from __future__ import annotations
 
+import importlib
+
 import numpy as np
 import pytest
 import opinfo  # noqa: F401  (first: opinfo_nn is imported by it)
@@ -17,6 +19,7 @@ from llgrad.runtime.prim import REGISTRY
 from llgrad.runtime.tensor import Tensor
 
 NAMES = sorted({s.name for s in NN_OPS})
+_CONV = importlib.import_module("llgrad.runtime.ops.conv")  # (ops.conv is also a function)
 
 
 def _calls(spec, dtype=np.float64):
@@ -45,6 +48,40 @@ def _calls(spec, dtype=np.float64):
 @pytest.mark.parametrize("name", [n for n in NAMES if REGISTRY[n].decompose is not None])
 def test_impl_agrees_with_decomposition(name):
     """(The activations have none: their scalar rule is their impl, runtime/ops/activation.py.)"""
+    _check_impl_against_decomposition(name)
+
+
+@pytest.mark.parametrize("name", ["conv", "conv_input_grad", "conv_weight_grad"])
+def test_convolutions_image_by_image_agree_with_decomposition(name, monkeypatch):
+    # Note [im2col layout]: the impls run over chunks of images; one image a chunk here
+    monkeypatch.setattr(_CONV, "_CHUNK_BYTES", 1)
+    _check_impl_against_decomposition(name)
+
+
+def test_convolution_chunks_of_uneven_size():
+    # 5 images in chunks of 2, 2 and 1 give the numbers of one chunk of 5
+    conv = _CONV
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((5, 4, 6, 5)), rng.standard_normal((6, 2, 3, 2))
+    g = rng.standard_normal((5, 6, 3, 4))
+    p = dict(stride=(2, 1), padding=((1, 1), (0, 1)), dilation=(1, 2), groups=2)
+
+    def run():
+        return (conv.conv_p.impl(x, w, np.arange(6.0), **p),
+                conv.conv_input_grad_p.impl(g, w, hw=(6, 5), **p),
+                conv.conv_weight_grad_p.impl(x, g, khw=(3, 2), **p))
+    whole = run()
+    old = conv._CHUNK_BYTES
+    try:
+        conv._CHUNK_BYTES = 2 * 4 * 3 * 2 * 3 * 4 * 8  # the columns of 2 images
+        assert [len(range(5)[s]) for s in conv._chunks(5, 4 * 3 * 2 * 3 * 4 * 8)] == [2, 2, 1]
+        for a, b in zip(run(), whole):
+            np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13)
+    finally:
+        conv._CHUNK_BYTES = old
+
+
+def _check_impl_against_decomposition(name):
     spec = next(s for s in NN_OPS if s.name == name)
     checked = 0
     for prim, arrays, params in _calls(spec):
