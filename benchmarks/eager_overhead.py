@@ -25,6 +25,21 @@ process: with torch imported (~165,000 objects) one took ~0.45 s here, charged t
 llgrad run triggered it, a cost a script that imports only llgrad does not have. So after
 importing both systems and building the inputs, ``gc.freeze()`` moves everything that exists
 into the permanent generation; the collector stays on and sees what each run makes.
+
+Note [Why the benchmark said 1.31x where the issue measured 1.83x]
+Both timed llgrad's per-op overhead beside PyTorch's, but on different paths. Timed on the
+code before issue 15's changes (main at 550ce80), CPU time, interleaved, one run on the loaded
+machine: the benchmark's chain (sin, *, +, * on a 1-element tensor, then backward()) 1.56x;
+issue 15's chain (0-d tensor, Python floats, autograd.grad) 1.97x. The difference, factor by
+factor, on the issue's chain: autograd.grad instead of backward() 1.97x vs 1.53x (grad found
+the nodes to run by a depth-first walk with a generator per node); a 0-d tensor instead of a
+1-element one 1.97x vs 1.77x (llgrad's time the same, PyTorch's 0-d ops ~10% cheaper); and
+the garbage collector, which in a script that imports torch traverses torch's ~165,000 objects
+whenever llgrad's graph objects trigger a full collection: 1.97x with it, 1.74x after
+gc.freeze() (the harness's gc.collect() before each sample hides most of it). Tensor operands
+were worse still (2.21x: PyTorch is faster with tensors than with Python numbers, llgrad was
+not). After the leaner recording and engine of issue 15 the same run gives 1.21x (benchmark's
+chain), 1.20x (issue's), 1.17x (backward), 1.14x (1-d), 1.36x (tensor operands).
 """
 
 import sys
