@@ -16,7 +16,7 @@ from llgrad.runtime.arraylike import ArrayOperators
 from llgrad.runtime.autograd import graph as _graph
 from llgrad.runtime.autograd import views as _views
 from llgrad.runtime.autograd.graph import (
-    _PLANS, AccumulateGrad, MultiNode, PrimNode, new_node, node_class, save_plan,
+    _PLANS, AccumulateGrad, PrimNode, new_node, save_plan,
 )
 from llgrad.runtime.autograd.state import PROFILER, STATE
 from llgrad.runtime.aval import to_dtype, to_np

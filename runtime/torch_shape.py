@@ -8,6 +8,7 @@ from collections import namedtuple
 import numpy as np
 
 from llgrad.runtime import ops
+from llgrad.runtime.autograd.graph import MultiNode, PrimNode, node_class
 from llgrad.runtime.aval import ShapeError
 from llgrad.runtime.ops._util import shape_of
 
@@ -19,7 +20,6 @@ def named(t, name: str, src=None):
     it: x.t() is TBackward0 where the primitive is permute's, torch.stack's node is
     StackBackward0 where ours is a concatenation (see Note [Node classes]). A result that is
     `src` itself, has no node of its own (or is not an eager tensor) is left alone."""
-    from llgrad.runtime.autograd.graph import MultiNode, PrimNode, node_class
     n = getattr(t, "_grad_fn", None)
     if n is not None and t is not src and n is not getattr(src, "_grad_fn", None) and \
             isinstance(n, PrimNode) and not isinstance(n, MultiNode):
