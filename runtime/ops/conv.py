@@ -151,6 +151,8 @@ def _weight_grad_impl(x, g, khw, stride, padding, dilation, groups):
         cols = _im2col(x[part], khw, stride, padding, dilation, groups)
         d = np.matmul(_by_group(g[part], groups), cols.transpose(0, 2, 1))
         dw = d if dw is None else np.add(dw, d, out=dw)
+    if dw is None:  # an empty batch
+        dw = np.zeros((o, x.shape[1] // groups) + tuple(khw), np.result_type(x, g))
     return dw.reshape(o, x.shape[1] // groups, khw[0], khw[1])
 
 

@@ -81,6 +81,16 @@ def test_convolution_chunks_of_uneven_size():
         conv._CHUNK_BYTES = old
 
 
+def test_convolution_of_an_empty_batch():
+    # no chunk at all: the output and input gradient are empty, the weight gradient zeros
+    x = lg.zeros(0, 4, 6, 5, dtype=lg.float64, requires_grad=True)
+    w = lg.ones(6, 2, 3, 2, dtype=lg.float64, requires_grad=True)
+    y = lg.nn.functional.conv2d(x, w, groups=2, padding=1)
+    assert y.shape == (0, 6, 6, 6)
+    y.sum().backward()
+    assert x.grad.shape == (0, 4, 6, 5) and w.grad.tolist() == np.zeros((6, 2, 3, 2)).tolist()
+
+
 def _check_impl_against_decomposition(name):
     spec = next(s for s in NN_OPS if s.name == name)
     checked = 0
