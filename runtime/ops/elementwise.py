@@ -195,10 +195,12 @@ def _where_impl(c, x, y):
     shape = np.broadcast_shapes(c.shape, x.shape, y.shape)
     m = np.broadcast_to(c, shape).astype(ints)
     np.negative(m, out=m)  # all bits set where c
-    out = np.bitwise_and(np.broadcast_to(x, shape).view(ints), m)
-    if y.view(ints).any():  # (y == +0.0 everywhere adds nothing)
-        np.invert(m, out=m)
-        out |= np.broadcast_to(y, shape).view(ints) & m
+    xb = np.broadcast_to(x, shape).view(ints)
+    if not y.view(ints).any():  # y == +0.0 everywhere (gradients): x's bits where c, in m
+        return np.bitwise_and(xb, m, out=m).view(x.dtype)
+    out = np.bitwise_and(xb, m)
+    np.invert(m, out=m)
+    out |= np.broadcast_to(y, shape).view(ints) & m
     return out.view(x.dtype)
 
 
