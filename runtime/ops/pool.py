@@ -118,12 +118,15 @@ def _indices_impl(x, kernel, stride, padding, dilation, ceil_mode):
 
 
 def _max_backward_impl(g, x, kernel, stride, padding, dilation, ceil_mode):
-    """g added at each window's first maximum: tap by tap into the padded input's shape."""
+    """g added at each window's first maximum: tap by tap into the padded input's shape. Each
+    tap takes g selected, not multiplied by a mask, so an inf or NaN gradient reaches its
+    maximum only (as PyTorch's scatter), never the window's other positions."""
     which, taps = _argmax_taps(x, kernel, stride, padding, dilation, ceil_mode)
     pads = _pads(x.shape, g.shape[2:], kernel, stride, padding, dilation)
     dx = np.zeros(x.shape[:2] + tuple(x.shape[2 + i] + sum(pads[i]) for i in (0, 1)), g.dtype)
+    zero = np.zeros((), g.dtype)
     for k, (hs, ws) in enumerate(taps):
-        dx[:, :, hs, ws] += g * (which == k)
+        dx[:, :, hs, ws] += ew.where_p.impl(which == k, g, zero)
     (pt, _), (pl, _) = pads
     return np.ascontiguousarray(dx[:, :, pt:pt + x.shape[2], pl:pl + x.shape[3]])
 

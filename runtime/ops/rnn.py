@@ -16,7 +16,7 @@ import numpy as np
 
 from llgrad.runtime.aval import Aval, ShapeError
 from llgrad.runtime.ops import elementwise as ew
-from llgrad.runtime.ops._util import dtype_of, shape_of
+from llgrad.runtime.ops._util import shape_of
 from llgrad.runtime.prim import _DEFAULT, Primitive, bind, register
 
 # Note [Recurrences run on numpy or on ops]
@@ -56,8 +56,13 @@ class NUMPY:
         return x.reshape(shape)
 
     @staticmethod
-    def mask(x):
-        return (x > 0).astype(x.dtype)
+    def positive(x):
+        return x > 0
+
+    @staticmethod
+    def select(c, g):
+        """g where c, else exactly 0 (an inf or NaN g does not leak, as relu's gradient)."""
+        return ew.where_p.impl(c, g, np.zeros((), g.dtype))
 
     @staticmethod
     def lstm_gates(a, hd):
@@ -106,8 +111,12 @@ class OPS:
         return reshape(x, shape)
 
     @staticmethod
-    def mask(x):
-        return ew.astype(ew.gt(x, 0.0), dtype_of(x))
+    def positive(x):
+        return ew.gt(x, 0.0)
+
+    @staticmethod
+    def select(c, g):
+        return ew.where(c, g, 0.0)
 
     @staticmethod
     def lstm_gates(a, hd):
@@ -189,10 +198,14 @@ def _rnn_forward(xp, gx, h0, w_hh, nonlinearity):
 
 
 def _rnn_sweep(xp, g, hs, gx, h0, w_hh, nonlinearity):
-    deriv = xp.sub(1.0, xp.mul(hs, hs)) if nonlinearity == "tanh" else xp.mask(hs)
+    if nonlinearity == "tanh":
+        deriv = xp.sub(1.0, xp.mul(hs, hs))
+    else:
+        active = xp.positive(hs)
     dh, dpre = None, [None] * shape_of(gx)[0]
     for k in reversed(range(len(dpre))):
-        dpre[k] = xp.mul(_acc(xp, g[k], dh), deriv[k])
+        d = _acc(xp, g[k], dh)
+        dpre[k] = xp.mul(d, deriv[k]) if nonlinearity == "tanh" else xp.select(active[k], d)
         dh = xp.matmul(dpre[k], w_hh)
     dgx = xp.stack(dpre, 0)
     return dgx, dh, _weight_grads(xp, dgx, _prev(xp, h0, hs))

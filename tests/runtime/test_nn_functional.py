@@ -326,3 +326,33 @@ def test_conv_and_pool_errors_say_what_and_where():
         F.avg_pool2d(x, 6)
     with pytest.raises(ValueError, match="output padding must be smaller"):
         F.conv_transpose2d(x, lg.ones(3, 2, 3, 3), stride=2, output_padding=2)
+
+
+def test_max_pool_gradient_reaches_only_each_windows_maximum():
+    # PyTorch scatters the gradient to the argmax: an inf or NaN gradient must not turn the
+    # window's other positions into NaN (inf * 0); checked by hand against torch 2.13
+    x = lg.tensor(np.arange(16.0).reshape(1, 1, 4, 4), requires_grad=True)
+    y = nn.functional.max_pool2d(x, 2)
+    y.backward(lg.tensor([[[[np.inf, 1.0], [np.nan, 2.0]]]], dtype=lg.float64))
+    want = np.zeros(16)
+    want[[5, 7, 13, 15]] = [np.inf, 1.0, np.nan, 2.0]
+    np.testing.assert_array_equal(x.grad.numpy().ravel(), want)
+
+
+def test_relu_rnn_gradient_ignores_inactive_units():
+    # relu's gradient is exactly 0 where the unit is off (threshold_backward), whatever the
+    # incoming gradient: inf there gives the same input gradient as 0
+    lg.manual_seed(0)
+    rnn = nn.RNN(2, 3, nonlinearity="relu").double()
+    x = lg.tensor(np.array([[[0.5, -1.0]], [[1.0, 2.0]]]), requires_grad=True)
+    out, _ = rnn(x)
+    off = out.detach().numpy() <= 0
+    assert off.any() and not off.all()
+    grads = []
+    for fill in (0.0, np.inf):
+        x.grad = None
+        out, _ = rnn(x)
+        out.backward(lg.tensor(np.where(off, fill, 1.0)))
+        grads.append(x.grad.numpy().copy())
+    assert np.isfinite(grads[1]).all()
+    np.testing.assert_array_equal(grads[0], grads[1])
