@@ -290,7 +290,11 @@ def _wanted(prim, needs, n_args) -> frozenset:
 # PyTorch name share the class (square and pow are both PowBackward0), and a primitive whose
 # name depends on the call (SumBackward0 / SumBackward1, `Primitive.node_name` a function)
 # picks its class per call. The forward hot path pays nothing for this: the class of a
-# primitive with a fixed name sits in its SavePlan, which the op looks up anyway.
+# primitive with a fixed name sits in its SavePlan, which the op looks up anyway. Where
+# PyTorch names a node after a function that llgrad composes from primitives (x.t() is a
+# permute, torch.stack a concatenation of views, 1 - x a sub, x.max() an amax), the function
+# reclasses its result's node (runtime/torch_shape.py `named`); the next_functions stay those
+# of the composition.
 _NODE_CLASSES: dict = {}
 
 
