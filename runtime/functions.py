@@ -10,7 +10,7 @@ from llgrad.runtime.torch_shape import __all__ as _shape_all
 
 __all__ = [
     "exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sqrt", "abs", "sign",
-    "sigmoid", "relu", "neg", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "where",
+    "sigmoid", "relu", "neg", "add", "sub", "mul", "div", "pow", "maximum", "minimum",
     "clamp", "clip", "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "logsumexp",
     "var", "std", "softmax", "log_softmax", "matmul", "mm", "dot", "outer", "reshape",
     "transpose", "permute", "squeeze", "unsqueeze", "flatten", "cat", "concatenate",
@@ -29,7 +29,7 @@ exp, log, log1p, expm1, sin, cos, tan, tanh = (
 sqrt, abs, sign, sigmoid, relu, neg = ops.sqrt, ops.abs, ops.sign, ops.sigmoid, ops.relu, ops.neg
 square, rsqrt = ops.square, ops.rsqrt
 add, sub, mul, div, pow = ops.add, ops.sub, ops.mul, ops.div, ops.pow
-maximum, minimum, where = ops.maximum, ops.minimum, ops.where
+maximum, minimum = ops.maximum, ops.minimum
 floor, remainder, floor_divide = ops.floor, ops.remainder, ops.floor_divide
 eq, ne, lt, le, gt, ge = ops.eq, ops.ne, ops.lt, ops.le, ops.gt, ops.ge
 prod, amax, amin, argmax, argmin = ops.prod, ops.amax, ops.amin, ops.argmax, ops.argmin

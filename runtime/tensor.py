@@ -595,7 +595,7 @@ class Tensor(ArrayOperators):
     def mT(self): return self.transpose(-1, -2)
     def masked_fill_(self, mask, value):
         return self._inplace(self.masked_fill(mask, value), "masked_fill_")
-    def where(self, condition, other): return ops.where(condition, self, other)
+    def where(self, condition, other): return _ts.where(condition, self, other)
     def all(self): return Tensor._wrap(np.asarray(self._data.all()))
     def any(self): return Tensor._wrap(np.asarray(self._data.any()))
     def type_as(self, other): return ops.astype(self, other._np_dtype)

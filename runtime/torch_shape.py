@@ -11,6 +11,7 @@ from llgrad.runtime import ops
 from llgrad.runtime.autograd.graph import MultiNode, PrimNode, node_class
 from llgrad.runtime.aval import ShapeError
 from llgrad.runtime.ops._util import shape_of
+from llgrad.runtime.prim import _DEFAULT
 
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
 
@@ -163,6 +164,21 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     return ops.topk(input, k, dim, largest, sorted)
 
 
+def _condition(c):
+    """An eager boolean condition as a copy of its values: it needs no gradient, so PyTorch's
+    node has no edge for it (where's next_functions are its operands', masked_fill's the
+    input's alone); copied, so changing the mask in place afterwards cannot change the
+    gradient."""
+    if type(c) is _DEFAULT[0] and c._data.dtype == np.bool_:
+        return c._data.copy()
+    return c
+
+
+def where(condition, input, other):
+    """`input` where `condition`, else `other` (WhereBackward0 over the two operands)."""
+    return ops.where(_condition(condition), input, other)
+
+
 def masked_fill(input, mask, value):
     """input with `value` where the boolean `mask` (broadcast to input's shape) is True; the
     result keeps input's dtype (a tensor value is cast to it)."""
@@ -181,7 +197,7 @@ def masked_fill(input, mask, value):
     if not fits:
         raise ShapeError(f"masked_fill: the mask of shape {list(shape_of(mask))} does not "
                          f"broadcast to the input's shape {list(shape_of(input))}")
-    return ops.where(mask, value, input)
+    return ops.where(_condition(mask), value, input)
 
 
 def chunk(input, chunks, dim=0):
@@ -263,7 +279,7 @@ def linear(input, weight, bias=None):
     return ops.affine(input, wt, bias)
 
 
-__all__ = ["split", "stack", "repeat", "reciprocal", "bmm", "cumsum", "cumprod", "cummax", "cummin", "sort", "argsort", "flip", "roll", "tril",
+__all__ = ["where", "split", "stack", "repeat", "reciprocal", "bmm", "cumsum", "cumprod", "cummax", "cummin", "sort", "argsort", "flip", "roll", "tril",
            "triu", "diag", "diagonal", "trace", "diff", "tile", "repeat_interleave",
            "take_along_dim", "tensordot", "einsum", "kron", "cross", "meshgrid",
            "gather", "scatter", "scatter_add", "index_select", "index_add", "topk",

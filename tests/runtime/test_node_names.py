@@ -212,15 +212,31 @@ def test_one_class_per_name():
 
 
 def test_masked_fill_is_named_as_pytorch():
-    # torch 2.13: MaskedFillBackward0 (its only edge is x's; llgrad's node also has a None
-    # edge for the mask, a tensor that needs no gradient)
+    # torch 2.13: MaskedFillBackward0, whose only edge is x's (the mask needs no gradient)
     x = lg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
     for y in (x.masked_fill(x > 2, 0.0), lg.masked_fill(x, x > 2, 0.0)):
         assert type(y.grad_fn).__name__ == "MaskedFillBackward0"
-        assert y.grad_fn.next_functions[-1][0].variable is x
+        assert len(y.grad_fn.next_functions) == 1
+        assert y.grad_fn.next_functions[0][0].variable is x
     y = x.clone()
     y.masked_fill_(y > 2, 0.0)
     assert y.tolist() == [[1.0, 2.0], [0.0, 0.0]]
+
+
+def test_where_has_edges_for_its_operands_only():
+    # torch 2.13: WhereBackward0 with one edge per operand, none for the condition; changing
+    # the condition in place after the forward does not change the gradient
+    x = lg.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    z = lg.tensor([5.0, 6.0, 7.0], requires_grad=True)
+    for y in (lg.where(x > 0, x, z * 2), x.where(x > 0, z * 2)):
+        assert [type(n).__name__ for n, _ in y.grad_fn.next_functions] == \
+            ["AccumulateGrad", "MulBackward0"]
+    c = x > 0
+    y = lg.where(c, x, z)
+    c.copy_(lg.tensor([False, True, False]))
+    assert c.tolist() == [False, True, False]
+    y.backward(lg.tensor([1.0, 10.0, 100.0]))
+    assert x.grad.tolist() == [1.0, 0.0, 100.0] and z.grad.tolist() == [0.0, 10.0, 0.0]
 
 
 # linear algebra (torch 2.13 too), on a square matrix `a`; (expression, name, next names,
