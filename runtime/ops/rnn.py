@@ -30,8 +30,14 @@ from llgrad.runtime.prim import _DEFAULT, Primitive, bind, register
 
 
 def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))  # exp overflows to inf for very negative x: 0, exactly
+
+
+def _on_numpy(fn, *arrays, **params):
+    """fn(NUMPY, ...) with exp's overflow to inf allowed (the sigmoids), set once for the whole
+    loop rather than at each step."""
     with np.errstate(over="ignore"):
-        return 1.0 / (1.0 + np.exp(-x))
+        return fn(NUMPY, *arrays, **params)
 
 
 class NUMPY:
@@ -68,9 +74,8 @@ class NUMPY:
     def lstm_gates(a, hd):
         """sigmoid of a (N, 4H) but tanh of its third quarter, in place (a is a temporary)."""
         g = np.tanh(a[:, 2 * hd:3 * hd])
-        with np.errstate(over="ignore"):
-            np.negative(a, out=a)
-            np.exp(a, out=a)
+        np.negative(a, out=a)
+        np.exp(a, out=a)  # (overflow allowed by _on_numpy)
         a += 1.0
         np.reciprocal(a, out=a)
         a[:, 2 * hd:3 * hd] = g
@@ -138,7 +143,7 @@ def _run(fn, arrays, params):
         if isinstance(a, tuple):
             return tuple(raw(b) for b in a)
         return a._data if isinstance(a, tensor) else a
-    out = fn(NUMPY, *(raw(a) for a in arrays), **params)
+    out = _on_numpy(fn, *(raw(a) for a in arrays), **params)
     return tuple(None if o is None else tensor._wrap(np.asarray(o)) for o in out)
 
 
@@ -212,7 +217,7 @@ def _rnn_sweep(xp, g, hs, gx, h0, w_hh, nonlinearity):
 
 
 rnn_layer_p = register(Primitive(
-    "rnn_layer", "rnn", lambda *a, **p: _rnn_forward(NUMPY, *a, **p)[0],
+    "rnn_layer", "rnn", lambda *a, **p: _on_numpy(_rnn_forward, *a, **p)[0],
     lambda gx, h0, w_hh, nonlinearity: _layer_shape(gx, h0, w_hh, 1, "rnn_layer"),
     _rules(_rnn_sweep, 3), saves=(0, 1, 2, -1), node_name="RnnLayerBackward0",
     decompose=lambda *a, **p: _rnn_forward(OPS, *a, **p)[0]))
@@ -277,7 +282,7 @@ def _lstm_shape(gx, h0, c0, w_hh):
 
 
 lstm_layer_p = register(Primitive(
-    "lstm_layer", "rnn", lambda *a: _lstm_forward(NUMPY, *a), _lstm_shape,
+    "lstm_layer", "rnn", lambda *a: _on_numpy(_lstm_forward, *a), _lstm_shape,
     _rules(_lstm_sweep, 4), saves=(0, 1, 2, 3, -1), multiple_results=True,
     decompose=lambda *a: _lstm_forward(OPS, *a), node_name="LstmLayerBackward0"))
 
@@ -324,7 +329,7 @@ def _gru_sweep(xp, g, hs, gx, h0, w_hh, b_hh):
 
 
 gru_layer_p = register(Primitive(
-    "gru_layer", "rnn", lambda *a: _gru_forward(NUMPY, *a)[0],
+    "gru_layer", "rnn", lambda *a: _on_numpy(_gru_forward, *a)[0],
     lambda gx, h0, w_hh, b_hh: _layer_shape(gx, h0, w_hh, 3, "gru_layer", b=b_hh),
     _rules(_gru_sweep, 4), saves=(0, 1, 2, 3, -1),
     decompose=lambda *a: _gru_forward(OPS, *a)[0], node_name="GruLayerBackward0"))
