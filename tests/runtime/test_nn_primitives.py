@@ -153,3 +153,23 @@ def test_recurrent_backward_on_numpy_equals_backward_on_ops(layer):
     assert all(g.grad_fn is not None for g in graph)
     for a, b in zip(plain, graph):
         np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lstm_forward_in_place_equals_the_shared_formulas(dtype):
+    # Note [Recurrences run on numpy or on ops]: the LSTM's eager forward computes
+    # _lstm_forward's formulas into its results; bit for bit the same numbers
+    rnn = importlib.import_module("llgrad.runtime.ops.rnn")
+    rng = np.random.default_rng(5)
+    t, n, h = 6, 3, 4
+    gx = (rng.standard_normal((t, n, 4 * h)) * 3).astype(dtype)
+    gx[2, 0, :h] = -200.0  # a sigmoid whose exp overflows to inf: 0, exactly, no warning
+    h0, c0 = rng.standard_normal((n, h)).astype(dtype), rng.standard_normal((n, h)).astype(dtype)
+    w = rng.standard_normal((4 * h, h)).astype(dtype)
+    with np.errstate(all="raise"):
+        got = rnn.lstm_layer_p.impl(gx, h0, c0, w)
+    with np.errstate(over="ignore"):
+        want = rnn._lstm_forward(rnn.NUMPY, gx, h0, c0, w)
+    for a, b in zip(got, want):
+        assert a.dtype == b.dtype == dtype and a.shape == b.shape
+        np.testing.assert_array_equal(a, b)
