@@ -29,7 +29,10 @@ MODULES = [  # (public module name, one-line description)
     ("llgrad.nn", "modules, layers and losses (as `torch.nn`)"),
     ("llgrad.nn.functional", "stateless layers and losses (as `torch.nn.functional`)"),
     ("llgrad.nn.init", "parameter initialisation (as `torch.nn.init`)"),
+    ("llgrad.nn.utils", "gradient clipping and parameter vectors (as `torch.nn.utils`)"),
     ("llgrad.optim", "optimisers (as `torch.optim`)"),
+    ("llgrad.optim.lr_scheduler", "learning-rate schedules (as `torch.optim.lr_scheduler`)"),
+    ("llgrad.utils.data", "datasets, samplers and DataLoader (as `torch.utils.data`)"),
     ("llgrad.linalg", "linear algebra (as `torch.linalg`): solves, factorizations, norms"),
     ("llgrad.special", "special functions (as `torch.special`, with scipy.special's names)"),
     ("llgrad.errors", "the error classes (every error says what, where and how to fix) and "
@@ -41,7 +44,10 @@ MODULES = [  # (public module name, one-line description)
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "api.md")
 TORCH_PREFIX = {"llgrad": "torch", "llgrad.autograd": "torch.autograd",
                 "llgrad.nn": "torch.nn", "llgrad.nn.functional": "torch.nn.functional",
-                "llgrad.nn.init": "torch.nn.init", "llgrad.optim": "torch.optim",
+                "llgrad.nn.init": "torch.nn.init", "llgrad.nn.utils": "torch.nn.utils",
+                "llgrad.optim": "torch.optim",
+                "llgrad.optim.lr_scheduler": "torch.optim.lr_scheduler",
+                "llgrad.utils.data": "torch.utils.data",
                 "llgrad.linalg": "torch.linalg", "llgrad.special": "torch.special"}
 
 

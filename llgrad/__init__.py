@@ -19,7 +19,7 @@ from llgrad.runtime.creation import (  # noqa: F401
 )
 from llgrad.runtime import config, errors  # noqa: F401
 from llgrad.runtime.errors import PerformanceWarning  # noqa: F401
-from llgrad.runtime import nn, optim  # noqa: F401
+from llgrad.runtime import nn, optim, utils  # noqa: F401
 from llgrad import linalg, special  # noqa: F401
 from llgrad.linalg import cholesky_solve  # noqa: F401  (torch.cholesky_solve)
 from llgrad.runtime.tensor import Tensor  # noqa: F401
@@ -29,6 +29,14 @@ from llgrad.runtime.functions import *  # noqa: F401,F403
 from llgrad.runtime.functions import __all__ as _fn_all
 
 double, float, long = float64, float32, int64  # noqa: A001
+
+# ---- random numbers with generators, save/load (issue 15) ---------------------------------------
+from llgrad.runtime.creation import empty_like  # noqa: E402,F401
+from llgrad.runtime.rng import (  # noqa: E402,F401
+    Generator, bernoulli, default_generator, get_rng_state, initial_seed, multinomial, normal,
+    randint_like, randperm, seed, set_rng_state,
+)
+from llgrad.runtime.serialization import load, save  # noqa: E402,F401
 
 
 def _alias(name: str, module) -> None:
@@ -46,6 +54,7 @@ _sys.modules["llgrad.profiler"] = profiler
 _sys.modules["llgrad.config"] = config  # llgrad.config.update("log_compiles", True)
 _alias("llgrad.nn", nn)
 _alias("llgrad.optim", optim)
+_alias("llgrad.utils", utils)
 
 __version__ = "0.1.0"
 

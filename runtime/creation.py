@@ -1,28 +1,19 @@
-"""Tensor factories (tensor, zeros, ones, full, arange, eye, rand, randn, ...) and the seeded
-global random generator (`manual_seed`)."""
+"""Tensor factories (tensor, zeros, ones, full, arange, eye, ...); the random ones (rand, randn,
+manual_seed, ...) live in runtime/rng.py."""
 from __future__ import annotations
 
 import numpy as np
 
 from llgrad.runtime.aval import DEFAULT_FLOAT, to_np
+from llgrad.runtime.rng import (  # noqa: F401  (the random functions' old home)
+    manual_seed, numpy_rng, rand, rand_like, randint, randn, randn_like,
+)
 from llgrad.runtime.tensor import Tensor, _from_data
-
-# The global generator is made on first use: `np.random` is a lazily imported subpackage
-# (~15 ms), and `import llgrad` should not pay for it in a script that never draws a number.
-_GEN: list = [None]
-
-
-def manual_seed(seed: int):
-    """Seed the global generator used by rand/randn/dropout/initialisation."""
-    _GEN[0] = np.random.default_rng(seed)
-    return _GEN[0]
 
 
 def _rng() -> np.random.Generator:
-    """The global generator (seeded with 0 unless `manual_seed` was called)."""
-    if _GEN[0] is None:
-        _GEN[0] = np.random.default_rng(0)
-    return _GEN[0]
+    """The default generator's numpy generator (llgrad.manual_seed seeds it)."""
+    return numpy_rng()
 
 
 def _size(size):
@@ -85,6 +76,10 @@ def ones_like(t, dtype=None, requires_grad=False) -> Tensor:
     return _make(np.ones(t.shape, to_np(dtype) or t._np_dtype), requires_grad)
 
 
+def empty_like(t, dtype=None, requires_grad=False) -> Tensor:
+    return zeros_like(t, dtype, requires_grad)
+
+
 def full_like(t, fill_value, dtype=None, requires_grad=False) -> Tensor:
     return _make(np.full(t.shape, fill_value, to_np(dtype) or t._np_dtype), requires_grad)
 
@@ -106,25 +101,3 @@ def eye(n, m=None, dtype=None, requires_grad=False) -> Tensor:
     return _make(np.eye(n, m, dtype=to_np(dtype) or DEFAULT_FLOAT), requires_grad)
 
 
-def rand(*size, dtype=None, requires_grad=False, generator=None) -> Tensor:
-    dt = to_np(dtype) or DEFAULT_FLOAT
-    return _make(_rng().random(_size(size)).astype(dt), requires_grad)
-
-
-def randn(*size, dtype=None, requires_grad=False, generator=None) -> Tensor:
-    dt = to_np(dtype) or DEFAULT_FLOAT
-    return _make(_rng().standard_normal(_size(size)).astype(dt), requires_grad)
-
-
-def randint(low, high=None, size=(), dtype=None) -> Tensor:
-    if high is None:
-        low, high = 0, low
-    return Tensor._wrap(_rng().integers(low, high, size).astype(to_np(dtype) or np.int64))
-
-
-def rand_like(t, dtype=None, requires_grad=False) -> Tensor:
-    return rand(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
-
-
-def randn_like(t, dtype=None, requires_grad=False) -> Tensor:
-    return randn(*t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)

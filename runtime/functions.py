@@ -10,16 +10,16 @@ from llgrad.runtime.torch_shape import __all__ as _shape_all
 
 __all__ = [
     "exp", "log", "log1p", "expm1", "sin", "cos", "tan", "tanh", "sqrt", "abs", "sign",
-    "sigmoid", "relu", "neg", "add", "sub", "mul", "div", "pow", "maximum", "minimum", "where",
+    "sigmoid", "relu", "neg", "add", "sub", "mul", "div", "pow", "maximum", "minimum",
     "clamp", "clip", "sum", "mean", "prod", "amax", "amin", "argmax", "argmin", "logsumexp",
     "var", "std", "softmax", "log_softmax", "matmul", "mm", "dot", "outer", "reshape",
-    "transpose", "permute", "squeeze", "unsqueeze", "flatten", "cat", "concatenate", "stack",
-    "split", "broadcast_to", "all", "any", "allclose", "equal", "isnan", "isfinite", "max", "min",
+    "transpose", "permute", "squeeze", "unsqueeze", "flatten", "cat", "concatenate",
+    "broadcast_to", "all", "any", "allclose", "equal", "isnan", "isfinite", "max", "min",
     "eq", "ne", "lt", "le", "gt", "ge", "square", "rsqrt", "norm", "numel", "is_tensor", "t",
     "detach", "floor", "remainder", "floor_divide",
     "sinh", "cosh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "arcsin", "arccos",
     "arctan", "arcsinh", "arccosh", "arctanh", "atan2", "arctan2", "log2", "log10", "exp2",
-    "logaddexp", "logaddexp2", "hypot", "reciprocal", "ceil", "round", "trunc", "fix", "fmod",
+    "logaddexp", "logaddexp2", "hypot", "ceil", "round", "trunc", "fix", "fmod",
     "nan_to_num", "copysign", "heaviside", "positive", "isinf", "signbit", "sinc", "deg2rad",
     "rad2deg", "erf", "erfc", "lgamma", "digamma", "polygamma", "logit", "xlogy",
 ] + _shape_all
@@ -29,15 +29,15 @@ exp, log, log1p, expm1, sin, cos, tan, tanh = (
 sqrt, abs, sign, sigmoid, relu, neg = ops.sqrt, ops.abs, ops.sign, ops.sigmoid, ops.relu, ops.neg
 square, rsqrt = ops.square, ops.rsqrt
 add, sub, mul, div, pow = ops.add, ops.sub, ops.mul, ops.div, ops.pow
-maximum, minimum, where = ops.maximum, ops.minimum, ops.where
+maximum, minimum = ops.maximum, ops.minimum
 floor, remainder, floor_divide = ops.floor, ops.remainder, ops.floor_divide
 eq, ne, lt, le, gt, ge = ops.eq, ops.ne, ops.lt, ops.le, ops.gt, ops.ge
 prod, amax, amin, argmax, argmin = ops.prod, ops.amax, ops.amin, ops.argmax, ops.argmin
 logsumexp, var, std, softmax, log_softmax = (
     ops.logsumexp, ops.var, ops.std, ops.softmax, ops.log_softmax)
 matmul, mm, dot, outer = ops.matmul, ops.matmul, ops.dot, ops.outer
-reshape, squeeze, unsqueeze, flatten = ops.reshape, ops.squeeze, ops.unsqueeze, ops.flatten
-split, broadcast_to, stack = ops.split, ops.broadcast_to, ops.stack
+reshape, flatten = ops.reshape, ops.flatten
+broadcast_to = ops.broadcast_to
 
 
 def sum(input, dim=None, keepdim=False, dtype=None):
@@ -56,7 +56,33 @@ clip = clamp
 
 
 def transpose(input, dim0, dim1):
-    return ops.swapaxes(input, dim0, dim1)
+    return Tensor.transpose(_tensor(input), dim0, dim1)
+
+
+# Functions whose node PyTorch names after the method (TopkBackward0 over a gather): as the
+# Tensor methods, which name it.
+def topk(input, k, dim=-1, largest=True, sorted=True):
+    return Tensor.topk(_tensor(input), k, dim, largest, sorted)
+
+
+def masked_fill(input, mask, value):
+    return Tensor.masked_fill(_tensor(input), mask, value)
+
+
+def scatter(input, dim, index, src=None, *, value=None, reduce=None):
+    return Tensor.scatter(_tensor(input), dim, index, src, value=value, reduce=reduce)
+
+
+def squeeze(input, dim=None):
+    return Tensor.squeeze(_tensor(input), dim)
+
+
+def unsqueeze(input, dim):
+    return Tensor.unsqueeze(_tensor(input), dim)
+
+
+def _tensor(x):
+    return x if isinstance(x, Tensor) else Tensor(x)
 
 
 def permute(input, dims):
@@ -100,8 +126,8 @@ atanh = arctanh = ops.arctanh
 atan2 = arctan2 = ops.arctan2
 logaddexp, logaddexp2, hypot, fmod, copysign = (
     ops.logaddexp, ops.logaddexp2, ops.hypot, ops.fmod, ops.copysign)
-reciprocal, heaviside, sinc, deg2rad, rad2deg = (
-    ops.reciprocal, ops.heaviside, ops.sinc, ops.deg2rad, ops.rad2deg)
+heaviside, sinc, deg2rad, rad2deg = (
+    ops.heaviside, ops.sinc, ops.deg2rad, ops.rad2deg)
 isnan, isinf, isfinite, signbit = ops.isnan, ops.isinf, ops.isfinite, ops.signbit
 erf, erfc, lgamma, digamma, polygamma, xlogy = (
     ops.erf, ops.erfc, ops.lgamma, ops.digamma, ops.polygamma, ops.xlogy)

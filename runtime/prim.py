@@ -41,7 +41,9 @@ class Primitive:
         multiple_results: impl returns a tuple.
         node_name: the eager graph node's name (`MulBackward0`), or for primitives whose
             PyTorch name depends on the call (`SumBackward0` / `SumBackward1`) a function
-            `node_name(out_shape, **params) -> str`.
+            `node_name(out_shape, **params) -> str`, or for PyTorch's Scalar/Tensor overloads
+            (`x ** 2` PowBackward0, `x ** y` PowBackward1, `2 ** x` PowBackward2) a dict from
+            which operands are constants (a tuple of bools) to the name.
         decompose: for composite primitives, `decompose(*inputs, **params)` written with other
             ops: the compiler's IR builder emits that instead (so AD, passes and codegen never
             see this primitive), while eager mode runs `impl` as one graph node.

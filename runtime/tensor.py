@@ -15,10 +15,13 @@ from llgrad.runtime import torch_shape as _ts
 from llgrad.runtime.arraylike import ArrayOperators
 from llgrad.runtime.autograd import graph as _graph
 from llgrad.runtime.autograd import views as _views
-from llgrad.runtime.autograd.graph import _PLANS, AccumulateGrad, PrimNode, save_plan
+from llgrad.runtime.autograd.graph import (
+    _PLANS, AccumulateGrad, PrimNode, new_node, save_plan,
+)
 from llgrad.runtime.autograd.state import PROFILER, STATE
 from llgrad.runtime.aval import to_dtype, to_np
 from llgrad.runtime.errors import AutogradError
+from llgrad.runtime.ops.elementwise import _NO_PARAMS
 from llgrad.runtime.prim import set_default_interpretation
 
 _NONE_EDGE = (None, 0)
@@ -30,10 +33,13 @@ class Tensor(ArrayOperators):
     """An n-dimensional array that records the operations applied to it for autograd."""
 
     _lg_level = 0
-    __slots__ = ("_data", "_requires_grad", "_grad", "_grad_fn", "_output_nr", "_vc", "_hooks",
-                 "_acc", "__dict__", "__weakref__")
-    # Set (in the instance dict) only on views and on bases that have views
-    # (runtime/autograd/views.py); reading them on any other tensor is a class lookup.
+    __slots__ = ("_data", "_requires_grad", "_grad_fn", "_v", "__dict__", "__weakref__")
+    # Set (in the instance dict) only where they differ from these defaults: a leaf's .grad,
+    # hooks and AccumulateGrad, an output of a multi-result op, views and bases with views
+    # (runtime/autograd/views.py). Reading them on any other tensor is a class lookup, and a
+    # new tensor does not pay for setting them (the eager hot path).
+    _grad = _acc = _hooks = None
+    _output_nr = 0
     _view = None
     _views = None
 
@@ -41,8 +47,8 @@ class Tensor(ArrayOperators):
         t = _from_data(data, None)
         self._data = t
         self._requires_grad = False
-        self._grad = self._grad_fn = self._acc = None
-        self._output_nr, self._vc, self._hooks = 0, [0], None
+        self._grad_fn = None
+        self._v = None
         if requires_grad:
             self.requires_grad_(True)
 
@@ -52,9 +58,9 @@ class Tensor(ArrayOperators):
         t._data = data
         t._grad_fn = grad_fn
         t._requires_grad = grad_fn is not None if requires_grad is None else requires_grad
-        t._grad = t._acc = t._hooks = None
-        t._output_nr = output_nr
-        t._vc = [0] if vc is None else vc
+        if output_nr:
+            t._output_nr = output_nr
+        t._v = vc
         return t
 
     # -- the eager interpretation ---------------------------------------------------------
@@ -82,47 +88,58 @@ class Tensor(ArrayOperators):
             return _process_results(prim, args, params, arrays, out, req)
         if type(out) is not np.ndarray:
             out = np.asarray(out)
-        vc = None
+        t = _new(Tensor)
+        t._data = out
         fam = prim.family
         if (fam == "shape" or fam == "index") and isinstance(args[0], Tensor) and \
                 np.may_share_memory(out, arrays[0]):
-            vc = args[0]._vc  # a view: in-place changes are seen through both
-        t = _new(Tensor)
-        t._data = out
-        t._grad = t._acc = t._hooks = None
-        t._output_nr = 0
-        t._vc = [0] if vc is None else vc
+            t._v = args[0]._vc  # a view: in-place changes are seen through both
+            view = True
+        else:
+            t._v = None
+            view = False
         # Integer and bool results carry no gradient (x.long(), as in PyTorch).
         if req and STATE.grad_enabled and not prim.nondiff and out.dtype.kind == "f":
-            k = 1  # the plan's key: each operand a constant, a tensor, or one needing grad
-            for a in args:
-                if isinstance(a, Tensor):
-                    k = k * 3 + (2 if a._requires_grad else 1)
-                else:
-                    k *= 3
-            plan = _PLANS.get((prim, k))
-            if plan is None:
-                plan = save_plan(prim, args)
-            edges = []
-            for i in plan.edges:
-                a = args[i]
-                fn = a._grad_fn
-                if fn is not None:
-                    edges.append((fn, a._output_nr))
-                elif a._requires_grad:
-                    edges.append((a._accumulator(), 0))
-                else:
-                    edges.append(_NONE_EDGE)
-            node = PrimNode(prim, params, args, plan, tuple(edges), [(out.shape, out.dtype)])
-            t._grad_fn = node
-            t._requires_grad = True
-            if plan.saves_out:
-                node.save_output(t)
+            _record(t, prim, args, params, out)
         else:
             t._grad_fn = None
             t._requires_grad = False
-        if vc is not None:
+        if view:
             _views.record(t, args[0], prim, args, params)
+        return t
+
+    @staticmethod
+    def _lg_binary(prim, x, y):
+        """`_lg_process(prim, (x, y), {})` for an elementwise binary primitive on operands of
+        one dtype, at least one a Tensor, the other a Tensor or an array: the ops' fast path
+        (Note [Eager fast path] in runtime/ops/elementwise.py), with no loop over operands."""
+        tx, ty = type(x), type(y)
+        if tx is Tensor:
+            xd = x._data
+            if ty is Tensor:
+                yd = y._data
+                req = x._requires_grad or y._requires_grad
+            else:
+                yd, req = y, x._requires_grad
+        else:
+            xd, yd, req = x, y._data, y._requires_grad
+        if PROFILER[0] is not None:
+            return Tensor._lg_process(prim, (x, y), _NO_PARAMS)
+        try:
+            out = prim.impl(xd, yd)
+        except ValueError:
+            _shape_check(prim, (xd, yd), _NO_PARAMS)  # raises ShapeError naming both shapes
+            raise
+        if type(out) is not np.ndarray:
+            out = np.asarray(out)
+        t = _new(Tensor)
+        t._data = out
+        t._v = None
+        if req and STATE.grad_enabled and not prim.nondiff and out.dtype.kind == "f":
+            _record(t, prim, (x, y), _NO_PARAMS, out)
+        else:
+            t._grad_fn = None
+            t._requires_grad = False
         return t
 
     @staticmethod
@@ -206,23 +223,41 @@ class Tensor(ArrayOperators):
     def data(self, value) -> None:
         self._data = value._data if isinstance(value, Tensor) else np.asarray(value)
 
+    # Note [Version counters]: a tensor's in-place version is a one-element list shared with
+    # its views (and detach()/.data aliases), made when first needed (saved for backward,
+    # aliased, changed in place): most tensors never are, and an eager op then makes one
+    # object less (the garbage collector's pace follows the objects made).
+    @property
+    def _vc(self) -> list:
+        v = self._v
+        if v is None:
+            v = self._v = [0]
+        return v
+
+    @_vc.setter
+    def _vc(self, value: list) -> None:
+        self._v = value
+
     @property
     def _version(self) -> int:
-        return self._vc[0]
+        v = self._v
+        return 0 if v is None else v[0]
 
     @property
     def retains_grad(self) -> bool:
         n = self._grad_fn
-        return bool(n is not None and n._retain and self._output_nr in n._retain)
+        r = n._x.retain if n is not None and n._x is not None else None
+        return bool(r and self._output_nr in r)
 
     def retain_grad(self) -> None:
         """Keep `.grad` for this non-leaf tensor after backward."""
         n = self._grad_fn
         if n is None:
             return
-        if n._retain is None:
-            n._retain = {}
-        n._retain[self._output_nr] = weakref.ref(self)
+        x = n._extra()
+        if x.retain is None:
+            x.retain = {}
+        x.retain[self._output_nr] = weakref.ref(self)
 
     def register_hook(self, hook):
         """`hook(grad)` runs when this tensor's gradient is computed; it may return a new one."""
@@ -291,7 +326,13 @@ class Tensor(ArrayOperators):
         return self._data
 
     def __array__(self, dtype=None, copy=None):
-        return self._data if dtype is None else self._data.astype(dtype)
+        # np.asarray(t), scipy on a tensor: as PyTorch, refused when t requires grad, so no
+        # numpy or scipy function drops the graph silently.
+        if self._requires_grad:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
+                               "tensor.detach().numpy() instead.")
+        d = self._data if dtype is None else self._data.astype(dtype)
+        return d.copy() if copy else d
 
     def tolist(self):
         return self._data.tolist()
@@ -444,13 +485,25 @@ class Tensor(ArrayOperators):
                              if src._requires_grad else np.broadcast_to(src._data, self.shape),
                              "copy_")
 
-    def uniform_(self, a=0.0, b=1.0):
-        from llgrad.runtime.creation import _rng
-        return self._inplace(_rng().uniform(a, b, self.shape), "uniform_")
+    # In-place initialisers (nn.init): samples from `generator` (the default generator when
+    # None), written as under no_grad by the caller (a leaf that requires grad refuses them).
+    def uniform_(self, a=0.0, b=1.0, *, generator=None):
+        return self._inplace(_numpy_rng(generator).uniform(a, b, self.shape), "uniform_")
 
-    def normal_(self, mean=0.0, std=1.0):
-        from llgrad.runtime.creation import _rng
-        return self._inplace(_rng().normal(mean, std, self.shape), "normal_")
+    def normal_(self, mean=0.0, std=1.0, *, generator=None):
+        return self._inplace(_numpy_rng(generator).normal(mean, std, self.shape), "normal_")
+
+    def bernoulli_(self, p=0.5, *, generator=None):
+        from llgrad.runtime.rng import bernoulli
+        return self._inplace(bernoulli(self, p, generator=generator), "bernoulli_")
+
+    def bernoulli(self, *, generator=None):
+        from llgrad.runtime.rng import bernoulli
+        return bernoulli(self, generator=generator)
+
+    def multinomial(self, num_samples, replacement=False, *, generator=None):
+        from llgrad.runtime.rng import multinomial
+        return multinomial(self, num_samples, replacement, generator=generator)
 
     # -- math (PyTorch spellings) ----------------------------------------------------------
     def add(self, other, alpha=1):
@@ -474,10 +527,18 @@ class Tensor(ArrayOperators):
     logical_and, logical_or, logical_not = ops.logical_and, ops.logical_or, ops.logical_not
     logsumexp, softmax, log_softmax = ops.logsumexp, ops.softmax, ops.log_softmax
     reshape, view = ops.reshape, ops.reshape
-    squeeze, unsqueeze, flatten, expand, repeat, split = (
-        ops.squeeze, ops.unsqueeze, ops.flatten, ops.expand, ops.repeat, ops.split)
+    flatten, expand, repeat, split = ops.flatten, ops.expand, _ts.repeat, _ts.split
+
+    def squeeze(self, dim=None):
+        name = "SqueezeBackward0" if dim is None else \
+            "SqueezeBackward1" if isinstance(dim, int) else "SqueezeBackward2"
+        return _named(ops.squeeze(self, dim), name, self)
+
+    def unsqueeze(self, dim):
+        return _named(ops.unsqueeze(self, dim), "UnsqueezeBackward0", self)
     argmax, argmin, amax, amin, prod = ops.argmax, ops.argmin, ops.amax, ops.amin, ops.prod
     dot, outer, mm = ops.dot, ops.outer, ops.matmul
+    addmm, bmm = _ts.addmm, _ts.bmm
 
     square, rsqrt = ops.square, ops.rsqrt
     # numpy's elementwise math and torch.special's functions, under PyTorch's names
@@ -495,7 +556,7 @@ class Tensor(ArrayOperators):
     heaviside, sinc, deg2rad, rad2deg = ops.heaviside, ops.sinc, ops.deg2rad, ops.rad2deg
     isnan, isinf, isfinite, signbit = ops.isnan, ops.isinf, ops.isfinite, ops.signbit
     erf, erfc, lgamma, digamma, xlogy = ops.erf, ops.erfc, ops.lgamma, ops.digamma, ops.xlogy
-    reciprocal = ops.reciprocal
+    reciprocal = _ts.reciprocal
     def positive(self): return self
     def round(self, decimals=0): return ops.round(self, decimals)
     def polygamma(self, n): return ops.polygamma(n, self)
@@ -520,28 +581,30 @@ class Tensor(ArrayOperators):
     def permute(self, *dims):
         return ops.transpose(self, dims[0] if len(dims) == 1 and not isinstance(dims[0], int)
                              else dims)
-    def transpose(self, dim0, dim1): return ops.swapaxes(self, dim0, dim1)
+    def transpose(self, dim0, dim1):
+        return _named(ops.swapaxes(self, dim0, dim1), "TransposeBackward0", self)
     swapaxes = transpose
     def t(self):
         if self.ndim > 2:
             raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is "
                                f"{self.ndim}D")
-        return ops.transpose(self)
+        return _named(ops.transpose(self), "TBackward0", self)
     @property
     def T(self): return ops.transpose(self)
     @property
-    def mT(self): return ops.swapaxes(self, -1, -2)
-    def masked_fill(self, mask, value): return ops.where(mask, value, self)
-    def where(self, condition, other): return ops.where(condition, self, other)
-    def chunk(self, chunks, dim=0):
-        n = self.shape[dim]
-        return ops.split(self, -(-n // chunks), dim)
+    def mT(self): return self.transpose(-1, -2)
+    def masked_fill_(self, mask, value):
+        return self._inplace(self.masked_fill(mask, value), "masked_fill_")
+    def where(self, condition, other): return _ts.where(condition, self, other)
     def all(self): return Tensor._wrap(np.asarray(self._data.all()))
     def any(self): return Tensor._wrap(np.asarray(self._data.any()))
     def type_as(self, other): return ops.astype(self, other._np_dtype)
     def new_zeros(self, *size): return Tensor._wrap(np.zeros(_size(size), self._data.dtype))
     def new_ones(self, *size): return Tensor._wrap(np.ones(_size(size), self._data.dtype))
     def new_tensor(self, data): return Tensor._wrap(np.array(data, dtype=self._data.dtype))
+    def new_empty(self, *size): return self.new_zeros(*size)
+    def new_full(self, size, fill_value):
+        return Tensor._wrap(np.full(_size((size,)), fill_value, self._data.dtype))
 
     # scans, sorting and structure with PyTorch's signatures (runtime/torch_shape.py)
     cumsum, cumprod, cummax, cummin, sort, argsort = (
@@ -550,20 +613,87 @@ class Tensor(ArrayOperators):
         _ts.flip, _ts.roll, _ts.tril, _ts.triu, _ts.diag, _ts.diagonal, _ts.trace)
     diff, tile, repeat_interleave, take_along_dim, kron, cross = (
         _ts.diff, _ts.tile, _ts.repeat_interleave, _ts.take_along_dim, _ts.kron, _ts.cross)
+    # gather/scatter along a dimension and selection (runtime/ops/torch_index.py)
+    gather, scatter_add, index_select, index_add = (
+        _ts.gather, _ts.scatter_add, _ts.index_select, _ts.index_add)
+
+    def scatter(self, dim, index, src=None, *, value=None, reduce=None):
+        out = _ts.scatter(self, dim, index, src, value=value, reduce=reduce)
+        scalar = value is not None or (src is not None and not hasattr(src, "shape"))
+        return _named(out, "ScatterBackward1", self) if scalar else out
+    chunk, unbind, select, narrow = _ts.chunk, _ts.unbind, _ts.select, _ts.narrow
+
+    def masked_fill(self, mask, value):
+        return _named(_ts.masked_fill(self, mask, value), "MaskedFillBackward0", self)
+
+    def topk(self, k, dim=-1, largest=True, sorted=True):
+        r = _ts.topk(self, k, dim, largest, sorted)
+        return type(r)(_named(r.values, "TopkBackward0", self), r.indices)
+
+    def scatter_(self, dim, index, src=None, *, value=None, reduce=None):
+        return self._inplace(self.scatter(dim, index, src, value=value, reduce=reduce),
+                             "scatter_")
+
+    def scatter_add_(self, dim, index, src):
+        return self._inplace(_ts.scatter_add(self, dim, index, src), "scatter_add_")
+
+    def index_add_(self, dim, index, source, *, alpha=1):
+        return self._inplace(_ts.index_add(self, dim, index, source, alpha=alpha),
+                             "index_add_")
 
     def max(self, dim=None, keepdim=False):
         if dim is None:
-            return ops.amax(self)
+            return _named(ops.amax(self), "MaxBackward1", self)
         if isinstance(dim, Tensor):
             return ops.maximum(self, dim)
-        return MaxMin(ops.amax(self, dim, keepdim), ops.argmax(self, dim, keepdim))
+        return MaxMin(_named(ops.amax(self, dim, keepdim), "MaxBackward0", self),
+                      ops.argmax(self, dim, keepdim))
 
     def min(self, dim=None, keepdim=False):
         if dim is None:
-            return ops.amin(self)
+            return _named(ops.amin(self), "MinBackward1", self)
         if isinstance(dim, Tensor):
             return ops.minimum(self, dim)
-        return MaxMin(ops.amin(self, dim, keepdim), ops.argmin(self, dim, keepdim))
+        return MaxMin(_named(ops.amin(self, dim, keepdim), "MinBackward0", self),
+                      ops.argmin(self, dim, keepdim))
+
+    def __rsub__(self, other):  # number - tensor: PyTorch's rsub
+        return _named(ops.sub(other, self), "RsubBackward1", self)
+
+
+def _record(t, prim, args, params, out) -> None:
+    """Give `t`, the output of `prim` on `args` of which some tensor requires grad, its node."""
+    # One edge per tensor operand (constants have none), and the SavePlan's key k: each
+    # operand a constant, a tensor, or one needing grad (as save_plan counts).
+    edges, k = [], 1
+    for a in args:
+        if isinstance(a, Tensor):
+            fn = a._grad_fn
+            if fn is not None:  # (a tensor with a grad_fn requires grad)
+                edges.append((fn, a._output_nr))
+                k = k * 3 + 2
+            elif a._requires_grad:
+                edges.append((a._accumulator(), 0))
+                k = k * 3 + 2
+            else:
+                edges.append(_NONE_EDGE)
+                k = k * 3 + 1
+        else:
+            k *= 3
+    plan = _PLANS.get((prim, k))
+    if plan is None:
+        plan = save_plan(prim, args)
+    cls = plan.cls
+    if cls is None:
+        cls = plan.node_cls(out.shape, params)
+    node = new_node(cls, params, args, plan, tuple(edges), out.shape, out.dtype)
+    t._grad_fn = node
+    t._requires_grad = True
+    if plan.saves_out:
+        node.save_output(t)
+
+
+_named = _ts.named
 
 
 def _process_results(prim, args, params, arrays, out, req):
@@ -579,8 +709,9 @@ def _process_results(prim, args, params, arrays, out, req):
         res = tuple(Tensor._wrap(o, vc=vc) for o in outs)
     else:
         plan = save_plan(prim, args)
-        node = PrimNode(prim, params, args, plan, tuple(_edge(args[i]) for i in plan.edges),
-                        [(o.shape, o.dtype) for o in outs])
+        node = new_node(plan.node_cls(outs[0].shape, params), params, args, plan,
+                        tuple(_edge(args[i]) for i in plan.edges), outs[0].shape, outs[0].dtype)
+        node._metas = tuple((o.shape, o.dtype) for o in outs)
         res = tuple(Tensor._wrap(o, node, i, vc) for i, o in enumerate(outs))
         if plan.saves_out:
             node.save_output(res)
@@ -594,12 +725,13 @@ def _snapshot_saved_self(node, t: Tensor) -> None:
     """The in-place op's own node may have saved `t` (x.mul_(w) needs the old x for w's
     gradient): give it the pre-update values, as PyTorch does, so neither the new values nor
     the version bump reach that node. Earlier nodes keep `t` and see the version change."""
-    from llgrad.runtime.autograd.graph import SavedTensor
-    for s in getattr(node, "inputs", ()):
-        if isinstance(s, SavedTensor) and s.tensor is t:
-            s.tensor = Tensor._wrap(t._data.copy(), t._grad_fn, t._output_nr, [s.version],
-                                    t._requires_grad)
-            s.vc = s.tensor._vc
+    if not isinstance(node, PrimNode):
+        return
+    inputs = node.inputs
+    for k, i in enumerate(node._plan.saved):  # Note [Saved inputs]
+        if inputs[i] is t:
+            inputs[i] = Tensor._wrap(t._data.copy(), t._grad_fn, t._output_nr,
+                                     [node._versions[k]], t._requires_grad)
 
 
 def _shape_check(prim, arrays, params) -> None:
@@ -647,3 +779,8 @@ def _rebuild(data, requires_grad):
 
 set_default_interpretation(Tensor)
 _graph._Tensor[0] = Tensor
+
+
+def _numpy_rng(generator):
+    from llgrad.runtime.rng import numpy_rng
+    return numpy_rng(generator)

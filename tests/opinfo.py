@@ -513,6 +513,15 @@ OP_DB += NUMPY_MATH_DB
 from opinfo_linalg import LINALG_FUNCS, LINALG_OPS  # noqa: E402
 
 OP_DB += LINALG_OPS
+# neural-network layers (issue 15): tests/opinfo_nn.py
+from opinfo_nn import NN_OPS  # noqa: E402
+
+OP_DB += NN_OPS
+
+# PyTorch's gather/scatter family, addmm (issue 15): tests/opinfo_torch.py
+from opinfo_torch import TORCH_FUNCS, TORCH_OPS  # noqa: E402
+
+OP_DB += TORCH_OPS
 OPS = {s.name: s for s in OP_DB}
 
 
@@ -621,4 +630,4 @@ NUMPY_MATH_FUNCS: list[OpSpec] = [
     OpSpec("signbit", lambda x: x.signbit(), np.signbit, **_SPECIAL),
 ]
 FUNC_DB += NUMPY_MATH_FUNCS
-FUNC_DB += SHAPE_FUNCS + LINALG_FUNCS
+FUNC_DB += SHAPE_FUNCS + LINALG_FUNCS + TORCH_FUNCS

@@ -33,10 +33,12 @@ def test_primitive_is_complete(prim: Primitive):
         assert prim.vjp is not None, "no vjp rule and not nondiff"
         if isinstance(prim.vjp, tuple):
             assert any(r is not None for r in prim.vjp)
-    names = [prim.node_name] if isinstance(prim.node_name, str) else [  # per call: reductions
-        prim.node_name(out, axes=(0,), keepdims=k) for out in ((), (3,)) for k in (False, True)]
+    names = [prim.node_name] if isinstance(prim.node_name, str) else \
+        list(prim.node_name.values()) if isinstance(prim.node_name, dict) else [  # overloads
+            prim.node_name(out, axes=(0,), keepdims=k)  # per call: reductions
+            for out in ((), (3,)) for k in (False, True)]
     for name in names:
-        assert name.endswith(("Backward0", "Backward1")), name
+        assert name.endswith(("Backward0", "Backward1", "Backward2")), name
     # And a codegen lowering: elementwise prims need `prim.scalar` (one generic lowering serves
     # them), the rest a `@lowers`/`@view` entry in codegen/lowerings/<family>.py, unless they are
     # structural (IR literals, regions, loop tapes). tests/codegen/test_lower_ops.py checks each
@@ -57,6 +59,7 @@ class _Recorder:
 
     def __enter__(self):
         self._orig = Tensor.__dict__["_lg_process"]
+        self._orig_binary = Tensor.__dict__["_lg_binary"]  # (the binary ops' fast path)
         orig = self._orig.__func__
         calls = self.calls
 
@@ -67,10 +70,11 @@ class _Recorder:
             calls.append((prim, arrays, params, [o._data for o in outs]))
             return out
         Tensor._lg_process = staticmethod(process)
+        Tensor._lg_binary = staticmethod(lambda prim, x, y: process(prim, (x, y), {}))
         return self
 
     def __exit__(self, *exc):
-        Tensor._lg_process = self._orig
+        Tensor._lg_process, Tensor._lg_binary = self._orig, self._orig_binary
 
 
 def _to_tensor(a, requires_grad):

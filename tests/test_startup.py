@@ -36,9 +36,11 @@ def test_unseeded_generator_is_seeded_with_zero():
 
 # `import llgrad` loads the eager runtime (numpy only): at most this many modules of its own,
 # ~20 ms on an idle machine (python -X importtime). Counting modules, not milliseconds, keeps
-# the budget meaningful on a loaded machine. (97 with pytrees, promotion, custom_vjp and the
-# linalg/special primitives.)
-IMPORT_BUDGET = 100
+# the budget meaningful on a loaded machine. A public alias (llgrad.nn.conv for
+# llgrad.runtime.nn.conv) is the same module object and counts once. (99 with the nn layers,
+# optimizers, schedulers and data utilities of issue 15; zipfile and the compression modules
+# load only when a checkpoint is written or read.)
+IMPORT_BUDGET = 110
 
 
 def test_import_loads_no_compiler_and_few_modules():
@@ -48,11 +50,12 @@ def test_import_loads_no_compiler_and_few_modules():
         before = set(sys.modules)
         import llgrad
         new = set(sys.modules) - before
-        heavy = [m for m in new if m.split(".")[0] in ("llvmlite", "scipy", "gast")
+        heavy = [m for m in new if m.split(".")[0] in ("llvmlite", "scipy", "gast", "zipfile")
                  or m.startswith(("llgrad.codegen", "llgrad.tracer", "llgrad.transform",
                                   "llgrad.api"))]
         assert not heavy, heavy
-        assert len(new) <= {IMPORT_BUDGET}, (len(new), sorted(new))
+        distinct = {{id(sys.modules[m]) for m in new}}
+        assert len(distinct) <= {IMPORT_BUDGET}, (len(distinct), sorted(new))
     """)
 
 

@@ -7,12 +7,13 @@
 * :mod:`.startup` -- ``cold_start``: process start to first gradient, cold vs warm cache (issue 6)
 * :mod:`.calls` -- ``scale_1e4``, ``scale_1e6``, ``scale_f32_1e6``, ``two_results``: calls
   returning arrays, beside numpy
+* :mod:`.nn` -- ``cnn_step``, ``lstm_step``: eager training steps of small networks (issue 15)
 
 ``ALL`` lists every workload in the order ``python -m benchmarks.run`` runs them.
 """
 
-from . import arrays, calls, eager, linalg, loops, startup
+from . import arrays, calls, eager, linalg, loops, nn, startup
 
 ALL = (eager.WORKLOADS + arrays.WORKLOADS + loops.WORKLOADS + linalg.WORKLOADS
-       + startup.WORKLOADS + calls.WORKLOADS)
+       + startup.WORKLOADS + calls.WORKLOADS + nn.WORKLOADS)
 BY_NAME = {w.name: w for w in ALL + linalg.EXTRA}  # EXTRA: --only, not in the default run

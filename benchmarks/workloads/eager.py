@@ -1,4 +1,4 @@
-"""Eager-mode workloads (issue 2): per-op overhead and an MLP training step.
+"""Eager-mode workloads (issues 2, 15): per-op overhead and an MLP training step.
 
 ``eager_overhead``
     1,000 chained scalar ops, forward and backward, on a 1-element float64 tensor ``x``
@@ -8,6 +8,12 @@
 
     followed by ``sum`` (so the output is a scalar), then ``backward``; the result is the
     value and ``dloss/dx``. The gain per block is ~1, so the gradient stays O(1).
+
+``eager_chain``
+    Issue 15's measurement: 1,000 steps ``y = y * a + c`` on a 0-d float64 tensor with Python
+    floats ``a = 0.999``, ``c = 0.001`` (2,000 ops), then ``autograd.grad(y, x)``. Its variants
+    (1-d, float32, tensor operands, ``backward()``) are tabulated side by side by
+    ``python -m benchmarks.eager_overhead --variants``.
 
 ``mlp_step``
     One SGD training step (lr 0.01) of a 784-128-10 MLP: ``tanh`` hidden layer, softmax
@@ -112,6 +118,57 @@ eager_overhead = Workload(
     ],
     fallback_ref="torch",
     per_item=(1000, "op"),
+)
+
+
+# --------------------------------------------------------------------- eager_chain ----
+
+N_CHAIN = 1000      # steps of y * a + c -> 2,000 ops
+CHAIN_A, CHAIN_C = 0.999, 0.001
+
+
+def affine(x):
+    """Plain numpy reference: y = y * a + c, N_CHAIN times."""
+    y = x
+    for _ in range(N_CHAIN):
+        y = y * CHAIN_A + CHAIN_C
+    return y
+
+
+def affine_torch_style(x, a, c):
+    """The same chain with the PyTorch API (torch and llgrad); `a`, `c` numbers or tensors."""
+    y = x
+    for _ in range(N_CHAIN):
+        y = y * a + c
+    return y
+
+
+def _eager_affine(module: str):
+    def setup(inputs):
+        T = need(module, "tensor")
+        x = T.tensor(inputs["x"], dtype=T.float64, requires_grad=True)
+
+        def run():
+            y = affine_torch_style(x, CHAIN_A, CHAIN_C)
+            return y, T.autograd.grad(y, x)
+        return run
+    return setup
+
+
+eager_chain = Workload(
+    name="eager_chain",
+    description="1,000 x (y * a + c), 0-d float64 tensor, Python-float a and c, autograd.grad",
+    issue="issue 15",
+    make_inputs=lambda: {"x": np.array(0.5)},
+    forward=affine,
+    wrt=("x",),
+    impls=[
+        Impl("llgrad", _eager_affine("llgrad"), "v+g", "eager tensors, PyTorch API"),
+        Impl("torch", _eager_affine("torch"), "v+g", "eager"),
+    ],
+    goals=[Goal.at_most("llgrad", "torch", 1.5, "llgrad eager per-op overhead <= 1.5x PyTorch")],
+    fallback_ref="torch",
+    per_item=(2 * N_CHAIN, "op"),
 )
 
 
@@ -264,4 +321,4 @@ mlp_step = Workload(
     value_rtol=1e-4, fd_rtol=2e-3, grad_rtol=2e-3,
 )
 
-WORKLOADS = [eager_overhead, mlp_step]
+WORKLOADS = [eager_overhead, eager_chain, mlp_step]

@@ -23,13 +23,17 @@ def _root_edge(t):
 
 
 def _collect(roots):
-    """Dependency counts: how many edges point at each node reachable from the roots."""
+    """Dependency counts: how many edges point at each node reachable from the roots; and
+    whether every edge points at an older node (see _needed)."""
     deps = {}
     rootset = set(roots)
     stack = list(roots)
     pop, push = stack.pop, stack.append
+    ordered = True
     while stack:
-        for nxt, _ in pop().next_functions:
+        n = pop()
+        seq = n._seq
+        for nxt, _ in n.next_functions:
             if nxt is None:
                 continue
             c = deps.get(nxt)
@@ -37,13 +41,41 @@ def _collect(roots):
                 deps[nxt] = 1
                 if nxt not in rootset:
                     push(nxt)
+                if nxt._seq >= seq:
+                    ordered = False
             else:
                 deps[nxt] = c + 1
-    return deps, rootset
+    return deps, rootset, ordered
 
 
-def _needed(nodes, targets):
+def _seq_of(n):
+    return n._seq
+
+
+# Note [Which nodes autograd.grad runs]
+# grad(outputs, inputs) runs only the nodes from which some input's node is reachable (as
+# PyTorch's exec_info). A node is made after the nodes its edges point at, so its sequence
+# number is larger than theirs (_collect checks this for the graph at hand), and one pass over
+# the nodes in increasing sequence order sees every node's successors before the node itself.
+# A graph breaking that order (none that llgrad makes) takes a depth-first search instead.
+def _needed(nodes, targets, ordered):
     """Nodes from which some target node is reachable (the ones worth running)."""
+    if not ordered:
+        return _needed_dfs(nodes, targets)
+    needed = set(targets)
+    add = needed.add
+    for n in sorted(nodes, key=_seq_of):
+        if n in needed:
+            continue
+        for nxt, _ in n.next_functions:
+            if nxt in needed:
+                add(n)
+                break
+    return needed
+
+
+def _needed_dfs(nodes, targets):
+    """_needed by a depth-first search, for any graph."""
     memo = {}
     for start in nodes:
         if start in memo:
@@ -105,13 +137,16 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                                     fix="set requires_grad=True on it before the forward")
             targets.setdefault(edge, []).append(k)
     root_nodes = list(dict.fromkeys(n for n, _ in roots))
-    deps, nodes = _collect(root_nodes)
-    needed = None if targets is None else _needed(nodes.union(deps), {n for n, _ in targets})
+    deps, nodes, ordered = _collect(root_nodes)
+    needed = None
+    if targets is not None:
+        target_nodes = {n for n, _ in targets}
+        needed = _needed(nodes.union(deps), target_nodes, ordered)
     buffers = {}
     for (n, nr), g in zip(roots, root_grads):
         buf = buffers.get(n)
         if buf is None:
-            buf = buffers[n] = [None] * _n_outputs(n)
+            buf = buffers[n] = [None] * n.n_outputs
         _accumulate(buf, nr, g)
     captured = [None] * (len(inputs) if inputs is not None else 0)
     ready = [(-n._seq, n) for n in root_nodes if deps.get(n, 0) == 0]  # sequence numbers
@@ -119,29 +154,41 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
     heappop, heappush = heapq.heappop, heapq.heappush
     prof = PROFILER[0]
     state = STATE
+    anomaly = state.anomaly
     prev_mode = state.grad_enabled
     state.grad_enabled = create_graph
+    single = None  # the one node the last node made ready, kept out of the heap (chains)
     try:
-        while ready:
-            node = heappop(ready)[1]
+        while True:
+            if single is not None and not ready:
+                node = single
+            else:
+                if single is not None:
+                    heappush(ready, (-single._seq, single))
+                if not ready:
+                    break
+                node = heappop(ready)[1]
+            single = None
             grads = buffers.pop(node, None)
             if grads is None:
-                grads = [None] * _n_outputs(node)
-            if node._tensor_hooks or node._retain or node._pre_hooks or (
-                    isinstance(node, AccumulateGrad) and node.variable._hooks):
+                grads = [None] * node.n_outputs
+            if targets is not None and node not in needed:  # (its hooks do not run)
+                _release_edges(node, [None] * len(node.next_functions), deps, buffers, ready)
+                continue
+            plain = node._x is None and prof is None and not anomaly
+            if node._x is not None or (type(node) is AccumulateGrad and node.variable._hooks):
                 grads = _pre(node, grads)
             if targets is not None:
-                for nr in range(len(grads)):
-                    for k in targets.get((node, nr), ()):
-                        captured[k] = grads[nr]
-                if node not in needed or (not accumulate and isinstance(node, AccumulateGrad)):
-                    outs = [None] * len(node.next_functions)
-                    _release_edges(node, outs, deps, buffers, ready)
-                    continue
+                if node in target_nodes:
+                    for nr in range(len(grads)):
+                        for k in targets.get((node, nr), ()):
+                            captured[k] = grads[nr]
+                if not accumulate and type(node) is AccumulateGrad:
+                    continue  # (a leaf: no edges)
             if len(grads) == 1:
                 if grads[0] is None:
                     outs = [None] * len(node.next_functions)
-                elif prof is None and not node._post_hooks and not state.anomaly:
+                elif plain:
                     outs = node.apply(grads)  # the common case, without _execute's checks
                 else:
                     outs = _execute(node, grads, prof)
@@ -156,15 +203,21 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
                     continue
                 if g is not None:
                     buf = buffers.get(nxt)
-                    if buf is None:
-                        buf = buffers[nxt] = [None] * (len(nxt.out_meta) if type(nxt) is PrimNode
-                                                       else _n_outputs(nxt))
-                    cur = buf[nr]
-                    buf[nr] = g if cur is None else cur + g
+                    if buf is not None:
+                        cur = buf[nr]
+                        buf[nr] = g if cur is None else cur + g
+                    elif nxt.n_outputs == 1:
+                        buffers[nxt] = [g]
+                    else:
+                        buf = buffers[nxt] = [None] * nxt.n_outputs
+                        buf[nr] = g
                 d = deps[nxt] - 1
                 deps[nxt] = d
                 if d == 0:
-                    heappush(ready, (-nxt._seq, nxt))
+                    if single is None:
+                        single = nxt
+                    else:
+                        heappush(ready, (-nxt._seq, nxt))
             outs = grads = g = None  # hold no gradient between nodes (AccumulateGrad
             #                          takes a buffer nobody else holds instead of copying)
     finally:
@@ -184,29 +237,24 @@ def run_backward(tensors, grad_tensors, retain_graph, create_graph, inputs=None,
     return tuple(captured)
 
 
-def _n_outputs(node):
-    if isinstance(node, PrimNode):
-        return len(node.out_meta)
-    return getattr(node, "n_outputs", 1)
-
-
 def _pre(node, grads):
-    th = node._tensor_hooks if not isinstance(node, AccumulateGrad) else None
+    x = node._x
+    th = x.tensor_hooks if x is not None and not isinstance(node, AccumulateGrad) else None
     if th:
         for nr, hooks in th.items():
             if hooks and grads[nr] is not None:
                 grads[nr] = _call_hooks(hooks, grads[nr])
     elif isinstance(node, AccumulateGrad) and node.variable._hooks and grads[0] is not None:
         grads[0] = _call_hooks(node.variable._hooks, grads[0])
-    if node._retain:
-        for nr, ref in node._retain.items():
+    if x is not None and x.retain:
+        for nr, ref in x.retain.items():
             t = ref()
             if t is not None and grads[nr] is not None:
                 g = grads[nr]
                 t._grad = (g.detach() if not STATE.grad_enabled else g) if t._grad is None \
                     else t._grad + g
-    if node._pre_hooks:
-        for fn in list(node._pre_hooks.values()):
+    if x is not None and x.pre_hooks:
+        for fn in list(x.pre_hooks.values()):
             r = fn(tuple(grads))
             if r is not None:
                 grads = list(r)
@@ -226,8 +274,9 @@ def _execute(node: Node, grads, prof):
     finally:
         if prof is not None:
             prof.end()
-    if node._post_hooks:
-        for fn in list(node._post_hooks.values()):
+    post = node._x.post_hooks if node._x is not None else None
+    if post:
+        for fn in list(post.values()):
             r = fn(tuple(outs), tuple(grads))
             if r is not None:
                 outs = list(r)
@@ -269,7 +318,7 @@ def _release_edges(node, outs, deps, buffers, ready):
         if g is not None:
             buf = buffers.get(nxt)
             if buf is None:
-                buf = buffers[nxt] = [None] * _n_outputs(nxt)
+                buf = buffers[nxt] = [None] * nxt.n_outputs
             _accumulate(buf, nr, g)
         d = deps[nxt] - 1
         deps[nxt] = d

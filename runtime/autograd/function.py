@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from llgrad.runtime.autograd.graph import FREED, Node, SavedTensor, _sum_to, freed_error
+from llgrad.runtime.autograd.graph import _SEQ, FREED, Node, SavedTensor, _sum_to, freed_error
 from llgrad.runtime.autograd.state import PROFILER, STATE
 from llgrad.runtime.errors import AutogradError
 
@@ -164,6 +164,7 @@ class Function(metaclass=_FunctionMeta):
             ctx._saved = _saved_entries(ctx, ())
             return outputs
         ctx.next_functions = tuple(_edge(a) if isinstance(a, Tensor) else (None, 0) for a in args)
+        ctx._seq = next(_SEQ)  # newer than the nodes its edges point at (engine._needed)
         ctx._in_meta = tuple((a._data.shape, a._data.dtype) if isinstance(a, Tensor) else None
                              for a in args)
         ctx.out_meta = [(o._data.shape, o._data.dtype) if isinstance(o, Tensor) else ((), float)

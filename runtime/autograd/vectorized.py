@@ -28,10 +28,12 @@ import numpy as np
 BATCHED = threading.local()
 
 
-def _shape(x):
-    from llgrad.runtime.autograd.graph import SavedTensor, ShapeOnly
-    if isinstance(x, SavedTensor):
-        return (x.tensor._data if x.tensor is not None else x.data).shape
+def _shape(x, node):
+    from llgrad.runtime.autograd.graph import SAME_AS_OUT, ShapeOnly
+    if hasattr(x, "_data"):  # a saved input tensor (Note [Saved inputs])
+        return x._data.shape
+    if x is SAME_AS_OUT:
+        return node.out_meta[0][0]
     if isinstance(x, ShapeOnly):
         return x.shape
     return np.shape(x)
@@ -49,11 +51,10 @@ def _adjacent_arrays(key):
 def _uniform(x) -> bool:
     """An unbatched operand of the batch's shape is fine if the backward does not read it
     (ShapeOnly) or it is the same for every example (e.g. a ones cotangent)."""
-    from llgrad.runtime.autograd.graph import SavedTensor, ShapeOnly
+    from llgrad.runtime.autograd.graph import ShapeOnly
     if isinstance(x, ShapeOnly):
         return True
-    d = (x.tensor._data if x.tensor is not None else x.data) if isinstance(x, SavedTensor) \
-        else np.asarray(x)
+    d = x._data if hasattr(x, "_data") else np.asarray(x)
     return bool(np.all(d == d[:1]))
 
 
@@ -91,7 +92,7 @@ def _batch_safe(node, batched, n):
     b = [False] * len(node.inputs)
     for pos, f in zip(node.edges, flags):
         b[pos] = f
-    shapes = [_shape(x) for x in node.inputs]
+    shapes = [_shape(x, node) for x in node.inputs]
     outs = [m[0] for m in node.out_meta]
     if any(not o or o[0] != n for o in outs) or any(bk and (not s or s[0] != n)
                                                     for bk, s in zip(b, shapes)):

@@ -1,5 +1,5 @@
-"""The layers: Linear, Identity, activations (ReLU, Tanh, Sigmoid, LeakyReLU, Softmax,
-LogSoftmax), Dropout, Flatten, AvgPool2d, and the containers Sequential and ModuleList.
+"""The basic layers: Linear, Identity, Dropout, Flatten (activations: nn/activation.py;
+containers: nn/container.py; convolutions and pooling: nn/conv.py).
 
 Default initialisation is PyTorch's (Kaiming-uniform for Linear), drawn from llgrad's global
 generator, so `llgrad.manual_seed(s)` makes a model reproducible.
@@ -7,8 +7,6 @@ generator, so `llgrad.manual_seed(s)` makes a model reproducible.
 from __future__ import annotations
 
 import math
-import operator
-from collections import OrderedDict
 
 import numpy as np
 
@@ -71,57 +69,6 @@ class Linear(Module):
                 f"bias={self.bias is not None}")
 
 
-class ReLU(Module):
-    def __init__(self, inplace: bool = False) -> None:
-        super().__init__()
-        self.inplace = inplace
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.relu(input, self.inplace)
-
-    def extra_repr(self) -> str:
-        return "inplace=True" if self.inplace else ""
-
-
-class LeakyReLU(Module):
-    def __init__(self, negative_slope: float = 0.01, inplace: bool = False) -> None:
-        super().__init__()
-        self.negative_slope, self.inplace = negative_slope, inplace
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.leaky_relu(input, self.negative_slope, self.inplace)
-
-    def extra_repr(self) -> str:
-        return f"negative_slope={self.negative_slope}" + (", inplace=True" if self.inplace else "")
-
-
-class Tanh(Module):
-    def forward(self, input: Tensor) -> Tensor:
-        return ops.tanh(input)
-
-
-class Sigmoid(Module):
-    def forward(self, input: Tensor) -> Tensor:
-        return ops.sigmoid(input)
-
-
-class Softmax(Module):
-    def __init__(self, dim=None) -> None:
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.softmax(input, self.dim)
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}"
-
-
-class LogSoftmax(Softmax):
-    def forward(self, input: Tensor) -> Tensor:
-        return F.log_softmax(input, self.dim)
-
-
 class Dropout(Module):
     """Zeroes elements with probability p and scales the rest by 1/(1-p) while `training`;
     the identity after `eval()`."""
@@ -149,107 +96,3 @@ class Flatten(Module):
 
     def extra_repr(self) -> str:
         return f"start_dim={self.start_dim}, end_dim={self.end_dim}"
-
-
-class AvgPool2d(Module):
-    def __init__(self, kernel_size, stride=None, padding=0) -> None:
-        super().__init__()
-        self.kernel_size = kernel_size
-        self.stride = kernel_size if stride is None else stride
-        self.padding = padding
-
-    def forward(self, input: Tensor) -> Tensor:
-        return F.avg_pool2d(input, self.kernel_size, self.stride, self.padding)
-
-    def extra_repr(self) -> str:
-        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
-
-
-class Sequential(Module):
-    """Runs its modules in order, each on the previous one's output.
-
-    Built from modules (`Sequential(a, b)`, children named '0', '1', ...) or from an
-    OrderedDict of names to modules. Supports indexing (a slice gives a Sequential), len,
-    iteration and append.
-    """
-
-    def __init__(self, *args) -> None:
-        super().__init__()
-        if len(args) == 1 and isinstance(args[0], OrderedDict):
-            for name, module in args[0].items():
-                self.add_module(name, module)
-        else:
-            for i, module in enumerate(args):
-                self.add_module(str(i), module)
-
-    def _index(self, idx) -> str:
-        idx = operator.index(idx)
-        n = len(self)
-        if not -n <= idx < n:
-            raise IndexError(f"index {idx} is out of range")
-        return list(self._modules)[idx % n]
-
-    def __getitem__(self, idx):
-        if isinstance(idx, slice):
-            return type(self)(OrderedDict(list(self._modules.items())[idx]))
-        return self._modules[self._index(idx)]
-
-    def __setitem__(self, idx, module: Module) -> None:
-        setattr(self, self._index(idx), module)
-
-    def __delitem__(self, idx) -> None:
-        keys = list(self._modules)[idx] if isinstance(idx, slice) else [self._index(idx)]
-        for k in keys:
-            del self._modules[k]
-        items = list(self._modules.values())
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self._modules[str(i)] = m
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def append(self, module: Module) -> "Sequential":
-        self.add_module(str(len(self)), module)
-        return self
-
-    def forward(self, input):
-        for module in self._modules.values():
-            input = module(input)
-        return input
-
-
-class ModuleList(Module):
-    """A list of modules, registered as children '0', '1', ... (no forward of its own)."""
-
-    def __init__(self, modules=None) -> None:
-        super().__init__()
-        for m in modules or ():
-            self.append(m)
-
-    def __getitem__(self, idx):
-        if isinstance(idx, slice):
-            return ModuleList(list(self._modules.values())[idx])
-        return list(self._modules.values())[idx]
-
-    def __setitem__(self, idx: int, module: Module) -> None:
-        key = list(self._modules)[idx]
-        setattr(self, key, module)
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
-
-    def append(self, module: Module) -> "ModuleList":
-        self.add_module(str(len(self)), module)
-        return self
-
-    def extend(self, modules) -> "ModuleList":
-        for m in modules:
-            self.append(m)
-        return self

@@ -9,8 +9,11 @@ from llgrad.runtime.ops.elementwise import (  # noqa: F401
     remainder, rsqrt, sigmoid, sign, sin, sqrt, square, stop_gradient, sub, tan, tanh, where,
 )
 from llgrad.runtime.ops.index import getitem, index_add, setitem, slice_axis  # noqa: F401
-from llgrad.runtime.ops.linalg import dot, matmul, outer  # noqa: F401
-from llgrad.runtime.ops.loss import mse_loss, nll_loss  # noqa: F401
+from llgrad.runtime.ops.linalg import addmm, affine, dot, matmul, outer  # noqa: F401
+from llgrad.runtime.ops.loss import (  # noqa: F401
+    binary_cross_entropy, binary_cross_entropy_with_logits, huber_loss, mse_loss, nll_loss,
+    smooth_l1_loss,
+)
 from llgrad.runtime.ops.reduce import (  # noqa: F401
     amax, amin, argmax, argmin, log_softmax, logsumexp, mean, norm, prod, reduce_prod, reduce_sum,
     softmax, std, sum, var, vector_norm,
@@ -51,4 +54,18 @@ from llgrad.runtime.ops.linalg_solve import (  # noqa: F401,E402
 )
 from llgrad.runtime.ops.linalg_spectral import (  # noqa: F401,E402
     eigh, eigvalsh, matrix_norm, pinv, qr, svd, svdvals,
+)
+
+# ---- neural-network layers (issue 15, branch eager15b) ---------------------------------------
+from llgrad.runtime.ops.activation import (  # noqa: F401,E402
+    elu, gelu, hardtanh, leaky_relu, silu, softplus,
+)
+from llgrad.runtime.ops.conv import conv, conv_transpose  # noqa: F401,E402
+from llgrad.runtime.ops import normalization, pool  # noqa: F401,E402  (their primitives)
+from llgrad.runtime.ops.embedding import embedding  # noqa: F401,E402
+from llgrad.runtime.ops.rnn import gru_layer, lstm_layer, rnn_layer  # noqa: F401,E402
+
+# ---- PyTorch's gather/scatter family along a dimension (issue 15) -------------------------------
+from llgrad.runtime.ops.torch_index import (  # noqa: F401,E402
+    gather_dim, index_add_dim, index_select, scatter_add_dim, scatter_dim, topk,
 )

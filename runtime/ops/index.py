@@ -67,10 +67,27 @@ def _getitem_vjp(g, out, x, *idx, key):
     return bind(scatter_add_p, g, *idx, key=key, shape=shape_of(x))
 
 
+def _getitem_name(out_shape, key=(), **_):
+    """PyTorch's node for x[key]: IndexBackward0 with index arrays; else its basic indexing
+    is one op per entry, applied in order, and the node is the last one's (x[0] Select, x[1:]
+    Slice, x[None] Unsqueeze, x[...] or x[:] Alias)."""
+    if has_arrays(key):
+        return "IndexBackward0"
+    name = "AliasBackward0"
+    for e in key:
+        if e[0] == "i":
+            name = "SelectBackward0"
+        elif e[0] == "s" and e[1:] != (None, None, None):
+            name = "SliceBackward0"
+        elif e[0] == "n":
+            name = "UnsqueezeBackward0"
+    return name
+
+
 getitem_p = register(Primitive(
     "getitem", "index", _getitem_impl, _getitem_shape,
     lambda i, *a, **p: _getitem_vjp(*a, **p) if i == 0 else None, saves=_index_operands,
-    node_name="IndexBackward0"))
+    node_name=_getitem_name))
 
 scatter_add_p = register(Primitive(
     "scatter_add", "index", _scatter_add_impl,

@@ -1,12 +1,13 @@
 """Linear algebra: the matmul primitive on (..., m, k) @ (..., k, n) with equal batch dims, and
-matmul/dot/mm/outer for every rank, built on it with reshapes and broadcasts."""
+matmul/dot/mm/outer for every rank, built on it with reshapes and broadcasts; addmm (bias +
+a @ b, PyTorch's AddmmBackward0, the node of a Linear layer) as a composite primitive."""
 from __future__ import annotations
 
 import numpy as np
 
 from llgrad.runtime.aval import Aval
 from llgrad.runtime.errors import ShapeError
-from llgrad.runtime.ops._util import operands, shape_of
+from llgrad.runtime.ops._util import dtype_of, operands, shape_of
 from llgrad.runtime.ops.shape import broadcast_to, reshape, swapaxes
 from llgrad.runtime.prim import Primitive, bind, register
 
@@ -22,6 +23,73 @@ matmul_p = register(Primitive(
     (lambda g, out, a, b: matmul(g, swapaxes(b, -1, -2)),
      lambda g, out, a, b: matmul(swapaxes(a, -1, -2), g)),
     saves=(0, 1), numpy=(), node_name="MmBackward0"))
+
+
+def _addmm_impl(bias, a, b, beta, alpha):
+    out = np.matmul(a, b)
+    if alpha != 1:
+        out = np.multiply(out, np.asarray(alpha, out.dtype))
+    return np.add(out, bias if beta == 1 else np.multiply(bias, np.asarray(beta, out.dtype)))
+
+
+def _addmm_shape(bias, a, b, beta, alpha):
+    if len(a.shape) != 2 or len(b.shape) != 2 or a.shape[1] != b.shape[0]:
+        raise ShapeError(f"addmm: mat1 and mat2 shapes cannot be multiplied "
+                         f"({a.shape[0] if a.shape else 1}x{a.shape[-1] if a.shape else 1} and "
+                         f"{b.shape[0] if b.shape else 1}x{b.shape[-1] if b.shape else 1})")
+    out = (a.shape[0], b.shape[1])
+    try:
+        fits = np.broadcast_shapes(tuple(bias.shape), out) == out
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ShapeError(f"addmm: the bias of shape {list(bias.shape)} does not broadcast to "
+                         f"the product's shape {list(out)}")
+    return Aval(out, a.dtype)
+
+
+def _addmm_decompose(bias, a, b, beta, alpha):
+    from llgrad.runtime.ops.elementwise import add, mul
+    out = matmul(a, b)
+    return add(out if alpha == 1 else mul(out, alpha), bias if beta == 1 else mul(bias, beta))
+
+
+def _scaled(g, s):
+    from llgrad.runtime.ops.elementwise import mul
+    return g if s == 1 else mul(g, s)
+
+
+addmm_p = register(Primitive(
+    "addmm", "linalg", _addmm_impl, _addmm_shape,
+    (lambda g, out, bias, a, b, beta, alpha: _scaled(g, beta),
+     lambda g, out, bias, a, b, beta, alpha: _scaled(matmul(g, swapaxes(b, -1, -2)), alpha),
+     lambda g, out, bias, a, b, beta, alpha: _scaled(matmul(swapaxes(a, -1, -2), g), alpha)),
+    decompose=_addmm_decompose, node_name="AddmmBackward0"))
+
+
+def addmm(bias, a, b, beta=1, alpha=1):
+    """beta * bias + alpha * (a @ b) for matrices a (m, k) and b (k, n), bias broadcasting to
+    (m, n): one node (AddmmBackward0), as PyTorch's addmm."""
+    (bias, a, b), dt = operands(bias, a, b)
+    if dt.kind != "f":
+        return _addmm_decompose(bias, a, b, beta, alpha)
+    return bind(addmm_p, bias, a, b, beta=beta, alpha=alpha)
+
+
+def affine(x, wt, bias=None):
+    """x @ wt + bias (F.linear, given the weight's transpose wt), as PyTorch computes it: with
+    a bias and operands of one dtype, one AddmmBackward0 node, on x viewed as a matrix when
+    it is not one (and the result viewed back: ViewBackward0 over AddmmBackward0)."""
+    from llgrad.runtime.ops.elementwise import add
+    sx = shape_of(x)
+    if bias is None or len(shape_of(wt)) != 2 or not sx or \
+            len({dtype_of(v) for v in (x, wt, bias)}) != 1:
+        out = matmul(x, wt)
+        return out if bias is None else add(out, bias)
+    if len(sx) == 2:
+        return addmm(bias, x, wt)
+    out = addmm(bias, reshape(x, (-1, sx[-1])), wt)
+    return reshape(out, sx[:-1] + shape_of(wt)[-1:])
 
 
 def _fmt(s):

@@ -109,7 +109,7 @@ reduce_min_p = _reduction(
     _extremum_vjp, saves=(0, -1), node_name="AminBackward0", shape=_extremum_shape("minimum"))
 reduce_prod_p = _reduction(
     "reduce_prod", lambda x, axes, keepdims: np.prod(x, axis=axes, keepdims=keepdims),
-    _prod_vjp, saves=(0,), node_name="ProdBackward1")
+    _prod_vjp, saves=(0,), node_name=_variant("Prod"))
 
 
 def _lse_impl(x, axes, keepdims):

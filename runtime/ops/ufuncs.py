@@ -20,8 +20,8 @@ from llgrad.runtime.errors import UnsupportedError
 from llgrad.runtime.ops._scalar import libm_rule
 from llgrad.runtime.ops._util import dtype_of, operands
 from llgrad.runtime.ops.elementwise import (
-    _binary, _float_binary, _unary, abs, add, astype, copy, div, elementwise, eq, exp, gt, lt,
-    mul, ne, neg, sin, sqrt, sub, where,
+    _binary, _float_binary, _overloads, _unary, abs, add, astype, copy, div, elementwise, eq,
+    exp, gt, lt, mul, ne, neg, sin, sqrt, sub, where,
 )
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
@@ -112,7 +112,8 @@ copysign_p = elementwise("copysign", np.copysign,
 # C's fmod: the remainder takes the dividend's sign (x - trunc(x / y) * y).
 fmod_p = elementwise("fmod", np.fmod, (lambda g, out, x, y: g,
                                        lambda g, out, x, y: neg(mul(g, trunc(div(x, y))))),
-                     lambda s, x, y: s.fmod(x, y), numpy=np.fmod)
+                     lambda s, x, y: s.fmod(x, y), numpy=np.fmod,
+                     node_name=_overloads("Fmod", 2))
 
 # ---- rounding (zero gradient) -------------------------------------------------------------------
 ceil_p = elementwise("ceil", np.ceil, (_zero_vjp,), libm_rule("ceil"), saves=(), numpy=np.ceil)

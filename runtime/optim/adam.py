@@ -1,12 +1,12 @@
 """Adam (Kingma & Ba, 2015) with L2 weight decay, AMSGrad and maximize, as PyTorch's; AdamW
-(decoupled weight decay)."""
+(decoupled weight decay). The update rounds as PyTorch's (lerp for the first moment)."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from llgrad.runtime.optim.optimizer import Optimizer
+from llgrad.runtime.optim.optimizer import Optimizer, lerp_
 from llgrad.runtime.tensor import Tensor
 
 
@@ -55,8 +55,8 @@ class Adam(Optimizer):
         state["step"].add_(1)
         step = float(state["step"].item())
         exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-        exp_avg.mul_(beta1).add_(grad, alpha=1 - beta1)
-        exp_avg_sq.mul_(beta2).add_(grad * grad, alpha=1 - beta2)
+        lerp_(exp_avg, grad, 1 - beta1)  # PyTorch's order of rounding
+        exp_avg_sq.mul_(beta2).add_(grad * (1 - beta2) * grad)
         bias1, bias2 = 1 - beta1 ** step, 1 - beta2 ** step
         if group["amsgrad"]:
             state["max_exp_avg_sq"].copy_(state["max_exp_avg_sq"].maximum(exp_avg_sq))

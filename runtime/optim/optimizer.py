@@ -22,6 +22,22 @@ class _Required:
 required = _Required()
 
 
+def check_hyper(**values) -> None:
+    """PyTorch's constructor checks: each hyperparameter given must be >= 0."""
+    for name, v in values.items():
+        if v is not required and v < 0.0:
+            word = {"lr": "learning rate", "eps": "epsilon value"}.get(name, f"{name} value")
+            raise ValueError(f"Invalid {word}: {v}")
+
+
+def lerp_(t: Tensor, end: Tensor, weight: float) -> Tensor:
+    """t += weight (end - t) in place, rounded as PyTorch's lerp_ (from `end` for weight >=
+    0.5)."""
+    if weight < 0.5:
+        return t.add_(end - t, alpha=weight)
+    return t.copy_(end - (end - t) * (1 - weight))
+
+
 class Optimizer:
     """Base class: holds `param_groups` (a list of dicts, each with 'params' and the
     hyperparameters) and `state` (a dict from parameter to its buffers).

@@ -361,3 +361,52 @@ def test_factories():
 def test_repr_like_pytorch(make, text):
     assert repr(make()) == text
     assert str(make()) == text
+
+
+# ---- which nodes autograd.grad runs (Note [Which nodes autograd.grad runs]) ----------------
+def test_grad_runs_only_nodes_leading_to_the_inputs():
+    x = lg.tensor([1.0, 2.0], requires_grad=True)
+    w = lg.tensor([3.0, 4.0], requires_grad=True)
+    side = (w * 5).exp()  # a branch that does not lead to x
+    ran = []
+    side.grad_fn.register_prehook(lambda g: ran.append("side"))
+    out = (x * x).sum() + side.sum()
+    (g,) = lg.autograd.grad(out, x, retain_graph=True)
+    assert g.tolist() == [2.0, 4.0] and ran == [] and w.grad is None
+    out.backward()  # backward runs everything
+    assert ran == ["side"] and x.grad.tolist() == [2.0, 4.0]
+
+
+def test_nodes_are_newer_than_the_nodes_their_edges_point_at():
+    from llgrad.runtime.autograd.engine import _collect
+
+    class Twice(lg.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return a * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+    x = lg.tensor([1.0, 2.0], requires_grad=True)  # its AccumulateGrad is made by Twice
+    y = (Twice.apply(x) * x).sum()
+    deps, roots, ordered = _collect([y.grad_fn])
+    assert ordered and len(deps) == 3  # Mul, TwiceBackward, AccumulateGrad (Sum is the root)
+    assert lg.autograd.grad(y, x)[0].tolist() == [4.0, 8.0]
+
+
+def test_needed_sets_agree_with_a_depth_first_search():
+    from llgrad.runtime.autograd.engine import _collect, _needed
+    rng = np.random.default_rng(0)
+    xs = [lg.tensor(rng.standard_normal(2), requires_grad=True) for _ in range(4)]
+    vals = list(xs)
+    for _ in range(30):  # a random DAG
+        i, j = rng.integers(0, len(vals), 2)
+        vals.append(vals[i] * vals[j] if rng.random() < 0.5 else (vals[i] + 1.0).sin())
+    root = sum(v.sum() for v in vals[-5:])
+    deps, roots, ordered = _collect([root.grad_fn])
+    nodes = roots.union(deps)
+    for k in range(4):
+        targets = {x._accumulator() for x in xs[:k + 1]}
+        assert _needed(nodes, targets, True) == _needed(nodes, targets, False)

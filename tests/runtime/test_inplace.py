@@ -268,3 +268,34 @@ def test_augmented_assignment_is_in_place_as_in_pytorch():
     i = lg.tensor([1, 2])
     with pytest.raises(RuntimeError, match="can't be cast"):
         i /= 2
+
+
+def test_what_is_saved_follows_pytorch():
+    # torch 2.13: x * 2.0 and x / 2.0 save the number only, so x may change afterwards;
+    # x ** 2.0 and 2.0 / x save x (the error names the version it was saved at)
+    w = lg.tensor([1.0, 2.0], requires_grad=True)
+    for expr, saves_x in [("x * 2.0", False), ("x / 2.0", False), ("x * c", False),
+                          ("x ** 2.0", True), ("c / x", True), ("x * x", True)]:
+        x, c = w * 1, lg.tensor([3.0, 4.0])
+        y = eval(expr)
+        x.add_(1)
+        if saves_x:
+            with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+                y.sum().backward()
+        else:
+            y.sum().backward()
+        w.grad = None
+
+
+def test_version_counters_are_made_when_needed():
+    x = lg.tensor([1.0, 2.0])
+    assert x._version == 0
+    y = x * 2  # a fresh result has no counter until something needs one
+    assert y._v is None and y._version == 0
+    v = y[0:1]  # a view shares its base's
+    assert y._v is not None and v._vc is y._vc
+    v.add_(1)
+    assert y._version == v._version == 1 and y.tolist() == [3.0, 4.0]
+    d = y.detach()
+    d.mul_(2)
+    assert y._version == 2

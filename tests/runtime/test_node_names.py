@@ -88,6 +88,83 @@ CASES = [
     ("lg.take_along_dim(x, lg.tensor([[0], [1], [2]]), 1)", "GatherBackward0",
      ["AccumulateGrad"]),
     ("lg.cross(x, x * 2, dim=0)", "LinalgCrossBackward0", ["AccumulateGrad", "MulBackward0"]),
+    # overloads: which operands are Python numbers (torch 2.13 too)
+    ("x ** 2", "PowBackward0", ["AccumulateGrad"]),
+    ("x ** x", "PowBackward1", ["AccumulateGrad", "AccumulateGrad"]),
+    ("2 ** x", "PowBackward2", ["AccumulateGrad"]),
+    ("x ** lg.tensor(2.0, dtype=x.dtype)", "PowBackward1", ["AccumulateGrad", None]),
+    ("x % 2", "RemainderBackward0", ["AccumulateGrad"]),
+    ("x % x", "RemainderBackward1", ["AccumulateGrad", "AccumulateGrad"]),
+    ("x.fmod(2)", "FmodBackward0", ["AccumulateGrad"]),
+    ("x.fmod(x)", "FmodBackward1", ["AccumulateGrad", "AccumulateGrad"]),
+    ("x.log1p()", "Log1PBackward0", ["AccumulateGrad"]),
+    ("x.prod()", "ProdBackward0", ["AccumulateGrad"]),
+    ("x.prod(1)", "ProdBackward1", ["AccumulateGrad"]),
+    # indexing and views: named after the method (torch 2.13 too)
+    ("x[0]", "SelectBackward0", ["AccumulateGrad"]),
+    ("x[:, 1]", "SelectBackward0", ["AccumulateGrad"]),
+    ("x[1:]", "SliceBackward0", ["AccumulateGrad"]),
+    ("x[None]", "UnsqueezeBackward0", ["AccumulateGrad"]),
+    ("x[[0, 2]]", "IndexBackward0", ["AccumulateGrad"]),
+    ("x.select(1, 0)", "SelectBackward0", ["AccumulateGrad"]),
+    ("lg.select(x, 0, -1)", "SelectBackward0", ["AccumulateGrad"]),
+    ("x.narrow(1, 1, 2)", "SliceBackward0", ["AccumulateGrad"]),
+    ("x.t()", "TBackward0", ["AccumulateGrad"]),
+    ("x.T", "PermuteBackward0", ["AccumulateGrad"]),
+    ("x.mT", "TransposeBackward0", ["AccumulateGrad"]),
+    ("x.transpose(0, 1)", "TransposeBackward0", ["AccumulateGrad"]),
+    ("lg.transpose(x, 0, 1)", "TransposeBackward0", ["AccumulateGrad"]),
+    ("x.swapaxes(0, 1)", "TransposeBackward0", ["AccumulateGrad"]),
+    ("x.permute(1, 0)", "PermuteBackward0", ["AccumulateGrad"]),
+    ("x.unsqueeze(0)", "UnsqueezeBackward0", ["AccumulateGrad"]),
+    ("lg.unsqueeze(x, 1)", "UnsqueezeBackward0", ["AccumulateGrad"]),
+    ("x.reshape(3, 1, 4).squeeze()", "SqueezeBackward0", ["ViewBackward0"]),
+    ("lg.squeeze(x.reshape(3, 1, 4))", "SqueezeBackward0", ["ViewBackward0"]),
+    ("x.reshape(3, 1, 4).squeeze(1)", "SqueezeBackward1", ["ViewBackward0"]),
+    ("x.reshape(3, 1, 4).squeeze((1,))", "SqueezeBackward2", ["ViewBackward0"]),
+    # gather/scatter along a dim, topk, addmm, F.linear (torch 2.13 too)
+    ("x.topk(2).values", "TopkBackward0", ["AccumulateGrad"]),
+    ("lg.topk(x, 2, 0).values", "TopkBackward0", ["AccumulateGrad"]),
+    ("x.gather(1, lg.tensor([[0], [1], [2]]))", "GatherBackward0", ["AccumulateGrad"]),
+    ("lg.gather(x, 0, lg.tensor([[2, 0, 1, 1]]))", "GatherBackward0", ["AccumulateGrad"]),
+    ("x.scatter(1, lg.tensor([[0], [1], [2]]), x[:, :1] * 2)", "ScatterBackward0",
+     ["AccumulateGrad", "MulBackward0"]),
+    ("x.scatter(1, lg.tensor([[0], [1], [2]]), 1.5)", "ScatterBackward1", ["AccumulateGrad"]),
+    ("lg.scatter(x, 1, lg.tensor([[0], [1], [2]]), value=1.5)", "ScatterBackward1",
+     ["AccumulateGrad"]),
+    ("x.scatter_add(1, lg.tensor([[0], [1], [2]]), x[:, :1] * 2)", "ScatterAddBackward0",
+     ["AccumulateGrad", "MulBackward0"]),
+    ("lg.scatter_add(x, 0, lg.tensor([[0, 1, 2, 0]]), x[:1] * 2)", "ScatterAddBackward0",
+     ["AccumulateGrad", "MulBackward0"]),
+    ("x.index_select(0, lg.tensor([0, 2]))", "IndexSelectBackward0", ["AccumulateGrad"]),
+    ("lg.index_select(x, 1, lg.tensor([3]))", "IndexSelectBackward0", ["AccumulateGrad"]),
+    ("lg.addmm(x[0], x.T, x)", "AddmmBackward0",
+     ["SelectBackward0", "PermuteBackward0", "AccumulateGrad"]),
+    ("lg.nn.functional.linear(x, x[:2], x[0, :2])", "AddmmBackward0",
+     ["SliceBackward0", "AccumulateGrad", "TBackward0"]),
+    ("lg.nn.functional.linear(x.reshape(2, 3, 2), x[:2, :2], x[0, :2])", "ViewBackward0",
+     ["AddmmBackward0"]),
+    ("lg.nn.functional.linear(x[0], x[:2], x[1, :2])", "ViewBackward0", ["AddmmBackward0"]),
+    ("lg.nn.functional.linear(x, x[:2])", "MmBackward0", ["AccumulateGrad", "TBackward0"]),
+    # functions PyTorch names after themselves where llgrad composes primitives (torch 2.13)
+    ("1.0 - x", "RsubBackward1", ["AccumulateGrad"]),
+    ("x.max()", "MaxBackward1", ["AccumulateGrad"]),
+    ("lg.max(x)", "MaxBackward1", ["AccumulateGrad"]),
+    ("x.max(1).values", "MaxBackward0", ["AccumulateGrad"]),
+    ("x.min()", "MinBackward1", ["AccumulateGrad"]),
+    ("lg.min(x, 0)[0]", "MinBackward0", ["AccumulateGrad"]),
+    ("x.amax(1)", "AmaxBackward0", ["AccumulateGrad"]),
+    ("x.chunk(2, 1)[1]", "SplitBackward0", ["AccumulateGrad"]),
+    ("lg.chunk(x, 3)[0]", "SplitBackward0", ["AccumulateGrad"]),
+    ("x.split(2, 1)[0]", "SplitBackward0", ["AccumulateGrad"]),
+    ("lg.split(x, [1, 2])[1]", "SplitWithSizesBackward0", ["AccumulateGrad"]),
+    ("x.unbind(1)[2]", "UnbindBackward0", ["AccumulateGrad"]),
+    ("lg.unbind(x)[0]", "UnbindBackward0", ["AccumulateGrad"]),
+    ("x.repeat(2, 1)", "RepeatBackward0", ["ExpandBackward0"]),
+    ("x.reciprocal()", "ReciprocalBackward0", ["AccumulateGrad"]),
+    ("lg.reciprocal(x)", "ReciprocalBackward0", ["AccumulateGrad"]),
+    ("lg.bmm(x[None], x.T[None])", "BmmBackward0", ["UnsqueezeBackward0", "UnsqueezeBackward0"]),
+    ("x[None].bmm(x.T[None])", "BmmBackward0", ["UnsqueezeBackward0", "UnsqueezeBackward0"]),
 ]
 
 
@@ -95,12 +172,71 @@ CASES = [
 def test_grad_fn_names_match_pytorch(expr, name, nexts):
     x = lg.tensor(np.random.default_rng(0).random((3, 4)) + 0.5, requires_grad=True)
     y = eval(expr, {"lg": lg, "x": x})
-    assert y.grad_fn.name() == name
+    assert y.grad_fn.name() == type(y.grad_fn).__name__ == name
+    assert isinstance(y.grad_fn, lg.autograd.graph.Node)
     assert f"<{name} object" in repr(y.grad_fn)
-    assert [None if n is None else n.name() for n, _ in y.grad_fn.next_functions] == nexts
+    assert [None if n is None else type(n).__name__ for n, _ in y.grad_fn.next_functions] == \
+        [None if n is None else n.name() for n, _ in y.grad_fn.next_functions] == nexts
     assert all(i == 0 for _, i in y.grad_fn.next_functions)
     if nexts == ["AccumulateGrad"]:
         assert y.grad_fn.next_functions[0][0].variable is x
+
+
+def test_stack_is_named_as_pytorch():
+    # torch.stack is one node over its inputs; llgrad's is the concatenation of their views,
+    # named StackBackward0 (its next_functions are the views' nodes, not the inputs')
+    x = lg.ones(2, 3, requires_grad=True)
+    for y in (lg.stack([x, x * 2]), lg.stack([x, x], dim=-1)):
+        assert type(y.grad_fn).__name__ == y.grad_fn.name() == "StackBackward0"
+    y = lg.stack([x, x * 2], 1)
+    y.backward(lg.ones(2, 2, 3))
+    assert x.grad.tolist() == [[3.0] * 3] * 2
+
+
+def test_one_class_per_name():
+    """Node classes are made once per PyTorch name and shared: by every node of a primitive,
+    and by the primitives PyTorch names alike (square and pow are PowBackward0)."""
+    from llgrad.runtime.autograd.graph import AccumulateGrad, Node, PrimNode
+    x = lg.tensor([1.0, 2.0], requires_grad=True)
+    a, b, c = x.exp(), (x * 3).exp(), x.square()
+    assert type(a.grad_fn) is type(b.grad_fn)
+    assert type(c.grad_fn) is type((x ** 2).grad_fn) is not type(a.grad_fn)
+    assert issubclass(type(a.grad_fn), PrimNode) and issubclass(PrimNode, Node)
+    assert type(x.sum().grad_fn).__name__ == "SumBackward0"
+    assert type(x.reshape(2, 1).sum(1).grad_fn).__name__ == "SumBackward1"
+    acc = a.grad_fn.next_functions[0][0]
+    assert type(acc) is AccumulateGrad and type(acc).__name__ == acc.name() == "AccumulateGrad"
+    # a multi-result primitive's node is one too (torch 2.13: LinalgEighBackward0)
+    m = lg.tensor([[2.0, 1.0], [1.0, 3.0]], requires_grad=True)
+    assert type(lg.linalg.eigh(m).eigenvalues.grad_fn).__name__ == "LinalgEighBackward0"
+
+
+def test_masked_fill_is_named_as_pytorch():
+    # torch 2.13: MaskedFillBackward0, whose only edge is x's (the mask needs no gradient)
+    x = lg.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    for y in (x.masked_fill(x > 2, 0.0), lg.masked_fill(x, x > 2, 0.0)):
+        assert type(y.grad_fn).__name__ == "MaskedFillBackward0"
+        assert len(y.grad_fn.next_functions) == 1
+        assert y.grad_fn.next_functions[0][0].variable is x
+    y = x.clone()
+    y.masked_fill_(y > 2, 0.0)
+    assert y.tolist() == [[1.0, 2.0], [0.0, 0.0]]
+
+
+def test_where_has_edges_for_its_operands_only():
+    # torch 2.13: WhereBackward0 with one edge per operand, none for the condition; changing
+    # the condition in place after the forward does not change the gradient
+    x = lg.tensor([1.0, -2.0, 3.0], requires_grad=True)
+    z = lg.tensor([5.0, 6.0, 7.0], requires_grad=True)
+    for y in (lg.where(x > 0, x, z * 2), x.where(x > 0, z * 2)):
+        assert [type(n).__name__ for n, _ in y.grad_fn.next_functions] == \
+            ["AccumulateGrad", "MulBackward0"]
+    c = x > 0
+    y = lg.where(c, x, z)
+    c.copy_(lg.tensor([False, True, False]))
+    assert c.tolist() == [False, True, False]
+    y.backward(lg.tensor([1.0, 10.0, 100.0]))
+    assert x.grad.tolist() == [1.0, 0.0, 100.0] and z.grad.tolist() == [0.0, 10.0, 0.0]
 
 
 # linear algebra (torch 2.13 too), on a square matrix `a`; (expression, name, next names,

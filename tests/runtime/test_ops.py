@@ -453,3 +453,21 @@ def test_shape_errors_show_both_shapes():
         lg.ones(2, 3) @ lg.ones(4, 5)
     with pytest.raises(ValueError, match=r"cannot reshape"):
         lg.ones(6).reshape(4, 2)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_where_selects_bits_exactly(dtype):
+    # runtime/ops/elementwise.py _where_impl selects by bit masks: it must equal np.where bit
+    # for bit (NaN, inf, -0.0), with y = +0.0 (a gradient's zeros: a path of its own) or not,
+    # and with broadcast operands
+    from llgrad.runtime.ops.elementwise import where_p
+    x = np.array([[np.nan, -np.inf, -0.0, 1.5], [np.inf, -2.0, 0.0, np.nan]], dtype)
+    c = np.array([[True, False, True, True], [False, True, True, False]])
+    ints = np.int32 if dtype == np.float32 else np.int64
+    for cond, a, b in [(c, x, np.zeros((), dtype)), (c, x, x[::-1]), (c, x, np.array(-0.0, dtype)),
+                       (c[:1], x, np.zeros((), dtype)), (c, np.array(3.0, dtype), x),
+                       (c[:, :1], x[0], np.zeros((2, 1), dtype))]:
+        got = where_p.impl(cond, a, b)
+        want = np.where(cond, a, b)
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert (got.view(ints) == want.view(ints)).all()

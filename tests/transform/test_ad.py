@@ -117,6 +117,18 @@ SAMPLES.update({
     "window_update": (lambda a, b: wd.window_update_p.bind(a, b, np.int64(3), np.int64(2),
                                                            axis=0, stride=-1), [X, Y[:3]]),
 })
+
+# activations (issue 15); the other nn primitives are composites and reach the IR decomposed
+from llgrad.runtime.ops import activation as act  # noqa: E402
+
+SAMPLES.update({
+    "gelu": (lambda a: act.gelu_p.bind(a, approximate="none"), [X]),
+    "silu": U(act.silu_p),
+    "elu": (lambda a: act.elu_p.bind(a, alpha=0.7, scale=1.2, input_scale=0.5), [X]),
+    "softplus": (lambda a: act.softplus_p.bind(a, beta=2.0, threshold=1.0), [X]),
+    "hardtanh": (lambda a: act.hardtanh_p.bind(a, min_val=-0.5, max_val=0.7), [X]),
+    "leaky_relu": (lambda a: act.leaky_relu_p.bind(a, negative_slope=0.1), [X]),
+})
 STRUCTURAL = {"control", "const", "tape"}
 
 

@@ -1,0 +1,2 @@
+"""llgrad.utils, as torch.utils: `data` (datasets, samplers, DataLoader)."""
+from llgrad.runtime.utils import data  # noqa: F401
