@@ -47,17 +47,29 @@ class Primitive:
             see this primitive), while eager mode runs `impl` as one graph node.
         effect: the op acts beyond its outputs (`check` raises the user's exception): passes
             keep it, and the region ops around it, even when nothing reads its outputs.
+        expensive: a loop's forward sweep tapes the op's output (and its VJP's residuals)
+            rather than the reverse sweep recomputing it (Note [Loop tapes]); reductions and
+            linear algebra always are.
+        batch: `batch(batched, shapes, out_shapes, params) -> bool`, whether the op keeps the
+            examples of a batch (axis 0 of the operands flagged in `batched`) apart, so one
+            backward of a batched call gives per-example gradients
+            (runtime/autograd/vectorized.py; elementwise ops are judged there by family).
+        np_name: the numpy function the Python printer calls (`np.<np_name>(*inputs)`),
+            derived: the name of `impl` when impl is numpy's own callable of that name.
     """
 
     __slots__ = (
         "name", "family", "impl", "shape", "vjp", "nondiff", "saves", "scalar", "numpy",
-        "multiple_results", "node_name", "reads", "decompose", "effect", "__weakref__",
+        "multiple_results", "node_name", "reads", "decompose", "effect", "expensive", "np_name",
+        "batch",
+        "__weakref__",
     )
 
     def __init__(self, name: str, family: str, impl: Callable, shape: Callable, vjp=None, *,
                  nondiff: bool = False, saves=None, scalar=None, numpy=(),
                  multiple_results: bool = False, node_name: str | Callable | None = None,
-                 decompose: Callable | None = None, effect: bool = False):
+                 decompose: Callable | None = None, effect: bool = False,
+                 expensive: bool = False, batch: Callable | None = None):
         if not nondiff and vjp is None:
             raise ValueError(f"primitive {name}: give vjp rules or nondiff=True")
         self.name, self.family, self.impl, self.shape = name, family, impl, shape
@@ -67,6 +79,9 @@ class Primitive:
         self.reads = _rule_reads(self.vjp) if saves is None and isinstance(self.vjp, tuple) else None
         self.scalar, self.multiple_results = scalar, multiple_results
         self.decompose, self.effect = decompose, effect
+        self.expensive = expensive or (family in ("reduce", "linalg") and not nondiff)
+        self.np_name = _numpy_name(impl)
+        self.batch = batch
         self.numpy = tuple(numpy) if isinstance(numpy, (tuple, list)) else (numpy,)
         self.node_name = node_name or (
             "".join(p.capitalize() for p in name.split("_")) + "Backward0")
@@ -85,6 +100,11 @@ class Primitive:
 
     def __reduce__(self):
         return (_lookup, (self.name,))  # pickled by name: IR in the disk cache
+
+
+def _numpy_name(impl) -> str | None:
+    name = getattr(impl, "__name__", None)
+    return name if name and getattr(np, name, None) is impl else None
 
 
 def _rule_reads(rules):
