@@ -530,7 +530,8 @@ def value_and_grad(f: Callable, argnums=0) -> Callable:
     return _differentiable(f, argnums).value_and_grad
 
 
-jacobian, hessian, hvp = compose.jacobian, compose.hessian, compose.hvp
+jacobian = compose.jacobian
+from llgrad.forward import hessian, hvp, jacfwd, jacrev, jvp  # noqa: E402
 
-__all__ = ["differentiate", "grad", "value_and_grad", "jacobian", "hessian", "hvp",
-           "Differentiable", "BoundDifferentiable", "Inspection"]
+__all__ = ["differentiate", "grad", "value_and_grad", "jacobian", "hessian", "hvp", "jvp",
+           "jacfwd", "jacrev", "Differentiable", "BoundDifferentiable", "Inspection"]

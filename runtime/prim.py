@@ -54,6 +54,14 @@ class Primitive:
             examples of a batch (axis 0 of the operands flagged in `batched`) apart, so one
             backward of a batched call gives per-example gradients
             (runtime/autograd/vectorized.py; elementwise ops are judged there by family).
+        linear: forward mode's rule in one word (transform/jvp.py): "linear" when the outputs
+            are linear in the differentiable inputs jointly (reshape, sum, getitem: the
+            tangent is the op applied to the tangents), "multilinear" when linear in each
+            one (matmul: the sum over inputs of the op with that input's tangent).
+        jvp: a hand-written forward-mode rule `jvp(primals, tangents, outs, **params)` -> one
+            tangent per output (tangents None where zero). Elementwise primitives derive
+            theirs from their VJP rules, `linear` ones from the flag; the rest transpose
+            their VJP rules in the IR (transform/jvp.py, Note [Forward mode rules]).
         np_name: the numpy function the Python printer calls (`np.<np_name>(*inputs)`),
             derived: the name of `impl` when impl is numpy's own callable of that name.
     """
@@ -61,7 +69,7 @@ class Primitive:
     __slots__ = (
         "name", "family", "impl", "shape", "vjp", "nondiff", "saves", "scalar", "numpy",
         "multiple_results", "node_name", "reads", "decompose", "effect", "expensive", "np_name",
-        "batch",
+        "batch", "linear", "jvp",
         "__weakref__",
     )
 
@@ -69,7 +77,8 @@ class Primitive:
                  nondiff: bool = False, saves=None, scalar=None, numpy=(),
                  multiple_results: bool = False, node_name: str | Callable | None = None,
                  decompose: Callable | None = None, effect: bool = False,
-                 expensive: bool = False, batch: Callable | None = None):
+                 expensive: bool = False, batch: Callable | None = None,
+                 linear: str | None = None, jvp: Callable | None = None):
         if not nondiff and vjp is None:
             raise ValueError(f"primitive {name}: give vjp rules or nondiff=True")
         self.name, self.family, self.impl, self.shape = name, family, impl, shape
@@ -82,6 +91,9 @@ class Primitive:
         self.expensive = expensive or (family in ("reduce", "linalg") and not nondiff)
         self.np_name = _numpy_name(impl)
         self.batch = batch
+        if linear not in (None, "linear", "multilinear"):
+            raise ValueError(f"primitive {name}: linear must be 'linear' or 'multilinear'")
+        self.linear, self.jvp = linear, jvp
         self.numpy = tuple(numpy) if isinstance(numpy, (tuple, list)) else (numpy,)
         self.node_name = node_name or (
             "".join(p.capitalize() for p in name.split("_")) + "Backward0")

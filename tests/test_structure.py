@@ -17,11 +17,12 @@ REGION_OPS = [p for p in REGISTRY.values() if p.family == "control"
 
 @pytest.mark.parametrize("prim", REGION_OPS, ids=lambda p: p.name)
 def test_every_region_op_has_one_description_and_every_phase_a_rule(prim):
-    from llgrad.transform import interp, verify
+    from llgrad.transform import interp, jvp, verify
     from llgrad.transform.printers import python_src
     assert prim in control.CONTROL, f"{prim.name}: no ControlOp in transform/control.py"
     for phase, table in (("interp", interp._RULES), ("verify", verify._REGION_RULES),
-                         ("python printer", python_src._REGION_PRINTERS)):
+                         ("python printer", python_src._REGION_PRINTERS),
+                         ("forward mode", jvp._RULES)):
         assert prim in table, f"{prim.name} has no {phase} rule"
 
 
@@ -51,6 +52,7 @@ def test_declared_facts():
             assert getattr(np, p.np_name) is p.impl, p.name
         if p.expensive:  # taped by loop AD: a differentiable primitive
             assert not p.nondiff, p.name
+        assert p.linear in (None, "linear", "multilinear"), p.name
     assert REGISTRY["exp"].expensive and not REGISTRY["add"].expensive
     assert REGISTRY["matmul"].expensive and REGISTRY["reduce_sum"].expensive
     assert REGISTRY["abs"].np_name == "absolute" and REGISTRY["matmul"].np_name == "matmul"
@@ -71,11 +73,12 @@ def cube():
 
 
 def test_a_new_elementwise_primitive_needs_only_its_declaration(cube, rng):
-    """Eager, the interpreter, the Python printer and native code (fused, in a loop, its
-    reverse sweep) all run it with no other change."""
+    """Eager, the interpreter, the Python printer, native code (fused, in a loop, its reverse
+    sweep) and forward mode all run it with no other change."""
     from llgrad.codegen import compile_functions
     from llgrad.transform import ad, interp
     from llgrad.transform.builder import Builder
+    from llgrad.transform.jvp import jvp_function
     from llgrad.transform.passes.pipeline import optimize
     from llgrad.transform.printers.python_src import to_python
 
@@ -109,3 +112,7 @@ def test_a_new_elementwise_primitive_needs_only_its_declaration(cube, rng):
     ns: dict = {}
     exec(to_python(fn), ns)
     np.testing.assert_allclose(ns["f"](x0)[0], f(x0), rtol=1e-12)
+    tangent = rng.normal(size=5)
+    jf = optimize(jvp_function(optimize(fn, fuse=False), [0]))
+    np.testing.assert_allclose(compile_functions({"j": jf})["j"](x0, tangent)[1], fd @ tangent,
+                               rtol=1e-6)

@@ -58,11 +58,13 @@ def grad_function(fn: ir.Function, wrt: list[int], name: str | None = None) -> i
 # Note [No AD through tapes]
 # A joint function (the output of grad_function) passes values from a loop's forward sweep to
 # its reverse sweep through tapes, which are storage, not math: tape_push and tape_get have no
-# VJP rules. Differentiating such a function again (grad of grad, hessian, hvp of a function
+# VJP rules. Differentiating such a function again in reverse mode (grad of grad of a function
 # with a staged loop, or a function calling a differentiated one) would lose every derivative
 # that flows through a tape, and give a wrong second derivative. So before AD runs, activity is
 # recomputed as if tapes passed derivatives on; if a tape_get would then carry one, that is an
-# UnsupportedError at the loop's line, never a wrong result.
+# UnsupportedError at the loop's line, never a wrong result. Forward mode has no such limit:
+# tapes are linear, so it carries a tape of tangents beside each tape (transform/jvp.py), and
+# Hessians are taken forward over reverse (llgrad/forward.py).
 def _check_no_tape_derivative(fn, wrt, out) -> None:
     gets = [op for op in fn.walk() if op.prim is tape_get_p]
     if not gets:
@@ -71,12 +73,14 @@ def _check_no_tape_derivative(fn, wrt, out) -> None:
     for op in gets:
         if op.outputs[0].id in through:
             raise UnsupportedError(
-                "llgrad cannot differentiate through the reverse sweep of a compiled loop (a "
-                "second derivative of a function with a loop: grad of grad, hessian, hvp, or "
-                "differentiating a function that calls a differentiated one)", loc=op.loc,
-                fix="compute this higher-order derivative with the eager runtime, e.g. "
-                "llgrad.autograd.functional.hessian(f, llgrad.tensor(x)), where loops run as "
-                "Python")
+                "llgrad cannot differentiate through the reverse sweep of a compiled loop "
+                "in reverse mode again (a second derivative of a function with a loop: grad "
+                "of grad, or differentiating a function that calls a differentiated one)",
+                loc=op.loc,
+                fix="take second derivatives forward over reverse: llgrad.hessian(f), "
+                "llgrad.hvp(f), llgrad.jvp(llgrad.grad(f), ...), which run through loops; or "
+                "use the eager runtime, e.g. llgrad.autograd.functional.hessian(f, "
+                "llgrad.tensor(x)), where loops run as Python")
 
 
 def _activity(fn, wrt, out, through=()) -> set:

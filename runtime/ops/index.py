@@ -80,13 +80,14 @@ def _keeps_batch(b, shapes, outs, params) -> bool:
 getitem_p = register(Primitive(
     "getitem", "index", _getitem_impl, _getitem_shape,
     lambda i, *a, **p: _getitem_vjp(*a, **p) if i == 0 else None, saves=_index_operands,
-    node_name="IndexBackward0", batch=_keeps_batch))
+    node_name="IndexBackward0", batch=_keeps_batch, linear="linear"))
 
 scatter_add_p = register(Primitive(
     "scatter_add", "index", _scatter_add_impl,
     lambda g, *idx, key, shape: Aval(tuple(shape), g.dtype),
     lambda i, g, out, x, *idx, key, shape: bind(getitem_p, g, *idx, key=key) if i == 0 else None,
-    saves=_index_operands, node_name="IndexAddBackward0", batch=_keeps_batch))
+    saves=_index_operands, node_name="IndexAddBackward0", batch=_keeps_batch,
+    linear="linear"))
 
 
 def _index_put_vjp(i, g, out, x, v, *idx, key):
@@ -125,7 +126,8 @@ def _last_writes(x_shape, v_shape, idx, key):
 
 index_put_p = register(Primitive(
     "index_put", "index", _index_put_impl, lambda x, v, *idx, key: Aval(x.shape, x.dtype),
-    _index_put_vjp, saves=lambda n: (1, *range(2, n)), node_name="IndexPutBackward0"))
+    _index_put_vjp, saves=lambda n: (1, *range(2, n)), node_name="IndexPutBackward0",
+    linear="linear"))
 
 
 # ---- the ops API ------------------------------------------------------------------------------

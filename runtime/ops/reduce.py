@@ -90,9 +90,11 @@ def _keeps_batch(batched, shapes, outs, params) -> bool:
     return 0 not in params["axes"]
 
 
-def _reduction(name, impl, vjp, saves, numpy=(), node_name=None, shape=_reduce_shape_rule):
+def _reduction(name, impl, vjp, saves, numpy=(), node_name=None, shape=_reduce_shape_rule,
+               linear=None):
     return register(Primitive(name, "reduce", impl, shape, (vjp,), saves=saves,
-                              numpy=numpy, node_name=node_name, batch=_keeps_batch))
+                              numpy=numpy, node_name=node_name, batch=_keeps_batch,
+                              linear=linear))
 
 
 def _variant(op):
@@ -105,7 +107,7 @@ def _variant(op):
 
 reduce_sum_p = _reduction(
     "reduce_sum", lambda x, axes, keepdims: np.sum(x, axis=axes, keepdims=keepdims), _sum_vjp,
-    saves=(), node_name=_variant("Sum"))
+    saves=(), node_name=_variant("Sum"), linear="linear")
 reduce_max_p = _reduction(
     "reduce_max", lambda x, axes, keepdims: np.max(x, axis=axes, keepdims=keepdims),
     _extremum_vjp, saves=(0, -1), node_name="AmaxBackward0", shape=_extremum_shape("maximum"))
