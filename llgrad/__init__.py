@@ -40,6 +40,8 @@ def _alias(name: str, module) -> None:
             _sys.modules[name + key[len(prefix):]] = mod
 
 
+# forward_ad subclasses Tensor, so it loads once runtime has (not from autograd/__init__)
+from llgrad.runtime.autograd import forward_ad as _forward_ad  # noqa: E402,F401
 _alias("llgrad.autograd", autograd)
 from llgrad.runtime.autograd import profiler  # noqa: E402,F401  (llgrad.profiler.profile)
 _sys.modules["llgrad.profiler"] = profiler

@@ -135,6 +135,8 @@ class Differentiable:
             names, values = bind_arguments(self.fn, args, kwargs)
             note_function(self.fn)
             return call_with(_convertible(self.fn), names, values)
+        if compose.has_dual(args, kwargs):  # dual tensors (forward_ad): its compiled jvp
+            return compose.dual_call(self, args, kwargs)
         if compose.needs_eager_node(args, kwargs):
             return compose.eager_call(self, args, kwargs)
         c, leaves, _, values = self._compiled(args, kwargs, method)

@@ -66,6 +66,32 @@ def _leaves_of_call(d, args, kwargs):
     return sig.flatten(tuple(values))[0]
 
 
+# -- dual tensors (eager forward mode) -----------------------------------------------------
+def has_dual(args, kwargs) -> bool:
+    from llgrad.runtime.autograd import forward_ad
+    return pytree.any_leaf(forward_ad.is_dual, (args, kwargs))
+
+
+def dual_call(d, args, kwargs):
+    """A compiled function called on dual tensors: its value and tangent from one compiled
+    forward-mode call (llgrad.jvp), returned as a dual tensor."""
+    from llgrad.forward import jvp
+    from llgrad.runtime.autograd import forward_ad
+    names, values = bind_arguments(d.fn, args, kwargs)
+    if any(n.startswith("*") for n in names):
+        raise UnsupportedError(f"{d.__name__}: keyword-only arguments with dual tensors",
+                               fix="pass them positionally")
+    primals = pytree.tree_map(lambda x: forward_ad.primal_array(x), tuple(values))
+    tangents = pytree.tree_map(lambda x: forward_ad.tangent_array(x), tuple(values))
+    out, tangent = jvp(d.fn, primals, tangents)
+    if not isinstance(out, (np.ndarray, float, np.floating)):
+        raise UnsupportedError(
+            f"{d.__name__}: a compiled function called on dual tensors must return one "
+            f"array or number (got {type(out).__name__})", fix="return a single array")
+    return forward_ad.make_dual(Tensor._wrap(np.array(out)),
+                                Tensor._wrap(np.array(tangent, dtype=np.asarray(out).dtype)))
+
+
 # -- eager graphs --------------------------------------------------------------------------
 _SLOT = "__lg_tensor_slot__"
 

@@ -15,6 +15,7 @@ import numpy as np
 from llgrad.runtime import ops
 from llgrad.runtime.aval import Aval
 from llgrad.runtime.errors import UnsupportedError
+from llgrad.runtime.forward_rules import tangents
 from llgrad.runtime.ops.control import (check_p, cond_p, constant_p, custom_vjp_p, for_loop_p,
                                         fusion_p, tape_get_p, tape_new_p, tape_push_p,
                                         while_loop_p)
@@ -23,7 +24,8 @@ from llgrad.transform import control, ir
 from llgrad.transform.builder import Builder, current
 
 # Note [Forward mode rules]
-# A primitive's tangent rule comes from its declaration, in this order:
+# A primitive's tangent rule comes from its declaration (runtime/forward_rules.py, shared with
+# eager dual tensors, runtime/autograd/forward_ad.py), in this order:
 #   - `prim.jvp`, a hand-written rule;
 #   - elementwise primitives: the sum over inputs of the input's VJP rule applied to the
 #     input's tangent. An elementwise op's Jacobian is diagonal, and its VJP rule is the
@@ -35,8 +37,9 @@ from llgrad.transform.builder import Builder, current
 #     by its tangent;
 #   - any other primitive: the transpose of its VJP rules. A VJP rule is linear in the
 #     cotangent u, so the tangent J t is the gradient with respect to u of sum(vjp(u) * t):
-#     reverse mode (transform/ad.py) applied to the rule's own IR, inlined here. Correct for
-#     every primitive with VJP rules; about the cost of two VJPs.
+#     here reverse mode (transform/ad.py) applied to the rule's own IR, inlined (eagerly,
+#     the autograd engine on the rule). Correct for every primitive with VJP rules; about
+#     the cost of two VJPs.
 # Tapes (transform/loop_ad.py) are storage and linear: the tangent of a tape is a tape of
 # tangents filled and read at the same rows, so forward mode runs over a reverse sweep
 # (Hessians of functions with staged loops: forward over reverse).
@@ -130,37 +133,15 @@ class _JVP:
 
     def primitive(self, op, env, tan) -> list:
         """The tangents of a plain op's outputs (Note [Forward mode rules])."""
-        prim, params = op.prim, op.params
+        prim = op.prim
         ins = [env[v.id] for v in op.inputs]
         tins = [tan.get(v.id) if prim.vjp_rule(i) is not None else None
                 for i, v in enumerate(op.inputs)]
         outs = [env[o.id] for o in op.outputs]
         if not any(t is not None for t in tins):
             return [None] * len(outs)
-        if prim.jvp is not None:
-            return list(prim.jvp(ins, tins, outs, **params))
-        if prim.family == "elementwise":
-            out, total = outs[0], None
-            for i, t in enumerate(tins):
-                if t is None:
-                    continue
-                c = prim.vjp_rule(i)(_fit(t, out.aval), out, *ins, **params)
-                if c is None:
-                    continue
-                total = c if total is None else ops.add(total, c)
-            return [total]
-        if prim.linear == "linear":
-            args = [t if t is not None else (self.zeros(x.aval) if _is_float(x) else x)
-                    for x, t in zip(ins, tins)]
-            return _as_list(prim.bind(*args, **params))
-        if prim.linear == "multilinear":
-            total = None
-            for i, t in enumerate(tins):
-                if t is not None:
-                    c = prim.bind(*ins[:i], t, *ins[i + 1:], **params)
-                    total = c if total is None else ops.add(total, c)
-            return [total]
-        return _transposed_vjp(op, ins, tins, outs)
+        return tangents(prim, ins, tins, outs, op.params, lambda x: self.zeros(x.aval),
+                        lambda *_: _transposed_vjp(op, ins, tins, outs))
 
     def clone_region(self, r, env) -> ir.Region:
         params = [self.b.new_value(p.aval, p.name) for p in r.params]
@@ -389,7 +370,3 @@ def _fit(t, aval):
     if t.aval.dtype != aval.dtype:
         t = ops.astype(t, aval.dtype)
     return t
-
-
-def _as_list(x) -> list:
-    return list(x) if isinstance(x, (tuple, list)) else [x]
