@@ -9,7 +9,7 @@ staged loops]).
 """
 from __future__ import annotations
 
-import weakref
+import types
 from typing import Callable
 
 import numpy as np
@@ -94,19 +94,28 @@ def _argnums(argnums) -> tuple[tuple[int, ...], bool]:
     return nums, single
 
 
-_COMPILED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+def _cache_of(f, key):
+    """(the dict holding f's compiled forward-mode entries, the key of `key` in it).
+
+    The dict is an attribute of f (of a bound method's object), so the entries, which hold
+    f, die with it: a cycle the collector frees (a global table would keep every function
+    ever passed, a lambda made per call included)."""
+    owner = f.__self__ if isinstance(f, types.MethodType) else f
+    attrs = getattr(owner, "__dict__", None)
+    if attrs is None:
+        return None, None
+    return attrs.setdefault("_lg_forward_cache", {}), (getattr(f, "__func__", None), key)
 
 
 def _compiled(f, key, make):
     """A Differentiable of the traced entry `make()` for `f`, made once per (f, key)."""
     from llgrad.api import Differentiable
-    try:
-        per_f = _COMPILED.setdefault(f, {})
-    except TypeError:  # not weakly referenceable: compile per call
+    cache, k = _cache_of(f, key)
+    if cache is None:  # nowhere to keep it: compiled per call
         return Differentiable(make())
-    d = per_f.get(key)
+    d = cache.get(k)
     if d is None:
-        d = per_f[key] = Differentiable(make())
+        d = cache[k] = Differentiable(make())
     return d
 
 
@@ -248,20 +257,16 @@ def _rev_rows(b, f, args, j, out: Aval, ks, xs) -> list:
 
 
 # ---- second derivatives ----------------------------------------------------------------------
-_GRADS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
 def _grad_of(f, argnums):
     """`llgrad.grad(f, argnums)`, the same object for the same f (so its compiled Hessians
     and Hessian-vector products are cached with it)."""
     from llgrad.api import grad
-    try:
-        per_f = _GRADS.setdefault(f, {})
-    except TypeError:  # not weakly referenceable
+    cache, k = _cache_of(f, ("grad", argnums))
+    if cache is None:
         return grad(f, argnums)
-    g = per_f.get(argnums)
+    g = cache.get(k)
     if g is None:
-        g = per_f[argnums] = grad(f, argnums)
+        g = cache[k] = grad(f, argnums)
     return g
 
 

@@ -46,8 +46,9 @@ class dual_level:
 
 
 class UnpackedDualTensor(NamedTuple):
-    primal: Tensor
-    tangent: Tensor | None
+    """What `unpack_dual` returns: the primal tensor and its tangent (or None)."""
+    primal: object
+    tangent: object
 
 
 class _Dual(Tensor):

@@ -155,6 +155,20 @@ def test_jvp_of_pytrees_and_composition(mode):
     np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
 
 
+def test_compiled_entries_are_kept_with_the_function():
+    """hessian(f) twice traces once: the compiled entries are kept on f."""
+    def f(x):
+        return np.sum(np.sin(x) ** 2 * x)
+    x = np.array([0.3, -0.2, 1.1])
+    h1 = llgrad.hessian(f)(x)
+    h2 = llgrad.hessian(f)(x)
+    np.testing.assert_array_equal(h1, h2)
+    g = f.__dict__["_lg_forward_cache"][(None, ("grad", 0))]
+    entries = [d for d in g.__self__.__dict__["_lg_forward_cache"].values()
+               if isinstance(d, llgrad.Differentiable)]
+    assert [d.trace_count for d in entries] == [1]
+
+
 def test_jvp_errors():
     with pytest.raises(llgrad.errors.ShapeError, match="tangent 0 does not have"):
         llgrad.jvp(lambda x: np.sin(x), (np.ones(3),), (np.ones(4),))
