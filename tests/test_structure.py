@@ -39,7 +39,7 @@ def test_descriptions_name_the_operands():
     assert [int(v.op.params["value"]) for v in control.bounds(loop)] == [0, 4, 1]
     assert control.state(loop) == [x] and control.carried(loop) == loop.regions[0].params[1:]
     assert control.counter(loop) is loop.regions[0].params[0]
-    assert control.state(w) == [x] and control.test_region(w) is w.regions[0]
+    assert control.state(w) == [x] and control.loop_test(w) is w.regions[0]
     assert control.body(w) is w.regions[1] and control.carried(w) == w.regions[1].params
     assert control.pred(c) is c.inputs[0] and control.state(c) == [x]
     assert control.branches(c) == (c.regions[0], c.regions[1])

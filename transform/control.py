@@ -125,13 +125,13 @@ class ControlOp:
         lead(op)          the leading operands: cond's predicate, for_loop's (start, stop, step)
         state(op)         the operands that enter the regions as params: a loop's initial
                           carried values, cond's branch operands, fusion's inputs
-        body(op)          the region whose results are the op's outputs (cond: each branch)
+        body(op)          the last region: a loop's body (cond's else branch)
         entries(op)       each region's params that receive the state (for_loop's body without
                           its counter; both regions of a while_loop and of a cond)
         yielding(op)      the regions whose results are the outputs (both branches of a cond)
-    `loop` says the body's results flow back into `entries` (for_loop, while_loop) and an
-    op that runs zero times yields `state(op)`; `counter` that the body's param 0 is the
-    iteration index (for_loop).
+    `n_regions` is the number of regions; `loop` says the body's results flow back into
+    `entries` (for_loop, while_loop) and an op that runs zero times yields `state(op)`;
+    `counter` that the body's param 0 is the iteration index (for_loop).
     """
 
     __slots__ = ("prim", "n_lead", "loop", "counter", "n_regions")
@@ -206,7 +206,7 @@ def counter(op) -> ir.Value:
     return op.regions[0].params[0]
 
 
-def test_region(op) -> ir.Region:
+def loop_test(op) -> ir.Region:
     """while_loop's condition region (params: the carried values; yields one bool[])."""
     return op.regions[0]
 

@@ -106,7 +106,7 @@ def _for_loop(op, ins, env):
 
 
 def _while_loop(op, ins, env):
-    test, body = control.test_region(op), control.body(op)
+    test, body = control.loop_test(op), control.body(op)
     carried = ins
     while bool(_region(test, carried, env)[0]):
         carried = _region(body, carried, env)

@@ -308,7 +308,7 @@ class LoopAD:
         extra_avals = [v.aval for v in extra]
         regions = []
         if op.prim is while_loop_p:
-            src = control.test_region(op)
+            src = control.loop_test(op)
             cparams = [b.new_value(p.aval, p.name) for p in src.params]
             env3 = self.bind_params(env, src.params, cparams)
             with b.open_region(cparams + [b.new_value(a) for a in extra_avals]) as rc:

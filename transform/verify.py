@@ -14,7 +14,7 @@ from llgrad.runtime.ops.control import (cond_p, constant_p, custom_vjp_p, for_lo
 from llgrad.runtime.ops.shape import broadcast_to_p
 from llgrad.transform import ir
 from llgrad.transform.control import (CONTROL, body, bounds, branches, custom_bwd,
-                                      custom_parts, state, test_region)
+                                      custom_parts, loop_test, state)
 from llgrad.transform.printers.text import Namer, print_function
 
 _SCALAR_I64, _SCALAR_BOOL = Aval((), I64), Aval((), BOOL)
@@ -102,7 +102,8 @@ def _expect(vf, op, what, got, want):
                     f"but expected {', '.join(aval_str(*a) for a in want) or 'nothing'}")
 
 
-def _nregions(vf, op, n):
+def _nregions(vf, op):
+    n = CONTROL[op.prim].n_regions if op.prim in CONTROL else 1  # custom_vjp: its bwd
     if len(op.regions) != n:
         vf.fail(op, f"has {len(op.regions)} regions, expected {n}")
 
@@ -112,7 +113,7 @@ def _no_regions(vf, op):
 
 
 def _check_cond(vf, op):
-    _nregions(vf, op, 2)
+    _nregions(vf, op)
     _expect(vf, op, "predicate", CONTROL[cond_p].lead(op), [_SCALAR_BOOL])
     for r, which in zip(branches(op), ("then", "else")):
         _expect(vf, op, f"{which} params", r.params, _avals(state(op)))
@@ -120,7 +121,7 @@ def _check_cond(vf, op):
 
 
 def _check_for(vf, op):
-    _nregions(vf, op, 1)
+    _nregions(vf, op)
     _expect(vf, op, "bounds (start, stop, step)", bounds(op), [_SCALAR_I64] * 3)
     init = _avals(state(op))
     _expect(vf, op, "body params (i, *carried)", body(op).params, [_SCALAR_I64] + init)
@@ -129,17 +130,17 @@ def _check_for(vf, op):
 
 
 def _check_while(vf, op):
-    _nregions(vf, op, 2)
+    _nregions(vf, op)
     init = _avals(state(op))
-    _expect(vf, op, "cond params", test_region(op).params, init)
-    _expect(vf, op, "cond yields", test_region(op).results, [_SCALAR_BOOL])
+    _expect(vf, op, "cond params", loop_test(op).params, init)
+    _expect(vf, op, "cond yields", loop_test(op).results, [_SCALAR_BOOL])
     _expect(vf, op, "body params", body(op).params, init)
     _expect(vf, op, "body yields", body(op).results, init)
     _expect(vf, op, "outputs", op.outputs, init)
 
 
 def _check_fusion(vf, op):
-    _nregions(vf, op, 1)
+    _nregions(vf, op)
     _expect(vf, op, "body params", body(op).params, _avals(state(op)))
     _expect(vf, op, "body yields", body(op).results, _avals(op.outputs))
     for inner in body(op).ops:
@@ -148,7 +149,7 @@ def _check_fusion(vf, op):
 
 
 def _check_custom_vjp(vf, op):
-    _nregions(vf, op, 1)
+    _nregions(vf, op)
     xs, _, values = custom_parts(op)
     bwd = custom_bwd(op)
     _expect(vf, op, "values", values, _avals(op.outputs))

@@ -138,7 +138,7 @@ def _for_loop(op, ins, outs, names, pad, out) -> None:
 
 
 def _while_loop(op, ins, outs, names, pad, out) -> None:
-    test, body = control.test_region(op), control.body(op)
+    test, body = control.loop_test(op), control.body(op)
     carried = [names(v) for v in test.params]
     _assign(carried, [names(v) for v in control.state(op)], pad, out)
     out.append(f"{pad}while True:")
