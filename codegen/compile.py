@@ -17,6 +17,7 @@ from llvmlite import ir
 from llgrad.runtime import config
 from llgrad.runtime.ops.control import cond_p, constant_p, for_loop_p
 from llgrad.runtime.ops.index import index_put_p, scatter_add_p
+from llgrad.transform import control
 
 from . import jit, outline
 from .abi import ALIGN
@@ -170,7 +171,7 @@ def _trips(op) -> int | None:
     if op.prim is not for_loop_p:
         return LOOP_GUESS
     bounds = []
-    for v in op.inputs[:3]:  # start, stop, step (transform/control.py)
+    for v in control.bounds(op):
         if v.op is None or v.op.prim is not constant_p:
             return None
         bounds.append(int(v.op.params["value"]))

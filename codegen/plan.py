@@ -17,6 +17,8 @@ from llgrad.runtime.ops.control import (cond_p, constant_p, for_loop_p, fusion_p
 from llgrad.runtime.ops.elementwise import add_p
 from llgrad.runtime.ops.index import scatter_add_p
 from llgrad.runtime.prim import Primitive
+from llgrad.transform import control
+from llgrad.transform.control import CONTROL, describe
 from llgrad.transform.ir import Value
 
 from .abi import ALIGN
@@ -222,6 +224,7 @@ class FunctionPlan:
 
         def union(a, b):
             ra, rb = find(a), find(b)
+            parent.setdefault(b, b)  # every value met is in `parent` (a root points to itself)
             if ra is not rb:
                 parent[ra] = rb
 
@@ -232,20 +235,14 @@ class FunctionPlan:
                     seeds.append(op.outputs[0])
                 elif op.prim is tape_push_p:
                     union(op.outputs[0], op.inputs[0])
-                elif op.prim is for_loop_p:
-                    body = op.regions[0]
-                    for a, p, r, o in zip(op.inputs[3:], body.params[1:], body.results,
-                                          op.outputs):
-                        union(a, p), union(r, p), union(o, p)
-                elif op.prim is while_loop_p:
-                    c, body = op.regions
-                    for a, p, q, r, o in zip(op.inputs, c.params, body.params, body.results,
-                                             op.outputs):
-                        union(a, p), union(q, p), union(r, p), union(o, p)
-                elif op.prim is cond_p:
-                    for r in op.regions:
-                        for a, p in zip(op.inputs[1:], r.params):
+                elif (cf := describe(op)) is not None:  # one class across the op's state
+                    for ps in cf.entries(op):
+                        for a, p in zip(cf.state(op), ps):
                             union(a, p)
+                        if cf.loop:
+                            for r, p in zip(cf.body(op).results, ps):
+                                union(r, p)
+                    for r in cf.yielding(op):
                         for res, o in zip(r.results, op.outputs):
                             union(res, o)
         tape_roots = {}
@@ -298,8 +295,7 @@ class FunctionPlan:
             inplace = None
             ks = [k for k, r in enumerate(region.results) if r is out]
             if kind in ("for", "while") and uses.get(out, 0) == 1 and ks:
-                carried = region.params[1:] if kind == "for" else region.params
-                p = carried[ks[0]]
+                p = CONTROL[owner.prim].carried(region)[ks[0]]
                 at = [j for j, w in enumerate(bases) if w is p]
                 if at and uses.get(p, 0) == 1 and p not in self.tape_class:
                     inplace = p
@@ -374,9 +370,10 @@ class FunctionPlan:
         for r in op.regions:
             blk = Block(r, list(r.params), [], list(r.results))
             self.units, self.open, self.member = blk.units, {}, {}
+            operands = control.state(op)
             for k, p in enumerate(r.params):
                 if op.prim is cond_p and p not in self.tape_class:
-                    self.layout[p] = self.layout[op.inputs[1 + k]]
+                    self.layout[p] = self.layout[operands[k]]
                     blk.units.append(CopyUnit(None, [p], [p], src=p, dst=p, active=False))
                 else:
                     self.layout[p] = _dense(p)
@@ -545,32 +542,29 @@ class FunctionPlan:
         self.workspace = self._arena.size
 
     def _allocate_unit(self, u):
-        if isinstance(u, ControlUnit) and u.op.prim in (for_loop_p, while_loop_p):
+        if isinstance(u, ControlUnit) and CONTROL[u.op.prim].loop:
             self._loop_in_place(u.op)
         for v in u.writes:
             self._assign(v)
         if not isinstance(u, ControlUnit):
             return
         op = u.op
-        if op.prim is for_loop_p:
-            body = u.blocks[0]
-            self._assign(body.params[0])
-            for p, o in zip(body.params[1:], op.outputs):
-                self.storage.setdefault(p, self.storage[o])
-                self._carried.add(p)
-        elif op.prim is while_loop_p:
-            for blk in u.blocks:
-                for p, o in zip(blk.params, op.outputs):
+        cf = CONTROL[op.prim]
+        if cf.counter:
+            self._assign(control.counter(op))
+        if cf.loop:  # Note [Carried storage]
+            for r in op.regions:
+                for p, o in zip(cf.carried(r), op.outputs):
                     self.storage.setdefault(p, self.storage[o])
-            self._carried.update(u.blocks[-1].params)  # not the condition's: it only reads
-        if op.prim is not cond_p:
-            self._inplace_elementwise(u.blocks[-1], op.prim is for_loop_p)
+            body_params = cf.carried(cf.body(op))
+            self._carried.update(body_params)  # not a while's condition's: it only reads
+            self._inplace_elementwise(u.blocks[-1], body_params)
         for blk in u.blocks:
             for inner in blk.units:
                 self._allocate_unit(inner)
-        if op.prim is not cond_p:
+        if cf.loop:
             body = u.blocks[-1]
-            carried = body.params[1:] if op.prim is for_loop_p else body.params
+            carried = cf.carried(cf.body(op))
             targets = {skey(self.storage[p]) for p in carried}
             for k, (r, p) in enumerate(zip(body.results, carried)):
                 if r in self.tape_class or self.same_storage(r, p):
@@ -583,19 +577,17 @@ class FunctionPlan:
     def _loop_in_place(self, op) -> None:
         """A loop whose init is an enclosing loop's carried array, read by it alone, runs in
         that array's buffer (Note [Loops in their init's buffer])."""
-        first = 3 if op.prim is for_loop_p else 0
-        for v, o in zip(op.inputs[first:], op.outputs):
+        for v, o in zip(CONTROL[op.prim].state(op), op.outputs):
             if (v in self._carried and v.aval.shape != () and self.uses.get(v) == 1
                     and v not in self.tape_class and o not in self.tape_class
                     and o not in self.storage and o not in self.alias
                     and sum(1 for w in op.inputs if w is v) == 1):
                 self.alias[o] = v
 
-    def _inplace_elementwise(self, body, is_for):
+    def _inplace_elementwise(self, body, carried):
         """A carried array updated elementwise (`acc = acc + g`, read nowhere else) is computed
         in its own buffer: the group reads element i before it writes element i, and the yield
         copy disappears (Note [In-place accumulation])."""
-        carried = body.params[1:] if is_for else body.params
         writer = {}
         for g in body.units:
             if isinstance(g, GroupUnit) and not g.reds:
@@ -656,8 +648,8 @@ def _flatten(ops):
         if op.prim is not fusion_p:
             yield op
             continue
-        body = op.regions[0]
-        env = dict(zip(body.params, op.inputs))
+        body = control.body(op)
+        env = dict(zip(body.params, control.state(op)))
         env.update(zip(body.results, op.outputs))
         for inner in body.ops:
             yield _Inlined(inner, env)

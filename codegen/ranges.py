@@ -14,6 +14,7 @@ import numpy as np
 
 from llgrad.runtime.ops.control import constant_p, for_loop_p, fusion_p
 from llgrad.runtime.ops.elementwise import add_p, remainder_p, sub_p
+from llgrad.transform import control
 
 _DEPTH = 12
 
@@ -23,7 +24,7 @@ class Ranges:
     once)."""
 
     def __init__(self, fn):
-        self._counters = {op.regions[0].params[0]: op for op in fn.walk()
+        self._counters = {control.counter(op): op for op in fn.walk()
                           if op.prim is for_loop_p}
 
     def known_range(self, v, env: dict | None = None, depth: int = 0):
@@ -49,8 +50,8 @@ class Ranges:
             d = self.known_range(op.inputs[1], env, depth + 1)
             return (0, d[1] - 1) if d is not None and d[0] > 0 else None
         if op.prim is fusion_p:
-            body = op.regions[0]
-            inner = dict(zip(body.params, [env.get(w, w) for w in op.inputs]))
+            body = control.body(op)
+            inner = dict(zip(body.params, [env.get(w, w) for w in control.state(op)]))
             return self.known_range(body.results[_position(op.outputs, v)], inner, depth + 1)
         if op.prim is for_loop_p:
             return self._carried_count(op, _position(op.outputs, v), depth)
@@ -63,8 +64,7 @@ class Ranges:
 
     def _bounds(self, loop, depth):
         """Ranges of (start, stop) and the constant step of a for_loop, or None."""
-        start, stop = (self.known_range(w, None, depth + 1) for w in loop.inputs[:2])
-        step = self.known_range(loop.inputs[2], None, depth + 1)
+        start, stop, step = (self.known_range(w, None, depth + 1) for w in control.bounds(loop))
         if start is None or stop is None or step is None or step[0] != step[1] or not step[0]:
             return None
         return start, stop, step[0]
@@ -78,12 +78,11 @@ class Ranges:
 
     def _carried_count(self, loop, j, depth):
         """A carried value that starts known and grows by a constant per iteration."""
-        body = loop.regions[0]
-        p, r = body.params[1 + j], body.results[j]
+        p, r = control.carried(loop)[j], control.body(loop).results[j]
         if r.op is None or r.op.prim is not add_p or not any(w is p for w in r.op.inputs):
             return None
         inc = self.known_range(r.op.inputs[1 - _position(r.op.inputs, p)], None, depth + 1)
-        init = self.known_range(loop.inputs[3 + j], None, depth + 1)
+        init = self.known_range(control.state(loop)[j], None, depth + 1)
         bounds = self._bounds(loop, depth)
         if inc is None or init is None or bounds is None or inc[0] != inc[1] or inc[0] < 0:
             return None

@@ -1,8 +1,9 @@
 """The codegen registry: one lowering per primitive, keyed by the primitive object.
 
 `@lowers(prim)` registers the code emitter of a primitive, `@view(prim)` additionally lets it
-be a strided view of its input; a primitive without either is an `UnsupportedError` naming it
-and the op's source line (never a silent fallback).
+be a strided view of its input; elementwise primitives share one generic lowering driven by
+their scalar rule. A primitive without a lowering is an `UnsupportedError` naming it and the
+op's source line (never a silent fallback).
 """
 from __future__ import annotations
 
@@ -46,6 +47,12 @@ def view(prim: Primitive):
 
 def lowering_of(op) -> Lowering:
     entry = LOWERINGS.get(op.prim)
+    if entry is None and op.prim.family == "elementwise" and op.prim.scalar is not None:
+        # one generic lowering serves every elementwise primitive, those declared after
+        # the lowerings were imported too: a new one needs only its declaration
+        from .lowerings.reduce import lower_elementwise
+        lowers(op.prim, family="elementwise")(lower_elementwise)
+        entry = LOWERINGS[op.prim]
     if entry is None or (entry.fn is None and entry.view is None):
         raise UnsupportedError(
             f"codegen has no lowering for primitive '{op.prim.name}'", loc=op.loc,

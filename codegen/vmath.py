@@ -44,18 +44,16 @@ _SCALAR_INTRINSIC = {
     "exp": "llvm.exp", "exp2": "llvm.exp2", "log": "llvm.log", "log2": "llvm.log2",
     "log10": "llvm.log10", "sin": "llvm.sin", "cos": "llvm.cos", "pow": "llvm.pow",
 }
-# libmvec AVX2 exports (glibc >= 2.35 for all but exp/log/sin/cos/pow, which are 2.22).
-_MVEC = {
-    "exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan",
-    "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh", "acosh", "atanh", "erf", "erfc",
-    "cbrt", "pow", "atan2", "hypot",
+# libm functions with no LLVM intrinsic. Vectors of these (and of _SCALAR_INTRINSIC's) call
+# libmvec where it exports the variant, which `_has_mvec` asks the library (glibc >= 2.35 has
+# all but lgamma; 2.22 only exp/log/sin/cos/pow), else one scalar call per lane.
+_LIBM = {
+    "exp10", "expm1", "log1p", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh",
+    "acosh", "atanh", "erf", "erfc", "cbrt", "atan2", "hypot", "lgamma",
 }
-# libm functions with no LLVM intrinsic and no libmvec variant: one scalar call per lane.
-_LIBM_ONLY = {"lgamma"}
 BINARY = frozenset({"pow", "atan2", "hypot", "copysign", "fmin", "fmax", "minimum", "maximum"})
 TERNARY = frozenset({"fma"})
-UNARY = frozenset((_NATIVE.keys() | _SCALAR_INTRINSIC.keys() | _MVEC | _LIBM_ONLY) - BINARY
-                  - TERNARY)
+UNARY = frozenset((_NATIVE.keys() | _SCALAR_INTRINSIC.keys() | _LIBM) - BINARY - TERNARY)
 _ALL = UNARY | BINARY | TERNARY
 
 _MVEC_LIBRARY = "libmvec.so.1"
@@ -98,6 +96,16 @@ def mvec_available(dtype: str | ir.Type = "f64") -> bool:
     import llvmlite.binding as llvm
 
     return bool(llvm.address_of_symbol(_mvec_symbol("exp", float_type(dtype))))
+
+
+@cache
+def _has_mvec(name: str, scalar: ir.Type) -> bool:
+    """Whether libmvec exports the AVX2 variant of libm function `name` for `scalar`."""
+    if not mvec_available(scalar):
+        return False
+    import llvmlite.binding as llvm
+
+    return bool(llvm.address_of_symbol(_mvec_symbol(name, scalar)))
 
 
 def vector_width(dtype: str | ir.Type) -> int:
@@ -211,8 +219,8 @@ def _mvec_call(builder: ir.IRBuilder, name: str, args: list[ir.Value]) -> ir.Val
 def _use_mvec(name: str, vec: ir.VectorType) -> bool:
     step = _mvec_width(vec.element)
     count = vec.count // step
-    return (name in _MVEC and vec.count % step == 0 and count & (count - 1) == 0
-            and mvec_available(vec.element))
+    return (vec.count % step == 0 and count & (count - 1) == 0
+            and _has_mvec(name, vec.element))
 
 
 def math_call(builder: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:

@@ -26,6 +26,8 @@ MODULES = [  # (public module name, one-line description)
     ("llgrad.autograd.functional", "`jacobian`, `hessian`, `vjp`, `jvp`, `hvp`, `vhp` "
      "(as `torch.autograd.functional`)"),
     ("llgrad.autograd.profiler", "the profiler (as `torch.autograd.profiler`)"),
+    ("llgrad.autograd.forward_ad", "forward-mode dual tensors (as "
+     "`torch.autograd.forward_ad`)"),
     ("llgrad.nn", "modules, layers and losses (as `torch.nn`)"),
     ("llgrad.nn.functional", "stateless layers and losses (as `torch.nn.functional`)"),
     ("llgrad.nn.init", "parameter initialisation (as `torch.nn.init`)"),

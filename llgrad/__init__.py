@@ -48,6 +48,8 @@ def _alias(name: str, module) -> None:
             _sys.modules[name + key[len(prefix):]] = mod
 
 
+# forward_ad subclasses Tensor, so it loads once runtime has (not from autograd/__init__)
+from llgrad.runtime.autograd import forward_ad as _forward_ad  # noqa: E402,F401
 _alias("llgrad.autograd", autograd)
 from llgrad.runtime.autograd import profiler  # noqa: E402,F401  (llgrad.profiler.profile)
 _sys.modules["llgrad.profiler"] = profiler
@@ -59,7 +61,8 @@ _alias("llgrad.utils", utils)
 __version__ = "0.1.0"
 
 _LAZY = {name: "llgrad.api" for name in ("differentiate", "grad", "value_and_grad",
-                                          "jacobian", "hessian", "hvp", "Differentiable")}
+                                          "jacobian", "hessian", "hvp", "jvp", "jacfwd",
+                                          "jacrev", "Differentiable")}
 _LAZY["checkpoint"] = "llgrad.checkpointing"
 
 

@@ -143,6 +143,8 @@ class Differentiable:
             names, values = bind_arguments(self.fn, args, kwargs)
             note_function(self.fn)
             return call_with(_convertible(self.fn), names, values)
+        if compose.has_dual(args, kwargs):  # dual tensors (forward_ad): its compiled jvp
+            return compose.dual_call(self, args, kwargs)
         if compose.needs_eager_node(args, kwargs):
             return compose.eager_call(self, args, kwargs)
         c, leaves, _, values = self._compiled(args, kwargs, method)
@@ -549,7 +551,8 @@ def value_and_grad(f: Callable, argnums=0) -> Callable:
     return _differentiable(f, argnums).value_and_grad
 
 
-jacobian, hessian, hvp = compose.jacobian, compose.hessian, compose.hvp
+jacobian = compose.jacobian
+from llgrad.forward import hessian, hvp, jacfwd, jacrev, jvp  # noqa: E402
 
-__all__ = ["differentiate", "grad", "value_and_grad", "jacobian", "hessian", "hvp",
-           "Differentiable", "BoundDifferentiable", "Inspection"]
+__all__ = ["differentiate", "grad", "value_and_grad", "jacobian", "hessian", "hvp", "jvp",
+           "jacfwd", "jacrev", "Differentiable", "BoundDifferentiable", "Inspection"]

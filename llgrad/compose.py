@@ -6,7 +6,8 @@
   backward.
 - Called on llgrad tensors that require grad, it becomes one node of the eager graph
   (`CompiledFunctionBackward`), whose backward is a compiled vector-Jacobian product.
-- `jacobian`, `hessian`, `hvp`: compiled, one reverse sweep per output row.
+- `jacobian`: compiled, one reverse sweep per output row (llgrad/forward.py has jacfwd,
+  jacrev, hessian and hvp as single staged loops).
 """
 from __future__ import annotations
 
@@ -63,6 +64,32 @@ def inline_value_and_grad(d, args, kwargs, wrt_args, single):
 def _leaves_of_call(d, args, kwargs):
     _, values = bind_arguments(d.fn, args, kwargs)
     return sig.flatten(tuple(values))[0]
+
+
+# -- dual tensors (eager forward mode) -----------------------------------------------------
+def has_dual(args, kwargs) -> bool:
+    from llgrad.runtime.autograd import forward_ad
+    return pytree.any_leaf(forward_ad.is_dual, (args, kwargs))
+
+
+def dual_call(d, args, kwargs):
+    """A compiled function called on dual tensors: its value and tangent from one compiled
+    forward-mode call (llgrad.jvp), returned as a dual tensor."""
+    from llgrad.forward import jvp
+    from llgrad.runtime.autograd import forward_ad
+    names, values = bind_arguments(d.fn, args, kwargs)
+    if any(n.startswith("*") for n in names):
+        raise UnsupportedError(f"{d.__name__}: keyword-only arguments with dual tensors",
+                               fix="pass them positionally")
+    primals = pytree.tree_map(lambda x: forward_ad.primal_array(x), tuple(values))
+    tangents = pytree.tree_map(lambda x: forward_ad.tangent_array(x), tuple(values))
+    out, tangent = jvp(d.fn, primals, tangents)
+    if not isinstance(out, (np.ndarray, float, np.floating)):
+        raise UnsupportedError(
+            f"{d.__name__}: a compiled function called on dual tensors must return one "
+            f"array or number (got {type(out).__name__})", fix="return a single array")
+    return forward_ad.make_dual(Tensor._wrap(np.array(out)),
+                                Tensor._wrap(np.array(tangent, dtype=np.asarray(out).dtype)))
 
 
 # -- eager graphs --------------------------------------------------------------------------
@@ -155,7 +182,7 @@ def vjp_differentiable(fn):
     return Differentiable(_vjp_objective(fn), wrt=0)
 
 
-# -- jacobian, hessian, hvp ----------------------------------------------------------------
+# -- jacobian ------------------------------------------------------------------------------
 def _split(d, args, kwargs, argnums):
     """(names, values, x, template with a slot at argument `argnums`)."""
     names, values = bind_arguments(d.fn, args, kwargs)
@@ -183,28 +210,3 @@ def jacobian(f: Callable, argnums: int = 0) -> Callable:
         shape = out.shape + np.shape(x)
         return np.stack(rows).reshape(shape) if rows else np.zeros(shape)
     return jac
-
-
-def hessian(f: Callable, argnums: int = 0) -> Callable:
-    """The Hessian of a scalar `f`: the Jacobian of its (inlined, compiled) gradient."""
-    from llgrad.api import grad
-    return jacobian(grad(f, argnums), argnums)
-
-
-def hvp(f: Callable, argnums: int = 0) -> Callable:
-    """`hvp(f)(*args, v)`: the Hessian-vector product, compiled as the gradient of
-    grad(f) . v (AD applied to IR that already holds a backward)."""
-    from llgrad.api import Differentiable, grad
-    g = grad(f, argnums)
-
-    def grad_dot_v(x, v, names, template):
-        return np.sum(call_with(g, list(names), _fill(template, iter([x]))) * v)
-
-    d = Differentiable(grad_dot_v, wrt=0)
-
-    def run(*args_and_v):
-        *args, v = args_and_v
-        names, _, x, template = _split(g.__self__ if hasattr(g, "__self__") else g, tuple(args),
-                                       {}, argnums)
-        return d.grad(x, v, names, template)
-    return run

@@ -49,17 +49,38 @@ class Primitive:
             see this primitive), while eager mode runs `impl` as one graph node.
         effect: the op acts beyond its outputs (`check` raises the user's exception): passes
             keep it, and the region ops around it, even when nothing reads its outputs.
+        expensive: a loop's forward sweep tapes the op's output (and its VJP's residuals)
+            rather than the reverse sweep recomputing it (Note [Loop tapes]); reductions and
+            linear algebra always are.
+        batch: `batch(batched, shapes, out_shapes, params) -> bool`, whether the op keeps the
+            examples of a batch (axis 0 of the operands flagged in `batched`) apart, so one
+            backward of a batched call gives per-example gradients
+            (runtime/autograd/vectorized.py; elementwise ops are judged there by family).
+        linear: forward mode's rule in one word (transform/jvp.py): "linear" when the outputs
+            are linear in the differentiable inputs jointly (reshape, sum, getitem: the
+            tangent is the op applied to the tangents), "multilinear" when linear in each
+            one (matmul: the sum over inputs of the op with that input's tangent).
+        jvp: a hand-written forward-mode rule `jvp(primals, tangents, outs, **params)` -> one
+            tangent per output (tangents None where zero). Elementwise primitives derive
+            theirs from their VJP rules, `linear` ones from the flag; the rest transpose
+            their VJP rules in the IR (transform/jvp.py, Note [Forward mode rules]).
+        np_name: the numpy function the Python printer calls (`np.<np_name>(*inputs)`),
+            derived: the name of `impl` when impl is numpy's own callable of that name.
     """
 
     __slots__ = (
         "name", "family", "impl", "shape", "vjp", "nondiff", "saves", "scalar", "numpy",
-        "multiple_results", "node_name", "reads", "decompose", "effect", "__weakref__",
+        "multiple_results", "node_name", "reads", "decompose", "effect", "expensive", "np_name",
+        "batch", "linear", "jvp",
+        "__weakref__",
     )
 
     def __init__(self, name: str, family: str, impl: Callable, shape: Callable, vjp=None, *,
                  nondiff: bool = False, saves=None, scalar=None, numpy=(),
                  multiple_results: bool = False, node_name: str | Callable | None = None,
-                 decompose: Callable | None = None, effect: bool = False):
+                 decompose: Callable | None = None, effect: bool = False,
+                 expensive: bool = False, batch: Callable | None = None,
+                 linear: str | None = None, jvp: Callable | None = None):
         if not nondiff and vjp is None:
             raise ValueError(f"primitive {name}: give vjp rules or nondiff=True")
         self.name, self.family, self.impl, self.shape = name, family, impl, shape
@@ -69,6 +90,12 @@ class Primitive:
         self.reads = _rule_reads(self.vjp) if saves is None and isinstance(self.vjp, tuple) else None
         self.scalar, self.multiple_results = scalar, multiple_results
         self.decompose, self.effect = decompose, effect
+        self.expensive = expensive or (family in ("reduce", "linalg") and not nondiff)
+        self.np_name = _numpy_name(impl)
+        self.batch = batch
+        if linear not in (None, "linear", "multilinear"):
+            raise ValueError(f"primitive {name}: linear must be 'linear' or 'multilinear'")
+        self.linear, self.jvp = linear, jvp
         self.numpy = tuple(numpy) if isinstance(numpy, (tuple, list)) else (numpy,)
         self.node_name = node_name or (
             "".join(p.capitalize() for p in name.split("_")) + "Backward0")
@@ -87,6 +114,11 @@ class Primitive:
 
     def __reduce__(self):
         return (_lookup, (self.name,))  # pickled by name: IR in the disk cache
+
+
+def _numpy_name(impl) -> str | None:
+    name = getattr(impl, "__name__", None)
+    return name if name and getattr(np, name, None) is impl else None
 
 
 def _rule_reads(rules):

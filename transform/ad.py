@@ -20,7 +20,8 @@ from llgrad.runtime.ops.control import (cond_p, custom_vjp_p, for_loop_p, fusion
                                         tape_push_p, while_loop_p)
 from llgrad.runtime.ops.shape import broadcast_to_p
 from llgrad.transform import ir
-from llgrad.transform.control import custom_parts
+from llgrad.transform.control import (body, custom_bwd, custom_parts, describe, pred,
+                                      state)
 from llgrad.transform.builder import Builder
 from llgrad.transform.checkpoint import segment_loops
 from llgrad.transform.loop_ad import LoopAD, describe_tapes
@@ -69,11 +70,13 @@ def grad_function(fn: ir.Function, wrt: list[int], name: str | None = None,
 # Note [No AD through tapes]
 # A joint function (the output of grad_function) passes values from a loop's forward sweep to
 # its reverse sweep through tapes, which are storage, not math: tape_push and tape_get have no
-# VJP rules. Differentiating such a function again (grad of grad, hessian, hvp of a function
+# VJP rules. Differentiating such a function again in reverse mode (grad of grad of a function
 # with a staged loop, or a function calling a differentiated one) would lose every derivative
 # that flows through a tape, and give a wrong second derivative. So before AD runs, activity is
 # recomputed as if tapes passed derivatives on; if a tape_get would then carry one, that is an
-# UnsupportedError at the loop's line, never a wrong result.
+# UnsupportedError at the loop's line, never a wrong result. Forward mode has no such limit:
+# tapes are linear, so it carries a tape of tangents beside each tape (transform/jvp.py), and
+# Hessians are taken forward over reverse (llgrad/forward.py).
 def _check_no_tape_derivative(fn, wrt, out) -> None:
     gets = [op for op in fn.walk() if op.prim is tape_get_p]
     if not gets:
@@ -82,12 +85,14 @@ def _check_no_tape_derivative(fn, wrt, out) -> None:
     for op in gets:
         if op.outputs[0].id in through:
             raise UnsupportedError(
-                "llgrad cannot differentiate through the reverse sweep of a compiled loop (a "
-                "second derivative of a function with a loop: grad of grad, hessian, hvp, or "
-                "differentiating a function that calls a differentiated one)", loc=op.loc,
-                fix="compute this higher-order derivative with the eager runtime, e.g. "
-                "llgrad.autograd.functional.hessian(f, llgrad.tensor(x)), where loops run as "
-                "Python")
+                "llgrad cannot differentiate through the reverse sweep of a compiled loop "
+                "in reverse mode again (a second derivative of a function with a loop: grad "
+                "of grad, or differentiating a function that calls a differentiated one)",
+                loc=op.loc,
+                fix="take second derivatives forward over reverse: llgrad.hessian(f), "
+                "llgrad.hvp(f), llgrad.jvp(llgrad.grad(f), ...), which run through loops; or "
+                "use the eager runtime, e.g. llgrad.autograd.functional.hessian(f, "
+                "llgrad.tensor(x)), where loops run as Python")
 
 
 def _activity(fn, wrt, out, through=()) -> set:
@@ -106,27 +111,19 @@ def _activity(fn, wrt, out, through=()) -> set:
             for v in xs + closed:
                 for o in op.outputs:
                     edge(v, o)
-        elif op.prim is cond_p:
-            for r in op.regions:
-                for v, p in zip(op.inputs[1:], r.params):
+        elif (cf := describe(op)) is not None:
+            init, loop_body = cf.state(op), cf.body(op)
+            for ps in cf.entries(op):
+                for v, p in zip(init, ps):
                     edge(v, p)
+                if cf.loop:
+                    for res, p in zip(loop_body.results, ps):
+                        edge(res, p)
+            for r in cf.yielding(op):
                 for res, o in zip(r.results, op.outputs):
                     edge(res, o)
-        elif op.prim in (for_loop_p, while_loop_p, fusion_p):
-            first = 3 if op.prim is for_loop_p else 0
-            body = op.regions[-1]
-            params = body.params[1:] if op.prim is for_loop_p else body.params
-            heads = [params] + ([op.regions[0].params] if op.prim is while_loop_p else [])
-            for ps in heads:
-                for v, p in zip(op.inputs[first:], ps):
-                    edge(v, p)
-                if op.prim is not fusion_p:
-                    for res, p in zip(body.results, ps):
-                        edge(res, p)
-            for res, o in zip(body.results, op.outputs):
-                edge(res, o)
-            if op.prim is not fusion_p:  # a loop that runs zero times yields its init
-                for v, o in zip(op.inputs[first:], op.outputs):
+            if cf.loop:  # a loop that runs zero times yields its init
+                for v, o in zip(init, op.outputs):
                     edge(v, o)
         elif not op.prim.nondiff or op.prim in through:
             for v in op.inputs:
@@ -230,10 +227,10 @@ class _AD(LoopAD):
             if taped and active and op.prim in (for_loop_p, while_loop_p):
                 rec[id(op)] = self.forward_loop(op, env)
             elif taped and active and op.prim is fusion_p:  # differentiate the unfused body
-                env2 = self.bind_params(env, op.regions[0].params,
-                                        [env[v.id] for v in op.inputs])
-                rec[id(op)] = (env2, self.forward(op.regions[0].ops, env2, True))
-                for o, r in zip(op.outputs, op.regions[0].results):
+                fbody = body(op)
+                env2 = self.bind_params(env, fbody.params, [env[v.id] for v in state(op)])
+                rec[id(op)] = (env2, self.forward(fbody.ops, env2, True))
+                for o, r in zip(op.outputs, fbody.results):
                     env[o.id] = env2[r.id]
             else:
                 self.clone(op, env)
@@ -281,11 +278,11 @@ class _AD(LoopAD):
                 self.backward_custom(op, env, ct)
             elif op.prim is fusion_p:
                 env2, rec2 = rec[id(op)]
-                body = op.regions[0]
-                for o, r in zip(op.outputs, body.results):
+                fbody = body(op)
+                for o, r in zip(op.outputs, fbody.results):
                     self.accum(ct, r, ct.get(o.id))
-                self.backward(body.ops, env2, rec2, ct)
-                for v, p in zip(op.inputs, body.params):
+                self.backward(fbody.ops, env2, rec2, ct)
+                for v, p in zip(state(op), fbody.params):
                     self.accum(ct, v, ct.get(p.id))
             elif id(op) in rec:
                 self.backward_resid(op, env, ct, *rec[id(op)])
@@ -347,7 +344,7 @@ class _AD(LoopAD):
                     "cotangent from the backward)")
         if not any(x.id in self.act for x in xs):
             return
-        bwd = op.regions[0]
+        bwd = custom_bwd(op)
         env2 = self.bind_params(env, bwd.params, [self.ct_or_zeros(ct, o) for o in op.outputs])
         for inner in bwd.ops:
             self.clone(inner, env2)
@@ -356,7 +353,7 @@ class _AD(LoopAD):
 
     def backward_cond(self, op, env, ct) -> None:
         pos = [k for k, o in enumerate(op.outputs) if o.id in self.act]
-        operands = op.inputs[1:]
+        operands = state(op)
         opnd = [k for k, v in enumerate(operands) if v.id in self.act]
         captured, seen = [], set()
         for r in op.regions:
@@ -380,7 +377,7 @@ class _AD(LoopAD):
                     src, env, params[:len(operands)], seeds,
                     [src.params[k] for k in opnd] + captured)
             regions.append(r)
-        outs = self.emit(cond_p, [env[op.inputs[0].id]] + ins,
+        outs = self.emit(cond_p, [env[pred(op).id]] + ins,
                          [operands[k].aval for k in opnd] + [v.aval for v in captured],
                          regions, loc=op.loc)
         for k, g in zip(opnd, outs):

@@ -9,7 +9,7 @@ import numpy as np
 
 from llgrad.runtime.aval import I64, BOOL, Aval, aval_str
 from llgrad.runtime.errors import ShapeError
-from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
+from llgrad.runtime.ops.control import cond_p, for_loop_p, fusion_p, while_loop_p
 from llgrad.transform import ir
 from llgrad.transform.builder import current
 
@@ -116,7 +116,125 @@ def cond(pred, then_fn, else_fn, *operands) -> tuple:
                         regions=regions))
 
 
+# ---- the one description of each region op -------------------------------------------------
+class ControlOp:
+    """How one region op lays out its operands, regions and results (Note [Control-flow ops]).
+
+    Every pass reads region ops through these accessors (or the functions below, which pick
+    the op's layout), never by slicing `op.inputs` or `region.params`:
+        lead(op)          the leading operands: cond's predicate, for_loop's (start, stop, step)
+        state(op)         the operands that enter the regions as params: a loop's initial
+                          carried values, cond's branch operands, fusion's inputs
+        body(op)          the last region: a loop's body (cond's else branch)
+        entries(op)       each region's params that receive the state (for_loop's body without
+                          its counter; both regions of a while_loop and of a cond)
+        yielding(op)      the regions whose results are the outputs (both branches of a cond)
+    `n_regions` is the number of regions; `loop` says the body's results flow back into
+    `entries` (for_loop, while_loop) and an op that runs zero times yields `state(op)`;
+    `counter` that the body's param 0 is the iteration index (for_loop).
+    """
+
+    __slots__ = ("prim", "n_lead", "loop", "counter", "n_regions")
+
+    def __init__(self, prim, n_lead: int, n_regions: int, *, loop=False, counter=False):
+        self.prim, self.n_lead, self.n_regions = prim, n_lead, n_regions
+        self.loop, self.counter = loop, counter
+
+    def lead(self, op) -> list:
+        return op.inputs[:self.n_lead]
+
+    def state(self, op) -> list:
+        return op.inputs[self.n_lead:]
+
+    def body(self, op) -> ir.Region:
+        return op.regions[-1]
+
+    def carried(self, region) -> list:
+        """`region`'s params that receive the state (the body's without its counter)."""
+        return region.params[1:] if self.counter and region.params else region.params
+
+    def entries(self, op) -> list[list]:
+        return [self.carried(r) for r in op.regions]
+
+    def yielding(self, op) -> list:
+        return list(op.regions) if self.prim is cond_p else [op.regions[-1]]
+
+    def drop(self, op, dead: set) -> None:
+        """Remove the outputs in `dead` (dead-code elimination): with the results that yield
+        them and, for a loop, the carried state (operands and params) behind them."""
+        keep = lambda xs, off=0: [x for k, x in enumerate(xs) if k - off not in dead]
+        if self.loop:
+            op.inputs = op.inputs[:self.n_lead] + keep(self.state(op))
+            for r in op.regions:
+                r.params = keep(r.params, 1 if self.counter else 0)
+        for r in self.yielding(op):
+            r.results = keep(r.results)
+        op.outputs = keep(op.outputs)
+
+
+CONTROL: dict = {
+    cond_p: ControlOp(cond_p, 1, 2),
+    for_loop_p: ControlOp(for_loop_p, 3, 1, loop=True, counter=True),
+    while_loop_p: ControlOp(while_loop_p, 0, 2, loop=True),
+    fusion_p: ControlOp(fusion_p, 0, 1),
+}
+
+
+def describe(op) -> "ControlOp | None":
+    """The layout of a region op that carries state (None for other ops)."""
+    return CONTROL.get(op.prim)
+
+
+# Named accessors (each checks nothing: the verifier checks layouts)
+def pred(op):
+    """cond's predicate."""
+    return op.inputs[0]
+
+
+def branches(op) -> tuple:
+    """cond's (then, else) regions."""
+    return op.regions[0], op.regions[1]
+
+
+def bounds(op) -> list:
+    """for_loop's [start, stop, step]."""
+    return op.inputs[:3]
+
+
+def counter(op) -> ir.Value:
+    """for_loop's iteration index (the body's param 0)."""
+    return op.regions[0].params[0]
+
+
+def loop_test(op) -> ir.Region:
+    """while_loop's condition region (params: the carried values; yields one bool[])."""
+    return op.regions[0]
+
+
+def state(op) -> list:
+    return CONTROL[op.prim].state(op)
+
+
+def body(op) -> ir.Region:
+    return op.regions[-1]
+
+
+def carried(op) -> list:
+    """A loop body's params that receive the carried values."""
+    return CONTROL[op.prim].carried(op.regions[-1])
+
+
 def custom_parts(op) -> tuple[list, list, list]:
     """(xs, closed, values) of a custom_vjp op (Note [Control-flow ops])."""
     n_x, n = len(op.regions[0].results), len(op.inputs) - len(op.outputs)
     return op.inputs[:n_x], op.inputs[n_x:n], op.inputs[n:]
+
+
+def custom_bwd(op) -> ir.Region:
+    """custom_vjp's backward region (params: the outputs' cotangents; yields the xs')."""
+    return op.regions[0]
+
+
+def check_fail(op) -> ir.Value:
+    """check's failure flag (bool[])."""
+    return op.inputs[0]

@@ -12,7 +12,8 @@ import numpy as np
 from llgrad.runtime.errors import IndexingError, InternalError, LinAlgError, LLGradError
 from llgrad.runtime.ops.control import (check_exception, check_p, cond_p, constant_p,
                                         custom_vjp_p, for_loop_p, fusion_p, while_loop_p)
-from llgrad.transform import ir
+from llgrad.transform import control, ir
+from llgrad.transform.control import CONTROL
 
 
 def run(fn: ir.Function, *arrays) -> list[np.ndarray]:
@@ -89,23 +90,25 @@ def _constant(op, ins, env):
 
 
 def _cond(op, ins, env):
-    pred, operands = ins[0], ins[1:]
-    return _region(op.regions[0] if bool(pred) else op.regions[1], operands, env)
+    lay = CONTROL[cond_p]
+    then_r, else_r = control.branches(op)
+    return _region(then_r if bool(ins[0]) else else_r, ins[lay.n_lead:], env)
 
 
 def _for_loop(op, ins, env):
-    start, stop, step = (int(v) for v in ins[:3])
-    carried = ins[3:]
-    body = op.regions[0]
+    lay = CONTROL[for_loop_p]
+    start, stop, step = (int(v) for v in ins[:lay.n_lead])
+    carried = ins[lay.n_lead:]
+    body = control.body(op)
     for i in range(start, stop, step):
         carried = _region(body, [np.asarray(i, np.int64)] + list(carried), env)
     return carried
 
 
 def _while_loop(op, ins, env):
-    cond, body = op.regions
+    test, body = control.loop_test(op), control.body(op)
     carried = ins
-    while bool(_region(cond, carried, env)[0]):
+    while bool(_region(test, carried, env)[0]):
         carried = _region(body, carried, env)
     return carried
 
@@ -117,7 +120,7 @@ def _check(op, ins, env):
 
 
 def _fusion(op, ins, env):
-    return _region(op.regions[0], ins, env)
+    return _region(control.body(op), ins, env)
 
 
 def _custom_vjp(op, ins, env):

@@ -14,7 +14,8 @@ from llgrad.runtime import ops
 from llgrad.runtime.aval import I64, Aval, aval_str
 from llgrad.runtime.ops.control import (constant_p, for_loop_p, tape_get_p, tape_new_p,
                                         tape_push_p, while_loop_p)
-from llgrad.transform import ir
+from llgrad.transform import control, ir
+from llgrad.transform.control import CONTROL
 from llgrad.transform.builder import Builder
 
 # Note [Loop tapes]
@@ -139,15 +140,12 @@ def _const_int(v):
     return None
 
 
-_EXPENSIVE = frozenset({"exp", "log", "sin", "cos", "tan", "tanh", "sigmoid", "pow", "sqrt",
-                        "log1p", "expm1", "matmul"})
-
-
 def _expensive(op) -> bool:
     """Ops whose output a loop's forward sweep tapes rather than the reverse sweep recomputing
-    (transcendental elementwise ops, reductions, linear algebra); see Note [Loop tapes]."""
+    (`Primitive.expensive`: transcendental elementwise ops, reductions, linear algebra); see
+    Note [Loop tapes]."""
     return not op.regions and len(op.outputs) == 1 and op.outputs[0].aval.dtype.kind == "f" \
-        and (op.prim.name in _EXPENSIVE or op.prim.family in ("reduce", "linalg"))
+        and op.prim.expensive
 
 
 def _rule_reads_output(prim) -> bool:
@@ -243,10 +241,10 @@ class LoopAD:
         one per taped expensive value, one per residual (Note [Loop tapes]). With `stack` (the
         enclosing loop's body), the counter and tapes are carried values of that body instead
         of new ones, so they keep growing across its iterations (Note [Stacked inner tapes])."""
-        is_for = op.prim is for_loop_p
-        body = op.regions[-1]
-        carried = body.params[1:] if is_for else body.params
-        head = 1 if is_for else 0
+        cf = CONTROL[op.prim]
+        body = cf.body(op)
+        carried = cf.carried(body)
+        head = 1 if cf.counter else 0
         used = _reads(body)
         stored = [k for k, p in enumerate(carried) if p.id in used]
         nxt = _next_carried(body, carried, stored) if stack is None else {}
@@ -254,10 +252,10 @@ class LoopAD:
         var = _variant(body)
         ins = [env[v.id] for v in op.inputs]
         rows = None
-        if is_for and stack is None:
-            bounds = [_const_int(v) for v in ins[:3]]
-            if None not in bounds and bounds[2] != 0:
-                rows = len(range(*bounds))
+        if cf.counter and stack is None:
+            consts = [_const_int(env[v.id]) for v in control.bounds(op)]
+            if None not in consts and consts[2] != 0:
+                rows = len(range(*consts))
         b = self.b
         self.loc = op.loc
 
@@ -320,7 +318,7 @@ class LoopAD:
         extra_avals = [v.aval for v in extra]
         regions = []
         if op.prim is while_loop_p:
-            src = op.regions[0]
+            src = control.loop_test(op)
             cparams = [b.new_value(p.aval, p.name) for p in src.params]
             env3 = self.bind_params(env, src.params, cparams)
             with b.open_region(cparams + [b.new_value(a) for a in extra_avals]) as rc:
@@ -453,10 +451,10 @@ class LoopAD:
         n == 0 the outputs' cotangents reach the init unchanged (the loop yields its init; see
         the init -> output edge in _activity); otherwise the init gets the cotangent of the
         first iteration's carried values (zero for those the body does not read)."""
-        is_for = op.prim is for_loop_p
-        body = op.regions[-1]
-        carried = body.params[1:] if is_for else body.params
-        init = op.inputs[3:] if is_for else op.inputs
+        cf = CONTROL[op.prim]
+        body = cf.body(op)
+        carried = cf.carried(body)
+        init = cf.state(op)
         pos = [k for k in range(len(op.outputs))
                if {op.outputs[k].id, carried[k].id, body.results[k].id} & self.act]
         captured = [v for v in body.free_values() if v.id in self.act]
@@ -480,8 +478,8 @@ class LoopAD:
 
             head = [get(rec["tapes"][k]) if k in rec["tapes"] else None
                     for k in range(len(carried))]
-            if is_for:
-                start, step = env[op.inputs[0].id], env[op.inputs[2].id]
+            if cf.counter:
+                start, _, step = (env[v.id] for v in control.bounds(op))
                 head = [ops.add(start, ops.mul(j, step))] + head
             pre = {}
             if rec["next"]:

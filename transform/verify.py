@@ -13,7 +13,8 @@ from llgrad.runtime.ops.control import (cond_p, constant_p, custom_vjp_p, for_lo
                                         tape_push_p, while_loop_p)
 from llgrad.runtime.ops.shape import broadcast_to_p
 from llgrad.transform import ir
-from llgrad.transform.control import custom_parts
+from llgrad.transform.control import (CONTROL, body, bounds, branches, custom_bwd,
+                                      custom_parts, loop_test, state)
 from llgrad.transform.printers.text import Namer, print_function
 
 _SCALAR_I64, _SCALAR_BOOL = Aval((), I64), Aval((), BOOL)
@@ -101,7 +102,8 @@ def _expect(vf, op, what, got, want):
                     f"but expected {', '.join(aval_str(*a) for a in want) or 'nothing'}")
 
 
-def _nregions(vf, op, n):
+def _nregions(vf, op):
+    n = CONTROL[op.prim].n_regions if op.prim in CONTROL else 1  # custom_vjp: its bwd
     if len(op.regions) != n:
         vf.fail(op, f"has {len(op.regions)} regions, expected {n}")
 
@@ -111,48 +113,45 @@ def _no_regions(vf, op):
 
 
 def _check_cond(vf, op):
-    _nregions(vf, op, 2)
-    _expect(vf, op, "predicate", op.inputs[:1], [_SCALAR_BOOL])
-    for r, which in zip(op.regions, ("then", "else")):
-        _expect(vf, op, f"{which} params", r.params, _avals(op.inputs[1:]))
+    _nregions(vf, op)
+    _expect(vf, op, "predicate", CONTROL[cond_p].lead(op), [_SCALAR_BOOL])
+    for r, which in zip(branches(op), ("then", "else")):
+        _expect(vf, op, f"{which} params", r.params, _avals(state(op)))
         _expect(vf, op, f"{which} yields", r.results, _avals(op.outputs))
 
 
 def _check_for(vf, op):
-    _nregions(vf, op, 1)
-    _expect(vf, op, "bounds (start, stop, step)", op.inputs[:3], [_SCALAR_I64] * 3)
-    init = _avals(op.inputs[3:])
-    body = op.regions[0]
-    _expect(vf, op, "body params (i, *carried)", body.params, [_SCALAR_I64] + init)
-    _expect(vf, op, "body yields", body.results, init)
+    _nregions(vf, op)
+    _expect(vf, op, "bounds (start, stop, step)", bounds(op), [_SCALAR_I64] * 3)
+    init = _avals(state(op))
+    _expect(vf, op, "body params (i, *carried)", body(op).params, [_SCALAR_I64] + init)
+    _expect(vf, op, "body yields", body(op).results, init)
     _expect(vf, op, "outputs", op.outputs, init)
 
 
 def _check_while(vf, op):
-    _nregions(vf, op, 2)
-    init = _avals(op.inputs)
-    cond, body = op.regions
-    _expect(vf, op, "cond params", cond.params, init)
-    _expect(vf, op, "cond yields", cond.results, [_SCALAR_BOOL])
-    _expect(vf, op, "body params", body.params, init)
-    _expect(vf, op, "body yields", body.results, init)
+    _nregions(vf, op)
+    init = _avals(state(op))
+    _expect(vf, op, "cond params", loop_test(op).params, init)
+    _expect(vf, op, "cond yields", loop_test(op).results, [_SCALAR_BOOL])
+    _expect(vf, op, "body params", body(op).params, init)
+    _expect(vf, op, "body yields", body(op).results, init)
     _expect(vf, op, "outputs", op.outputs, init)
 
 
 def _check_fusion(vf, op):
-    _nregions(vf, op, 1)
-    body = op.regions[0]
-    _expect(vf, op, "body params", body.params, _avals(op.inputs))
-    _expect(vf, op, "body yields", body.results, _avals(op.outputs))
-    for inner in body.ops:
+    _nregions(vf, op)
+    _expect(vf, op, "body params", body(op).params, _avals(state(op)))
+    _expect(vf, op, "body yields", body(op).results, _avals(op.outputs))
+    for inner in body(op).ops:
         if inner.prim.family != "elementwise" and inner.prim not in (broadcast_to_p, constant_p):
             vf.fail(op, f"fusion body holds {inner.name}, which is not elementwise")
 
 
 def _check_custom_vjp(vf, op):
-    _nregions(vf, op, 1)
+    _nregions(vf, op)
     xs, _, values = custom_parts(op)
-    bwd = op.regions[0]
+    bwd = custom_bwd(op)
     _expect(vf, op, "values", values, _avals(op.outputs))
     _expect(vf, op, "bwd params (cotangents of the outputs)", bwd.params, _avals(op.outputs))
     _expect(vf, op, "bwd yields (cotangents of the xs)", bwd.results, _avals(xs))

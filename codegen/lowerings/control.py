@@ -19,6 +19,7 @@ from llvmlite import ir
 from llgrad.runtime.errors import InternalError
 from llgrad.runtime.ops.control import (check_p, cond_p, constant_p, for_loop_p, tape_get_p,
                                         tape_new_p, tape_push_p, while_loop_p)
+from llgrad.transform import control
 
 from .. import elementwise as ew
 from ..abi import TAPE_HEADER
@@ -104,7 +105,7 @@ def _truth(ctx, v) -> ir.Value:
 
 def _emit_cond(ctx, u) -> None:
     b, op = ctx.b, u.op
-    pred = _truth(ctx, op.inputs[0])
+    pred = _truth(ctx, control.pred(op))
     if not isinstance(pred, ir.Value):  # a constant predicate: only that branch exists
         blk = u.blocks[0 if pred else 1]
         _emit_block(ctx, blk)
@@ -132,10 +133,10 @@ def _emit_for(ctx, u) -> None:
     """A counted loop with Python `range` semantics; See Note [Where loops poll]."""
     b, op = ctx.b, u.op
     body = u.blocks[0]
-    start, stop, step = (ctx.load_scalar(v) for v in op.inputs[:3])
-    carried = body.params[1:]
-    _assign(ctx, list(zip(op.inputs[3:], carried)))
-    k = _const_int(op.inputs[2])
+    start, stop, step = (ctx.load_scalar(v) for v in control.bounds(op))
+    carried = control.carried(op)
+    _assign(ctx, list(zip(control.state(op), carried)))
+    k = _const_int(control.bounds(op)[2])
 
     def before(i, end):
         if k is not None:
@@ -144,7 +145,7 @@ def _emit_for(ctx, u) -> None:
                         b.icmp_signed("<", i, end), b.icmp_signed(">", i, end))
 
     def iteration(i):
-        ctx.store_scalar(i, body.params[0])
+        ctx.store_scalar(i, control.counter(op))
         _emit_block(ctx, body)
         _assign(ctx, list(zip(body.results, carried)), body.stage)
 
@@ -439,4 +440,5 @@ def _lower_accumulate(ctx, op) -> None:
 @lowers(check_p)
 def _lower_check(ctx, op) -> None:
     """Leave the kernel with the user's exception when the check fails."""
-    ctx.fail_if(_truth(ctx, op.inputs[0]), "user", op, (op.params["exc"], op.params["args"]))
+    ctx.fail_if(_truth(ctx, control.check_fail(op)), "user", op,
+                (op.params["exc"], op.params["args"]))

@@ -199,8 +199,9 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
     """Jacobian-vector product of `func` at `inputs` with `v` (the shape of the inputs).
 
-    Computed with the double-vjp trick: u -> J^T u is linear, so differentiating it with
-    respect to u gives J v.
+    Computed by forward mode (dual tensors, forward_ad); with `create_graph` or `strict`, by
+    the double-vjp trick (u -> J^T u is linear, so differentiating it with respect to u
+    gives J v), which keeps the result differentiable and reports unused inputs.
 
     Returns:
         (func_output, jvp): jvp has the structure of the outputs.
@@ -218,6 +219,8 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
             _, v = _as_tuple(v, "v", "jvp")
             v = _grad_preprocess(v, create_graph=create_graph, need_graph=False)
             _validate_v(v, inputs, is_inputs_tuple)
+            if not create_graph and not strict:
+                return _forward_jvp(func, inputs, v)
         else:
             _single_element_v(inputs, "input to the user-provided function")
         outputs = func(*inputs)
@@ -235,6 +238,19 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     res = _grad_postprocess(res, create_graph)
     return (_tuple_postprocess(outputs, is_outputs_tuple),
             _tuple_postprocess(res, is_outputs_tuple))
+
+
+def _forward_jvp(func, inputs, v):
+    from llgrad.runtime.autograd import forward_ad as fwad
+    with fwad.dual_level():
+        outputs = func(*(fwad.make_dual(x.detach(), t) for x, t in zip(inputs, v)))
+        is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function",
+                                              "jvp")
+        parts = [fwad.unpack_dual(o) for o in outputs]
+    outs = tuple(p.primal.detach() for p in parts)
+    res = tuple(_zeros_like(o) if p.tangent is None else p.tangent.detach()
+                for p, o in zip(parts, outs))
+    return _tuple_postprocess(outs, is_outputs_tuple), _tuple_postprocess(res, is_outputs_tuple)
 
 
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,

@@ -15,10 +15,10 @@ import numpy as np
 # backward pass with a batch of one-hot grad_outputs (row k of the batch selects output element
 # k), so gradient k of the batched inputs is row k of the Jacobian. That is only right when
 # `func` treats the leading dimension as a batch (examples never mix), so before trusting it we
-#  1. check every node of the batched graph against a table of batch-preserving primitives
-#     (_BATCH_RULES: elementwise ops whose batched operands keep axis 0 aligned, reductions and
-#     transposes that leave axis 0 alone, reshapes that keep it, matmul with a batched left
-#     operand, ...); custom Functions and any other op reject;
+#  1. check every node of the batched graph: each primitive's `batch` rule (declared with it:
+#     reductions and transposes that leave axis 0 alone, reshapes that keep it, matmul with a
+#     batched left operand, ...) or, for elementwise ops, that their batched operands keep
+#     axis 0 aligned; custom Functions and any other op reject;
 #  2. check every batch slice of the batched outputs equals the unbatched outputs (this catches
 #     mixing through detached values or Python control flow on concretised values).
 # When a check fails (or the batched call raises) we fall back to one backward per row, with a
@@ -39,15 +39,6 @@ def _shape(x, node):
     return np.shape(x)
 
 
-def _full_first(key):
-    return bool(key) and (key[0] == ("e",) or key[0] == ("s", None, None, None))
-
-
-def _adjacent_arrays(key):
-    pos = [k for k, e in enumerate(key) if e[0] == "a"]
-    return not pos or pos[-1] - pos[0] == len(pos) - 1
-
-
 def _uniform(x) -> bool:
     """An unbatched operand of the batch's shape is fine if the backward does not read it
     (ShapeOnly) or it is the same for every example (e.g. a ones cotangent)."""
@@ -62,21 +53,6 @@ def _elementwise_ok(b, shapes, outs, params, inputs):
     nd = len(outs[0])
     return all((len(s) == nd) if bk else (len(s) < nd or s[0] == 1 or _uniform(x))
                for bk, s, x in zip(b, shapes, inputs))
-
-
-_BATCH_RULES = {
-    "reduce": lambda b, s, o, p: 0 not in p["axes"],
-    "reshape": lambda b, s, o, p: s[0][0] == o[0][0],
-    "transpose": lambda b, s, o, p: p["perm"][0] == 0,
-    "broadcast_to": lambda b, s, o, p: len(s[0]) == len(p["shape"]),
-    "concatenate": lambda b, s, o, p: all(b) and p["axis"] % len(o[0]) != 0,
-    "matmul": lambda b, s, o, p: (b[0] and not b[1] and len(s[0]) >= 2) or
-    (b[1] and len(s[1]) >= 3 and (not b[0] or len(s[0]) >= 3)),
-    "getitem": lambda b, s, o, p: b[0] and not any(b[1:]) and _full_first(p["key"]) and
-    _adjacent_arrays(p["key"]),
-    "scatter_add": lambda b, s, o, p: b[0] and not any(b[1:]) and _full_first(p["key"]) and
-    _adjacent_arrays(p["key"]),
-}
 
 
 def _batch_safe(node, batched, n):
@@ -98,10 +74,9 @@ def _batch_safe(node, batched, n):
                                                     for bk, s in zip(b, shapes)):
         return False, True
     prim = node.prim
-    rule = _BATCH_RULES.get(prim.name) or _BATCH_RULES.get(prim.family)
     if prim.family == "elementwise":
         return _elementwise_ok(b, shapes, outs, node.params, node.inputs), True
-    return bool(rule is not None and rule(b, shapes, outs, node.params)), True
+    return bool(prim.batch is not None and prim.batch(b, shapes, outs, node.params)), True
 
 
 def _batched_node(node, batched, n):

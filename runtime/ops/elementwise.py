@@ -33,11 +33,12 @@ def _overloads(op: str, n: int) -> dict:
 
 
 def elementwise(name, impl, vjp=None, scalar=None, *, nondiff=False, saves=None, numpy=(),
-                out_dtype=None, node_name=None, decompose=None) -> Primitive:
+                out_dtype=None, node_name=None, decompose=None, expensive=False) -> Primitive:
     """Declare an elementwise primitive (the common case is one call)."""
     return register(Primitive(
         name, "elementwise", impl, _shape_rule(name, out_dtype), vjp, nondiff=nondiff,
-        saves=saves, scalar=scalar, numpy=numpy, node_name=node_name, decompose=decompose))
+        saves=saves, scalar=scalar, numpy=numpy, node_name=node_name, decompose=decompose,
+        expensive=expensive))
 
 
 # ---- arithmetic -------------------------------------------------------------------------------
@@ -71,28 +72,28 @@ def _pow_vjp_y(g, out, x, y):
 
 
 pow_p = elementwise("pow", np.power, (_pow_vjp_x, _pow_vjp_y), lambda s, x, y: s.pow(x, y),
-                    numpy=np.power, node_name=_overloads("Pow", 3))
+                    numpy=np.power, node_name=_overloads("Pow", 3), expensive=True)
 
 # ---- math functions ---------------------------------------------------------------------------
 exp_p = elementwise("exp", np.exp, (lambda g, out, x: mul(g, out),),
-                    lambda s, x: s.exp(x), saves=(-1,), numpy=np.exp)
+                    lambda s, x: s.exp(x), saves=(-1,), numpy=np.exp, expensive=True)
 log_p = elementwise("log", np.log, (lambda g, out, x: div(g, x),),
-                    lambda s, x: s.log(x), saves=(0,), numpy=np.log)
+                    lambda s, x: s.log(x), saves=(0,), numpy=np.log, expensive=True)
 log1p_p = elementwise("log1p", np.log1p, (lambda g, out, x: div(g, add(x, 1)),),
                       lambda s, x: s.log1p(x), saves=(0,), numpy=np.log1p,
-                      node_name="Log1PBackward0")
+                      node_name="Log1PBackward0", expensive=True)
 expm1_p = elementwise("expm1", np.expm1, (lambda g, out, x: mul(g, add(out, 1)),),
-                      lambda s, x: s.expm1(x), saves=(-1,), numpy=np.expm1)
+                      lambda s, x: s.expm1(x), saves=(-1,), numpy=np.expm1, expensive=True)
 sin_p = elementwise("sin", np.sin, (lambda g, out, x: mul(g, cos(x)),),
-                    lambda s, x: s.sin(x), saves=(0,), numpy=np.sin)
+                    lambda s, x: s.sin(x), saves=(0,), numpy=np.sin, expensive=True)
 cos_p = elementwise("cos", np.cos, (lambda g, out, x: neg(mul(g, sin(x))),),
-                    lambda s, x: s.cos(x), saves=(0,), numpy=np.cos)
+                    lambda s, x: s.cos(x), saves=(0,), numpy=np.cos, expensive=True)
 tan_p = elementwise("tan", np.tan, (lambda g, out, x: mul(g, add(mul(out, out), 1)),),
-                    lambda s, x: s.tan(x), saves=(-1,), numpy=np.tan)
+                    lambda s, x: s.tan(x), saves=(-1,), numpy=np.tan, expensive=True)
 tanh_p = elementwise("tanh", np.tanh, (lambda g, out, x: mul(g, sub(1, mul(out, out))),),
-                     lambda s, x: s.tanh(x), saves=(-1,), numpy=np.tanh)
+                     lambda s, x: s.tanh(x), saves=(-1,), numpy=np.tanh, expensive=True)
 sqrt_p = elementwise("sqrt", np.sqrt, (lambda g, out, x: div(g, mul(out, 2)),),
-                     lambda s, x: s.sqrt(x), saves=(-1,), numpy=np.sqrt)
+                     lambda s, x: s.sqrt(x), saves=(-1,), numpy=np.sqrt, expensive=True)
 # square and rsqrt are one node each in eager graphs (PyTorch's PowBackward0, RsqrtBackward0);
 # the compiler sees x * x and 1 / sqrt(x), as before they were primitives.
 square_p = elementwise("square", lambda x: np.multiply(x, x),
@@ -131,7 +132,7 @@ def _sigmoid_impl(x):
 sigmoid_p = elementwise("sigmoid", _sigmoid_impl,
                         (lambda g, out, x: mul(g, mul(out, sub(1, out))),),
                         lambda s, x: s.div(1.0, s.add(1.0, s.exp(s.neg(x)))), saves=(-1,),
-                        numpy="scipy.special.expit")
+                        numpy="scipy.special.expit", expensive=True)
 relu_p = elementwise("relu", lambda x: np.maximum(x, 0).astype(x.dtype, copy=False),
                      (lambda g, out, x: where(gt(out, 0), g, 0.0),),
                      lambda s, x: s.max(x, s.zero(x)), saves=(-1,))

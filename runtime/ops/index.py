@@ -84,16 +84,27 @@ def _getitem_name(out_shape, key=(), **_):
     return name
 
 
+def _keeps_batch(b, shapes, outs, params) -> bool:
+    """Indexing keeps a batch's examples (axis 0 of the indexed array) apart when the key
+    takes axis 0 whole and its index arrays are adjacent (numpy keeps their axes in place)."""
+    key = params["key"]
+    full_first = bool(key) and (key[0] == ("e",) or key[0] == ("s", None, None, None))
+    pos = [k for k, e in enumerate(key) if e[0] == "a"]
+    adjacent = not pos or pos[-1] - pos[0] == len(pos) - 1
+    return b[0] and not any(b[1:]) and full_first and adjacent
+
+
 getitem_p = register(Primitive(
     "getitem", "index", _getitem_impl, _getitem_shape,
     lambda i, *a, **p: _getitem_vjp(*a, **p) if i == 0 else None, saves=_index_operands,
-    node_name=_getitem_name))
+    node_name=_getitem_name, batch=_keeps_batch, linear="linear"))
 
 scatter_add_p = register(Primitive(
     "scatter_add", "index", _scatter_add_impl,
     lambda g, *idx, key, shape: Aval(tuple(shape), g.dtype),
     lambda i, g, out, x, *idx, key, shape: bind(getitem_p, g, *idx, key=key) if i == 0 else None,
-    saves=_index_operands, node_name="IndexAddBackward0"))
+    saves=_index_operands, node_name="IndexAddBackward0", batch=_keeps_batch,
+    linear="linear"))
 
 
 def _index_put_vjp(i, g, out, x, v, *idx, key):
@@ -132,7 +143,8 @@ def _last_writes(x_shape, v_shape, idx, key):
 
 index_put_p = register(Primitive(
     "index_put", "index", _index_put_impl, lambda x, v, *idx, key: Aval(x.shape, x.dtype),
-    _index_put_vjp, saves=lambda n: (1, *range(2, n)), node_name="IndexPutBackward0"))
+    _index_put_vjp, saves=lambda n: (1, *range(2, n)), node_name="IndexPutBackward0",
+    linear="linear"))
 
 
 # ---- the ops API ------------------------------------------------------------------------------

@@ -22,7 +22,9 @@ matmul_p = register(Primitive(
     "matmul", "linalg", np.matmul, _matmul_shape,
     (lambda g, out, a, b: matmul(g, swapaxes(b, -1, -2)),
      lambda g, out, a, b: matmul(swapaxes(a, -1, -2), g)),
-    saves=(0, 1), numpy=(), node_name="MmBackward0"))
+    saves=(0, 1), numpy=(), node_name="MmBackward0", linear="multilinear",
+    batch=lambda b, s, o, p: (b[0] and not b[1] and len(s[0]) >= 2)
+    or (b[1] and len(s[1]) >= 3 and (not b[0] or len(s[0]) >= 3))))
 
 
 def _addmm_impl(bias, a, b, beta, alpha):

@@ -85,9 +85,16 @@ def _prod_of_others(x, axes):
                     ew.where(ew.logical_and(ew.eq(nzeros, 1), zero), prod_nz, 0.0))
 
 
-def _reduction(name, impl, vjp, saves, numpy=(), node_name=None, shape=_reduce_shape_rule):
+def _keeps_batch(batched, shapes, outs, params) -> bool:
+    """A reduction keeps the examples of a batch (axis 0) apart unless it reduces axis 0."""
+    return 0 not in params["axes"]
+
+
+def _reduction(name, impl, vjp, saves, numpy=(), node_name=None, shape=_reduce_shape_rule,
+               linear=None):
     return register(Primitive(name, "reduce", impl, shape, (vjp,), saves=saves,
-                              numpy=numpy, node_name=node_name))
+                              numpy=numpy, node_name=node_name, batch=_keeps_batch,
+                              linear=linear))
 
 
 def _variant(op):
@@ -100,7 +107,7 @@ def _variant(op):
 
 reduce_sum_p = _reduction(
     "reduce_sum", lambda x, axes, keepdims: np.sum(x, axis=axes, keepdims=keepdims), _sum_vjp,
-    saves=(), node_name=_variant("Sum"))
+    saves=(), node_name=_variant("Sum"), linear="linear")
 reduce_max_p = _reduction(
     "reduce_max", lambda x, axes, keepdims: np.max(x, axis=axes, keepdims=keepdims),
     _extremum_vjp, saves=(0, -1), node_name="AmaxBackward0", shape=_extremum_shape("maximum"))
@@ -143,7 +150,8 @@ def _lse_decompose(x, axes, keepdims):
 
 logsumexp_p = register(Primitive(
     "logsumexp", "reduce", _lse_impl, _reduce_shape_rule, (_lse_vjp,), saves=(0, -1),
-    decompose=_lse_decompose, node_name="LogsumexpBackward0"))
+    decompose=_lse_decompose, batch=_keeps_batch,
+    node_name="LogsumexpBackward0"))
 
 
 # ---- composites: one eager node each (PyTorch's names), decomposed for the compiler ----------
@@ -169,6 +177,7 @@ mean_p = register(Primitive(
     "mean", "reduce", _mean_impl, _reduce_shape_rule, (_mean_vjp,), saves=(),
     decompose=lambda x, axes, keepdims: ew.div(reduce_sum(x, axes, keepdims),
                                                float(_count(x, axes))),
+    batch=_keeps_batch,
     node_name=_variant("Mean")))
 
 
@@ -201,7 +210,8 @@ def _var_decompose(x, axes, correction, keepdims):
 
 var_p = register(Primitive(
     "var", "reduce", _var_impl, _var_shape, (_var_vjp,), saves=(0,),
-    decompose=_var_decompose, node_name="VarBackward0"))
+    decompose=_var_decompose, batch=_keeps_batch,
+    node_name="VarBackward0"))
 
 
 def _std_vjp(g, out, x, axes, correction, keepdims):
@@ -213,6 +223,7 @@ def _std_vjp(g, out, x, axes, correction, keepdims):
 std_p = register(Primitive(
     "std", "reduce", lambda x, **p: np.sqrt(_var_impl(x, **p)), _var_shape, (_std_vjp,),
     saves=(0, -1), decompose=lambda x, **p: ew.sqrt(_var_decompose(x, **p)),
+    batch=_keeps_batch,
     node_name="StdBackward0"))
 
 
@@ -228,11 +239,13 @@ softmax_p = register(Primitive(
     "softmax", "reduce", lambda x, axes: np.exp(x - _lse_impl(x, axes, True)), _same_shape,
     (lambda g, out, x, axes: ew.mul(out, ew.sub(g, reduce_sum(ew.mul(g, out), axes, True))),),
     saves=(-1,), decompose=lambda x, axes: ew.exp(ew.sub(x, _lse_kept(x, axes))),
+    batch=_keeps_batch,
     node_name="SoftmaxBackward0"))
 log_softmax_p = register(Primitive(
     "log_softmax", "reduce", lambda x, axes: x - _lse_impl(x, axes, True), _same_shape,
     (lambda g, out, x, axes: ew.sub(g, ew.mul(ew.exp(out), reduce_sum(g, axes, True))),),
     saves=(-1,), decompose=lambda x, axes: ew.sub(x, _lse_kept(x, axes)),
+    batch=_keeps_batch,
     node_name="LogSoftmaxBackward0"))
 
 
@@ -311,7 +324,8 @@ def _norm_decompose(x, ord, axes, keepdims):
 vector_norm_p = register(Primitive(
     "vector_norm", "reduce", _norm_impl,
     lambda x, ord, axes, keepdims: _reduce_shape_rule(x, axes, keepdims), (_norm_vjp,),
-    saves=(0, -1), decompose=_norm_decompose, node_name="LinalgVectorNormBackward0"))
+    saves=(0, -1), decompose=_norm_decompose, batch=_keeps_batch,
+    node_name="LinalgVectorNormBackward0"))
 
 
 def _arg_impl(fn):

@@ -61,7 +61,7 @@ cumsum_p = register(Primitive(
     "cumsum", "scan", lambda x, axis, reverse: _along(
         lambda v, a: np.cumsum(v, a, dtype=v.dtype), x, axis, reverse), _same,
     (lambda g, out, x, axis, reverse: cumsum_axis(g, axis, not reverse),), saves=(),
-    node_name="CumsumBackward0"))
+    node_name="CumsumBackward0", linear="linear"))
 
 
 # ---- linrec -------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ def _reshape_shape(x, shape):
 reshape_p = register(Primitive(
     "reshape", "shape", lambda x, shape: np.reshape(x, shape), _reshape_shape,
     (lambda g, out, x, shape: reshape(g, shape_of(x)),), saves=(),
-    node_name="ViewBackward0"))
+    node_name="ViewBackward0", linear="linear", batch=lambda b, s, o, p: s[0][0] == o[0][0]))
 
 
 def _inverse_perm(perm):
@@ -33,7 +33,7 @@ transpose_p = register(Primitive(
     "transpose", "shape", lambda x, perm: np.transpose(x, perm),
     lambda x, perm: Aval(tuple(x.shape[p] for p in perm), x.dtype),
     (lambda g, out, x, perm: transpose(g, _inverse_perm(perm)),), saves=(),
-    node_name="PermuteBackward0"))
+    node_name="PermuteBackward0", linear="linear", batch=lambda b, s, o, p: p["perm"][0] == 0))
 
 
 def _broadcast_shape(x, shape):
@@ -47,7 +47,8 @@ def _broadcast_shape(x, shape):
 broadcast_to_p = register(Primitive(
     "broadcast_to", "shape", lambda x, shape: np.broadcast_to(x, shape), _broadcast_shape,
     (lambda g, out, x, shape: sum_to(g, shape_of(x)),), saves=(),
-    node_name="ExpandBackward0"))
+    node_name="ExpandBackward0", linear="linear",
+    batch=lambda b, s, o, p: len(s[0]) == len(p["shape"])))
 
 
 def _concat_shape(*xs, axis):
@@ -69,7 +70,8 @@ def _concat_vjp(i, g, out, *xs, axis):
 
 concatenate_p = register(Primitive(
     "concatenate", "shape", lambda *xs, axis: np.concatenate(xs, axis=axis), _concat_shape,
-    _concat_vjp, saves=(), numpy=(), node_name="CatBackward0"))
+    _concat_vjp, saves=(), numpy=(), node_name="CatBackward0", linear="linear",
+    batch=lambda b, s, o, p: all(b) and p["axis"] % len(o[0]) != 0))
 
 
 # ---- the ops API ------------------------------------------------------------------------------

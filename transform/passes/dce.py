@@ -8,8 +8,9 @@ custom_vjp op keeps its bwd region and the residuals it reads (AD needs them).
 """
 from __future__ import annotations
 
-from llgrad.runtime.ops.control import cond_p, custom_vjp_p, for_loop_p, fusion_p, while_loop_p
+from llgrad.runtime.ops.control import custom_vjp_p
 from llgrad.transform import ir
+from llgrad.transform.control import custom_bwd, describe
 from llgrad.transform.passes import Pass
 
 
@@ -33,13 +34,15 @@ def _mark(region: ir.Region, live: set, prune: dict, effects: set) -> None:
     for op in reversed(region.ops):
         if not _kept(op, live, effects):
             continue
-        if op.prim in (for_loop_p, while_loop_p):
-            _mark_loop(op, live, prune, effects)
+        cf = describe(op)
+        if cf is not None and cf.loop:
+            _mark_loop(op, cf, live, prune, effects)
             continue
         if op.prim is custom_vjp_p:  # its bwd region is kept whole, with what it reads
-            live.update(v.id for v in op.regions[0].results)
-            _mark(op.regions[0], live, prune, effects)
-        if op.prim in (cond_p, fusion_p):
+            bwd = custom_bwd(op)
+            live.update(v.id for v in bwd.results)
+            _mark(bwd, live, prune, effects)
+        if cf is not None:
             keep = [k for k, o in enumerate(op.outputs) if o.id in live]
             prune[id(op)] = set(range(len(op.outputs))) - set(keep)
             for r in op.regions:
@@ -48,18 +51,17 @@ def _mark(region: ir.Region, live: set, prune: dict, effects: set) -> None:
         live.update(v.id for v in op.inputs)
 
 
-def _mark_loop(op, live, prune, effects) -> None:
-    is_for = op.prim is for_loop_p
-    body = op.regions[-1]
-    heads = [body.params[1:] if is_for else body.params] + \
-        ([op.regions[0].params] if not is_for else [])
+def _mark_loop(op, cf, live, prune, effects) -> None:
+    body = cf.body(op)
+    heads = cf.entries(op)
     dead = {k for k, o in enumerate(op.outputs) if o.id not in live}
     while True:
         trial = set(live)
         trial.update(body.results[k].id for k in range(len(op.outputs)) if k not in dead)
-        if not is_for:
-            trial.add(op.regions[0].results[0].id)
-            _mark(op.regions[0], trial, prune, effects)
+        for r in op.regions:
+            if r is not body:  # a while_loop's test: its one result is always needed
+                trial.add(r.results[0].id)
+                _mark(r, trial, prune, effects)
         _mark(body, trial, prune, effects)
         needed = {k for k in dead if any(h[k].id in trial for h in heads)}
         if not needed:
@@ -67,14 +69,8 @@ def _mark_loop(op, live, prune, effects) -> None:
         dead -= needed
     prune[id(op)] = dead
     live.update(trial)
-    init = op.inputs[3:] if is_for else op.inputs
-    live.update(v.id for k, v in enumerate(init) if k not in dead)
-    if is_for:
-        live.update(v.id for v in op.inputs[:3])
-
-
-def _drop(xs, dead, offset=0):
-    return [x for k, x in enumerate(xs) if k - offset not in dead]
+    live.update(v.id for k, v in enumerate(cf.state(op)) if k not in dead)
+    live.update(v.id for v in cf.lead(op))
 
 
 def _sweep(region: ir.Region, live: set, prune: dict, effects: set) -> None:
@@ -84,19 +80,7 @@ def _sweep(region: ir.Region, live: set, prune: dict, effects: set) -> None:
             continue
         dead = prune.get(id(op))
         if dead:
-            if op.prim is for_loop_p:
-                op.inputs = _drop(op.inputs, dead, 3)
-                op.regions[0].params = _drop(op.regions[0].params, dead, 1)
-            elif op.prim is while_loop_p:
-                op.inputs = _drop(op.inputs, dead)
-                for r in op.regions:
-                    r.params = _drop(r.params, dead)
-            if op.prim is not cond_p and op.prim is not fusion_p:
-                op.regions[-1].results = _drop(op.regions[-1].results, dead)
-            else:
-                for r in op.regions:
-                    r.results = _drop(r.results, dead)
-            op.outputs = _drop(op.outputs, dead)
+            describe(op).drop(op, dead)
         for r in op.regions:
             _sweep(r, live, prune, effects)
         kept.append(op)

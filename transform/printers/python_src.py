@@ -14,17 +14,9 @@ import gast
 import numpy as np
 
 from llgrad.runtime.prim import REGISTRY
-from llgrad.transform import ir
+from llgrad.runtime.ops.control import check_p, cond_p, for_loop_p, fusion_p, while_loop_p
+from llgrad.transform import control, ir
 
-_NP = {
-    "add": "add", "sub": "subtract", "mul": "multiply", "div": "divide", "neg": "negative",
-    "pow": "power", "exp": "exp", "log": "log", "log1p": "log1p", "expm1": "expm1",
-    "sin": "sin", "cos": "cos", "tan": "tan", "tanh": "tanh", "sqrt": "sqrt", "abs": "abs",
-    "sign": "sign", "maximum": "maximum", "minimum": "minimum", "where": "where",
-    "lt": "less", "le": "less_equal", "gt": "greater", "ge": "greater_equal", "eq": "equal",
-    "ne": "not_equal", "logical_and": "logical_and", "logical_or": "logical_or",
-    "logical_not": "logical_not", "copy": "copy", "matmul": "matmul",
-}
 _REDUCE = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce_prod": "prod"}
 _PREAMBLE = ["import numpy as np",
              "from llgrad.transform.printers.python_src import prim_impl as __lg_impl"]
@@ -86,8 +78,8 @@ def _expr(op: ir.Op, ins: list) -> str:
     name, p = op.name, op.params
     if name == "constant":
         return literal(p["value"])
-    if name in _NP:
-        return f"np.{_NP[name]}({', '.join(ins)})"
+    if op.prim.np_name is not None and not p:
+        return f"np.{op.prim.np_name}({', '.join(ins)})"
     if name in _REDUCE:
         return f"np.{_REDUCE[name]}({ins[0]}, axis={literal(p['axes'])}, " \
                f"keepdims={p['keepdims']})"
@@ -119,44 +111,11 @@ def _region(r: ir.Region, names, pad: str, out: list) -> None:
     for op in r.ops:
         ins = [names(v) for v in op.inputs]
         outs = [names(v) for v in op.outputs]
-        if op.name == "for_loop":
-            body = op.regions[0]
-            carried = [names(v) for v in body.params[1:]]
-            _assign(carried, ins[3:], pad, out)
-            out.append(f"{pad}for __lg_i in range(int({ins[0]}), int({ins[1]}), int({ins[2]})):")
-            out.append(f"{pad}    {names(body.params[0])} = np.int64(__lg_i)")
-            _region(body, names, pad + "    ", out)
-            _assign(carried, [names(v) for v in body.results], pad + "    ", out)
-            _assign(outs, carried, pad, out)
-        elif op.name == "while_loop":
-            cond, body = op.regions
-            carried = [names(v) for v in cond.params]
-            _assign(carried, ins, pad, out)
-            out.append(f"{pad}while True:")
-            _region(cond, names, pad + "    ", out)
-            out.append(f"{pad}    if not {names(cond.results[0])}:")
-            out.append(f"{pad}        break")
-            _assign([names(v) for v in body.params], carried, pad + "    ", out)
-            _region(body, names, pad + "    ", out)
-            _assign(carried, [names(v) for v in body.results], pad + "    ", out)
-            _assign(outs, carried, pad, out)
-        elif op.name == "cond":
-            for k, r2 in enumerate(op.regions):
-                out.append(f"{pad}if {ins[0]}:" if k == 0 else f"{pad}else:")
-                n = len(out)
-                _assign([names(v) for v in r2.params], ins[1:], pad + "    ", out)
-                _region(r2, names, pad + "    ", out)
-                _assign(outs, [names(v) for v in r2.results], pad + "    ", out)
-                if len(out) == n:
-                    out.append(f"{pad}    pass")
-        elif op.name == "fusion":
-            body = op.regions[0]
-            _assign([names(v) for v in body.params], ins, pad, out)
-            _region(body, names, pad, out)
-            _assign(outs, [names(v) for v in body.results], pad, out)
+        if op.prim in _REGION_PRINTERS:
+            _REGION_PRINTERS[op.prim](op, ins, outs, names, pad, out)
         elif len(outs) > 1:  # a primitive with several results returns a tuple
             out.append(f"{pad}{', '.join(outs)} = {_expr(op, ins)}")
-        elif op.name == "check":  # Note [Checks]
+        elif op.prim is check_p:  # Note [Checks]
             exc = op.params["exc"]
             cls = exc.__qualname__ if exc.__module__ == "builtins" else \
                 f"__lg_class({exc.__module__!r}, {exc.__qualname__!r})"
@@ -164,6 +123,55 @@ def _region(r: ir.Region, names, pad: str, out: list) -> None:
             out.append(f"{pad}    raise {cls}{literal(tuple(op.params['args']))}")
         else:
             _assign(outs, [_expr(op, ins)], pad, out)
+
+
+def _for_loop(op, ins, outs, names, pad, out) -> None:
+    body, i = control.body(op), control.counter(op)
+    carried = [names(v) for v in control.carried(op)]
+    _assign(carried, [names(v) for v in control.state(op)], pad, out)
+    start, stop, step = (names(v) for v in control.bounds(op))
+    out.append(f"{pad}for __lg_i in range(int({start}), int({stop}), int({step})):")
+    out.append(f"{pad}    {names(i)} = np.int64(__lg_i)")
+    _region(body, names, pad + "    ", out)
+    _assign(carried, [names(v) for v in body.results], pad + "    ", out)
+    _assign(outs, carried, pad, out)
+
+
+def _while_loop(op, ins, outs, names, pad, out) -> None:
+    test, body = control.loop_test(op), control.body(op)
+    carried = [names(v) for v in test.params]
+    _assign(carried, [names(v) for v in control.state(op)], pad, out)
+    out.append(f"{pad}while True:")
+    _region(test, names, pad + "    ", out)
+    out.append(f"{pad}    if not {names(test.results[0])}:")
+    out.append(f"{pad}        break")
+    _assign([names(v) for v in body.params], carried, pad + "    ", out)
+    _region(body, names, pad + "    ", out)
+    _assign(carried, [names(v) for v in body.results], pad + "    ", out)
+    _assign(outs, carried, pad, out)
+
+
+def _cond(op, ins, outs, names, pad, out) -> None:
+    operands = [names(v) for v in control.state(op)]
+    for k, r2 in enumerate(control.branches(op)):
+        out.append(f"{pad}if {names(control.pred(op))}:" if k == 0 else f"{pad}else:")
+        n = len(out)
+        _assign([names(v) for v in r2.params], operands, pad + "    ", out)
+        _region(r2, names, pad + "    ", out)
+        _assign(outs, [names(v) for v in r2.results], pad + "    ", out)
+        if len(out) == n:
+            out.append(f"{pad}    pass")
+
+
+def _fusion(op, ins, outs, names, pad, out) -> None:
+    body = control.body(op)
+    _assign([names(v) for v in body.params], [names(v) for v in control.state(op)], pad, out)
+    _region(body, names, pad, out)
+    _assign(outs, [names(v) for v in body.results], pad, out)
+
+
+_REGION_PRINTERS = {for_loop_p: _for_loop, while_loop_p: _while_loop, cond_p: _cond,
+                    fusion_p: _fusion}
 
 
 def exception_class(module: str, qualname: str) -> type:
