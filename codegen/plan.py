@@ -172,6 +172,8 @@ class FunctionPlan:
         self._build()
         self.units = self.top.units
         self._decide()
+        from .inplace import plan_updates
+        plan_updates(self)
         self._allocate()
 
     # -- 0. flattened op lists, uses, tapes, accumulation trees -------------------------------
@@ -472,6 +474,7 @@ class FunctionPlan:
             for v in blk.results:
                 readers.setdefault(v, []).append(blk)
                 readers.setdefault(self._root(v), []).append(blk)
+        self.readers = readers  # value -> units and blocks reading it (or a view of it)
         for u in self.all_units():
             if isinstance(u, GroupUnit):
                 u.writes = [v for op in u.ops for v in op.outputs
@@ -528,6 +531,8 @@ class FunctionPlan:
         for t, u in enumerate(self.top.units):
             for v in self._unit_reads(u):
                 last[self._sroot(v)] = t
+        from .inplace import extend_lifetimes
+        extend_lifetimes(self, last)
         self._last, self._arena = last, Arena()
         for t, u in enumerate(self.top.units):
             self._allocate_unit(u)

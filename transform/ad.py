@@ -305,14 +305,16 @@ class _AD(LoopAD):
             self.accum(ct, v, gi)
 
     def adjoint_region(self, region, env, head_values, seeds, wanted, pre=None,
-                       extra_rec=None) -> list:
+                       extra_rec=None, running=None) -> list:
         """Recompute `region`'s forward from `head_values`, run its adjoint seeded with
         `seeds` (cotangents of its results, None = zero) and return the cotangents of `wanted`
-        (original values; zeros where none flows)."""
+        (original values; zeros where none flows). `running` maps ids of values the region
+        reads from outside to their cotangents so far, which the region's adjoint adds to
+        (Note [Running cotangents] in loop_ad.py)."""
         env2 = self.bind_params(env, region.params, head_values)
         rec = self.forward(region.ops, env2, taped=True, pre=pre, given=extra_rec or ())
         rec.update(extra_rec or {})
-        ct2: dict[int, ir.Value] = {}
+        ct2: dict[int, ir.Value] = dict(running or {})
         for r, g in zip(region.results, seeds):
             self.accum(ct2, r, g)
         self.backward(region.ops, env2, rec, ct2)

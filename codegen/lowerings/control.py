@@ -26,7 +26,7 @@ from ..layout import Layout, contiguous_strides
 from ..loops import I64, PTR
 from ..plan import ControlUnit, accumulate_p
 from ..registry import lowers
-from .index import _index_map, _flat
+from .index import _index_map
 from .shape import copy_layout
 
 I1 = ir.IntType(1)
@@ -91,6 +91,8 @@ def _assign(ctx, pairs, stage=None) -> None:
         ctx.store_scalar(val, dst)
     for src, dst in arrays + staged:
         _copy(ctx, src, ctx.out(dst))
+    for _ in range(len(arrays) + 2 * len(staged)):
+        ctx.copied()
     del b
 
 
@@ -145,8 +147,10 @@ def _emit_for(ctx, u) -> None:
 
     def iteration(i):
         ctx.store_scalar(i, body.params[0])
+        ctx.loop_depth += 1
         _emit_block(ctx, body)
         _assign(ctx, list(zip(body.results, carried)), body.stage)
+        ctx.loop_depth -= 1
 
     trips, work = ctx.ranges.most_trips(op), _work(ctx, body)
     if trips is not None and work is not None and trips * work <= _SHORT:
@@ -241,6 +245,7 @@ def _emit_while(ctx, u) -> None:
                            ("header", "body", "exit"))
     b.branch(header)
     b.position_at_end(header)
+    ctx.loop_depth += 1
     _emit_block(ctx, cblk)
     go = _truth(ctx, cblk.results[0])
     if not isinstance(go, ir.Value):
@@ -249,6 +254,7 @@ def _emit_while(ctx, u) -> None:
     b.position_at_end(loop)
     _emit_block(ctx, body)
     _assign(ctx, list(zip(body.results, body.params)), body.stage)
+    ctx.loop_depth -= 1
     ctx.failures.poll(op.loc, every=1 if _heavy(_work(ctx, cblk, body)) else _CHUNK)
     b.branch(header)
     b.position_at_end(exit_)
@@ -387,7 +393,20 @@ def _lower_tape_get(ctx, op) -> None:
 
 
 # ---- accumulate (Note [In-place accumulation]) --------------------------------------------
-@lowers(accumulate_p)
+def _accumulate_reads_view(op, i, layout) -> bool:
+    """The bases and the values scattered are read through their strides (not the indices)."""
+    pos = op.params["nbases"]
+    if i < pos:
+        return True
+    for key, n_idx, _ in op.params["scatters"]:
+        if i == pos:
+            return True
+        pos += 1 + n_idx
+    return False
+
+
+@lowers(accumulate_p, accepts=_accumulate_reads_view,
+        updates=lambda op: 0 if op.params["nbases"] else None)
 def _lower_accumulate(ctx, op) -> None:
     b = ctx.b
     out = op.outputs[0]
@@ -396,10 +415,13 @@ def _lower_accumulate(ctx, op) -> None:
     bases = op.inputs[:nb]
     dst = ctx.out(out)
     if nb == 1 and _same_storage(ctx, bases[0], out):
-        pass  # in place: out's buffer is the base's
+        pass  # in place: out's buffer is the base's (the sum below reads before it writes)
     elif nb == 0:
         ew.emit_loops(b, shape, [ew.Operand(value=0)], [(dst, dt)], lambda em, v: v)
     else:
+        if nb == 1:
+            ctx.copied()
+
         def total(em, vals):
             acc = vals[0]
             for v in vals[1:]:
@@ -426,11 +448,15 @@ def _lower_accumulate(ctx, op) -> None:
             ew._store(b, em.add(ew._load(b, dst, at, dt, 1), ctx.load_scalar(g)), dst, at, dt)
             done()
             continue
-        gp = ctx.ptr(g)
+        gl = ctx.layout(g)
+        gp = ctx.offset_ptr(Layout(gl.root, gl.shape, gl.strides, 0))
         from ..loops import loop_nest
         with loop_nest(b, oshape, name="acc") as oi:
             at = offset(b, oi)
-            v = ew._load(b, gp, _flat(b, oi, oshape), dt, 1)
+            from_g = ir.Constant(I64, gl.offset)
+            for i, st in zip(oi, gl.strides):
+                from_g = b.add(from_g, b.mul(i, ir.Constant(I64, st)))
+            v = ew._load(b, gp, from_g, dt, 1)
             ew._store(b, em.add(ew._load(b, dst, at, dt, 1), v), dst, at, dt)
         done()
 
