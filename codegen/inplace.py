@@ -151,3 +151,24 @@ def extend_lifetimes(plan, last: dict) -> None:
     for out, x in reversed(list(plan.alias.items())):
         if out in last:
             last[x] = max(last.get(x, -1), last[out])
+
+
+def parallel_moves(moves) -> tuple[list, set]:
+    """The order of the copies `moves` ((position, source storage key, target storage key))
+    of a loop's yield, a parallel assignment, and the positions whose source goes through a
+    staging buffer first: a copy runs once no pending copy reads its target; a cycle
+    (`u, u_new = u_new, u`) stages one source and goes on: one copy more per cycle, not one
+    per array. A source that is a view of its own target (a transpose) is staged too."""
+    pending = {k: (src, dst) for k, src, dst in moves}
+    order, staged = [], set()
+    while pending:
+        reads = [src for src, _ in pending.values()]
+        ready = [k for k, (src, dst) in pending.items() if dst not in reads]
+        if not ready:
+            ready = [min(pending)]
+            staged.add(ready[0])
+        else:
+            order.extend(ready)
+        for k in ready:
+            del pending[k]
+    return order, staged

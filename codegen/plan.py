@@ -562,14 +562,19 @@ class FunctionPlan:
         if op.prim is not cond_p:
             body = u.blocks[-1]
             carried = body.params[1:] if op.prim is for_loop_p else body.params
-            targets = {skey(self.storage[p]) for p in carried}
-            for k, (r, p) in enumerate(zip(body.results, carried)):
-                if r in self.tape_class or self.same_storage(r, p):
-                    continue
-                if r.aval.shape != () and skey(self.storage.get(self._sroot(r))) in targets:
-                    s = Value(r.aval, "stage")
-                    self._assign(s)
-                    body.stage[k] = s
+            from .inplace import parallel_moves
+            _, staged = parallel_moves(self.moves(zip(body.results, carried)))
+            for k in sorted(staged):
+                s = Value(body.results[k].aval, "stage")
+                self._assign(s)
+                body.stage[k] = s
+
+    def moves(self, pairs) -> list:
+        """(position, source key, target key) of the array copies of a parallel assignment
+        dst := src over `pairs` (values already in their target's storage need none)."""
+        return [(k, skey(self.storage.get(self._sroot(r))), skey(self.storage[p]))
+                for k, (r, p) in enumerate(pairs)
+                if r not in self.tape_class and r.aval.shape != () and not self.same_storage(r, p)]
 
     def _inplace_elementwise(self, body, is_for):
         """A carried array updated elementwise (`acc = acc + g`, read nowhere else) is computed

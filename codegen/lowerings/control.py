@@ -72,9 +72,10 @@ def _assign(ctx, pairs, stage=None) -> None:
     """Parallel assignment dst_k := src_k into the storage of each dst (see Note [Carried
     storage]): 0-d values are loaded before anything is stored; arrays listed in `stage`
     (position -> staging value) go through their staging buffer."""
+    from ..inplace import parallel_moves
     stage = stage or {}
     b = ctx.b
-    scalars, arrays, staged = [], [], []
+    scalars, arrays, staged = [], {}, []
     for k, (src, dst) in enumerate(pairs):
         if _same_storage(ctx, src, dst):
             continue
@@ -86,12 +87,16 @@ def _assign(ctx, pairs, stage=None) -> None:
             _copy(ctx, src, ctx.out(stage[k]))
             staged.append((stage[k], dst))
         else:
-            arrays.append((src, dst))
+            arrays[k] = (src, dst)
     for val, dst in scalars:
         ctx.store_scalar(val, dst)
+    order, cycles = parallel_moves([m for m in ctx.plan.moves(pairs) if m[0] in arrays])
+    if cycles:
+        raise InternalError("codegen: a cycle of carried arrays without a staging buffer")
+    arrays = [arrays[k] for k in order]
     for src, dst in arrays + staged:
         _copy(ctx, src, ctx.out(dst))
-    for _ in range(len(arrays) + 2 * len(staged)):
+    for _ in range(len(arrays) + 2 * len(staged)):  # See parallel_moves
         ctx.copied()
     del b
 
