@@ -27,18 +27,19 @@ from .registry import LOWERINGS
 #   while body's param; not a while's test region, whose params share the body's buffers);
 # - x owns its storage (not a view of another value, not a tape) and is not a result;
 # - the update reads x once, and no other input of it is a view of x (x[idx] = x[::-1]);
-# - every other reader of x, or of a view of x, runs before the update (a gather placed after
-#   it, that reads nothing computed after x, is moved before it first: `_hoist_reads`): a unit of the same
+# - every other reader of x, or of a view of x, runs before the update: a unit of the same
 #   region placed earlier, or a unit nested in one (a loop that reads x inside its body and
-#   updates it as its init does not qualify), and x is not yielded by that region.
+#   updates it as its init does not qualify), and x is not yielded by that region. A gather
+#   placed after the update that reads nothing computed after x is moved before it first
+#   (`_hoist_reads`).
 # Which operand an update may overwrite is its lowering's `updates` (registry.Lowering); a
 # for/while loop's output k may take the storage of its init k; a value a fused elementwise
 # loop writes, the storage of an operand of the same shape it reads (all loads of element i
-# come before the stores of element i; outlined loops take no `noalias` pointers). Each storage then holds at
-# most one live value at a time (a value aliased to x is born when x dies), so the lowerings
-# need no other care; at the top level, x's workspace block lives as long as its heir
-# (`extend_lifetimes`). The interpreter and the eager runtime keep their copies: this is a
-# storage decision of codegen, not a change of meaning.
+# come before the stores of element i; outlined loops take no `noalias` pointers). Each
+# storage then holds at most one live value at a time (a value aliased to x is born when x
+# dies), so the lowerings need no other care; at the top level, x's workspace block lives as
+# long as its heir (`extend_lifetimes`). The interpreter and the eager runtime keep their
+# copies: this is a storage decision of codegen, not a change of meaning.
 
 
 def plan_updates(plan) -> None:

@@ -574,7 +574,8 @@ class FunctionPlan:
         dst := src over `pairs` (values already in their target's storage need none)."""
         return [(k, skey(self.storage.get(self._sroot(r))), skey(self.storage[p]))
                 for k, (r, p) in enumerate(pairs)
-                if r not in self.tape_class and r.aval.shape != () and not self.same_storage(r, p)]
+                if r not in self.tape_class and r.aval.shape != ()
+                and not self.same_storage(r, p)]
 
     def _inplace_elementwise(self, body, is_for):
         """A carried array updated elementwise (`acc = acc + g`, read nowhere else) is computed

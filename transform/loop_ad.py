@@ -14,6 +14,7 @@ from llgrad.runtime import ops
 from llgrad.runtime.aval import I64, Aval, aval_str
 from llgrad.runtime.ops.control import (constant_p, for_loop_p, tape_get_p, tape_new_p,
                                         tape_push_p, while_loop_p)
+from llgrad.runtime.ops.elementwise import add_p, sub_p
 from llgrad.transform import ir
 from llgrad.transform.builder import Builder
 
@@ -22,7 +23,9 @@ from llgrad.transform.builder import Builder
 # forward loop stores per iteration, each on its own tape (a `tape_new` buffer of trip-count rows,
 # rows known statically when the bounds are constants, else the tape grows, filled by
 # `tape_push`; the loop also counts its iterations, the trip count n, for- and while-loops alike):
-#   (a) the loop-carried values at the entry of the iteration that the body reads;
+#   (a) the loop-carried values at the entry of the iteration that the body reads (but not
+#       integer counters it advances by a fixed step, `pos += 1`: the reverse sweep computes
+#       them as init + j * step, `_induction`);
 #   (b) the outputs of the body's expensive top-level ops (`_expensive`: transcendental
 #       elementwise ops, matmul, reductions) that depend on the carried values or the index;
 #   (c) the residuals of the expensive elementwise ops: `split_rule` runs the op's own VJP rules
@@ -192,6 +195,34 @@ def _next_carried(body: ir.Region, carried, stored) -> dict:
     return out
 
 
+def _induction(body: ir.Region, carried) -> dict:
+    """{k: (step, sign)} for the integer carried values k that the body advances by a step
+    it does not change (`pos += 1`, `pos -= d`; the step a constant or a value from outside
+    the body): at iteration j such a value is init + sign * j * step, which the reverse sweep
+    computes instead of taping it every iteration (Note [Loop tapes])."""
+    top = {id(op) for op in body.ops}
+    inside = {v.id for op in body.ops for v in op.outputs} | {p.id for p in body.params}
+    out = {}
+    for k, p in enumerate(carried):
+        r = body.results[k]
+        op = r.op
+        if op is None or id(op) not in top or r.aval != p.aval or p.aval.shape \
+                or p.aval.dtype != np.int64:
+            continue
+        if op.prim is add_p:  # `is`: IR values compare elementwise
+            steps = [(v, 1) for v in op.inputs if v is not p]
+        elif op.prim is sub_p and op.inputs[0] is p:
+            steps = [(op.inputs[1], -1)]
+        else:
+            continue
+        if len(steps) == 1 and any(v is p for v in op.inputs) and steps[0][0] is not p:
+            c, sign = steps[0]
+            const = c.op is not None and c.op.prim is constant_p and not c.aval.shape
+            if const or c.id not in inside:
+                out[k] = (c, sign)
+    return out
+
+
 class _Slot:
     """A counter or tape of a stacked inner loop (Note [Stacked inner tapes]). `value` is the
     whole tape (or the final count), set when the outermost loop carrying it is emitted; the
@@ -249,7 +280,8 @@ class LoopAD:
         carried = body.params[1:] if is_for else body.params
         head = 1 if is_for else 0
         used = _reads(body)
-        stored = [k for k, p in enumerate(carried) if p.id in used]
+        counted = _induction(body, carried)
+        stored = [k for k, p in enumerate(carried) if p.id in used and k not in counted]
         nxt = _next_carried(body, carried, stored) if stack is None else {}
         ext = set(nxt.values())
         var = _variant(body)
@@ -350,7 +382,7 @@ class LoopAD:
                                  [tapes[k].aval])[0]
         etapes = refs[1 + len(stored):]
         return {"n": added[0], "base": counter if stack is not None else None,
-                "tapes": tapes, "next": nxt,
+                "tapes": tapes, "next": nxt, "counted": counted,
                 "saved": {vid: etapes[i] for vid, i in saved.items()},
                 "resid": {key: (info, [etapes[i] for i in idx])
                           for key, (info, idx) in resid.items()},
@@ -478,6 +510,10 @@ class LoopAD:
 
             head = [get(rec["tapes"][k]) if k in rec["tapes"] else None
                     for k in range(len(carried))]
+            for k, (c, sign) in rec["counted"].items():  # See _induction
+                by = ops.mul(j, self.const(c.op.params["value"], c.aval.dtype)
+                             if c.op is not None and c.op.prim is constant_p else env[c.id])
+                head[k] = (ops.add if sign > 0 else ops.sub)(env[init[k].id], by)
             if is_for:
                 start, step = env[op.inputs[0].id], env[op.inputs[2].id]
                 head = [ops.add(start, ops.mul(j, step))] + head

@@ -5,9 +5,10 @@ simpler values: x*1, 1*x, x+0, 0+x, x-0, x/1 -> x; --x -> x; broadcast_to/reshap
 transpose to the same aval and reductions over no axes -> x; concatenate of x[0], ..., x[n-1]
 (np.stack of the rows of x) -> x; reshape of reshape -> one reshape; transpose of transpose ->
 one transpose (or x); an element just stored read back (getitem of index_put at the same
-integer key) -> the value stored; and ops whose inputs are all constants folded by running their impl
-(when the result is no larger than 1024 elements or its largest input). Nothing that changes
-NaN/inf propagation (no x*0 -> 0, no x-x -> 0); x+0 -> x only flips the sign of a -0.0 result.
+integer key) -> the value stored; and ops whose inputs are all constants folded by running
+their impl (when the result is no larger than 1024 elements or its largest input). Nothing
+that changes NaN/inf propagation (no x*0 -> 0, no x-x -> 0); x+0 -> x only flips the sign of
+a -0.0 result.
 Identities are dropped; bypassed producers stay for dce.
 """
 from __future__ import annotations
