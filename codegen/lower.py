@@ -32,6 +32,13 @@ class Ctx:
         self.failures = failures
         self.ranges = ranges or Ranges(plan.fn)  # what the IR proves about ints (index checks)
         self.checked: set = set()      # (id of index array, axis size) checked in scope
+        self.loop_depth = 0            # loops around the code being emitted
+
+    def copied(self) -> None:
+        """Count a copy of an array emitted inside a loop (inspect().stats "array copies in
+        loops": a regression of Note [Updates in place] shows there)."""
+        if self.loop_depth:
+            self.stats["array copies in loops"] += 1
 
     def fail_if(self, cond: ir.Value, kind: str, op, info: tuple = (),
                 value: ir.Value | None = None) -> None:
@@ -121,6 +128,7 @@ def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stat
     record = tapes_at + TAPE_HEADER * len(plan.tape_rows)
     with define_kernel(module, name, n) as (builder, buffers):
         ctx = Ctx(plan, builder, buffers, consts, stats, Failures(builder, buffers[-1], record))
+        stats.setdefault("array copies in loops", 0)
         slot_types = {}
         for v, (kind, where) in plan.storage.items():
             if kind == "slot":
@@ -241,6 +249,7 @@ def _emit_unit(ctx: Ctx, u: Unit):
                 lay, dst = ctx.layout(u.src), ctx.buffers[ctx.n_params + u.dst[1]]
             copy_layout(ctx, lay, dst, u.src.aval.dtype)
             ctx.stats["copies"] = ctx.stats.get("copies", 0) + 1
+            ctx.copied()
         else:
             LOWERINGS[u.op.prim].fn(ctx, u.op)
     except UnsupportedError:

@@ -122,15 +122,6 @@ class Block:
 # (Note [Kernel segments]).
 MAX_SCATTERS = 64
 
-# Note [Loops in their init's buffer]
-# A loop nested in a loop body whose init is the enclosing loop's carried array, read by
-# nothing else, takes that array's buffer for its own carried value: the init copy before it
-# and the yield copy after it disappear (Note [Carried storage]). The body's yield writes that
-# buffer anyway. Not in a while loop's condition: its params share the body's buffers, and
-# the body must see them unchanged. The segments of a
-# checkpointed loop's reverse sweep hand the running cotangent of a captured array down this
-# way (Note [Running cotangents of segments]); copied, each segment would cost O(size).
-
 # Note [Tapes in codegen]
 # A tape value is a header {data, rows used, rows allocated}: three allocas (promoted to
 # registers), one per tape *class* (the values one tape_new flows into through tape_push, loop
@@ -183,6 +174,8 @@ class FunctionPlan:
         self._build()
         self.units = self.top.units
         self._decide()
+        from .inplace import plan_updates
+        plan_updates(self)
         self._allocate()
 
     # -- 0. flattened op lists, uses, tapes, accumulation trees -------------------------------
@@ -478,6 +471,7 @@ class FunctionPlan:
             for v in blk.results:
                 readers.setdefault(v, []).append(blk)
                 readers.setdefault(self._root(v), []).append(blk)
+        self.readers = readers  # value -> units and blocks reading it (or a view of it)
         for u in self.all_units():
             if isinstance(u, GroupUnit):
                 u.writes = [v for op in u.ops for v in op.outputs
@@ -534,16 +528,15 @@ class FunctionPlan:
         for t, u in enumerate(self.top.units):
             for v in self._unit_reads(u):
                 last[self._sroot(v)] = t
+        from .inplace import extend_lifetimes
+        extend_lifetimes(self, last)
         self._last, self._arena = last, Arena()
-        self._carried: set = set()  # the params of the loop bodies allocated so far
         for t, u in enumerate(self.top.units):
             self._allocate_unit(u)
             self._arena.expire(t)
         self.workspace = self._arena.size
 
     def _allocate_unit(self, u):
-        if isinstance(u, ControlUnit) and CONTROL[u.op.prim].loop:
-            self._loop_in_place(u.op)
         for v in u.writes:
             self._assign(v)
         if not isinstance(u, ControlUnit):
@@ -556,33 +549,27 @@ class FunctionPlan:
             for r in op.regions:
                 for p, o in zip(cf.carried(r), op.outputs):
                     self.storage.setdefault(p, self.storage[o])
-            body_params = cf.carried(cf.body(op))
-            self._carried.update(body_params)  # not a while's condition's: it only reads
-            self._inplace_elementwise(u.blocks[-1], body_params)
+            self._inplace_elementwise(u.blocks[-1], cf.carried(cf.body(op)))
         for blk in u.blocks:
             for inner in blk.units:
                 self._allocate_unit(inner)
         if cf.loop:
             body = u.blocks[-1]
             carried = cf.carried(cf.body(op))
-            targets = {skey(self.storage[p]) for p in carried}
-            for k, (r, p) in enumerate(zip(body.results, carried)):
-                if r in self.tape_class or self.same_storage(r, p):
-                    continue
-                if r.aval.shape != () and skey(self.storage.get(self._sroot(r))) in targets:
-                    s = Value(r.aval, "stage")
-                    self._assign(s)
-                    body.stage[k] = s
+            from .inplace import parallel_moves
+            _, staged = parallel_moves(self.moves(zip(body.results, carried)))
+            for k in sorted(staged):
+                s = Value(body.results[k].aval, "stage")
+                self._assign(s)
+                body.stage[k] = s
 
-    def _loop_in_place(self, op) -> None:
-        """A loop whose init is an enclosing loop's carried array, read by it alone, runs in
-        that array's buffer (Note [Loops in their init's buffer])."""
-        for v, o in zip(CONTROL[op.prim].state(op), op.outputs):
-            if (v in self._carried and v.aval.shape != () and self.uses.get(v) == 1
-                    and v not in self.tape_class and o not in self.tape_class
-                    and o not in self.storage and o not in self.alias
-                    and sum(1 for w in op.inputs if w is v) == 1):
-                self.alias[o] = v
+    def moves(self, pairs) -> list:
+        """(position, source key, target key) of the array copies of a parallel assignment
+        dst := src over `pairs` (values already in their target's storage need none)."""
+        return [(k, skey(self.storage.get(self._sroot(r))), skey(self.storage[p]))
+                for k, (r, p) in enumerate(pairs)
+                if r not in self.tape_class and r.aval.shape != ()
+                and not self.same_storage(r, p)]
 
     def _inplace_elementwise(self, body, carried):
         """A carried array updated elementwise (`acc = acc + g`, read nowhere else) is computed

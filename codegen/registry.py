@@ -21,18 +21,23 @@ class Lowering:
     view: Callable | None = None     # view(op, layouts) -> Layout | None (None: run fn)
     family: str = "op"               # "op", "elementwise" or "reduce"
     scratch: Callable | None = None  # scratch(op) -> [(shape, dtype)]: temporaries of one call
+    updates: Callable | int | None = None  # operand whose storage the result may take, or
+    #                                        updates(op) -> it (inplace.py)
 
 
 LOWERINGS: dict[Primitive, Lowering] = {}
 
 
 def lowers(prim: Primitive, *, accepts: Callable | None = None, family: str = "op",
-           scratch: Callable | None = None):
+           scratch: Callable | None = None, updates: Callable | int | None = None):
     """Register the lowering of `prim`: `fn(ctx, op)` emits its code with `ctx.b`; buffers
-    `scratch(op)` asks for (workspace, live during the op only) are `ctx.scratch(op)`."""
+    `scratch(op)` asks for (workspace, live during the op only) are `ctx.scratch(op)`; with
+    `updates=k` the result may share operand k's storage when that operand is dead after the
+    op (Note [Updates in place] in inplace.py): `fn` then finds it there already."""
     def deco(fn):
         entry = LOWERINGS.setdefault(prim, Lowering())
         entry.fn, entry.accepts, entry.family, entry.scratch = fn, accepts, family, scratch
+        entry.updates = updates
         return fn
     return deco
 

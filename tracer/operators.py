@@ -756,4 +756,4 @@ def _convert(f: types.FunctionType, traced: bool) -> Callable | None:
 
 # The element-update operators converted code calls as `__lg.iadd`, `__lg.ufunc_at`, ...
 from .updates import (iadd, ifloordiv, imatmul, imod, imul, ipow, isub,  # noqa: E402,F401
-                      itruediv, ufunc_at)
+                      item, itruediv, ufunc_at)

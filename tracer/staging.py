@@ -203,6 +203,10 @@ class IRStager:
             target = current().const(np.array(target))
         return ops.setitem(target, index, value)
 
+    def stage_getitem(self, target, index):
+        """`target[index]` for a numpy `target` and a traced index (tracer/updates.py)."""
+        return current().const(np.array(target))[index]
+
     def stage_ufunc_at(self, ufunc, target, index, value=None):
         """`np.add.at(target, index, value)` (or np.subtract.at) as a new value."""
         if ufunc not in (np.add, np.subtract) or value is None:

@@ -1,6 +1,6 @@
 """Element updates on numpy arrays that involve traced values: `y[i] op= v` and the statement
 `np.add.at(y, i, v)` (convert/calls.py rewrites both to rebind `y`). Called by converted code
-as `__lg.iadd`, `__lg.ufunc_at`, ... (re-exported by operators.py)."""
+as `__lg.iadd`, `__lg.item`, `__lg.ufunc_at`, ... (re-exported by operators.py)."""
 from __future__ import annotations
 
 import operator
@@ -39,6 +39,18 @@ ipow = _augmented("power", operator.pow, operator.ipow)
 imatmul = _augmented("matmul", operator.matmul, operator.imatmul)
 
 
+def item(y, i) -> Any:
+    """`y[i]`, the element an update `y[i] op= v` reads (convert/calls.py). A numpy `y`
+    indexed by a traced `i` (`h[idx[t]] += w[t]` in a staged loop, before `h` is traced) is
+    read as a constant: numpy cannot take a traced index."""
+    if type(y) is np.ndarray:
+        stager = next((s for s in map(stager_of, _flat_index((i,))) if s), None)
+        stage = getattr(stager, "stage_getitem", None)
+        if stage is not None:
+            return stage(y, i)
+    return y[i]
+
+
 def ufunc_at(f: Callable, args: tuple) -> Any:
     """The statement `f(x, ...)` for `f` a `.at` method (`np.add.at(x, idx, v)`), returning
     the new `x` (convert/calls.py rebinds it). numpy updates `x` in place; a traced `x`, index
@@ -73,4 +85,4 @@ def _flat_index(values):
 
 
 __all__ = ["iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul",
-           "ufunc_at"]
+           "item", "ufunc_at"]

@@ -318,8 +318,9 @@ class _AD(LoopAD):
                        extra_rec=None, running=None) -> list:
         """Recompute `region`'s forward from `head_values`, run its adjoint seeded with
         `seeds` (cotangents of its results, None = zero) and return the cotangents of `wanted`
-        (original values; zeros where none flows). `running` gives cotangents to start
-        from (Note [Running cotangents of segments])."""
+        (original values; zeros where none flows). `running` maps ids of values the region
+        reads from outside to their cotangents so far, which the region's adjoint adds to
+        (Note [Running cotangents] in loop_ad.py)."""
         env2 = self.bind_params(env, region.params, head_values)
         rec = self.forward(region.ops, env2, taped=True, pre=pre, given=extra_rec or ())
         rec.update(extra_rec or {})

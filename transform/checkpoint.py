@@ -17,7 +17,8 @@ from llgrad.runtime.aval import I64, Aval
 from llgrad.runtime.errors import UnsupportedError
 from llgrad.runtime.ops.control import constant_p, for_loop_p
 from llgrad.runtime.ops.elementwise import add_p, mul_p
-from llgrad.transform import ir
+from llgrad.transform import control, ir
+from llgrad.transform.control import CONTROL
 from llgrad.transform.builder import Value
 from llgrad.transform.passes import clone_function
 
@@ -91,7 +92,7 @@ def _int_op(prim, a, b, out=None) -> ir.Op:
 
 def _bounds(op):
     vals = []
-    for v in op.inputs[:3]:
+    for v in control.bounds(op):
         p = v.op
         if p is None or p.prim is not constant_p or p.params["value"].ndim != 0:
             return None
@@ -110,8 +111,9 @@ def _segment(op, schedule):
     m = n // k
     if n < MIN_TRIPS or k < 2 or m < 2:
         return None
-    body = op.regions[0]
-    index, carried = body.params[0], body.params[1:]
+    cf = CONTROL[for_loop_p]
+    body = cf.body(op)
+    index, carried = control.counter(op), cf.carried(body)
     avals = [p.aval for p in carried]
     top: list = []
     zero, one, kk, mm, nn = (_const(top, c) for c in (0, 1, k, m, n))
@@ -131,7 +133,7 @@ def _segment(op, schedule):
     outer_body = ir.Region([s] + oc, [inner], inner_outs)
     rest = n - m * k
     outer_outs = list(op.outputs) if rest == 0 else [Value(a) for a in avals]
-    top.append(ir.Op(for_loop_p, [zero, mm, one] + op.inputs[3:], {}, outer_outs,
+    top.append(ir.Op(for_loop_p, [zero, mm, one] + cf.state(op), {}, outer_outs,
                      [outer_body], op.loc))
     if rest:
         tail, index2 = _clone_region(body, skip=len(at))

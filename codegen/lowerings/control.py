@@ -27,7 +27,7 @@ from ..layout import Layout, contiguous_strides
 from ..loops import I64, PTR
 from ..plan import ControlUnit, accumulate_p
 from ..registry import lowers
-from .index import _index_map, _flat
+from .index import _index_map
 from .shape import copy_layout
 
 I1 = ir.IntType(1)
@@ -73,9 +73,10 @@ def _assign(ctx, pairs, stage=None) -> None:
     """Parallel assignment dst_k := src_k into the storage of each dst (see Note [Carried
     storage]): 0-d values are loaded before anything is stored; arrays listed in `stage`
     (position -> staging value) go through their staging buffer."""
+    from ..inplace import parallel_moves
     stage = stage or {}
     b = ctx.b
-    scalars, arrays, staged = [], [], []
+    scalars, arrays, staged = [], {}, []
     for k, (src, dst) in enumerate(pairs):
         if _same_storage(ctx, src, dst):
             continue
@@ -87,11 +88,17 @@ def _assign(ctx, pairs, stage=None) -> None:
             _copy(ctx, src, ctx.out(stage[k]))
             staged.append((stage[k], dst))
         else:
-            arrays.append((src, dst))
+            arrays[k] = (src, dst)
     for val, dst in scalars:
         ctx.store_scalar(val, dst)
+    order, cycles = parallel_moves([m for m in ctx.plan.moves(pairs) if m[0] in arrays])
+    if cycles:
+        raise InternalError("codegen: a cycle of carried arrays without a staging buffer")
+    arrays = [arrays[k] for k in order]
     for src, dst in arrays + staged:
         _copy(ctx, src, ctx.out(dst))
+    for _ in range(len(arrays) + 2 * len(staged)):  # See parallel_moves
+        ctx.copied()
     del b
 
 
@@ -146,8 +153,10 @@ def _emit_for(ctx, u) -> None:
 
     def iteration(i):
         ctx.store_scalar(i, control.counter(op))
+        ctx.loop_depth += 1
         _emit_block(ctx, body)
         _assign(ctx, list(zip(body.results, carried)), body.stage)
+        ctx.loop_depth -= 1
 
     trips, work = ctx.ranges.most_trips(op), _work(ctx, body)
     if trips is not None and work is not None and trips * work <= _SHORT:
@@ -242,6 +251,7 @@ def _emit_while(ctx, u) -> None:
                            ("header", "body", "exit"))
     b.branch(header)
     b.position_at_end(header)
+    ctx.loop_depth += 1
     _emit_block(ctx, cblk)
     go = _truth(ctx, cblk.results[0])
     if not isinstance(go, ir.Value):
@@ -250,6 +260,7 @@ def _emit_while(ctx, u) -> None:
     b.position_at_end(loop)
     _emit_block(ctx, body)
     _assign(ctx, list(zip(body.results, body.params)), body.stage)
+    ctx.loop_depth -= 1
     ctx.failures.poll(op.loc, every=1 if _heavy(_work(ctx, cblk, body)) else _CHUNK)
     b.branch(header)
     b.position_at_end(exit_)
@@ -388,7 +399,20 @@ def _lower_tape_get(ctx, op) -> None:
 
 
 # ---- accumulate (Note [In-place accumulation]) --------------------------------------------
-@lowers(accumulate_p)
+def _accumulate_reads_view(op, i, layout) -> bool:
+    """The bases and the values scattered are read through their strides (not the indices)."""
+    pos = op.params["nbases"]
+    if i < pos:
+        return True
+    for key, n_idx, _ in op.params["scatters"]:
+        if i == pos:
+            return True
+        pos += 1 + n_idx
+    return False
+
+
+@lowers(accumulate_p, accepts=_accumulate_reads_view,
+        updates=lambda op: 0 if op.params["nbases"] else None)
 def _lower_accumulate(ctx, op) -> None:
     b = ctx.b
     out = op.outputs[0]
@@ -397,10 +421,13 @@ def _lower_accumulate(ctx, op) -> None:
     bases = op.inputs[:nb]
     dst = ctx.out(out)
     if nb == 1 and _same_storage(ctx, bases[0], out):
-        pass  # in place: out's buffer is the base's
+        pass  # in place: out's buffer is the base's (the sum below reads before it writes)
     elif nb == 0:
         ew.emit_loops(b, shape, [ew.Operand(value=0)], [(dst, dt)], lambda em, v: v)
     else:
+        if nb == 1:
+            ctx.copied()
+
         def total(em, vals):
             acc = vals[0]
             for v in vals[1:]:
@@ -427,11 +454,15 @@ def _lower_accumulate(ctx, op) -> None:
             ew._store(b, em.add(ew._load(b, dst, at, dt, 1), ctx.load_scalar(g)), dst, at, dt)
             done()
             continue
-        gp = ctx.ptr(g)
+        gl = ctx.layout(g)
+        gp = ctx.offset_ptr(Layout(gl.root, gl.shape, gl.strides, 0))
         from ..loops import loop_nest
         with loop_nest(b, oshape, name="acc") as oi:
             at = offset(b, oi)
-            v = ew._load(b, gp, _flat(b, oi, oshape), dt, 1)
+            from_g = ir.Constant(I64, gl.offset)
+            for i, st in zip(oi, gl.strides):
+                from_g = b.add(from_g, b.mul(i, ir.Constant(I64, st)))
+            v = ew._load(b, gp, from_g, dt, 1)
             ew._store(b, em.add(ew._load(b, dst, at, dt, 1), v), dst, at, dt)
         done()
 

@@ -179,10 +179,12 @@ def _lower_scatter_add(ctx, op) -> None:
     _put(ctx, op, out, out.aval.shape, g, op.params["key"], op.inputs[1:], accumulate=True)
 
 
-@lowers(X.index_put_p, accepts=lambda op, i, layout: i == 0)
+@lowers(X.index_put_p, accepts=lambda op, i, layout: i == 0, updates=0)
 def _lower_index_put(ctx, op) -> None:
     x, v, out = op.inputs[0], op.inputs[1], op.outputs[0]
-    copy_layout(ctx, ctx.layout(x), ctx.out(out), out.aval.dtype)
+    if not ctx.plan.same_storage(x, out):  # else in place: Note [Updates in place]
+        copy_layout(ctx, ctx.layout(x), ctx.out(out), out.aval.dtype)
+        ctx.copied()
     _put(ctx, op, out, out.aval.shape, v, op.params["key"], op.inputs[2:], accumulate=False)
 
 
@@ -223,12 +225,14 @@ def _lower_dynamic_window(ctx, op) -> None:
         ew._store(b, em.select(inside, v, em.zero(v)), dst, _flat(b, idx, shape), dt)
 
 
-@lowers(W.window_update_p, accepts=lambda op, i, layout: i in (0, 1))
+@lowers(W.window_update_p, accepts=lambda op, i, layout: i in (0, 1), updates=0)
 def _lower_window_update(ctx, op) -> None:
     x, v, start, length = op.inputs
     out, axis, stride = op.outputs[0], op.params["axis"], op.params["stride"]
     dt = out.aval.dtype
-    copy_layout(ctx, ctx.layout(x), ctx.out(out), dt)
+    if not ctx.plan.same_storage(x, out):  # else in place: Note [Updates in place]
+        copy_layout(ctx, ctx.layout(x), ctx.out(out), dt)
+        ctx.copied()
     if out.aval.shape[axis] == 0:
         return
     b, vl = ctx.b, ctx.layout(v)

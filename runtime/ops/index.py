@@ -129,7 +129,9 @@ def _index_put_vjp(i, g, out, x, v, *idx, key):
 # accumulating update.
 def _last_writes(x_shape, v_shape, idx, key):
     """1 where an entry of v is the last write to its position in x, else 0 (True when all
-    are, known statically)."""
+    are, known statically: so when v is one element, as in a loop's `a[i] = s`)."""
+    if int(np.prod(v_shape, dtype=np.int64)) <= 1:
+        return True
     ids = np.arange(int(np.prod(v_shape, dtype=np.int64)), dtype=np.int64).reshape(v_shape)
     if not any(is_value(i) for i in idx):
         pos = np.full(x_shape, -1, np.int64)

@@ -209,7 +209,7 @@ def lambda_free(w):
     return scaled
 
 
-# -- a nested loop in its init's buffer (codegen/plan.py, Note [Loops in their init's buffer]) --
+# -- a nested loop in its init's buffer (codegen/inplace.py, Note [Updates in place]) --------
 def _grow(y):
     for _ in range(3):
         y = y * 2.0

@@ -12,9 +12,10 @@ Output invariants:
 - ``for x in range(...)`` (the builtin) iterates ``__lg.range_(...)``, which a staged loop
   can read bounds from, and ``for x in reversed(range(...))`` ``__lg.reversed_range_(...)``;
 - ``y[i] = v`` and ``y[i] op= v`` on a local name ``y`` become ``y = __lg.setitem(y, i, v)``
-  and ``y = __lg.setitem(y, i, __lg.iop(y[i], v))``, and the statement ``np.add.at(y, i, v)``
-  becomes ``y = __lg.ufunc_at(np.add.at, (y, i, v))``, so a traced ``y`` is rebound (and
-  becomes loop-carried state) while a numpy ``y`` is still updated in place;
+  and ``y = __lg.setitem(y, i, __lg.iop(__lg.item(y, i), v))``, and the statement
+  ``np.add.at(y, i, v)`` becomes ``y = __lg.ufunc_at(np.add.at, (y, i, v))``, so a traced
+  ``y`` is rebound (and becomes loop-carried state) while a numpy ``y`` is still updated in
+  place;
 - every other store into an object (``o.a = v``, ``o.a += v``, ``del o.a``, ``o.b[i] = v``)
   is preceded by ``__lg.note_attr(o, 'a')`` / ``__lg.note_item(o.b, i, delete)`` (See Note
   [Stores in traced branches] in tracer/stores.py); the object and index expressions are
@@ -240,8 +241,9 @@ class _Calls(gast.NodeTransformer):
             tmp = self.namer.new("index")
             pre = templates.replace("tmp = index", tmp=tmp, index=_index(index))
             index = templates.name(tmp)
-        new = templates.replace(f"y = __lg.setitem(y, i, __lg.{_IOPS[type(node.op)]}(y[j], v))",
-                                y=t.value.id, i=_index(index), j=index, v=node.value)
+        new = templates.replace(
+            f"y = __lg.setitem(y, i, __lg.{_IOPS[type(node.op)]}(__lg.item(y, j), v))",
+            y=t.value.id, i=_index(index), j=_index(index), v=node.value)
         anno.fill_loc(pre + new, node)
         return pre + new
 

@@ -4,9 +4,11 @@ Requires: verified IR with explicit broadcasts. Produces: the same IR with uses 
 simpler values: x*1, 1*x, x+0, 0+x, x-0, x/1 -> x; --x -> x; broadcast_to/reshape/astype/
 transpose to the same aval and reductions over no axes -> x; concatenate of x[0], ..., x[n-1]
 (np.stack of the rows of x) -> x; reshape of reshape -> one reshape; transpose of transpose ->
-one transpose (or x); and ops whose inputs are all constants folded by running their impl
-(when the result is no larger than 1024 elements or its largest input). Nothing that changes
-NaN/inf propagation (no x*0 -> 0, no x-x -> 0); x+0 -> x only flips the sign of a -0.0 result.
+one transpose (or x); an element just stored read back (getitem of index_put at the same
+integer key) -> the value stored; and ops whose inputs are all constants folded by running
+their impl (when the result is no larger than 1024 elements or its largest input). Nothing
+that changes NaN/inf propagation (no x*0 -> 0, no x-x -> 0); x+0 -> x only flips the sign of
+a -0.0 result.
 Identities are dropped; bypassed producers stay for dce.
 """
 from __future__ import annotations
@@ -74,6 +76,8 @@ def _identity(op):
         src = _stacked_rows(ins) if op.params["axis"] == 0 else None
         if src is not None and _same(op, src):
             return src
+    elif p is ix.getitem_p:
+        return _forwarded(op)
     elif p is sh.transpose_p:
         if tuple(op.params["perm"]) == tuple(range(len(op.params["perm"]))):
             return ins[0]
@@ -83,6 +87,24 @@ def _identity(op):
             if perm == tuple(range(len(perm))):
                 return src.inputs[0]
     return None
+
+
+def _forwarded(op):
+    """v for `getitem(index_put(x, v, i...), i...)` with the same key of integers (element or
+    row access; 0-d index values, the same IR values) and v of the result's aval: the value
+    just stored (`a[j] = s; t = a[j]` in a loop body, so that the reverse sweep need not
+    rebuild `a` to read it back). A dead index_put goes with its check, as dce drops any."""
+    src = op.inputs[0].op
+    if src is None or src.prim is not ix.index_put_p or src.params["key"] != op.params["key"]:
+        return None
+    if len(src.inputs) - 2 != len(op.inputs) - 1 or \
+            any(a is not b for a, b in zip(src.inputs[2:], op.inputs[1:])):
+        return None
+    if any(e[0] not in "ai" for e in op.params["key"]) or any(
+            v.aval.shape or v.aval.dtype.kind not in "iu" for v in op.inputs[1:]):
+        return None
+    v = src.inputs[1]
+    return v if _same(op, v) else None
 
 
 def _stacked_rows(ins):

@@ -1,0 +1,174 @@
+"""Updates in place: which results of element updates (index_put, window_update) and of loops
+may take the storage of the array they update, decided on the plan of one kernel (plan.py).
+
+Input: a FunctionPlan after `_decide` (units, layouts, readers, results' storage). Output:
+`plan.alias[out] = x` for each such pair; the allocator then gives `out` x's storage and the
+lowerings skip their copy (`plan.same_storage(x, out)`). See Note [Updates in place].
+"""
+from __future__ import annotations
+
+from llgrad.transform.control import CONTROL
+from llgrad.runtime.ops.index import getitem_p
+
+from .plan import ControlUnit, GroupUnit, OpUnit
+from .registry import LOWERINGS
+
+# Note [Updates in place]
+# IR values are immutable: `a[j] = v` is `a2 = index_put(a, v, j)`, whose lowering copies `a`
+# into `a2` and stores v; in a loop over j that is a copy of the whole array per element
+# written, O(n^2) for a loop that fills an array of n. Likewise a loop's carried array is
+# copied from its init into the loop's buffer, and a loop nested in a body carrying the same
+# array copies it in and out at every outer iteration. The copy is needed only while another
+# value can still see the old array. So an update's result takes its operand's storage when,
+# on the plan:
+# - the operand x is an array computed in the same region as the update (not a function
+#   parameter, constant, or a value of an enclosing region, which the update, run once per
+#   iteration, would destroy for the next one), or the region's own carried value (a for or
+#   while body's param; not a while's test region, whose params share the body's buffers);
+# - x owns its storage (not a view of another value, not a tape) and is not a result;
+# - the update reads x once, and no other input of it is a view of x (x[idx] = x[::-1]);
+# - every other reader of x, or of a view of x, runs before the update: a unit of the same
+#   region placed earlier, or a unit nested in one (a loop that reads x inside its body and
+#   updates it as its init does not qualify), and x is not yielded by that region. A gather
+#   placed after the update that reads nothing computed after x is moved before it first
+#   (`_hoist_reads`).
+# Which operand an update may overwrite is its lowering's `updates` (registry.Lowering); a
+# for/while loop's output k may take the storage of its init k; a value a fused elementwise
+# loop writes, the storage of an operand of the same shape it reads (all loads of element i
+# come before the stores of element i; outlined loops take no `noalias` pointers). Each
+# storage then holds at most one live value at a time (a value aliased to x is born when x
+# dies), so the lowerings need no other care; at the top level, x's workspace block lives as
+# long as its heir (`extend_lifetimes`). The interpreter and the eager runtime keep their
+# copies: this is a storage decision of codegen, not a change of meaning.
+
+
+def plan_updates(plan) -> None:
+    """Record in `plan.alias` every update result that may take its operand's storage."""
+    for blk in list(plan.blocks()):
+        _hoist_reads(plan, blk)
+    where = _positions(plan)
+    carried_params = set()
+    for u in plan.all_units():
+        if isinstance(u, ControlUnit) and CONTROL[u.op.prim].loop:
+            cf = CONTROL[u.op.prim]
+            carried_params.update(cf.carried(cf.body(u.op)))
+    for blk in plan.blocks():
+        written = set()
+        params = {p for p in blk.params if p in carried_params}
+        for t, u in enumerate(blk.units):
+            for x, out in _candidates(u, params):
+                if (x in written or x in params) and _dead_after(plan, u, x, out, blk, t,
+                                                                 where):
+                    plan.alias[out] = x
+            written.update(u.writes)
+
+
+def _candidates(u, prefer=frozenset()):
+    """(operand, result) pairs of unit `u` where the result may be computed in place."""
+    if isinstance(u, OpUnit):
+        k = LOWERINGS[u.op.prim].updates
+        k = k(u.op) if callable(k) else k
+        if k is not None:
+            yield u.op.inputs[k], u.op.outputs[0]
+    elif isinstance(u, ControlUnit) and CONTROL[u.op.prim].loop:
+        yield from zip(CONTROL[u.op.prim].state(u.op), u.op.outputs)
+    elif isinstance(u, GroupUnit):  # one loop reads element i of x before it writes out's
+        reads, writes, taken = set(u.reads), set(u.writes), set()
+        for op in u.ops:
+            w = op.outputs[0]
+            if w not in writes:
+                continue
+            for x in sorted(op.inputs, key=lambda v: v not in prefer):  # carried ones first
+                if x in reads and x not in taken and x.aval == w.aval:
+                    taken.add(x)
+                    yield x, w
+                    break
+
+
+def _hoist_reads(plan, blk) -> None:
+    """Move each gather of an update's operand that comes after the update (its old element
+    read back: the reverse sweep of `a[j] = s` is `ct[j] = 0` then `g = ct[j]`) to just
+    before it, when what else it reads is computed before the update: a gather is pure, so
+    only its place changes (it may then report its own bad index before the update's)."""
+    units = blk.units
+    t = 0
+    while t < len(units):
+        pairs = list(_candidates(units[t]))
+        if pairs:
+            index = {id(u): i for i, u in enumerate(units)}
+            born = {v: i for i, u in enumerate(units) for v in u.writes}
+            for x, _ in pairs:
+                for r in plan.readers.get(x, ()):
+                    s = index.get(id(r), -1)
+                    if s > t and isinstance(r, OpUnit) and r.op.prim is getitem_p \
+                            and r.op.inputs[0] is x and all(
+                            born.get(v, -1) < t and born.get(plan.layout[v].root, -1) < t
+                            for v in r.op.inputs[1:]):
+                        units.insert(t, units.pop(s))
+                        t += 1
+                        index = {id(u): i for i, u in enumerate(units)}
+        t += 1
+
+
+def _dead_after(plan, u, x, out, blk, t, where) -> bool:
+    """Whether `x` may be overwritten by `u`, the unit at index t of `blk`, to give `out`."""
+    if (x.aval.shape == () or x.aval != out.aval or plan.layout[x].root is not x
+            or x in plan.tape_class or out in plan.tape_class or x in plan.storage
+            or out in plan.storage or out in plan.alias
+            or any(x is r for r in plan.fn.outputs)):
+        return False
+    if sum(1 for v in u.reads if plan.layout[v].root is x) != 1:
+        return False
+    for r in plan.readers.get(x, ()):
+        if r is u:
+            continue
+        at = where.get(id(r), {}).get(id(blk))
+        if at is None or at >= t:
+            return False
+    return True
+
+
+def _positions(plan) -> dict:
+    """id(unit or block) -> {id(enclosing block): index of the unit of that block holding it}."""
+    where: dict = {}
+
+    def walk(blk, outer):
+        for t, u in enumerate(blk.units):
+            here = {**outer, id(blk): t}
+            where[id(u)] = here
+            if isinstance(u, ControlUnit):
+                for sub in u.blocks:
+                    where[id(sub)] = here
+                    walk(sub, here)
+
+    walk(plan.top, {})
+    return where
+
+
+def extend_lifetimes(plan, last: dict) -> None:
+    """Keep the workspace block of each overwritten top-level value live as long as the value
+    that took it over (`last`: value -> index of its last top-level reader)."""
+    for out, x in reversed(list(plan.alias.items())):
+        if out in last:
+            last[x] = max(last.get(x, -1), last[out])
+
+
+def parallel_moves(moves) -> tuple[list, set]:
+    """The order of the copies `moves` ((position, source storage key, target storage key))
+    of a loop's yield, a parallel assignment, and the positions whose source goes through a
+    staging buffer first: a copy runs once no pending copy reads its target; a cycle
+    (`u, u_new = u_new, u`) stages one source and goes on: one copy more per cycle, not one
+    per array. A source that is a view of its own target (a transpose) is staged too."""
+    pending = {k: (src, dst) for k, src, dst in moves}
+    order, staged = [], set()
+    while pending:
+        reads = [src for src, _ in pending.values()]
+        ready = [k for k, (src, dst) in pending.items() if dst not in reads]
+        if not ready:
+            ready = [min(pending)]
+            staged.add(ready[0])
+        else:
+            order.extend(ready)
+        for k in ready:
+            del pending[k]
+    return order, staged

@@ -1,0 +1,200 @@
+"""Numba-style programs (issue 13): nested scalar loops that update small work arrays element
+by element. Values against plain Python, gradients against central differences, through the
+interpreter and natively; and the structure of what is compiled: the element updates are
+stores in place (no array copied inside a loop: Note [Updates in place] in
+codegen/inplace.py), no loop iteration is peeled, and the program grows with the source, not
+with the sizes or the nesting."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import llgrad
+from tests.e2e.conftest import finite_differences
+
+RNG = np.random.default_rng(13)
+
+
+def gmm_loops(alphas, means, icf, x):
+    """ADBench's GMM objective (no prior) as Numba users write it: scalar loops over points,
+    components, dimensions and the triangle of each component's matrix."""
+    n, d = x.shape
+    k = alphas.shape[0]
+    Qd = np.exp(icf[:, :d])
+    sum_qs = np.zeros(k)
+    for j in range(k):
+        sum_qs[j] = np.sum(icf[j, :d])
+    main = np.zeros(k)
+    xc = np.zeros(d)
+    Qxc = np.zeros(d)
+    slse = 0.0
+    for i in range(n):
+        for j in range(k):
+            for r in range(d):
+                xc[r] = x[i, r] - means[j, r]
+                Qxc[r] = Qd[j, r] * xc[r]
+            pos = d
+            for c in range(d):
+                for r in range(c + 1, d):
+                    Qxc[r] += icf[j, pos] * xc[c]
+                    pos += 1
+            sq = 0.0
+            for r in range(d):
+                sq += Qxc[r] * Qxc[r]
+            main[j] = alphas[j] + sum_qs[j] - 0.5 * sq
+        mx = main[0]
+        for j in range(1, k):
+            mx = max(mx, main[j])
+        se = 0.0
+        for j in range(k):
+            se += math.exp(main[j] - mx)
+        slse += math.log(se) + mx
+    return slse
+
+
+def _gmm_args(d, k, n):
+    return (RNG.standard_normal(k), RNG.random((k, d)),
+            0.3 * RNG.standard_normal((k, d * (d + 1) // 2)), RNG.standard_normal((n, d)))
+
+
+def tri_matvec(L, x):
+    """y = tril(L) @ x, one dot product per row, then sum(y**2)."""
+    n = x.shape[0]
+    y = np.zeros(n)
+    for i in range(n):
+        s = 0.0
+        for j in range(i + 1):
+            s += L[i, j] * x[j]
+        y[i] = s
+    return np.sum(y * y)
+
+
+def histogram(w, idx):
+    """h[idx[t]] += w[t] (idx repeats), then a weighted sum of squares."""
+    h = np.zeros(4)
+    for t in range(idx.shape[0]):
+        h[idx[t]] += w[t]
+    return np.sum(h * h * np.arange(1.0, 5.0))
+
+
+def stencil(u0, c):
+    """Jacobi sweeps of a 5-point stencil: u_new[i, j] from u's four neighbours, then swap."""
+    n, m = u0.shape
+    u = u0.copy()
+    u_new = u0.copy()
+    for s in range(3):
+        for i in range(1, n - 1):
+            for j in range(1, m - 1):
+                u_new[i, j] = c * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1]) \
+                    + (1 - 4 * c) * u[i, j]
+        u, u_new = u_new, u
+    return np.sum(u * u)
+
+
+def pairwise(X):
+    """D[i, j] = squared distance of rows i and j, by a double loop (and a third over the
+    coordinates); then sum(exp(-D))."""
+    n, dim = X.shape
+    D = np.zeros((n, n))
+    for i in range(n):
+        for j in range(n):
+            acc = 0.0
+            for q in range(dim):
+                diff = X[i, q] - X[j, q]
+                acc += diff * diff
+            D[i, j] = acc
+    return np.sum(np.exp(-D))
+
+
+CASES = [
+    (gmm_loops, _gmm_args(3, 4, 5), (0, 1, 2)),
+    (tri_matvec, (RNG.standard_normal((5, 5)), RNG.standard_normal(5)), (0, 1)),
+    (histogram, (RNG.standard_normal(7), np.array([0, 3, 1, 0, 3, 3, 2])), (0,)),
+    (stencil, (RNG.standard_normal((5, 6)), 0.2), (0,)),
+    (pairwise, (RNG.standard_normal((4, 3)),), (0,)),
+]
+
+
+@pytest.mark.parametrize("fn,args,wrt", CASES, ids=[c[0].__name__ for c in CASES])
+def test_values_and_gradients(fn, args, wrt, mode):
+    d = llgrad.differentiate(fn, wrt=wrt)
+    value, grads = d.value_and_grad(*args)
+    grads = grads if isinstance(grads, tuple) else (grads,)
+    assert value == pytest.approx(fn(*[np.copy(a) for a in args]), rel=1e-12, abs=1e-12)
+    assert d(*args) == pytest.approx(value, rel=1e-14, abs=1e-14)
+    for g, fd in zip(grads, finite_differences(fn, args, wrt)):
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    assert d.inspect(*args).stats["path"] == "staged"
+
+
+@pytest.mark.parametrize("fn,args,wrt", CASES, ids=[c[0].__name__ for c in CASES])
+def test_no_array_is_copied_inside_a_loop(fn, args, wrt):
+    """Every element update and every loop's carried array, forward and reverse, lives in
+    one buffer (Note [Updates in place], Note [Running cotangents]). The stencil's swap
+    `u, u_new = u_new, u` exchanges two carried arrays once per sweep: 3 copies, one of them
+    to a staging buffer and back (codegen/inplace.py, parallel_moves; in the joint, in the
+    forward sweep and in the reverse one); its inner loops copy nothing."""
+    d = llgrad.differentiate(fn, wrt=wrt)
+    d(*args), d.value_and_grad(*args)  # compile both entries
+    stats = d.inspect(*args).stats
+    swaps = 3 if fn is stencil else 0
+    assert stats["array copies in loops (forward)"] == swaps
+    assert stats["array copies in loops (joint)"] == 2 * swaps
+
+
+def test_gmm_nest_is_not_peeled_and_grows_with_the_source():
+    """The forward IR has one index_put per element assignment of the source (a peeled
+    iteration would add its own), one for_loop per `for`, and the same ops whatever the
+    sizes (all distinct, and none 1: equal constants are one op)."""
+    small = llgrad.differentiate(gmm_loops, wrt=(0, 1, 2)).inspect(*_gmm_args(2, 3, 4))
+    big = llgrad.differentiate(gmm_loops, wrt=(0, 1, 2)).inspect(*_gmm_args(6, 9, 40))
+    for ins in (small, big):
+        text = str(ins.forward_ir)
+        assert text.count("= index_put ") == 5, text
+        assert text.count("= for_loop ") == 9, text
+    for key in ("ops (traced)", "ops (forward)", "ops (forward+backward)"):
+        assert small.stats[key] == big.stats[key], key
+
+
+def long_rows(x):
+    """A staged loop of 2998 iterations over array elements: LLVM's vectoriser may gain on it,
+    so it is compiled at O2 (Note [Choosing the optimisation level] in codegen/compile.py)."""
+    y = np.zeros(3000)
+    for i in range(1, 2999):
+        y[i] = x[i - 1] * x[i + 1]
+    return np.sum(y)
+
+
+def test_long_element_loops_are_compiled_at_o2_short_ones_at_o1():
+    x = RNG.standard_normal(3000)
+    d = llgrad.differentiate(long_rows)
+    assert d(x) == pytest.approx(long_rows(x), rel=1e-12)
+    assert d.inspect(x).stats["opt level (forward)"] == 2
+    args = _gmm_args(3, 4, 5)  # loops of 3, 4 and 5 iterations
+    g = llgrad.differentiate(gmm_loops)
+    g(*args)
+    assert g.inspect(*args).stats["opt level (forward)"] == 1
+
+
+def strided_walk(w, x):
+    """Counters the body advances by a fixed step (`pos += 2`, `back -= 1`): the reverse
+    sweep computes them from the iteration number instead of taping them."""
+    pos, back, total = 1, x.shape[0] - 1, 0.0
+    for i in range(4):
+        total += w[pos] * x[back] + w[i] * w[i]
+        pos += 2
+        back -= 1
+    return total
+
+
+def test_counters_are_recomputed_not_taped(mode):
+    w, x = RNG.standard_normal(9), RNG.standard_normal(6)
+    d = llgrad.differentiate(strided_walk, wrt=(0, 1))
+    value, grads = d.value_and_grad(w, x)
+    assert value == pytest.approx(strided_walk(w, x), rel=1e-12)
+    for g, fd in zip(grads, finite_differences(strided_walk, (w, x), (0, 1))):
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    tapes = str(d.inspect(w, x).backward_ir).count("tape_new")
+    assert tapes == 0, d.inspect(w, x).backward_ir
