@@ -13,9 +13,10 @@ entry) for another reference to the written array: the same object under another
 caller, or an array the written one is a view of (numpy's basic indexing, reshape, transpose).
 The error names the line and says to `.copy()` first.
 A view taken earlier of the written array (`r = y[0]; y[0, 1] = a; f(r)`) counts only when
-the parts provably overlap (`_overlaps`, static indices): with an index known only at run time
-(`Y[i]` in a staged loop) the write is let through, since refusing it would refuse the common
-`prev = Y[i - 1]; Y[i] = f(prev)`; README lists that case under limitations.
+the parts provably overlap (`_overlaps`, static indices; a write at a traced index counts when
+the view sees that position for every value of the index, `r = a[::-1]; a[i] = v`): where the
+overlap depends on a run-time value (`r = Y[0]; Y[i] = v`, or `prev = Y[i - 1]; Y[i] =
+f(prev)`, the common case) the write is let through; README lists that under limitations.
 """
 from __future__ import annotations
 
@@ -74,8 +75,32 @@ def _overlaps(view, target, index) -> bool:
     try:
         written = ids if index is None else ids[index]
     except Exception:  # a traced index
-        return False
+        return _overlaps_always(np.asarray(seen), ids, index)
     return bool(np.intersect1d(np.asarray(seen).ravel(), np.asarray(written).ravel()).size)
+
+
+def _overlaps_always(seen: np.ndarray, ids: np.ndarray, index) -> bool:
+    """Whether `ids[index]` meets `seen` whatever values the traced scalars in `index` take
+    (`r = a[::-1]` sees every `a[i]`); False when unknown (arrays, Ellipsis) or when some
+    value would miss (`r = Y[0]` and `Y[i]` for i > 0)."""
+    key, traced = [], []
+    for e in index if isinstance(index, tuple) else (index,):
+        if isinstance(e, ir.Value) and e.aval.shape == () and e.aval.dtype.kind in "iu":
+            traced.append(sum(1 for k in key if not isinstance(k, (int, np.integer))))
+            key.append(slice(None))  # every position along this axis
+        elif e is None or isinstance(e, (int, np.integer)) or isinstance(e, slice) and all(
+                b is None or isinstance(b, (int, np.integer)) for b in (e.start, e.stop, e.step)):
+            key.append(e)
+        else:
+            return False
+    try:
+        hit = np.isin(ids[tuple(key)], seen)
+    except Exception:
+        return False
+    if not traced or hit.size == 0:
+        return False
+    other = tuple(a for a in range(hit.ndim) if a not in traced)
+    return bool((hit.any(axis=other) if other else hit).all())
 
 
 def _shares(a: np.ndarray, b: np.ndarray) -> bool:

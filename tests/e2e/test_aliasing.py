@@ -52,6 +52,16 @@ def write_under_an_earlier_view(x):
     return np.sum(r * r)
 
 
+def write_at_a_loop_index_under_a_full_view(x):
+    a = x * 1.0
+    t = 0.0
+    for i in range(x.shape[0] - 1):
+        r = a[::-1]  # sees a[i] whatever i is: numpy's r changes with the write
+        a[i] = a[i + 1] * 0.5 + 1.0
+        t += np.sum(r * x)
+    return t
+
+
 def _writes_into_its_argument(a, v):
     a[0] = v
 
@@ -68,6 +78,8 @@ REFUSED = {
     update_through_a_second_name: ("update", "bound to `y` and `w`", "w[0] = x[3]"),
     write_into_a_transpose: ("update", "view of `y`", "t[1] = x[:2]"),
     write_under_an_earlier_view: ("update", "earlier view `r`", "y[0, 1] = x[0] * x[3]"),
+    write_at_a_loop_index_under_a_full_view: ("update", "earlier view `r`",
+                                              "a[i] = a[i + 1] * 0.5 + 1.0"),
     helper_writes_into_the_callers_array: ("update", "`y` (in helper_writes_into_the_caller",
                                            "a[0] = v"),
 }
@@ -107,6 +119,14 @@ def copy_then_update(x):
     return np.sum(y * z)
 
 
+def first_row_kept_while_later_rows_are_written(x):
+    Y = np.ones((4, 2)) * x[0]
+    first = Y[0]  # a view: Y[i] for i >= 1 never writes it
+    for i in range(1, 4):
+        Y[i] = np.tanh(Y[i - 1] * x[i])
+    return np.sum(Y) + np.sum(first * x[1])
+
+
 def counter_and_accumulator(x):
     s = 0.0
     k = 0
@@ -117,7 +137,9 @@ def counter_and_accumulator(x):
 
 
 @pytest.mark.parametrize("fn", [rows_of_a_state_array, update_then_alias, copy_then_update,
-                                counter_and_accumulator], ids=lambda f: f.__name__)
+                                counter_and_accumulator,
+                                first_row_kept_while_later_rows_are_written],
+                         ids=lambda f: f.__name__)
 def test_updates_nothing_else_sees_compile_and_match_numpy(fn):
     value, grad = llgrad.differentiate(fn).value_and_grad(X)
     assert value == pytest.approx(fn(X.copy()), rel=1e-12)
