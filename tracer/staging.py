@@ -18,7 +18,7 @@ from llgrad.tracer import checks, effects, merge, operators
 from llgrad.tracer.operators import TracedRange, Undefined
 from llgrad.tracer.stores import StoreLog
 from llgrad.tracer.effects import LoopEffects, NewEffects, PoisonRead, Unstageable
-from llgrad.tracer.records import flat_state
+from llgrad.tracer.records import flat_state, split_merge
 from llgrad.transform import ir
 from llgrad.transform.builder import Builder, Value, current
 
@@ -120,7 +120,8 @@ class IRStager:
         merges += self.stores.merges(lt, le)  # Note [Stores in traced branches]
         returned = [_returned(names, st), _returned(names, se)]
         outs = []
-        for name, a, c, put in merges:
+        while merges:
+            name, a, c, put = merges.pop(0)
             ua, uc = isinstance(a, Undefined), isinstance(c, Undefined)
             # A branch that raised, or that returned where the name is unbound (Note [Nothing
             # runs after a return], jumps.py), is not read: the other branch's value goes on.
@@ -128,7 +129,7 @@ class IRStager:
             skip_c = xe or uc and not ua and returned[1] and not name.startswith("__lg_")
             if skip_a or skip_c:
                 keep = c if skip_a else a
-                if not _is_val(keep):
+                if not _is_val(keep) and not operators.is_record(keep):
                     put(keep)
                     continue
                 a, c = (None if skip_a else a), (None if skip_c else c)
@@ -142,6 +143,10 @@ class IRStager:
                     put(Undefined(name, f"assigned only in the {'false' if ua else 'true'} "
                                         f"branch of the `if` at {loc}"))
                     continue
+            leaves = split_merge(name, a, c, put, loc)
+            if leaves is not None:  # Note [Records in loop and branch state]
+                merges[:0] = leaves
+                continue
             merged = merge.merge(name, a, c, loc)
             if merged is None:
                 put(a if a is not None else c)
@@ -365,13 +370,17 @@ class IRStager:
         effects = LoopEffects(b, fns, trips if kind == "for" else None)
         effects.optional = optional
         self.loops.append(effects)
+        first: dict = {}  # records first bound in the body (records.flat_state)
         try:
             for _round in range(64):
                 g, s, n = effects.wrap(get_state, set_state, names)
                 try:
                     return self._loop_round(b, loc, n, g, s, static, kind, body, test, bounds,
-                                            may_skip, python_test, effects)
+                                            may_skip, python_test, effects, first)
                 except NewEffects:
+                    continue
+                except _FirstRecord as e:
+                    first[e.name] = e.record
                     continue
                 except PoisonRead as e:
                     if e.buffer not in effects.buffers:
@@ -395,8 +404,8 @@ class IRStager:
         raise _cannot_unroll("while loop" if kind == "while" else "loop", loc, reason)
 
     def _loop_round(self, b, loc, names, get_state, set_state, static, kind, body, test,
-                    bounds, may_skip, python_test, effects):
-        get_state, set_state, names, _ = flat_state(get_state, set_state, names)
+                    bounds, may_skip, python_test, effects, first):
+        get_state, set_state, names, _ = flat_state(get_state, set_state, names, first=first)
         s0 = list(get_state())
         try:
             return self._loop_state(b, loc, names, get_state, set_state, static, kind, body,
@@ -532,7 +541,10 @@ class IRStager:
                     grow[k] = t
                 elif t is not None and not (type(v) is type(s0[k]) and v == s0[k]):
                     grow[k] = t
-                elif t is None and not name.startswith("__lg_"):
+                elif operators.is_record(v) and (s0[k] is None or isinstance(s0[k], Undefined)):
+                    set_state(s0)  # carried as its leaves from the start
+                    raise _FirstRecord(name, v)
+                elif t is None and (v is not None or not name.startswith("__lg_")):
                     changed = changed or f"`{name}` into a new {type(v).__name__} object"
         if grow or changed:
             set_state(s0)
@@ -567,6 +579,15 @@ class IRStager:
             set_state(tuple(final))
             return dict(zip(order, outs))
         return {"grow": {}, "changed": "", "emit": emit, "test_traced": test_traced}
+
+
+class _FirstRecord(Exception):
+    """A variable unbound (or None) before a loop is a record after its body: the loop is
+    traced again carrying the record's leaves (records.flat_state)."""
+
+    def __init__(self, name, record):
+        super().__init__(name)
+        self.name, self.record = name, record
 
 
 class _Box:
