@@ -26,7 +26,7 @@ def _unsupported_operator(sym: str):
 
 
 def _booleans(sym: str, *xs):
-    """`&`, `|`, `~` are logical on booleans only: on integers numpy and PyTorch compute
+    """`&`, `|`, `^`, `~` are logical on booleans only: on integers numpy and PyTorch compute
     bitwise (5 & 3 == 1), and on a Python bool `~True == -2`; those are refused."""
     for x in xs:
         dt = x._np_dtype if is_value(x) else getattr(x, "dtype", None)
@@ -36,7 +36,7 @@ def _booleans(sym: str, *xs):
             raise DTypeError(f"the operator {sym} on {what}: llgrad supports {sym} on booleans "
                              f"only (numpy and PyTorch compute it bitwise on integers)",
                              loc=user_loc(), fix="use np.logical_and / np.logical_or / "
-                             "np.logical_not, or `not` for a Python bool")
+                             "np.logical_not (`a != b` for ^), or `not` for a Python bool")
     return xs
 
 
@@ -96,6 +96,8 @@ class ArrayOperators:
     def __rand__(self, o): return ops.logical_and(*_booleans("&", o, self))
     def __or__(self, o): return ops.logical_or(*_booleans("|", self, o))
     def __ror__(self, o): return ops.logical_or(*_booleans("|", o, self))
+    def __xor__(self, o): return ops.ne(*_booleans("^", self, o))
+    def __rxor__(self, o): return ops.ne(*_booleans("^", o, self))
     def __invert__(self): return ops.logical_not(*_booleans("~", self))
     def __getitem__(self, key):
         try:

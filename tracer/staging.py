@@ -14,7 +14,7 @@ from llgrad.runtime.aval import BOOL, I64, Aval, aval_str
 from llgrad.runtime.errors import (ConcretizationError, DTypeError, LLGradError, ShapeError,
                                    user_loc)
 from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
-from llgrad.tracer import checks, effects, merge, operators
+from llgrad.tracer import aliasing, checks, effects, merge, operators
 from llgrad.tracer.operators import TracedRange, Undefined
 from llgrad.tracer.stores import StoreLog
 from llgrad.tracer.effects import LoopEffects, NewEffects, PoisonRead, Unstageable
@@ -153,12 +153,13 @@ class IRStager:
                 continue
             rt.results.append(merge.lift(b, a, merged[0], rt))
             re.results.append(merge.lift(b, c, merged[0], re))
-            outs.append((name, merged, put))
-        values = b.emit(cond_p, [pred], {}, [a for _, (a, _), _ in outs], regions=[rt, re],
+            outs.append((name, merged, put, (a, c)))
+        values = b.emit(cond_p, [pred], {}, [a for _, (a, _), _, _ in outs], regions=[rt, re],
                         loc=loc)
-        for (name, (_, weak), put), v in zip(outs, values):
+        for (name, (_, weak), put, paths), v in zip(outs, values):
             v.name = _hint(name) if name.isidentifier() else None  # not "(value)", "Box.a"
             v._lg_weak = weak
+            aliasing.note_may_be(v, *paths)  # Note [In-place updates are by value]
             put(v)
         set_state(tuple(final))
 
@@ -448,6 +449,8 @@ class IRStager:
             self.unroll.add((loc, reason))
             raise Unroll(loc, reason)
         outs = region_ops["emit"]()
+        for k, v in outs.items():  # Note [In-place updates are by value]
+            aliasing.note_may_be(v, region_ops["after"][k], *([s0[k]] if may_skip else []))
         n_rows = effects.n_slots()
         effects.finish([outs[k] for k in range(len(names) - n_rows, len(names))])
         if static:  # See Note [Values a static loop made traced]
@@ -504,7 +507,8 @@ class IRStager:
             regions.append(rc)
         if counts_up:
             b.nonneg.add(i_param.id)
-        b.origins.update((p.id, v) for p, v in zip(cparams, init))  # tracer/aliasing.py
+        for k, p, v in zip(order, cparams, init):  # Note [In-place updates are by value]
+            aliasing.note_may_be(p, v, s0[k])
         body_params = ([i_param] if kind != "while" else []) + cparams
         with b.open_region(body_params) as rb:
             self.region_locs[id(rb)] = ("loop", loc)
@@ -515,8 +519,12 @@ class IRStager:
                 effects.index = i_param if step == 1 and _is_zero(start) else \
                     ops.floor_divide(ops.sub(i_param, start), np.int64(step))
             effects.begin(before)
-            if checks.trace_branch(body, *([i_param] if kind != "while" else [])):
-                set_state(state_from(cparams))  # Note [Raise under a traced condition]
+            b.inplace.append([])
+            try:
+                if checks.trace_branch(body, *([i_param] if kind != "while" else [])):
+                    set_state(state_from(cparams))  # Note [Raise under a traced condition]
+            finally:
+                updates = b.inplace.pop()
             after = list(get_state())
             effects.end(names, before, after)
         grow, changed = {}, ""
@@ -549,6 +557,12 @@ class IRStager:
         if grow or changed:
             set_state(s0)
             return {"grow": grow, "changed": changed, "emit": None}
+        if updates:  # Note [In-place updates are by value]
+            for k, p in zip(order, cparams):
+                aliasing.note_may_be(p, after[k])
+            aliasing.check_loop(loc, updates)
+            if b.inplace:
+                b.inplace[-1].extend(updates)
         nxt = [merge.lift(b, after[k], avals[k], rb) for k in order]
         if kind == "while_for":
             b.regions.append(rb)
@@ -578,7 +592,8 @@ class IRStager:
                 final[k] = v
             set_state(tuple(final))
             return dict(zip(order, outs))
-        return {"grow": {}, "changed": "", "emit": emit, "test_traced": test_traced}
+        return {"grow": {}, "changed": "", "emit": emit, "test_traced": test_traced,
+                "after": after}
 
 
 class _FirstRecord(Exception):

@@ -195,10 +195,13 @@ class Builder:
         self.on_custom_vjp = None  # traces a runtime.custom.CustomCall (tracer/custom.py)
         self.home: dict = {}  # value id -> the (non-root) region defining it
         # For the tracer's in-place checks (tracer/aliasing.py): parameter id -> the path of
-        # an array the caller passed (`x`, `state.pos`), and loop-carried region parameter
-        # id -> the value it starts from.
+        # an array the caller passed (`x`, `state.pos`); value id -> the values it may be
+        # at run time (a loop-carried parameter: its first and next values; a cond's or a
+        # loop's result: the paths' values); the in-place updates in the loop bodies being
+        # traced (one list a loop).
         self.arguments: dict = {}
         self.origins: dict = {}
+        self.inplace: list = []
 
     def __enter__(self) -> "Builder":
         stack = getattr(_TLS, "stack", None)
