@@ -16,7 +16,8 @@ import numpy as np
 from llgrad.runtime import ops
 from llgrad.runtime.arraylike import ArrayOperators, NumpyMethods
 from llgrad.runtime.aval import Aval
-from llgrad.runtime.errors import (ConcretizationError, LLGradError, SourceLoc, _compose,
+from llgrad.runtime.errors import (ConcretizationError, DTypeError, LLGradError, ShapeError,
+                                   SourceLoc, _compose,
                                    user_loc)
 from llgrad.runtime.ops.control import constant_p
 from llgrad.runtime.ops import elementwise as ew
@@ -78,17 +79,38 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
 
     # Augmented assignment computes a new value (IR values are immutable); the tracer's
     # `on_inplace` hook refuses it where numpy's in-place update would be seen through another
-    # reference (tracer/aliasing.py, Note [In-place updates are by value]).
+    # reference (tracer/aliasing.py, Note [In-place updates are by value]). Like numpy's, the
+    # update of an array keeps its shape and dtype (`y32 += x64` stays float32, cast
+    # "same_kind"); a scalar (a Python or numpy number) is immutable: `s += x` rebinds it.
     def _inplace(self, fn, other, what: str):
         hook = current().on_inplace
         if hook is not None:
             hook(self, what)
-        return fn(self, other)
+        out = fn(self, other)
+        if self.aval.shape == () or getattr(self, "_lg_weak", False):
+            return out
+        if out.aval.shape != self.aval.shape:
+            raise ShapeError(f"non-broadcastable output operand with shape "
+                             f"{tuple(self.aval.shape)} doesn't match the broadcast shape "
+                             f"{tuple(out.aval.shape)} (in-place {what})", loc=user_loc())
+        if out.aval.dtype != self.aval.dtype:
+            if not np.can_cast(out.aval.dtype, self.aval.dtype, "same_kind"):
+                raise DTypeError(f"Cannot cast ufunc '{self._UFUNC[what]}' output from "
+                                 f"dtype('{out.aval.dtype}') to dtype('{self.aval.dtype}') with "
+                                 f"casting rule 'same_kind'", loc=user_loc(),
+                                 fix="cast explicitly: `y = (y op x).astype(...)`")
+            out = ops.astype(out, self.aval.dtype)
+        return out
+
+    _UFUNC = {"+=": "add", "-=": "subtract", "*=": "multiply", "/=": "divide",
+              "//=": "floor_divide", "%=": "remainder", "**=": "power"}
 
     def __iadd__(self, o): return self._inplace(ops.add, o, "+=")
     def __isub__(self, o): return self._inplace(ops.sub, o, "-=")
     def __imul__(self, o): return self._inplace(ops.mul, o, "*=")
     def __itruediv__(self, o): return self._inplace(ops.div, o, "/=")
+    def __ifloordiv__(self, o): return self._inplace(ops.floor_divide, o, "//=")
+    def __imod__(self, o): return self._inplace(ops.remainder, o, "%=")
     def __ipow__(self, o): return self._inplace(ops.pow, o, "**=")
 
     def _lg_nonnegative(self) -> bool:

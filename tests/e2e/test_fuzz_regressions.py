@@ -268,3 +268,54 @@ def test_xor_of_booleans_is_logical(mode):
         lambda x: xor_of_masks(x, b), [x], [0])[0], rtol=1e-6)
     with pytest.raises(LLGradError, match=r"(?s)the operator \^ on int64.*a != b"):
         llgrad.differentiate(lambda x, k: np.where((k ^ k) > 0, x, x))(x, np.array([1, 2, 3]))
+
+
+# ---- augmented assignment keeps an array's dtype and shape (numpy: "same_kind" cast) ------
+def iadd_f64_into_f32(x, y):
+    z = y * 1
+    z += x
+    return z
+
+
+def imul_in_branch(x, y):  # was: "`z` is f64[3] on one path but f32[3] on the other"
+    z = y * 1
+    if x[0] > 0:
+        z *= x
+    return z
+
+
+def iadd_in_loop(x, y):
+    z = y * 1
+    for _ in range(3):
+        z += x
+    return z
+
+
+@pytest.mark.parametrize("fn", [iadd_f64_into_f32, imul_in_branch, iadd_in_loop])
+def test_augmented_assignment_keeps_the_arrays_dtype(fn, mode):
+    y = np.array([1.0, -2.0, 3.0], np.float32)
+    for x in XS[:2]:
+        got, want = llgrad.differentiate(fn)(x, y), fn(x, y)
+        assert got.dtype == want.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_augmented_assignment_refuses_what_numpy_refuses(mode):
+    def into_int(x, k):
+        k = k * 1
+        k += x
+        return np.sum(x)
+
+    def broadcast_up(x, k):
+        y = x[0] * np.ones(3)
+        y += np.outer(x, x)
+        return np.sum(y)
+    cast = r"Cannot cast ufunc 'add' output from dtype\('float64'\) to dtype\('int64'\)"
+    with pytest.raises(TypeError, match=cast):
+        into_int(XS[0], np.array([1, 2, 3]))
+    with pytest.raises(TypeError, match=rf"(?s){cast}.*k \+= x"):
+        llgrad.differentiate(into_int)(XS[0], np.array([1, 2, 3]))
+    with pytest.raises(ValueError, match="non-broadcastable output operand"):
+        broadcast_up(XS[0], None)
+    with pytest.raises(ValueError, match=r"(?s)non-broadcastable output operand.*y \+= "):
+        llgrad.differentiate(broadcast_up)(XS[0], None)
