@@ -319,3 +319,26 @@ def test_augmented_assignment_refuses_what_numpy_refuses(mode):
         broadcast_up(XS[0], None)
     with pytest.raises(ValueError, match=r"(?s)non-broadcastable output operand.*y \+= "):
         llgrad.differentiate(broadcast_up)(XS[0], None)
+
+
+def scalar_rebound(x):  # numpy scalars are immutable: `t += 1` rebinds t (was refused)
+    s = np.sum(x)
+    t = s
+    t += 1.0
+    u = x[0]
+    v = u
+    v *= 2
+    return s * t + u * v
+
+
+def zero_d_array_aliased(x):  # a 0-d array is updated in place: seen through `b`
+    a = (x[2:] * 1.0).reshape(())
+    b = a
+    a += x[0]
+    return b * x[1]
+
+
+def test_scalars_are_rebound_0d_arrays_updated_in_place(mode):
+    check(scalar_rebound)
+    with pytest.raises(UnsupportedError, match=r"(?s)in-place \+= of an array bound.*a \+= x"):
+        llgrad.differentiate(zero_d_array_aliased)(XS[0])

@@ -184,8 +184,11 @@ class Checker:
             if _aliases(st.body) & _updated(st.orelse, False) or \
                     _aliases(st.orelse) & _updated(st.body, False):
                 self.needs.add("branch_alias")
-            out = _join([self.block(st.body, dict(env)), self.block(st.orelse, dict(env))],
-                        self.needs)
+            before = set(self.aliased)  # each path starts from the aliases before the if,
+            body = self.block(st.body, dict(env))  # and any path's hold after it
+            self.aliased, after_body = before, self.aliased
+            out = _join([body, self.block(st.orelse, dict(env))], self.needs)
+            self.aliased |= after_body
             return traced(out, _names(st.body + st.orelse, ast.Store))
         if isinstance(st, (ast.For, ast.While)):
             return self.loop(st, env)
