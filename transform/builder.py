@@ -46,9 +46,6 @@ def current() -> "Builder":
     return stack[-1]
 
 
-_SCALAR_FAMILIES = ("elementwise", "reduce", "index")  # ops giving numpy scalars from 0-d
-
-
 class Value(ir.Value, ArrayOperators, NumpyMethods):
     """An IR value with array behaviour (the compiler's counterpart of Tensor). It follows
     numpy's promotion; `_lg_weak` marks a value standing for a Python number (a loop counter,
@@ -84,14 +81,14 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
     # `on_inplace` hook refuses it where numpy's in-place update would be seen through another
     # reference (tracer/aliasing.py, Note [In-place updates are by value]). Like numpy's, the
     # update of an array keeps its shape and dtype (`y32 += x64` stays float32, cast
-    # "same_kind"). A scalar (a Python number, or the numpy scalar an elementwise op, a
-    # reduction or an element gives) is immutable: `t = s; t += x` rebinds `t` and leaves `s`,
-    # with no alias to check; a 0-d array (np.zeros(()), an argument) is updated in place.
+    # "same_kind"). A 0-d value is taken for a scalar (a Python number, or the numpy scalar
+    # that arithmetic, reductions and elements give), which is immutable: `t = s; t += x`
+    # rebinds `t` and leaves `s`, with no alias to check; but a 0-d array argument, or one
+    # made by reshaping, is updated in place.
     def _inplace(self, fn, other, what: str):
         b, op = current(), self.op
-        scalar = self.aval.shape == () and (getattr(self, "_lg_weak", False) or op is not None
-                                            and op.prim.family in _SCALAR_FAMILIES
-                                            and op.prim.name != "astype")
+        scalar = self.aval.shape == () and self.id not in b.arguments and (
+            op is None or op.prim.family != "shape")
         if b.on_inplace is not None and not scalar:
             b.on_inplace(self, what)
         out = fn(self, other)
