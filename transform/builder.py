@@ -83,12 +83,12 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
     # update of an array keeps its shape and dtype (`y32 += x64` stays float32, cast
     # "same_kind"). A 0-d value is taken for a scalar (a Python number, or the numpy scalar
     # that arithmetic, reductions and elements give), which is immutable: `t = s; t += x`
-    # rebinds `t` and leaves `s`, with no alias to check; but a 0-d array argument, or one
-    # made by reshaping, is updated in place.
+    # rebinds `t` and leaves `s`, with no alias to check; but a 0-d array argument is
+    # updated in place (the caller's: refused). IR values do not tell a 0-d array the
+    # function made (`y.reshape(())`) from a scalar: README lists it under limitations.
     def _inplace(self, fn, other, what: str):
-        b, op = current(), self.op
-        scalar = self.aval.shape == () and self.id not in b.arguments and (
-            op is None or op.prim.family != "shape")
+        b = current()
+        scalar = self.aval.shape == () and self.id not in b.arguments
         if b.on_inplace is not None and not scalar:
             b.on_inplace(self, what)
         out = fn(self, other)

@@ -331,14 +331,27 @@ def scalar_rebound(x):  # numpy scalars are immutable: `t += 1` rebinds t (was r
     return s * t + u * v
 
 
-def zero_d_array_aliased(x):  # a 0-d array is updated in place: seen through `b`
-    a = (x[2:] * 1.0).reshape(())
-    b = a
-    a += x[0]
-    return b * x[1]
+def scalar_from_loop_and_matmul(x):  # was: "non-broadcastable output operand with shape ()"
+    acc = 0.0
+    for i in range(2):
+        acc = np.tanh(x[i])
+    acc -= x
+    m = (x + 1.0) @ x
+    m += x
+    return acc * m
 
 
-def test_scalars_are_rebound_0d_arrays_updated_in_place(mode):
+def test_scalars_are_rebound(mode):
     check(scalar_rebound)
-    with pytest.raises(UnsupportedError, match=r"(?s)in-place \+= of an array bound.*a \+= x"):
-        llgrad.differentiate(zero_d_array_aliased)(XS[0])
+    check(scalar_from_loop_and_matmul)
+
+
+def where_of_constants_in_ternary(x):  # was: "holds different Python objects (float, ndarray)"
+    acc = 0.0
+    v = acc if np.max(x) > 0 else np.where(0.75, acc, 1)
+    w = 2.0 if np.max(x) > 0 else np.where(True, 3.0, 1)
+    return x * (v + w)
+
+
+def test_a_numpy_constant_meets_a_number_on_the_paths_of_a_ternary(mode):
+    check(where_of_constants_in_ternary)
