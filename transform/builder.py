@@ -17,8 +17,7 @@ from llgrad.runtime import ops
 from llgrad.runtime.arraylike import ArrayOperators, NumpyMethods
 from llgrad.runtime.aval import Aval
 from llgrad.runtime.errors import (ConcretizationError, DTypeError, LLGradError, ShapeError,
-                                   SourceLoc, _compose,
-                                   user_loc)
+                                   SourceLoc, _compose, user_loc)
 from llgrad.runtime.ops.control import constant_p
 from llgrad.runtime.ops import elementwise as ew
 from llgrad.runtime.ops.shape import broadcast_to_p
