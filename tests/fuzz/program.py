@@ -1,10 +1,11 @@
 """What a generated program is, and the features the generator can leave out.
 
 Every construct the generator makes sits behind a feature name (FEATURES). KNOWN_BUGS names
-those llgrad gets wrong on main, each found by this fuzzer: the committed in-suite test
-runs DEFAULT_FEATURES (all but those); when a fix lands, delete its entry here and the
-in-suite test covers it. typer.rules / typecheck.py decide which KNOWN_BUGS features a
-program exercises, so failures of programs that do are told apart from new ones.
+those llgrad gets wrong on main, each found by this fuzzer, or refuses by design (an
+UnsupportedError at the line): the committed in-suite test runs DEFAULT_FEATURES (all but
+those); when a fix lands, delete its entry here and the in-suite test covers it.
+typer.rules / typecheck.py decide which KNOWN_BUGS features a program exercises, so
+failures of programs that do are told apart from new ones.
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ FEATURES = frozenset({
     # constructs that plain Python rejects or concretises:
     "oob_index", "raise", "static_bool", "concretize",
 })
-# Off in the committed in-suite run until the named fix lands (each found by this fuzzer).
+# Off in the committed in-suite run until the named fix lands (each found by this fuzzer), or
+# for good when llgrad refuses the construct.
 KNOWN_BUGS: dict[str, str] = {
     "alias_inplace": "an in-place update of an array another name holds (an argument, an "
                      "alias, on one path of a traced if, or from another loop iteration) is "

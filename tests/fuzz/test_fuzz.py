@@ -81,6 +81,12 @@ def test_typecheck_rejects_what_only_an_untaken_branch_gets_wrong():
         check_types("import numpy as np\n" + src, {"x": generate(1, 0).param_types()["x"]})
 
 
+def test_typecheck_sees_an_alias_kept_on_one_path_only():
+    src = ("import numpy as np\n\ndef f(x):\n    v = x\n    w = v\n    if np.sum(x) < 1.5:\n"
+           "        w = 0.5 * w\n    w *= 2.0\n    return (v,)\n")
+    assert check_types(src, {"x": generate(1, 0).param_types()["x"]}) == {"alias_inplace"}
+
+
 # -- the oracle ----------------------------------------------------------------------------------
 def _program(body: str, args=None) -> Program:
     src = (f"import math\n\nimport numpy as np\n\n\ndef f(x):\n{body}\n\n\n"
