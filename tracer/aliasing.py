@@ -75,8 +75,10 @@ def _view_base(v):
     name = op.prim.name
     if name in _VIEW_PRIMS:
         return op.inputs[0]
-    if name == "getitem" and v.aval.shape != () and all(e[0] != "a" for e in op.params["key"]):
-        return op.inputs[0]  # basic indexing (no index arrays) keeping an axis: a view
+    if name == "getitem" and v.aval.shape != () and (
+            all(e[0] != "a" for e in op.params["key"]) or
+            all(isinstance(i, ir.Value) and i.aval.shape == () for i in op.inputs[1:])):
+        return op.inputs[0]  # basic indexing (no index arrays; ints, traced or not): a view
     return None
 
 
@@ -267,14 +269,23 @@ def _log(target, names, what) -> None:
         log[-1].append((target, names, what, user_loc()))
 
 
-def check_loop(loc, log) -> None:
+def check_loop(loc, log, over=None) -> None:
     """After a staged loop body is traced (and its parameters noted to be what the body
     leaves, `note_may_be`): refuse an update in it of an array that another live name holds
     from the next iteration on (`for ...: a += 1; a = b`: `a` is `b`'s array in the second
-    iteration)."""
+    iteration), or of the array the loop iterates over (`over`: Python reads each row from
+    the updated array, the staged loop from the array as it was)."""
     frames = list(_user_frames(sys._getframe(1)))
     for target, mine, what, at in log:
         same = may_be(target)
+        if isinstance(over, ir.Value) and (over.id in same or any(
+                b is over for m in same.values() for b in _bases(m))):
+            raise UnsupportedError(
+                f"in-place {what} of `{mine[0]}` inside the loop at {loc}, which iterates over "
+                f"it: Python reads each row from the updated array, while llgrad's compiled "
+                f"loop reads the array as it was before the loop", loc=at,
+                fix=f"iterate over a copy (`for row in {mine[0]}.copy():`), or over "
+                f"`range(len({mine[0]}))` and index the array")
         for f in frames:
             for name, value in f.f_locals.items():
                 if name in mine or name.startswith(_GENERATED) or \

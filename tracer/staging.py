@@ -269,7 +269,7 @@ class IRStager:
                        bounds=(start_v, stop_v, int(step)), body=body, test=extra_test,
                        may_skip=may_skip, fns=(body_fn, extra_test),
                        trips=len(range(start, stop, step)) if static else None,
-                       optional=optional)
+                       optional=optional, over=item)
         except Decline:
             return False
         except ConcretizationError as e:
@@ -363,13 +363,14 @@ class IRStager:
     # strong or wider, so this ends.
     def _loop(self, b, loc, names, get_state, set_state, static, kind, body, test=None,
               bounds=None, may_skip=False, python_test=False, fns=(), trips=None,
-              optional=False):
+              optional=False, over=None):
         """Stage a loop; rounds trace it again while its body is found to change more
         Python containers (Note [Containers in staged loops] in effects.py). `optional`:
         raise Decline rather than unroll, or when the loop would carry nothing (Note
-        [Static loops over traced state] in operators.py)."""
+        [Static loops over traced state] in operators.py). `over`: the array a `for` loop
+        iterates over (its rows)."""
         effects = LoopEffects(b, fns, trips if kind == "for" else None)
-        effects.optional = optional
+        effects.optional, effects.over = optional, over
         self.loops.append(effects)
         first: dict = {}  # records first bound in the body (records.flat_state)
         try:
@@ -560,7 +561,7 @@ class IRStager:
         if updates:  # Note [In-place updates are by value]
             for k, p in zip(order, cparams):
                 aliasing.note_may_be(p, after[k])
-            aliasing.check_loop(loc, updates)
+            aliasing.check_loop(loc, updates, effects.over)
             if b.inplace:
                 b.inplace[-1].extend(updates)
         nxt = [merge.lift(b, after[k], avals[k], rb) for k in order]

@@ -87,6 +87,10 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
     # function made (`y.reshape(())`) from a scalar: README lists it under limitations.
     def _inplace(self, fn, other, what: str):
         b = current()
+        if not isinstance(self, ir.Value):  # a Padded slice (runtime/padded.py): its own rules
+            if b.on_inplace is not None:
+                b.on_inplace(self, what)
+            return fn(self, other)
         scalar = self.aval.shape == () and self.id not in b.arguments
         if b.on_inplace is not None and not scalar:
             b.on_inplace(self, what)

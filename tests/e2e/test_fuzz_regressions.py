@@ -355,3 +355,41 @@ def where_of_constants_in_ternary(x):  # was: "holds different Python objects (f
 
 def test_a_numpy_constant_meets_a_number_on_the_paths_of_a_ternary(mode):
     check(where_of_constants_in_ternary)
+
+
+# ---- a `for` over the rows of an array updated in the loop (Python reads each row late) ---
+def update_while_iterating(x):  # the fuzzer's program, minimised: was a silent wrong value
+    v1 = x * 1.0
+    for r in v1:
+        v1 *= 2.0
+        v1[0] += np.tanh(r[0])
+    return v1
+
+
+def update_the_row(x):
+    v1 = x * 1.0
+    for r in v1:
+        r += 1.0
+    return v1
+
+
+def read_rows_update_another(x):
+    out = x * 0.0
+    for r in x:
+        out[0] += r
+    return np.sum(out)
+
+
+@pytest.mark.parametrize("fn, line", [(update_while_iterating, "v1 *= 2.0"),
+                                      (update_the_row, "r += 1.0")])
+def test_updating_the_array_a_loop_iterates_over_is_refused(fn, line, mode):
+    with pytest.raises(UnsupportedError, match=rf"(?s)in-place .*{re.escape(line)}.*copy"):
+        llgrad.differentiate(fn)(np.outer(XS[0], XS[1]))
+
+
+def test_rows_read_and_another_array_updated(mode):
+    X = np.outer(XS[0], XS[1])
+    d = llgrad.differentiate(read_rows_update_another)
+    np.testing.assert_allclose(d(X), read_rows_update_another(X), rtol=1e-12)
+    np.testing.assert_allclose(d.grad(X), finite_differences(read_rows_update_another, [X],
+                                                             [0])[0], rtol=1e-6)

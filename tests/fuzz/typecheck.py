@@ -219,11 +219,16 @@ class Checker:
                 if not t.shape:
                     raise TypeFault(f"iterating over the scalar `{ast.unparse(it)}`")
                 elem = E("r", Ty(t.dtype, t.shape[1:], False))
+                sources = _alias_sources(it, lambda v: False)  # the rows are views of it
+                if sources:
+                    self.aliased |= sources | {st.target.id}
             inner[st.target.id] = elem
         else:
             self.truth(st.test, env)
+        before = set(self.aliased)  # the body may run zero times: its aliases join those
         first = self.block(st.body, dict(inner))
         again = self.block(st.body, {**inner, **{n: e for n, e in first.items() if n in inner}})
+        self.aliased |= before
         for n in env:  # (llgrad cannot unroll a loop with a traced trip count)
             if any(n in e and merge_or_tag(env[n].ty, e[n].ty, self.needs) is None
                    for e in (first, again)):
