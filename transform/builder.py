@@ -76,15 +76,16 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
                               f"outside a trace", loc=call.loc)
         return hook(call)
 
-    # Augmented assignment computes a new value (IR values are immutable); the tracer's
-    # `on_inplace` hook refuses it where numpy's in-place update would be seen through another
-    # reference (tracer/aliasing.py, Note [In-place updates are by value]). Like numpy's, the
-    # update of an array keeps its shape and dtype (`y32 += x64` stays float32, cast
-    # "same_kind"). A 0-d value is taken for a scalar (a Python number, or the numpy scalar
-    # that arithmetic, reductions and elements give), which is immutable: `t = s; t += x`
-    # rebinds `t` and leaves `s`, with no alias to check; but a 0-d array argument is
-    # updated in place (the caller's: refused). IR values do not tell a 0-d array the
-    # function made (`y.reshape(())`) from a scalar: README lists it under limitations.
+    # Note [Augmented assignment]
+    # `y += x` computes a new value (IR values are immutable); the tracer's `on_inplace` hook
+    # refuses it where numpy's in-place update would be seen through another reference
+    # (tracer/aliasing.py, Note [In-place updates are by value]). Like numpy's, the update of
+    # an array keeps its shape and dtype (`y32 += x64` stays float32, cast "same_kind"). A 0-d
+    # value is taken for a scalar (a Python number, or the numpy scalar that arithmetic,
+    # reductions and elements give), which is immutable: `t = s; t += x` rebinds `t` and
+    # leaves `s`, with no alias to check; a 0-d array argument is updated in place (the
+    # caller's: refused). IR values do not tell a 0-d array the function made
+    # (`y.reshape(())`) from a scalar: README lists it under limitations.
     def _inplace(self, fn, other, what: str):
         b = current()
         if not isinstance(self, ir.Value):  # a Padded slice (runtime/padded.py): its own rules
