@@ -7,6 +7,14 @@ from llgrad.runtime.errors import DTypeError, LLGradError, UnsupportedError, _co
 from llgrad.runtime.prim import is_value
 
 
+def as_array(v):
+    """`v`, marked as a 0-d array when it is one (numpy's reshape and squeeze return arrays,
+    where arithmetic on 0-d values returns immutable scalars): `+=` then updates it in place
+    (Note [Augmented assignment] in transform/builder.py). Tensors have no mark."""
+    mark = getattr(v, "_lg_as_array", None)
+    return v if mark is None else mark()
+
+
 def _locate(e: LLGradError) -> LLGradError:
     """Stamp an error raised by the ops layer (a shape rule, an argument check) with the
     user's file:line, where it has none yet."""
@@ -26,7 +34,7 @@ def _unsupported_operator(sym: str):
 
 
 def _booleans(sym: str, *xs):
-    """`&`, `|`, `~` are logical on booleans only: on integers numpy and PyTorch compute
+    """`&`, `|`, `^`, `~` are logical on booleans only: on integers numpy and PyTorch compute
     bitwise (5 & 3 == 1), and on a Python bool `~True == -2`; those are refused."""
     for x in xs:
         dt = x._np_dtype if is_value(x) else getattr(x, "dtype", None)
@@ -36,7 +44,7 @@ def _booleans(sym: str, *xs):
             raise DTypeError(f"the operator {sym} on {what}: llgrad supports {sym} on booleans "
                              f"only (numpy and PyTorch compute it bitwise on integers)",
                              loc=user_loc(), fix="use np.logical_and / np.logical_or / "
-                             "np.logical_not, or `not` for a Python bool")
+                             "np.logical_not (`a != b` for ^), or `not` for a Python bool")
     return xs
 
 
@@ -96,6 +104,8 @@ class ArrayOperators:
     def __rand__(self, o): return ops.logical_and(*_booleans("&", o, self))
     def __or__(self, o): return ops.logical_or(*_booleans("|", self, o))
     def __ror__(self, o): return ops.logical_or(*_booleans("|", o, self))
+    def __xor__(self, o): return ops.ne(*_booleans("^", self, o))
+    def __rxor__(self, o): return ops.ne(*_booleans("^", o, self))
     def __invert__(self): return ops.logical_not(*_booleans("~", self))
     def __getitem__(self, key):
         try:
@@ -237,12 +247,12 @@ class NumpyMethods:
     def copy(self): return ops.copy(self)
     def ravel(self): return ops.ravel(self)
     def flatten(self): return ops.ravel(self)
-    def squeeze(self, axis=None): return ops.squeeze(self, axis)
+    def squeeze(self, axis=None): return as_array(ops.squeeze(self, axis))
     def swapaxes(self, a, b): return ops.swapaxes(self, a, b)
 
     def reshape(self, *shape, order="C"):
         try:
-            return ops.reshape(self, shape[0] if len(shape) == 1 else shape)
+            return as_array(ops.reshape(self, shape[0] if len(shape) == 1 else shape))
         except LLGradError as e:
             raise _locate(e) from None
 

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 
 from llgrad.runtime import ops
+from llgrad.runtime.arraylike import as_array
 from llgrad.runtime.aval import normalize_axes
 from llgrad.runtime.conversions import array_from, numpy_operands, stand_in
 from llgrad.runtime.errors import UnsupportedError, user_loc
@@ -40,7 +41,7 @@ def _transpose(a, axes=None):
 
 def _reshape(a, *args, **kw):
     shape = kw.get("newshape", kw.get("shape", args[0] if args else None))
-    return ops.reshape(a, (shape,) if isinstance(shape, int) else shape)
+    return as_array(ops.reshape(a, (shape,) if isinstance(shape, int) else shape))
 
 
 def _clip(a, a_min=None, a_max=None, **kw):
@@ -68,7 +69,7 @@ def _stack(arrays, axis=0, out=None, **kw):
 
 
 def _squeeze(a, axis=None):
-    return ops.squeeze(a, axis)
+    return as_array(ops.squeeze(a, axis))
 
 
 def _expand_dims(a, axis):

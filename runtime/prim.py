@@ -48,7 +48,9 @@ class Primitive:
             ops: the compiler's IR builder emits that instead (so AD, passes and codegen never
             see this primitive), while eager mode runs `impl` as one graph node.
         effect: the op acts beyond its outputs (`check` raises the user's exception): passes
-            keep it, and the region ops around it, even when nothing reads its outputs.
+            keep it, and the region ops around it, even when nothing reads its outputs. A
+            function of the op's params says it per op (`has_effect`): indexing with index
+            arrays raises IndexError for an index out of range, read or not, as numpy does.
         expensive: a loop's forward sweep tapes the op's output (and its VJP's residuals)
             rather than the reverse sweep recomputing it (Note [Loop tapes]); reductions and
             linear algebra always are.
@@ -78,7 +80,7 @@ class Primitive:
     def __init__(self, name: str, family: str, impl: Callable, shape: Callable, vjp=None, *,
                  nondiff: bool = False, saves=None, scalar=None, numpy=(),
                  multiple_results: bool = False, node_name: str | Callable | None = None,
-                 decompose: Callable | None = None, effect: bool = False,
+                 decompose: Callable | None = None, effect: bool | Callable = False,
                  expensive: bool = False, batch: Callable | None = None,
                  linear: str | None = None, jvp: Callable | None = None):
         if not nondiff and vjp is None:
@@ -99,6 +101,10 @@ class Primitive:
         self.numpy = tuple(numpy) if isinstance(numpy, (tuple, list)) else (numpy,)
         self.node_name = node_name or (
             "".join(p.capitalize() for p in name.split("_")) + "Backward0")
+
+    def has_effect(self, params: dict) -> bool:
+        """Whether an op of this primitive with `params` must be kept unread (`effect`)."""
+        return self.effect(**params) if callable(self.effect) else self.effect
 
     def vjp_rule(self, i: int):
         """The VJP rule for input `i` (None: no gradient flows to it)."""

@@ -12,6 +12,13 @@ the function being traced (the user's function and the helpers it called, up to 
 entry) for another reference to the written array: the same object under another name or in a
 caller, or an array the written one is a view of (numpy's basic indexing, reshape, transpose).
 The error names the line and says to `.copy()` first.
+A name may hold one of several arrays, known only at run time: the result of a traced `if`
+or ternary is the array of the path taken (`z = y if c else y * 2`), a loop-carried value is
+its first value and then what the previous iteration left (`a = b` at the end of the body
+makes `a` the array `b` from the second iteration on). Builder.origins records these "may be"
+edges (`may_be` follows them), and an update is refused when any path makes another live
+name the same array; in a loop body, the updates are checked again once the body's end state
+is known (`check_loop`).
 A view taken earlier of the written array (`r = y[0]; y[0, 1] = a; f(r)`) counts only when
 the parts provably overlap (`_overlaps`, static indices; a write at a traced index counts when
 the view sees that position for every value of the index, `r = a[::-1]; a[i] = v`): where the
@@ -35,6 +42,30 @@ _ENTRY_FILES = ("tracing.py", "dynamic.py")  # the trace's entry: the user's cal
 _VIEW_PRIMS = frozenset({"reshape", "transpose", "squeeze", "expand_dims", "swapaxes"})
 
 
+def may_be(v) -> dict:
+    """The values (by id) the traced `v` may be the same array as at run time, itself
+    included, through Builder.origins (Note [In-place updates are by value])."""
+    try:
+        origins = current().origins
+    except LLGradError:
+        origins = {}
+    todo, seen = [v], {}
+    while todo:
+        x = todo.pop()
+        if isinstance(x, ir.Value) and x.id not in seen:
+            seen[x.id] = x
+            todo.extend(origins.get(x.id, ()))
+    return seen
+
+
+def note_may_be(value, *sources) -> None:
+    """Record that `value` may be any of the arrays `sources` at run time."""
+    vs = tuple(s for s in sources if isinstance(s, ir.Value) and s is not value)
+    if vs:
+        origins = current().origins
+        origins[value.id] = origins.get(value.id, ()) + vs
+
+
 def _view_base(v):
     """The array `v` is a numpy view of (one step), or None."""
     if type(v) is Padded:  # a slice of run-time length, taken from `source`
@@ -45,8 +76,10 @@ def _view_base(v):
     name = op.prim.name
     if name in _VIEW_PRIMS:
         return op.inputs[0]
-    if name == "getitem" and v.aval.shape != () and all(e[0] != "a" for e in op.params["key"]):
-        return op.inputs[0]  # basic indexing (no index arrays) keeping an axis: a view
+    if name == "getitem" and v.aval.shape != () and (
+            all(e[0] != "a" for e in op.params["key"]) or
+            all(isinstance(i, ir.Value) and i.aval.shape == () for i in op.inputs[1:])):
+        return op.inputs[0]  # basic indexing (no index arrays; ints, traced or not): a view
     return None
 
 
@@ -174,8 +207,8 @@ def _argument(target) -> tuple[str, bool] | None:
         seen.add(v.id)
         if v.id in b.arguments:
             return b.arguments[v.id], view
-        origin, base = b.origins.get(v.id), _view_base(v)
-        todo += [(origin, view)] if origin is not None else []
+        base = _view_base(v)
+        todo += [(origin, view) for origin in b.origins.get(v.id, ())]
         todo += [(base, True)] if base is not None else []
     return None
 
@@ -185,7 +218,8 @@ def check_unaliased(target, what: str, index=None) -> None:
     element update) would, in numpy, be seen through another reference (Note [In-place
     updates are by value]), or would write into an argument (Note [Writes into
     arguments])."""
-    bases = _bases(target)
+    same = may_be(target) if isinstance(target, ir.Value) else {}
+    bases = [x for m in same.values() for x in _bases(m)] if same else _bases(target)
     written = _written(target, index) if isinstance(target, np.ndarray) else None
     refs = []  # (frame, name, relation)
     frames = list(_user_frames(sys._getframe(1)))
@@ -207,7 +241,8 @@ def check_unaliased(target, what: str, index=None) -> None:
         for name, value in f.f_locals.items():
             if name.startswith(_GENERATED):
                 continue
-            if value is target:
+            if value is target or isinstance(value, ir.Value) and same and \
+                    not same.keys().isdisjoint(may_be(value)):
                 rel = "same"
             elif any(value is b for b in bases):
                 rel = "base"
@@ -224,9 +259,12 @@ def check_unaliased(target, what: str, index=None) -> None:
             refs.append((f, name, rel))
     # The statement's own name must hold the array: `y[:2] *= 3` updates a temporary view
     # that the converter writes back into `y` (operators.setitem), as numpy would.
-    if len(refs) < 2 or not any(f is frames[0] and rel == "same" for f, _, rel in refs):
+    if not any(f is frames[0] and rel == "same" for f, _, rel in refs):
         return
     mine = [n for f, n, rel in refs if f is frames[0] and rel == "same"]
+    if len(refs) < 2:
+        _log(target, mine, what)
+        return
     others = {}
     for f, n, rel in refs:
         if not (f is frames[0] and rel == "same"):
@@ -244,3 +282,44 @@ def check_unaliased(target, what: str, index=None) -> None:
         "value and changes only the name written",
         loc=user_loc(), fix="copy the array before updating it (`y = y.copy()`), or compute "
         "the new value without an in-place statement (`y = y + ...`)")
+
+
+def _log(target, names, what) -> None:
+    """Keep an update in a staged loop body for `check_loop`."""
+    try:
+        log = current().inplace
+    except LLGradError:
+        return
+    if log and isinstance(target, ir.Value):
+        log[-1].append((target, names, what, user_loc()))
+
+
+def check_loop(loc, log, over=None) -> None:
+    """After a staged loop body is traced (and its parameters noted to be what the body
+    leaves, `note_may_be`): refuse an update in it of an array that another live name holds
+    from the next iteration on (`for ...: a += 1; a = b`: `a` is `b`'s array in the second
+    iteration), or of the array the loop iterates over (`over`: Python reads each row from
+    the updated array, the staged loop from the array as it was)."""
+    frames = list(_user_frames(sys._getframe(1)))
+    for target, mine, what, at in log:
+        same = may_be(target)
+        if isinstance(over, ir.Value) and (over.id in same or any(
+                b is over for m in same.values() for b in _bases(m))):
+            raise UnsupportedError(
+                f"in-place {what} of `{mine[0]}` inside the loop at {loc}, which iterates over "
+                f"it: Python reads each row from the updated array, while llgrad's compiled "
+                f"loop reads the array as it was before the loop", loc=at,
+                fix=f"iterate over a copy (`for row in {mine[0]}.copy():`), or over "
+                f"`range(len({mine[0]}))` and index the array")
+        for f in frames:
+            for name, value in f.f_locals.items():
+                if name in mine or name.startswith(_GENERATED) or \
+                        not isinstance(value, ir.Value) or same.keys().isdisjoint(may_be(value)):
+                    continue
+                raise UnsupportedError(
+                    f"in-place {what} of `{mine[0]}` in the loop at {loc}: in a later "
+                    f"iteration `{mine[0]}` may be the same array as `{name}` (numpy would "
+                    "change both), while llgrad's compiled code updates arrays by value and "
+                    "changes only the name written", loc=at,
+                    fix=f"copy the array before updating it (`{mine[0]} = {mine[0]}.copy()`), "
+                    f"or compute the new value without an in-place statement")

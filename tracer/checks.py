@@ -2,13 +2,15 @@
 runtime/ops/control.py); used by the stager (staging.py) and operators.raising.
 
 Invariant: an exception the user's code raises while a branch or loop body is traced is
-raised by the compiled code exactly when Python would raise it, never at trace time.
+raised by the compiled code exactly when Python would raise it, never at trace time (so is
+an IndexError for an index found out of range while tracing).
 """
 from __future__ import annotations
 
 import numpy as np
 
-from llgrad.runtime.errors import ConcretizationError, LLGradError, UnsupportedError
+from llgrad.runtime.errors import (ConcretizationError, IndexingError, LLGradError,
+                                   UnsupportedError)
 from llgrad.runtime.ops.control import check_p, constant_p
 from llgrad.tracer import operators
 from llgrad.transform import ir
@@ -102,10 +104,19 @@ def _args(exc: BaseException, loc) -> tuple:
 
 
 def trace_branch(fn, *args) -> bool:
-    """Run `fn` (tracing a branch or loop body); True if it stopped at a compiled raise."""
+    """Run `fn` (tracing a branch or loop body); True if it stopped at a compiled raise. An
+    index numpy rejects, found while tracing (`x[5]` of 3 elements), is such a raise: Python
+    raises its IndexError only if the branch runs."""
     try:
         fn(*args)
     except BranchRaises:
+        return True
+    except IndexingError as e:
+        b = current()
+        if getattr(b, "eager", False) or len(b.regions) == 1:
+            raise
+        b.emit(check_p, [b.const(np.bool_(True))], {"exc": IndexError, "args": (e.what,)}, [],
+               loc=e.loc)
         return True
     return False
 

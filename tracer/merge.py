@@ -38,9 +38,12 @@ def is_weak(v) -> bool:
 
 
 def target(v) -> tuple[Aval, bool] | None:
-    """(aval, weak) of a value or number a variable holds; None for other objects."""
+    """(aval, weak) of a value, number or numeric numpy array (a constant: `np.where` of
+    constants) a variable holds; None for other objects."""
     if isinstance(v, ir.Value):
         return v.aval, is_weak(v)
+    if isinstance(v, np.ndarray) and v.dtype.kind in "biuf":
+        return Aval(v.shape, v.dtype), False
     a = scalar_aval(v)
     return None if a is None else (a, type(v) in _DEFAULT)
 

@@ -411,7 +411,10 @@ def _state_stager(get_state) -> Stager | None:
 # `state = State(pos, vel)`) is loop or branch state like an array: the stager carries its
 # leaves (tracer/records.py, `flat_state`) and rebuilds the record from the loop's or cond's
 # results, so `for i in range(n): state = step(state)` is one loop op, not n copies of the
-# body. Lists and dicts are not records: they are changed in place (`hs.append(h)`).
+# body. A variable that becomes a record only inside the branches of an `if` (`t = (a, b)`
+# on both paths, or `return (a, b)` in one: `__lg_retval`) is merged leaf by leaf
+# (records.split_merge). Lists and dicts are not records: they are changed in place
+# (`hs.append(h)`).
 _RECORD_KINDS = frozenset({"tuple", "namedtuple", "dataclass", "custom"})
 
 

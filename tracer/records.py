@@ -7,22 +7,27 @@ import dataclasses
 import numpy as np
 
 from llgrad.runtime import pytree
+from llgrad.runtime.errors import LLGradError
 from llgrad.tracer import operators
 from llgrad.tracer.operators import Undefined
 from llgrad.transform import ir
 
 
-def flat_state(get_state, set_state, names, nouts: int = 0):
+def flat_state(get_state, set_state, names, nouts: int = 0, first: dict | None = None):
     """The state with each record of arrays replaced by its leaves, named `state.pos`, ...
     (Note [Records in loop and branch state] in operators.py): (get, set, names, nouts) to
     stage with, `nouts` counting the flat entries of the first `nouts` names (an `if`'s
     outputs). A record whose structure changes reads back as itself, which the stager reports
-    as a changed variable; one unbound on a path reads back as Undefined leaves."""
-    s0 = get_state()
+    as a changed variable; one unbound on a path reads back as Undefined leaves. `first` maps
+    the names a loop body first binds to a record (unbound or None before the loop, as
+    `__lg_retval` before a loop that has `return (a, b)`) to that record: they are carried
+    as its leaves, None or Undefined until bound."""
+    first = first or {}
+    s0 = [first.get(name, v) if _unbound(v) else v for v, name in zip(get_state(), names)]
     defs = []
-    for v, name in zip(s0, names):
+    for v in s0:
         d = None
-        if operators.is_record(v) and not name.startswith("__lg_"):
+        if operators.is_record(v):
             leaves, struct = pytree.flatten(v)
             if any(isinstance(x, ir.Value) or isinstance(x, (np.ndarray, float)) for x in leaves):
                 d = (struct, len(leaves))
@@ -38,9 +43,11 @@ def flat_state(get_state, set_state, names, nouts: int = 0):
         for v, d in zip(get_state(), defs):
             if d is None:
                 out.append(v)
-                continue
-            leaves, struct = pytree.flatten(v) if operators.is_record(v) else ([], None)
-            out.extend(leaves if struct == d[0] else [_Restructured(v)] * d[1])
+            elif _unbound(v):  # (`first`)
+                out.extend([v] * d[1])
+            else:
+                leaves, struct = pytree.flatten(v) if operators.is_record(v) else ([], None)
+                out.extend(leaves if struct == d[0] else [_Restructured(v)] * d[1])
         return tuple(out)
 
     def set_(values):
@@ -55,10 +62,16 @@ def flat_state(get_state, set_state, names, nouts: int = 0):
                 out.append(Undefined(name, object.__getattribute__(undefined, "reason")))
             elif type(leaves[0]) is _Restructured:
                 out.append(leaves[0].value)
+            elif all(x is None for x in leaves):  # not bound yet (`first`)
+                out.append(None)
             else:
                 out.append(pytree.unflatten(d[0], leaves))
         set_state(tuple(out))
     return get, set_, tuple(flat_names), sum(1 if d is None else d[1] for d in defs[:nouts])
+
+
+def _unbound(v) -> bool:
+    return v is None or isinstance(v, Undefined)
 
 
 class _Restructured:
@@ -93,4 +106,44 @@ def _leaf_names(name, record) -> list[str]:
     return out
 
 
-__all__ = ["flat_state"]
+def split_merge(name, a, c, put, loc):
+    """The leaf merges of a variable that holds a record on the paths of a traced `if` but
+    held none before it (`t = (x, y)` in both branches; `return (a, b)` inside the `if`,
+    whose `__lg_retval` is a record on one path and None, nothing returned yet, on the
+    other): [(leaf name, leaf on one path, leaf on the other, put leaf)], `put` getting the
+    record rebuilt once every leaf is put; None if neither value is a record. Records of
+    different structures cannot be one value: LLGradError at the `if`."""
+    ra, rc = operators.is_record(a), operators.is_record(c)
+    if a is c or not (ra or rc) or not (ra or a is None) or not (rc or c is None):
+        return None
+    (la, sa), (lc, sc) = (pytree.flatten(v) if v is not None else (None, None) for v in (a, c))
+    if sa is not None and sc is not None and sa != sc:
+        raise LLGradError(f"{_what(name)} holds {_shape_of(a)} on one path of a traced "
+                          f"condition and {_shape_of(c)} on the other", loc=loc,
+                          fix="give it the same structure (the same number and nesting of "
+                          "items) on both paths")
+    struct, n = sa or sc, len(la or lc)
+    la, lc = la or [None] * n, lc or [None] * n
+    got, left = [None] * n, [n]
+
+    def put_leaf(k, v):
+        got[k] = v
+        left[0] -= 1
+        if not left[0]:
+            put(pytree.unflatten(struct, got))
+    names = _leaf_names(name, a if sa is not None else c)
+    return [(names[k], la[k], lc[k], lambda v, k=k: put_leaf(k, v)) for k in range(n)]
+
+
+def _what(name) -> str:
+    return "the value returned" if name.startswith("__lg_retval") else f"variable `{name}`"
+
+
+def _shape_of(record) -> str:
+    """`a tuple of 2 items`, `a Pair`, ..."""
+    if type(record) is tuple:
+        return f"a tuple of {len(record)} item{'s' * (len(record) != 1)}"
+    return f"a {type(record).__name__}"
+
+
+__all__ = ["flat_state", "split_merge"]

@@ -14,11 +14,11 @@ from llgrad.runtime.aval import BOOL, I64, Aval, aval_str
 from llgrad.runtime.errors import (ConcretizationError, DTypeError, LLGradError, ShapeError,
                                    user_loc)
 from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
-from llgrad.tracer import checks, effects, merge, operators
+from llgrad.tracer import aliasing, checks, effects, merge, operators
 from llgrad.tracer.operators import TracedRange, Undefined
 from llgrad.tracer.stores import StoreLog
 from llgrad.tracer.effects import LoopEffects, NewEffects, PoisonRead, Unstageable
-from llgrad.tracer.records import flat_state
+from llgrad.tracer.records import flat_state, split_merge
 from llgrad.transform import ir
 from llgrad.transform.builder import Builder, Value, current
 
@@ -120,7 +120,8 @@ class IRStager:
         merges += self.stores.merges(lt, le)  # Note [Stores in traced branches]
         returned = [_returned(names, st), _returned(names, se)]
         outs = []
-        for name, a, c, put in merges:
+        while merges:
+            name, a, c, put = merges.pop(0)
             ua, uc = isinstance(a, Undefined), isinstance(c, Undefined)
             # A branch that raised, or that returned where the name is unbound (Note [Nothing
             # runs after a return], jumps.py), is not read: the other branch's value goes on.
@@ -128,7 +129,7 @@ class IRStager:
             skip_c = xe or uc and not ua and returned[1] and not name.startswith("__lg_")
             if skip_a or skip_c:
                 keep = c if skip_a else a
-                if not _is_val(keep):
+                if not _is_val(keep) and not operators.is_record(keep):
                     put(keep)
                     continue
                 a, c = (None if skip_a else a), (None if skip_c else c)
@@ -142,18 +143,23 @@ class IRStager:
                     put(Undefined(name, f"assigned only in the {'false' if ua else 'true'} "
                                         f"branch of the `if` at {loc}"))
                     continue
+            leaves = split_merge(name, a, c, put, loc)
+            if leaves is not None:  # Note [Records in loop and branch state]
+                merges[:0] = leaves
+                continue
             merged = merge.merge(name, a, c, loc)
             if merged is None:
                 put(a if a is not None else c)
                 continue
             rt.results.append(merge.lift(b, a, merged[0], rt))
             re.results.append(merge.lift(b, c, merged[0], re))
-            outs.append((name, merged, put))
-        values = b.emit(cond_p, [pred], {}, [a for _, (a, _), _ in outs], regions=[rt, re],
+            outs.append((name, merged, put, (a, c)))
+        values = b.emit(cond_p, [pred], {}, [a for _, (a, _), _, _ in outs], regions=[rt, re],
                         loc=loc)
-        for (name, (_, weak), put), v in zip(outs, values):
+        for (name, (_, weak), put, paths), v in zip(outs, values):
             v.name = _hint(name) if name.isidentifier() else None  # not "(value)", "Box.a"
             v._lg_weak = weak
+            aliasing.note_may_be(v, *paths)  # Note [In-place updates are by value]
             put(v)
         set_state(tuple(final))
 
@@ -267,7 +273,7 @@ class IRStager:
                        bounds=(start_v, stop_v, int(step)), body=body, test=extra_test,
                        may_skip=may_skip, fns=(body_fn, extra_test),
                        trips=len(range(start, stop, step)) if static else None,
-                       optional=optional)
+                       optional=optional, over=item)
         except Decline:
             return False
         except ConcretizationError as e:
@@ -361,21 +367,26 @@ class IRStager:
     # strong or wider, so this ends.
     def _loop(self, b, loc, names, get_state, set_state, static, kind, body, test=None,
               bounds=None, may_skip=False, python_test=False, fns=(), trips=None,
-              optional=False):
+              optional=False, over=None):
         """Stage a loop; rounds trace it again while its body is found to change more
         Python containers (Note [Containers in staged loops] in effects.py). `optional`:
         raise Decline rather than unroll, or when the loop would carry nothing (Note
-        [Static loops over traced state] in operators.py)."""
+        [Static loops over traced state] in operators.py). `over`: the array a `for` loop
+        iterates over (its rows)."""
         effects = LoopEffects(b, fns, trips if kind == "for" else None)
-        effects.optional = optional
+        effects.optional, effects.over = optional, over
         self.loops.append(effects)
+        first: dict = {}  # records first bound in the body (records.flat_state)
         try:
             for _round in range(64):
                 g, s, n = effects.wrap(get_state, set_state, names)
                 try:
                     return self._loop_round(b, loc, n, g, s, static, kind, body, test, bounds,
-                                            may_skip, python_test, effects)
+                                            may_skip, python_test, effects, first)
                 except NewEffects:
+                    continue
+                except _FirstRecord as e:
+                    first[e.name] = e.record
                     continue
                 except PoisonRead as e:
                     if e.buffer not in effects.buffers:
@@ -399,8 +410,8 @@ class IRStager:
         raise _cannot_unroll("while loop" if kind == "while" else "loop", loc, reason)
 
     def _loop_round(self, b, loc, names, get_state, set_state, static, kind, body, test,
-                    bounds, may_skip, python_test, effects):
-        get_state, set_state, names, _ = flat_state(get_state, set_state, names)
+                    bounds, may_skip, python_test, effects, first):
+        get_state, set_state, names, _ = flat_state(get_state, set_state, names, first=first)
         s0 = list(get_state())
         try:
             return self._loop_state(b, loc, names, get_state, set_state, static, kind, body,
@@ -443,6 +454,8 @@ class IRStager:
             self.unroll.add((loc, reason))
             raise Unroll(loc, reason)
         outs = region_ops["emit"]()
+        for k, v in outs.items():  # Note [In-place updates are by value]
+            aliasing.note_may_be(v, region_ops["after"][k], *([s0[k]] if may_skip else []))
         n_rows = effects.n_slots()
         effects.finish([outs[k] for k in range(len(names) - n_rows, len(names))])
         if static:  # See Note [Values a static loop made traced]
@@ -499,7 +512,8 @@ class IRStager:
             regions.append(rc)
         if counts_up:
             b.nonneg.add(i_param.id)
-        b.origins.update((p.id, v) for p, v in zip(cparams, init))  # tracer/aliasing.py
+        for k, p, v in zip(order, cparams, init):  # Note [In-place updates are by value]
+            aliasing.note_may_be(p, v, s0[k])
         body_params = ([i_param] if kind != "while" else []) + cparams
         with b.open_region(body_params) as rb:
             self.region_locs[id(rb)] = ("loop", loc)
@@ -510,8 +524,12 @@ class IRStager:
                 effects.index = i_param if step == 1 and _is_zero(start) else \
                     ops.floor_divide(ops.sub(i_param, start), np.int64(step))
             effects.begin(before)
-            if checks.trace_branch(body, *([i_param] if kind != "while" else [])):
-                set_state(state_from(cparams))  # Note [Raise under a traced condition]
+            b.inplace.append([])
+            try:
+                if checks.trace_branch(body, *([i_param] if kind != "while" else [])):
+                    set_state(state_from(cparams))  # Note [Raise under a traced condition]
+            finally:
+                updates = b.inplace.pop()
             after = list(get_state())
             effects.end(names, before, after)
         grow, changed = {}, ""
@@ -536,11 +554,20 @@ class IRStager:
                     grow[k] = t
                 elif t is not None and not (type(v) is type(s0[k]) and v == s0[k]):
                     grow[k] = t
-                elif t is None and not name.startswith("__lg_"):
+                elif operators.is_record(v) and (s0[k] is None or isinstance(s0[k], Undefined)):
+                    set_state(s0)  # carried as its leaves from the start
+                    raise _FirstRecord(name, v)
+                elif t is None and (v is not None or not name.startswith("__lg_")):
                     changed = changed or f"`{name}` into a new {type(v).__name__} object"
         if grow or changed:
             set_state(s0)
             return {"grow": grow, "changed": changed, "emit": None}
+        if updates:  # Note [In-place updates are by value]
+            for k, p in zip(order, cparams):
+                aliasing.note_may_be(p, after[k])
+            aliasing.check_loop(loc, updates, effects.over)
+            if b.inplace:
+                b.inplace[-1].extend(updates)
         nxt = [merge.lift(b, after[k], avals[k], rb) for k in order]
         if kind == "while_for":
             b.regions.append(rb)
@@ -570,7 +597,17 @@ class IRStager:
                 final[k] = v
             set_state(tuple(final))
             return dict(zip(order, outs))
-        return {"grow": {}, "changed": "", "emit": emit, "test_traced": test_traced}
+        return {"grow": {}, "changed": "", "emit": emit, "test_traced": test_traced,
+                "after": after}
+
+
+class _FirstRecord(Exception):
+    """A variable unbound (or None) before a loop is a record after its body: the loop is
+    traced again carrying the record's leaves (records.flat_state)."""
+
+    def __init__(self, name, record):
+        super().__init__(name)
+        self.name, self.record = name, record
 
 
 class _Box:

@@ -16,8 +16,8 @@ import numpy as np
 from llgrad.runtime import ops
 from llgrad.runtime.arraylike import ArrayOperators, NumpyMethods
 from llgrad.runtime.aval import Aval
-from llgrad.runtime.errors import (ConcretizationError, LLGradError, SourceLoc, _compose,
-                                   user_loc)
+from llgrad.runtime.errors import (ConcretizationError, DTypeError, LLGradError, ShapeError,
+                                   SourceLoc, _compose, user_loc)
 from llgrad.runtime.ops.control import constant_p
 from llgrad.runtime.ops import elementwise as ew
 from llgrad.runtime.ops.shape import broadcast_to_p
@@ -50,13 +50,19 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
     numpy's promotion; `_lg_weak` marks a value standing for a Python number (a loop counter,
     a Python float argument): See Note [Two promotion rules] in runtime/promotion.py."""
 
-    __slots__ = ("_lg_weak",)
+    __slots__ = ("_lg_weak", "_lg_array")
     _lg_level = 1
     _lg_promotion = NUMPY
 
     def __init__(self, aval: Aval, name: str | None = None, op=None, weak: bool = False):
         super().__init__(aval, name, op)
         self._lg_weak = weak
+        self._lg_array = False  # a 0-d array, not a numpy scalar: Note [Augmented assignment]
+
+    def _lg_as_array(self) -> "Value":
+        if self.aval.shape == ():
+            self._lg_array = True
+        return self
 
     @staticmethod
     def _lg_process(prim, args, params):
@@ -76,19 +82,51 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
                               f"outside a trace", loc=call.loc)
         return hook(call)
 
-    # Augmented assignment computes a new value (IR values are immutable); the tracer's
-    # `on_inplace` hook refuses it where numpy's in-place update would be seen through another
-    # reference (tracer/aliasing.py, Note [In-place updates are by value]).
+    # Note [Augmented assignment]
+    # `y += x` computes a new value (IR values are immutable); the tracer's `on_inplace` hook
+    # refuses it where numpy's in-place update would be seen through another reference
+    # (tracer/aliasing.py, Note [In-place updates are by value]). Like numpy's, the update of
+    # an array keeps its shape and dtype (`y32 += x64` stays float32, cast "same_kind"). A 0-d
+    # value is taken for a scalar (a Python number, or the numpy scalar that arithmetic,
+    # reductions and elements give), which is immutable: `t = s; t += x` rebinds `t` and
+    # leaves `s`, with no alias to check. A 0-d array is updated in place: an argument (the
+    # caller's: refused), or what numpy's reshape and squeeze return (`_lg_array`, set by
+    # runtime/arraylike.as_array; ops.reshape inside llgrad's own rules, a vector matmul's,
+    # leaves it unset), whose aliases are checked like any array's.
     def _inplace(self, fn, other, what: str):
-        hook = current().on_inplace
-        if hook is not None:
-            hook(self, what)
-        return fn(self, other)
+        b = current()
+        if not isinstance(self, ir.Value):  # a Padded slice (runtime/padded.py): its own rules
+            if b.on_inplace is not None:
+                b.on_inplace(self, what)
+            return fn(self, other)
+        scalar = self.aval.shape == () and self.id not in b.arguments and not self._lg_array
+        if b.on_inplace is not None and not scalar:
+            b.on_inplace(self, what)
+        out = fn(self, other)
+        if scalar:
+            return out
+        if out.aval.shape != self.aval.shape:
+            raise ShapeError(f"non-broadcastable output operand with shape "
+                             f"{tuple(self.aval.shape)} doesn't match the broadcast shape "
+                             f"{tuple(out.aval.shape)} (in-place {what})", loc=user_loc())
+        if out.aval.dtype != self.aval.dtype:
+            if not np.can_cast(out.aval.dtype, self.aval.dtype, "same_kind"):
+                raise DTypeError(f"Cannot cast ufunc '{self._UFUNC[what]}' output from "
+                                 f"dtype('{out.aval.dtype}') to dtype('{self.aval.dtype}') with "
+                                 f"casting rule 'same_kind'", loc=user_loc(),
+                                 fix="cast explicitly: `y = (y op x).astype(...)`")
+            out = ops.astype(out, self.aval.dtype)
+        return out
+
+    _UFUNC = {"+=": "add", "-=": "subtract", "*=": "multiply", "/=": "divide",
+              "//=": "floor_divide", "%=": "remainder", "**=": "power"}
 
     def __iadd__(self, o): return self._inplace(ops.add, o, "+=")
     def __isub__(self, o): return self._inplace(ops.sub, o, "-=")
     def __imul__(self, o): return self._inplace(ops.mul, o, "*=")
     def __itruediv__(self, o): return self._inplace(ops.div, o, "/=")
+    def __ifloordiv__(self, o): return self._inplace(ops.floor_divide, o, "//=")
+    def __imod__(self, o): return self._inplace(ops.remainder, o, "%=")
     def __ipow__(self, o): return self._inplace(ops.pow, o, "**=")
 
     def _lg_nonnegative(self) -> bool:
@@ -196,10 +234,13 @@ class Builder:
         self.home: dict = {}  # value id -> the (non-root) region defining it
         self.n_ops = 0  # ops emitted so far: Note [A cap on trace size]
         # For the tracer's in-place checks (tracer/aliasing.py): parameter id -> the path of
-        # an array the caller passed (`x`, `state.pos`), and loop-carried region parameter
-        # id -> the value it starts from.
+        # an array the caller passed (`x`, `state.pos`); value id -> the values it may be
+        # at run time (a loop-carried parameter: its first and next values; a cond's or a
+        # loop's result: the paths' values); the in-place updates in the loop bodies being
+        # traced (one list a loop).
         self.arguments: dict = {}
         self.origins: dict = {}
+        self.inplace: list = []
 
     def __enter__(self) -> "Builder":
         stack = getattr(_TLS, "stack", None)

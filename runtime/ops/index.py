@@ -63,6 +63,12 @@ def _index_operands(n: int) -> tuple:
     return tuple(range(1, n))
 
 
+def _checked(key, **_) -> bool:
+    """An index array (or traced index) may be out of range: the op raises IndexError even
+    when its result is never read, as numpy does (Note [Index checks] in codegen)."""
+    return has_arrays(key)
+
+
 def _getitem_vjp(g, out, x, *idx, key):
     return bind(scatter_add_p, g, *idx, key=key, shape=shape_of(x))
 
@@ -97,14 +103,14 @@ def _keeps_batch(b, shapes, outs, params) -> bool:
 getitem_p = register(Primitive(
     "getitem", "index", _getitem_impl, _getitem_shape,
     lambda i, *a, **p: _getitem_vjp(*a, **p) if i == 0 else None, saves=_index_operands,
-    node_name=_getitem_name, batch=_keeps_batch, linear="linear"))
+    node_name=_getitem_name, batch=_keeps_batch, linear="linear", effect=_checked))
 
 scatter_add_p = register(Primitive(
     "scatter_add", "index", _scatter_add_impl,
     lambda g, *idx, key, shape: Aval(tuple(shape), g.dtype),
     lambda i, g, out, x, *idx, key, shape: bind(getitem_p, g, *idx, key=key) if i == 0 else None,
     saves=_index_operands, node_name="IndexAddBackward0", batch=_keeps_batch,
-    linear="linear"))
+    linear="linear", effect=_checked))
 
 
 def _index_put_vjp(i, g, out, x, v, *idx, key):
@@ -146,7 +152,7 @@ def _last_writes(x_shape, v_shape, idx, key):
 index_put_p = register(Primitive(
     "index_put", "index", _index_put_impl, lambda x, v, *idx, key: Aval(x.shape, x.dtype),
     _index_put_vjp, saves=lambda n: (1, *range(2, n)), node_name="IndexPutBackward0",
-    linear="linear"))
+    linear="linear", effect=_checked))
 
 
 # ---- the ops API ------------------------------------------------------------------------------

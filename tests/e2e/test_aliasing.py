@@ -62,6 +62,14 @@ def write_at_a_loop_index_under_a_full_view(x):
     return t
 
 
+def update_of_a_zero_d_array(x):
+    z = x[:1] * 2.0
+    a = z.reshape(())  # numpy: a 0-d array (a view of z), not an immutable scalar
+    b = a
+    a += 1.0
+    return np.sum(a + b) + np.sum(z)
+
+
 def _writes_into_its_argument(a, v):
     a[0] = v
 
@@ -78,6 +86,7 @@ REFUSED = {
     update_through_a_second_name: ("update", "bound to `y` and `w`", "w[0] = x[3]"),
     write_into_a_transpose: ("update", "view of `y`", "t[1] = x[:2]"),
     write_under_an_earlier_view: ("update", "earlier view `r`", "y[0, 1] = x[0] * x[3]"),
+    update_of_a_zero_d_array: ("+=", "bound to `a` and `b`", "a += 1.0"),
     write_at_a_loop_index_under_a_full_view: ("update", "earlier view `r`",
                                               "a[i] = a[i + 1] * 0.5 + 1.0"),
     helper_writes_into_the_callers_array: ("update", "`y` (in helper_writes_into_the_caller",
@@ -127,6 +136,16 @@ def first_row_kept_while_later_rows_are_written(x):
     return np.sum(Y) + np.sum(first * x[1])
 
 
+def scalars_rebind(x):
+    m = x[:2] @ x[2:]  # a numpy scalar (a reshape in the IR): += rebinds m only
+    n = m
+    m += 1.0
+    s = np.sum(x).reshape(()) * 1.0  # arithmetic on a 0-d array gives a scalar again
+    t = s
+    s += 2.0
+    return m * n + s * t
+
+
 def counter_and_accumulator(x):
     s = 0.0
     k = 0
@@ -137,7 +156,7 @@ def counter_and_accumulator(x):
 
 
 @pytest.mark.parametrize("fn", [rows_of_a_state_array, update_then_alias, copy_then_update,
-                                counter_and_accumulator,
+                                counter_and_accumulator, scalars_rebind,
                                 first_row_kept_while_later_rows_are_written],
                          ids=lambda f: f.__name__)
 def test_updates_nothing_else_sees_compile_and_match_numpy(fn):

@@ -1,10 +1,11 @@
 """What a generated program is, and the features the generator can leave out.
 
 Every construct the generator makes sits behind a feature name (FEATURES). KNOWN_BUGS names
-those llgrad gets wrong on main, each found by this fuzzer: the committed in-suite test
-runs DEFAULT_FEATURES (all but those); when a fix lands, delete its entry here and the
-in-suite test covers it. typer.rules / typecheck.py decide which KNOWN_BUGS features a
-program exercises, so failures of programs that do are told apart from new ones.
+those llgrad gets wrong on main, each found by this fuzzer, or refuses by design (an
+UnsupportedError at the line): the committed in-suite test runs DEFAULT_FEATURES (all but
+those); when a fix lands, delete its entry here and the in-suite test covers it.
+typer.rules / typecheck.py decide which KNOWN_BUGS features a program exercises, so
+failures of programs that do are told apart from new ones.
 """
 from __future__ import annotations
 
@@ -24,46 +25,13 @@ FEATURES = frozenset({
     # constructs that plain Python rejects or concretises:
     "oob_index", "raise", "static_bool", "concretize",
 })
-# Off in the committed in-suite run until the named fix lands (each found by this fuzzer).
+# Off in the committed in-suite run until the named fix lands (each found by this fuzzer), or
+# for good when llgrad refuses the construct.
 KNOWN_BUGS: dict[str, str] = {
-    "cross_branch_reads": "a name rebound in one branch of a traced if leaks into its "
-                          "sibling branch",
-    "oob_index": "out-of-range traced indices are not checked",
-    "raise": "raise inside a traced if raises at trace time",
-    "static_bool": "static arguments True and 1 share one compiled signature",
-    "int_to_float": "a float computed from integers and Python floats only is float32 "
-                    "(numpy: float64): k * 0.5, np.sin(k), np.mean(k), np.where(b, 1.0, 2.0), "
-                    "i * 0.5 for a loop counter i",
-    "f64_scalar_f32": "a numpy float64 scalar constant is weak (f32 array * np.sin(0.75) "
-                      "gives float32; numpy: float64)",
-    "math": "math.sin(traced) is a strong float64 (Python: a weak float)",
-    "inplace_cast": "y32 += x64 makes y float64 (numpy keeps float32)",
-    "astype_copy": "x.astype(x.dtype) is taken for an alias of x (numpy copies): in-place "
-                   "updates of it are refused",
-    "int_f32": "int64 with float32 operands gives float32 (numpy: float64)",
-    "bool_xor": "^ on traced arrays is a TypeError",
-    "bool_add": "b + b on bool arrays is xor in native code (numpy, the interpreter: or)",
-    "bool_prod": "np.prod(bool array) is a bool (numpy: int64)",
-    "pyfloat_f32": "a Python float that llgrad traces (an argument; a float rebound in a "
-                   "staged loop or a traced branch) is a strong float64: y32 * s gives "
-                   "float64 (numpy: float32)",
-    "scalar_alias_aug": "t = s; t += 1 on scalars (immutable) is refused as an in-place "
-                        "update of an alias",
-    "where_0d": "a traced `a if c else b` of np.where's 0-d array and a Python float is an "
-                "LLGradError (ndarray vs float)",
-    "bool_index": "x[b[0]] (a traced 0-d bool index) crashes in np.nonzero (numpy: a "
-                  "mask that adds an axis)",
-    "return_in_loop": "after a traced `if c: return a`, a `return b` inside a `for` loop is "
-                      "lost: the function returns 0.0 (wrong value)",
-    "alias_inplace": "an in-place update of an array another name shares is refused in "
-                     "straight-line code, but not through a traced `a if c else b` or across "
-                     "loop iterations: wrong values",
-    "clip_int": "np.clip(b, -1.0, 1.0) of a bool or int array keeps its dtype, the bounds "
-                "cast to it: wrong values (False -> True, -3 -> -1; numpy: float64)",
-    "early_return_tuple": "`return (a, b)` inside a traced if is an LLGradError (`__lg_retval`"
-                          " holds different Python objects: tuple and tuple)",
-    "branch_alias": "an alias made in one branch refuses an in-place update in another "
-                    "(llgrad's alias check does not follow paths): unsupported, not wrong",
+    "alias_inplace": "an in-place update of an array another name holds (an argument, an "
+                     "alias, on one path of a traced if, or from another loop iteration) is "
+                     "refused: UnsupportedError at its line (Note [In-place updates are by "
+                     "value]; numpy would change what every name sees)",
 }
 DEFAULT_FEATURES = FEATURES - set(KNOWN_BUGS)
 

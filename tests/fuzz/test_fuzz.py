@@ -59,7 +59,8 @@ def test_default_programs_are_well_typed_on_every_path():
 
 
 def test_a_feature_left_out_is_not_generated():
-    features = DEFAULT_FEATURES - {"loops", "while", "for_rows", "branches", "helpers"}
+    features = DEFAULT_FEATURES - {"loops", "while", "for_rows", "branches", "helpers",
+                                   "early_return_tuple"}
     for i in range(30):
         src = generate(SEED, i, features).source
         assert not re.search(r"^\s*(for|while|if) |^def h\d", src, re.M), src
@@ -78,6 +79,12 @@ def test_typecheck_rejects_what_only_an_untaken_branch_gets_wrong():
            "    return (v,)\n")
     with pytest.raises(TypeFault, match="broadcast"):
         check_types("import numpy as np\n" + src, {"x": generate(1, 0).param_types()["x"]})
+
+
+def test_typecheck_sees_an_alias_kept_on_one_path_only():
+    src = ("import numpy as np\n\ndef f(x):\n    v = x\n    w = v\n    if np.sum(x) < 1.5:\n"
+           "        w = 0.5 * w\n    w *= 2.0\n    return (v,)\n")
+    assert check_types(src, {"x": generate(1, 0).param_types()["x"]}) == {"alias_inplace"}
 
 
 # -- the oracle ----------------------------------------------------------------------------------

@@ -184,8 +184,11 @@ class Checker:
             if _aliases(st.body) & _updated(st.orelse, False) or \
                     _aliases(st.orelse) & _updated(st.body, False):
                 self.needs.add("branch_alias")
-            out = _join([self.block(st.body, dict(env)), self.block(st.orelse, dict(env))],
-                        self.needs)
+            before = set(self.aliased)  # each path starts from the aliases before the if,
+            body = self.block(st.body, dict(env))  # and any path's hold after it
+            self.aliased, after_body = before, self.aliased
+            out = _join([body, self.block(st.orelse, dict(env))], self.needs)
+            self.aliased |= after_body
             return traced(out, _names(st.body + st.orelse, ast.Store))
         if isinstance(st, (ast.For, ast.While)):
             return self.loop(st, env)
@@ -216,11 +219,16 @@ class Checker:
                 if not t.shape:
                     raise TypeFault(f"iterating over the scalar `{ast.unparse(it)}`")
                 elem = E("r", Ty(t.dtype, t.shape[1:], False))
+                sources = _alias_sources(it, lambda v: False)  # the rows are views of it
+                if sources:
+                    self.aliased |= sources | {st.target.id}
             inner[st.target.id] = elem
         else:
             self.truth(st.test, env)
+        before = set(self.aliased)  # the body may run zero times: its aliases join those
         first = self.block(st.body, dict(inner))
         again = self.block(st.body, {**inner, **{n: e for n, e in first.items() if n in inner}})
+        self.aliased |= before
         for n in env:  # (llgrad cannot unroll a loop with a traced trip count)
             if any(n in e and merge_or_tag(env[n].ty, e[n].ty, self.needs) is None
                    for e in (first, again)):
