@@ -181,13 +181,21 @@ def fast_path_available(cache: jit.ObjectCache | None = None) -> bool:
             if _fast_path is None:
                 fast = _offsets_hold()
                 names = ["llgrad_on_sigint"] + (["llgrad_call_arrays"] if fast else [])
-                with once.paid("support module"):  # O1: the loops are already tight
+                with once.paid("support module"):  # See Note [The support module unoptimised]
                     _support.update(jit.compile_module(_support_ir(fast), names, cache,
-                                                       opt_level=1))
+                                                       opt_level=0))
                 if fast:
                     _trampoline = _TRAMPOLINE_CFUNC(_support["llgrad_call_arrays"])
                 _fast_path = fast
     return _fast_path
+
+
+# Note [The support module unoptimised]
+# The support module's IR is already what LLVM's pipeline would make of it (a phi loop of
+# loads and stores, a chained call), and its assembly is the same at O0 and O1; the O1
+# pipeline cost ~4 ms of every process's first compile (a third of the support module's
+# cost: the rest is the machine-code pass, much of it LLVM's one-time set-up, which the first
+# kernel would pay otherwise). So it skips the IR pipeline (O0); the backend still optimises.
 
 
 def support_address(name: str) -> int:
