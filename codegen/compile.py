@@ -122,8 +122,10 @@ def opt_level(plans) -> int:
     forced = config.opt_level()
     if forced is not None:
         return forced
-    work = sum(_vectorizer_work(p.top, 1) for p in plans)
-    return 2 if work >= VECTORIZER_WORK else 1
+    plans = list(plans)
+    if sum(_vectorizer_work(p.top, 1) for p in plans) >= VECTORIZER_WORK:
+        return 2
+    return 0 if max([_work(p.top, 1) for p in plans] or [0]) < LIGHT_WORK else 1
 
 
 # Note [Choosing the optimisation level]
@@ -136,9 +138,17 @@ def opt_level(plans) -> int:
 # 10^6 elements), scans (2x), sorts, argmax, and reductions over a middle axis (1.3x). A
 # module whose such units handle VECTORIZER_WORK elements or more per call (a unit in a
 # loop counts once per iteration; a reverse sweep, whose count is the forward loop's, as
-# often as the static loop before it; a while loop LOOP_GUESS times) is optimised at O2;
-# every other module at O1.
+# often as the static loop before it; a while loop LOOP_GUESS times) is optimised at O2.
+# A module whose entries each touch fewer than LIGHT_WORK array elements a call (every
+# operand and result of every unit, a slice for indexing and tapes, a unit in a loop once
+# per iteration, counted as for VECTORIZER_WORK) runs in at most ~100 us: its first call
+# costs as much as thousands of calls, so it gets the light pipeline (level 0; jit.py, Note
+# [The light pipeline]), which saves a quarter of the first call and costs up to ~13% a call
+# (tanh RNN, hidden 16, batch 8: T=5 touches 3*10^4 elements, 8.5 -> 9.4 us a call; T=40
+# 2.3*10^5, 97 -> 110 us; an LSTM at T=8, 1.6*10^5, and softmax regression: no change). The
+# benchmark workloads touch 4*10^5 (MLP) to 10^10. Every other module is optimised at O1.
 VECTORIZER_WORK = 1 << 14
+LIGHT_WORK = 1 << 18
 LOOP_GUESS = 1000
 
 
@@ -163,6 +173,31 @@ def _vectorizer_work(block, scale: int) -> int:
                     or [0])
             work += scale * n if n >= 8 else 0  # fewer elements than a vector: nothing to gain
     return work
+
+
+def _work(block, scale: int) -> int:
+    """The array elements `block`'s units read and write per run (see LIGHT_WORK)."""
+    work, guess = 0, LOOP_GUESS
+    for u in block.units:
+        if isinstance(u, ControlUnit):
+            trips = 1 if u.op.prim is cond_p else _trips(u.op)
+            if trips is None:
+                trips = guess
+            elif u.op.prim is not cond_p:
+                guess = trips
+            work += sum(_work(blk, scale * trips) for blk in u.blocks)
+        elif isinstance(u, GroupUnit):
+            work += scale * _elements(u.shape) * max(1, len(u.ops))
+        elif u.op is not None:
+            sizes = [_elements(v.aval.shape) for v in (*u.op.inputs, *u.op.outputs)
+                     if v.aval.shape and None not in v.aval.shape]
+            if u.op.prim.family in _SLICING:  # touches a slice of its largest operand
+                sizes = sorted(sizes)[:1]
+            work += scale * sum(sizes)
+    return work
+
+
+_SLICING = frozenset({"index", "tape", "codegen"})  # (codegen: plan.py's accumulate)
 
 
 def _trips(op) -> int | None:
