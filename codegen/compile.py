@@ -18,12 +18,13 @@ from llgrad.runtime import config
 from llgrad.runtime.ops.control import cond_p, constant_p, for_loop_p
 from llgrad.runtime.ops.index import index_put_p, scatter_add_p
 
-from . import jit, outline
+from . import abi, jit, outline
 from .abi import ALIGN
 from .compiled import CompiledModule, assemble
 from .elementwise import memtype
 from .lower import emit_function
 from .plan import ControlUnit, FunctionPlan, GroupUnit, OpUnit
+from .ranges import Ranges
 
 _MODULE_IDS = itertools.count()
 
@@ -86,6 +87,9 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
         stats[f"constant bytes ({name})"] = consts.bytes
         stats[f"workspace bytes ({name})"] = plan.workspace
     stats["loops shared"] = outline.finish(module)
+    support = {}  # See Note [Support functions in kernel modules] in abi.py
+    if keep_object or not abi.support_ready():
+        support = abi.define_support(module, f"llgrad{mid}.")
     llvm_ir = str(module)
     t1 = time.perf_counter()
     stats["opt level"] = level = opt_level(plans.values())
@@ -94,13 +98,14 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
         t2 = time.perf_counter()
         j.optimize(mod, level)
         t3 = time.perf_counter()
-        names = [s for s, *_ in kernels.values()]
+        names = [s for s, *_ in kernels.values()] + list(support.values())
         if keep_object:  # one machine-code pass: load the object code the disk cache keeps
             obj = j.target.machine.emit_object(mod)
             addresses = j.add_object(obj, names, check=False)  # LLVM's own output
         else:
             obj, addresses = None, j.add(mod, names)
         t4 = time.perf_counter()
+        j.compile_seconds += t4 - t1
     stats.update({"workspace bytes": workspace, "lower seconds": t1 - t0,
                   "parse seconds": t2 - t1, "optimize seconds": t3 - t2,
                   "machine code seconds": t4 - t3, "compile seconds": t4 - t0})
@@ -111,8 +116,9 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
                      [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in fns[name].outputs],
                      sites, record, tapes)
               for name, (symbol, n, sites, record, tapes) in kernels.items()}
+    abi.adopt_support({name: addresses[symbol] for name, symbol in support.items()})
     cm = assemble(layout, addresses, llvm_ir, stats, workspace)
-    cm.object_code = obj
+    cm.object_code, cm.support = obj, support
     return cm
 
 
@@ -122,10 +128,11 @@ def opt_level(plans) -> int:
     forced = config.opt_level()
     if forced is not None:
         return forced
-    plans = list(plans)
-    if sum(_vectorizer_work(p.top, 1) for p in plans) >= VECTORIZER_WORK:
+    plans = [(p, _Trips(p)) for p in plans]
+    if sum(_estimate(p.top, _vectorizer_work, t) for p, t in plans) >= VECTORIZER_WORK:
         return 2
-    return 0 if max([_work(p.top, 1) for p in plans] or [0]) < LIGHT_WORK else 1
+    return 0 if max([_estimate(p.top, _touched, t) for p, t in plans] or [0]) < LIGHT_WORK \
+        else 1
 
 
 # Note [Choosing the optimisation level]
@@ -135,10 +142,12 @@ def opt_level(plans) -> int:
 # measurable on them, while it costs 30-100% more LLVM time: on the benchmark workloads O1
 # runs within 3% of O2 and O3 (interleaved runs, one process). The exceptions are lowerings
 # written as scalar loops that LLVM's vectoriser speeds up: gathers and scatters (1.6x at
-# 10^6 elements), scans (2x), sorts, argmax, and reductions over a middle axis (1.3x). A
-# module whose such units handle VECTORIZER_WORK elements or more per call (a unit in a
-# loop counts once per iteration; a reverse sweep, whose count is the forward loop's, as
-# often as the static loop before it; a while loop LOOP_GUESS times) is optimised at O2.
+# 10^6 elements; not the slab copies of scalar indices, x[t] and x[t] = v), scans (2x),
+# sorts, argmax, and reductions over a middle axis (1.3x). A module whose such units handle
+# VECTORIZER_WORK elements or more per call (a unit in a loop counts once per iteration, as
+# `_Trips` counts them: a reverse sweep, whose count is the forward loop's, as often as the
+# static loop before it or the longest loop at its depth, so a hand-written Cholesky's
+# nested sweeps at n = 10 count 10 trips, not LOOP_GUESS) is optimised at O2.
 # A module whose entries each touch fewer than LIGHT_WORK array elements a call (every
 # operand and result of every unit, a slice for indexing and tapes, a unit in a loop once
 # per iteration, counted as for VECTORIZER_WORK) runs in at most ~100 us: its first call
@@ -152,62 +161,86 @@ LIGHT_WORK = 1 << 18
 LOOP_GUESS = 1000
 
 
-def _vectorizer_work(block, scale: int) -> int:
-    work, guess = 0, LOOP_GUESS
+class _Trips:
+    """Trip counts of a plan's loops for the estimates above: static, or the most the IR
+    allows (codegen/ranges.py: `range(j + 1, n)`); a loop with neither (a reverse sweep) runs
+    as often as the static loop before it in its block, else as the most any loop at its
+    depth runs, else LOOP_GUESS times; a while loop LOOP_GUESS times."""
+
+    def __init__(self, plan):
+        self.ranges, self.by_depth = Ranges(plan.fn), {}
+        self._scan(plan.top, 0)
+
+    def _scan(self, block, depth: int) -> None:
+        for u in block.units:
+            if isinstance(u, ControlUnit):
+                loop = u.op.prim is not cond_p
+                n = _trips(u.op, self.ranges) if loop else None
+                if n is not None:
+                    self.by_depth[depth] = max(self.by_depth.get(depth, 0), n)
+                for blk in u.blocks:
+                    self._scan(blk, depth + loop)
+
+
+def _estimate(block, unit_work, trips: _Trips, scale: int = 1, depth: int = 0) -> int:
+    """The sum of `unit_work(unit)` over the units `block` runs, each loop body's as often
+    as the loop runs."""
+    work, guess = 0, None
     for u in block.units:
         if isinstance(u, ControlUnit):
-            trips = 1 if u.op.prim is cond_p else _trips(u.op)
-            if trips is None:  # a reverse sweep runs as often as the static loop before it
-                trips = guess
-            elif u.op.prim is not cond_p:
-                guess = trips
-            work += sum(_vectorizer_work(blk, scale * trips) for blk in u.blocks)
-        elif isinstance(u, GroupUnit):
-            axes = set(u.red_axes or ())
-            if u.reds and len(u.shape) >= 3 and any(
-                    a in axes and a + 1 not in axes for a in range(len(u.shape) - 1)):
-                work += scale * _elements(u.shape)
-        elif isinstance(u, OpUnit):
-            arrays = _SCALAR_LOOPS.get(u.op.prim.family, lambda op: ())(u.op)
-            n = max([_elements(v.aval.shape) for v in arrays if None not in v.aval.shape]
-                    or [0])
-            work += scale * n if n >= 8 else 0  # fewer elements than a vector: nothing to gain
+            loop = u.op.prim is not cond_p
+            n = _trips(u.op, trips.ranges) if loop else 1
+            if n is None:
+                n = guess if guess is not None else trips.by_depth.get(depth, LOOP_GUESS)
+            elif loop:
+                guess = n
+            work += sum(_estimate(blk, unit_work, trips, scale * n, depth + loop)
+                        for blk in u.blocks)
+        else:
+            work += scale * unit_work(u)
     return work
 
 
-def _work(block, scale: int) -> int:
-    """The array elements `block`'s units read and write per run (see LIGHT_WORK)."""
-    work, guess = 0, LOOP_GUESS
-    for u in block.units:
-        if isinstance(u, ControlUnit):
-            trips = 1 if u.op.prim is cond_p else _trips(u.op)
-            if trips is None:
-                trips = guess
-            elif u.op.prim is not cond_p:
-                guess = trips
-            work += sum(_work(blk, scale * trips) for blk in u.blocks)
-        elif isinstance(u, GroupUnit):
-            work += scale * _elements(u.shape) * max(1, len(u.ops))
-        elif u.op is not None:
-            sizes = [_elements(v.aval.shape) for v in (*u.op.inputs, *u.op.outputs)
-                     if v.aval.shape and None not in v.aval.shape]
-            if u.op.prim.family in _SLICING:  # touches a slice of its largest operand
-                sizes = sorted(sizes)[:1]
-            work += scale * sum(sizes)
-    return work
+def _vectorizer_work(u) -> int:
+    """Elements a unit handles in a scalar loop LLVM's vectoriser speeds up."""
+    if isinstance(u, GroupUnit):
+        axes = set(u.red_axes or ())
+        if u.reds and len(u.shape) >= 3 and any(
+                a in axes and a + 1 not in axes for a in range(len(u.shape) - 1)):
+            return _elements(u.shape)
+    elif isinstance(u, OpUnit):
+        arrays = _SCALAR_LOOPS.get(u.op.prim.family, lambda op: ())(u.op)
+        n = max([_elements(v.aval.shape) for v in arrays if None not in v.aval.shape] or [0])
+        return n if n >= 8 else 0  # fewer elements than a vector: nothing to gain
+    return 0
+
+
+def _touched(u) -> int:
+    """Array elements a unit reads and writes (see LIGHT_WORK)."""
+    if isinstance(u, GroupUnit):
+        return _elements(u.shape) * max(1, len(u.ops))
+    if u.op is None:
+        return 0
+    sizes = [_elements(v.aval.shape) for v in (*u.op.inputs, *u.op.outputs)
+             if v.aval.shape and None not in v.aval.shape]
+    if u.op.prim.family in _SLICING:  # touches a slice of its largest operand
+        sizes = sorted(sizes)[:1]
+    return sum(sizes)
 
 
 _SLICING = frozenset({"index", "tape", "codegen"})  # (codegen: plan.py's accumulate)
 
 
-def _trips(op) -> int | None:
-    """A for_loop's static trip count (None: not static); LOOP_GUESS for a while loop."""
+def _trips(op, ranges) -> int | None:
+    """A for_loop's static trip count, or the most it can run when the IR bounds its range
+    (codegen/ranges.py: `range(j + 1, n)`, a reverse sweep over a bounded count); None when
+    unknown; LOOP_GUESS for a while loop."""
     if op.prim is not for_loop_p:
         return LOOP_GUESS
     bounds = []
     for v in op.inputs[:3]:  # start, stop, step (transform/control.py)
         if v.op is None or v.op.prim is not constant_p:
-            return None
+            return ranges.most_trips(op)
         bounds.append(int(v.op.params["value"]))
     return len(range(*bounds))
 
@@ -224,11 +257,10 @@ def _scattered(op) -> list:
 def _indexed(op) -> list:
     if op.prim is scatter_add_p:
         return op.inputs[:1]  # the updates
-    if op.prim is index_put_p:
-        return op.inputs[1:2]
-    if all(v.aval.shape == () for v in op.inputs[1:]):
-        return []  # x[i] with scalar indices: a slab copy at a computed offset
-    return op.outputs  # a gather
+    indices = op.inputs[2:] if op.prim is index_put_p else op.inputs[1:]
+    if all(v.aval.shape == () for v in indices):
+        return []  # x[i] (= v) with scalar indices: a slab copy at a computed offset
+    return op.inputs[1:2] if op.prim is index_put_p else op.outputs  # a scatter, a gather
 
 
 # The lowerings written as scalar loops, by primitive family: the arrays whose size is the

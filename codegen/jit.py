@@ -92,7 +92,7 @@ class Jit:
         empty.triple = self.target.triple
         self._engine = llvm.create_mcjit_compiler(empty, self.target.machine)
         self._modules: list[llvm.ModuleRef] = []
-        self.compile_seconds = 0.0  # total time spent in compile_module, for the profiler
+        self.compile_seconds = 0.0  # total time LLVM spent compiling modules, for the profiler
 
     # -- stages, each usable on its own for inspection ----------------------------------
     def parse(self, llvm_ir: str) -> llvm.ModuleRef:

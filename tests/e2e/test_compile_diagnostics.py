@@ -86,7 +86,7 @@ def test_one_time_costs_are_reported_by_the_compile_that_paid_them():
         first = next(iter(a._cache.values())).stats
         second = next(iter(b._cache.values())).stats
         assert first["one-time: imports"] > 0 and first["one-time: JIT set-up"] > 0
-        assert first["one-time: support module"] > 0
+        assert "one-time: support module" not in first  # its functions came with f's
         assert not [k for k in second if k.startswith("one-time")], second
     """
     r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
