@@ -4,9 +4,9 @@ LLVM IR text goes in, native function addresses come out (`compile_module`); `op
 and `assembly` show what the pipeline and the backend made of a module, for inspection.
 Invariants: every module is optimised for the host CPU (name and features) with the new
 pass builder, at the level its caller chose (codegen/compile.py, Note [Choosing the
-optimisation level]; O2 by default; level 0 is Note [The light pipeline]), and all LLVM state is touched under one lock, so
-callers may compile from any thread. Nothing here knows about the llgrad IR; lowering lives
-in the other codegen files.
+optimisation level]; O2 by default; level 0 is Note [The light pipeline]), and all LLVM
+state is touched under one lock, so callers may compile from any thread. Nothing here knows
+about the llgrad IR; lowering lives in the other codegen files.
 """
 from __future__ import annotations
 

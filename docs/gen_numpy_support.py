@@ -4,15 +4,16 @@ dispatch tables (runtime/numpy_api.py: FUNCTIONS, LAZY, CONVERSIONS).
     python docs/gen_numpy_support.py            # rewrite docs/numpy_support.md
     python docs/gen_numpy_support.py --check    # exit 1 if docs/numpy_support.md is stale
 
-Every name in the tables is listed once, by the name a user writes (`numpy_api.numpy_name`).
-Compiled code and eager Tensors dispatch through the same table, so a function in it runs in
-both; numpy's conversions (`np.asarray`, ...) are graph ops in compiled code only (on an
-eager Tensor they return a numpy array, as `__array__` does). The gradient column is
-measured, not declared: each function is called eagerly on float64 Tensors that require
-grad (every one of a few sample argument lists it accepts) and the gradient of the sum of its
-float results is taken; the best outcome is shown. "yes" means a gradient reaches the inputs, "zero" that it is
-zero everywhere (piecewise-constant functions), "none" that the results are integer or
-boolean, or constants; "-" that no sample call applied (see the function's own docs).
+Every name in the tables is listed once, by the name a user writes
+(`numpy_api.numpy_name`). Compiled code and eager Tensors dispatch through the same table,
+so a function in it runs in both; numpy's conversions (`np.asarray`, ...) are graph ops in
+compiled code only (on an eager Tensor they return a numpy array, as `__array__` does). The
+gradient column is measured, not declared: each function is called eagerly on float64
+Tensors that require grad (every one of a few sample argument lists it accepts) and the
+gradient of the sum of its float results is taken; the best outcome is shown. "yes" means a
+gradient reaches the inputs, "zero" that it is zero everywhere (piecewise-constant
+functions), "none" that the results are integer or boolean, or constants; "-" that no
+sample call applied (see the function's own docs).
 """
 from __future__ import annotations
 

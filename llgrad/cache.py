@@ -5,8 +5,9 @@ second run skips optimisation, AD and LLVM (it still traces, to compute the key:
 Key: the traced IR's structural fingerprint, the entries and `wrt`, llgrad's version, the
 LLVM version, the host CPU name and features, and what the support functions (the kernels'
 calling trampoline, codegen/abi.py) depend on: every stored module carries them (Note
-[Support functions in kernel modules]), so a warm start runs no LLVM pass at all. An entry is DIR/<first two hex digits of the key>/<key>.llgc, in the fixed format of
-Note [Cache entry format] (no pickle: reading an entry runs no code); it is written to a
+[Support functions in kernel modules]), so a warm start runs no LLVM pass at all. An entry
+is DIR/<first two hex digits of the key>/<key>.llgc, in the fixed format of Note [Cache
+entry format] (no pickle: reading an entry runs no code); it is written to a
 fresh temporary file and renamed (a crash never leaves a half-written entry that is used;
 concurrent writers of one entry are safe, the last rename wins). A corrupt, foreign or
 malformed entry is a miss: recompiled and overwritten, with a debug-level log note
@@ -412,7 +413,8 @@ def load_module(k: str):
 # from a fixed list, buffer counts against the avals, symbol names), and the object code by
 # codegen/objfile.py, which also requires it to define the layout's and support's symbols.
 # Format 2 (a pickle), format 5 (the support functions were an entry of their own) and
-# anything else is not an entry of this format: a miss, then overwritten. There is no fsync: a torn write after a power loss fails the checksum.
+# anything else is not an entry of this format: a miss, then overwritten. There is no
+# fsync: a torn write after a power loss fails the checksum.
 
 
 # Note [Cache threat model]
