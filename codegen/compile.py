@@ -92,7 +92,7 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
         support = abi.define_support(module, f"llgrad{mid}.")
     llvm_ir = str(module)
     t1 = time.perf_counter()
-    stats["opt level"] = level = opt_level(plans.values())
+    stats["opt level"] = level = opt_level(plans.values(), llvm_ir.count("\n"))
     with jit._lock:  # llvmlite objects are not thread safe (jit.py, Note [One JIT per process])
         mod = j.parse(llvm_ir)
         t2 = time.perf_counter()
@@ -122,17 +122,18 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
     return cm
 
 
-def opt_level(plans) -> int:
-    """The LLVM optimisation level of a module (Note [Choosing the optimisation level]);
-    LLGRAD_OPT_LEVEL (or config opt_level) overrides it."""
+def opt_level(plans, ir_lines: int) -> int:
+    """The LLVM optimisation level of a module of `ir_lines` lines of LLVM IR (Note [Choosing
+    the optimisation level]); LLGRAD_OPT_LEVEL (or config opt_level) overrides it."""
     forced = config.opt_level()
     if forced is not None:
         return forced
     plans = [(p, _Trips(p)) for p in plans]
     if sum(_estimate(p.top, _vectorizer_work, t) for p, t in plans) >= VECTORIZER_WORK:
         return 2
-    return 0 if max([_estimate(p.top, _touched, t) for p, t in plans] or [0]) < LIGHT_WORK \
-        else 1
+    light = ir_lines >= LIGHT_MIN_LINES and \
+        max([_estimate(p.top, _touched, t) for p, t in plans] or [0]) < LIGHT_WORK
+    return 0 if light else 1
 
 
 # Note [Choosing the optimisation level]
@@ -152,12 +153,16 @@ def opt_level(plans) -> int:
 # operand and result of every unit, a slice for indexing and tapes, a unit in a loop once
 # per iteration, counted as for VECTORIZER_WORK) runs in at most ~100 us: its first call
 # costs as much as thousands of calls, so it gets the light pipeline (level 0; jit.py, Note
-# [The light pipeline]), which saves a quarter of the first call and costs up to ~13% a call
-# (tanh RNN, hidden 16, batch 8: T=5 touches 3*10^4 elements, 8.5 -> 9.4 us a call; T=40
-# 2.3*10^5, 97 -> 110 us; an LSTM at T=8, 1.6*10^5, and softmax regression: no change). The
-# benchmark workloads touch 4*10^5 (MLP) to 10^10. Every other module is optimised at O1.
+# [The light pipeline]), which takes 40-50% off its first call and costs up to ~15% a call
+# (tanh RNN, hidden 16, batch 8: T=5 touches 3*10^4 elements, 8.7 -> 9.3 us a call; T=40
+# 2.3*10^5, 102 -> 112 us; an LSTM at T=8, 1.6*10^5, and softmax regression: 1-3%). Unless
+# the module is small (under LIGHT_MIN_LINES lines of LLVM IR): O1 then costs only a few ms
+# more, and loops whose scalar state stays in memory without LICM run ~20% slower (the
+# benchmark's 100-op chain: 6.8 -> 8.3 us a call). The benchmark workloads touch 4*10^5
+# (MLP) to 10^10 elements. Every other module is optimised at O1.
 VECTORIZER_WORK = 1 << 14
 LIGHT_WORK = 1 << 18
+LIGHT_MIN_LINES = 500
 LOOP_GUESS = 1000
 
 

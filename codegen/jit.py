@@ -216,10 +216,11 @@ class Jit:
 # instcombine, simplifycfg and DCE; the backend (at its usual level) does the rest: strength
 # reduction, machine LICM, register allocation. It takes ~1/6 of O1's IR time, a quarter of
 # a small model's first call (LSTM, T=8: 190 -> 138 ms CPU; RNN, T=5: 115 -> 85 ms), and
-# the code runs at most ~10% slower than O1's (no LICM, loop rotation or IndVarSimplify;
-# measured: RNN T=5 9.5 vs 8.6 us a call, the benchmark workloads within noise). It is chosen
-# for modules whose calls do little work (codegen/compile.py, Note [Choosing the optimisation
-# level]), where the first call costs as much as thousands of calls.
+# the code runs up to ~15% slower than O1's (no LICM, loop rotation or IndVarSimplify: RNN,
+# T=5, 8.7 -> 9.3 us a call; a loop whose scalar state stays in memory, ~20%). It is chosen
+# for modules whose calls do little work and whose IR is not tiny (codegen/compile.py, Note
+# [Choosing the optimisation level]), where the first call costs as much as thousands of
+# calls.
 LIGHT_PASSES = ("always_inliner", "sroa", "instruction_combine", "simplify_cfg",
                 "dead_code_elimination")
 
