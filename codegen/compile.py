@@ -153,7 +153,7 @@ def opt_level(plans, ir_lines: int) -> int:
 # operand and result of every unit, a slice for indexing and tapes, a unit in a loop once
 # per iteration, counted as for VECTORIZER_WORK) runs in at most ~100 us: its first call
 # costs as much as thousands of calls, so it gets the light pipeline (level 0; jit.py, Note
-# [The light pipeline]), which takes 40-50% off its first call and costs up to ~15% a call
+# [The light pipeline]), which takes a quarter off its first call and costs up to ~15% a call
 # (tanh RNN, hidden 16, batch 8: T=5 touches 3*10^4 elements, 8.7 -> 9.3 us a call; T=40
 # 2.3*10^5, 102 -> 112 us; an LSTM at T=8, 1.6*10^5, and softmax regression: 1-3%). Unless
 # the module is small (under LIGHT_MIN_LINES lines of LLVM IR): O1 then costs only a few ms
