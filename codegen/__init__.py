@@ -32,6 +32,7 @@ def compile_functions(fns, **kwargs):
     return _load("compile", "lowerings").compile_functions(fns, **kwargs)
 
 
-def load_object(object_code, layout, llvm_ir, stats, workspace):
+def load_object(object_code, layout, llvm_ir, stats, workspace, support):
     """See codegen/compiled.py: a CompiledModule from cached object code (no lowering)."""
-    return _load("compiled").load_object(object_code, layout, llvm_ir, stats, workspace)
+    return _load("compiled").load_object(object_code, layout, llvm_ir, stats, workspace,
+                                         support)

@@ -24,7 +24,8 @@ from .native_errors import define_sigint_handler
 
 __all__ = [
     "ENTRY_TYPE", "ALIGN", "TAPE_HEADER", "define_kernel", "Kernel", "callable_pointer",
-    "pointer_array", "fast_path_available", "support_address",
+    "pointer_array", "fast_path_available", "support_address", "support_tag", "define_support",
+    "support_ready", "adopt_support",
 ]
 
 ENTRY_TYPE = ir.FunctionType(I64, [PTR])
@@ -111,10 +112,9 @@ def pointer_array(arrays: Sequence[np.ndarray]) -> ctypes.Array:
 # `tuple.__basicsize__` and are checked against ctypes once; if the check fails (an unusual
 # interpreter build) we fall back to `pointer_array`. The tuple keeps the arrays alive during
 # the call; ctypes releases the GIL. Every element must be an `np.ndarray` (or subclass):
-# `Kernel.__call__` checks, `call_unchecked` does not. Compiling the trampoline costs ~15-20 ms
-# of LLVM per process; with the disk cache on, its object code is cached like a kernel's
-# (keyed by its IR, which holds the offsets). The same support module holds the SIGINT hook
-# (Note [Interrupting compiled loops]).
+# `Kernel.__call__` checks, `call_unchecked` does not. The trampoline and the SIGINT hook
+# (Note [Interrupting compiled loops]) are the support functions, compiled into kernel
+# modules (Note [Support functions in kernel modules]).
 
 _setup_lock = threading.Lock()
 _trampoline: ctypes._CFuncPtr | None = None
@@ -140,15 +140,65 @@ def _offsets_hold() -> bool:
 
 def _support_ir(trampoline: bool) -> str:
     module = ir.Module(name="llgrad_abi")
-    define_sigint_handler(module)
+    define_sigint_handler(module, "llgrad_on_sigint")
     if trampoline:
-        _define_trampoline(module)
+        _define_trampoline(module, "llgrad_call_arrays")
     return str(module)
 
 
-def _define_trampoline(module: ir.Module) -> None:
+@functools.cache
+def support_tag() -> str:
+    """What the support functions' code depends on besides llgrad's version: the
+    interpreter's object layout (Note [Calling without ndarray.ctypes]). Part of the disk
+    cache's key, since every stored module carries the support functions."""
+    return f"support:{_offsets()}:{_offsets_hold()}"
+
+
+def define_support(module: ir.Module, prefix: str) -> dict[str, str]:
+    """Add the support functions (SIGINT hook; the trampoline where the interpreter allows)
+    to a kernel module under `prefix`; returns {support name: symbol} (Note [Support
+    functions in kernel modules])."""
+    names = {"llgrad_on_sigint": prefix + "on_sigint"}
+    define_sigint_handler(module, names["llgrad_on_sigint"])
+    if _offsets_hold():
+        names["llgrad_call_arrays"] = prefix + "call_arrays"
+        _define_trampoline(module, names["llgrad_call_arrays"])
+    return names
+
+
+def support_ready() -> bool:
+    """Whether this process has its support functions (and knows about the trampoline)."""
+    return _fast_path is not None
+
+
+def adopt_support(addresses: dict[str, int]) -> None:
+    """Use the support functions of a just loaded kernel module ({support name: address}),
+    unless this process has them already."""
+    global _fast_path, _trampoline
+    with _setup_lock:
+        if _fast_path is None:
+            _support.update(addresses)
+            fast = "llgrad_call_arrays" in addresses
+            if fast:
+                _trampoline = _TRAMPOLINE_CFUNC(addresses["llgrad_call_arrays"])
+            _fast_path = fast
+
+
+# Note [Support functions in kernel modules]
+# The support functions (the calling trampoline and the SIGINT hook) were a module of their
+# own, compiled once per process: ~5 ms of LLVM's fixed costs per module in every process's
+# first compile, and on a warm start a second disk entry to read and a second object to load
+# (~2 ms of ~8). Instead the first module a process compiles carries them (under its own
+# symbol prefix), and so does every module stored in the disk cache, so any stored module
+# can be the first one a process loads; the process adopts the first set it gets. Their code
+# depends on the interpreter's object layout, which is therefore part of the cache key
+# (`support_tag`). `fast_path_available` still compiles them alone for kernels made outside
+# `compile_functions` (e.g. by hand in tests).
+
+
+def _define_trampoline(module: ir.Module, name: str) -> None:
     size_off, items_off, data_off = _offsets()
-    fn = ir.Function(module, ir.FunctionType(I64, [PTR, PTR]), "llgrad_call_arrays")
+    fn = ir.Function(module, ir.FunctionType(I64, [PTR, PTR]), name)
     target, tup = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     i8 = ir.IntType(8)
@@ -167,13 +217,12 @@ def _define_trampoline(module: ir.Module) -> None:
     b.ret(b.call(callable_pointer(b, target, ENTRY_TYPE), [buffers]))
 
 
-def fast_path_available(cache: jit.ObjectCache | None = None) -> bool:
+def fast_path_available() -> bool:
     """True when kernels are called through the native trampoline (see the Note above).
 
-    The first call sets the support module (trampoline and SIGINT hook) up, once per
-    process: from `cache` when it holds the module's object code (a warm start then runs no
-    LLVM pass for it), else compiled (and stored in `cache`, if given). Later calls ignore
-    `cache`.
+    The support functions come with the first module a process compiles or loads (Note
+    [Support functions in kernel modules]); before that, the first call compiles them as a
+    module of their own.
     """
     global _fast_path, _trampoline
     if _fast_path is None:
@@ -181,13 +230,22 @@ def fast_path_available(cache: jit.ObjectCache | None = None) -> bool:
             if _fast_path is None:
                 fast = _offsets_hold()
                 names = ["llgrad_on_sigint"] + (["llgrad_call_arrays"] if fast else [])
-                with once.paid("support module"):  # O1: the loops are already tight
-                    _support.update(jit.compile_module(_support_ir(fast), names, cache,
-                                                       opt_level=1))
+                with once.paid("support module"):  # See Note [The support module unoptimised]
+                    _support.update(jit.compile_module(_support_ir(fast), names,
+                                                       opt_level=0))
                 if fast:
                     _trampoline = _TRAMPOLINE_CFUNC(_support["llgrad_call_arrays"])
                 _fast_path = fast
     return _fast_path
+
+
+# Note [The support module unoptimised]
+# The support module's IR is already what LLVM's pipeline would make of it (a phi loop of
+# loads and stores, a chained call), and its assembly is the same at O0 and O1; the O1
+# pipeline cost ~4 ms of every process's first compile (a third of the support module's
+# cost: the rest is the machine-code pass, much of it LLVM's one-time set-up, which the first
+# kernel would pay otherwise). So it gets the light pipeline (level 0, jit.py, Note [The
+# light pipeline]: ~0.3 ms here); the backend still optimises.
 
 
 def support_address(name: str) -> int:

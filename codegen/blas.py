@@ -328,9 +328,13 @@ OUTLINE_MIN_FLOPS = 64
 # the p loop (one accumulator per vector, promoted from allocas by SROA): the code LLVM's
 # unroller makes of the plain nest at O3, written out, so that O1 gives it too (one load of
 # b's row and one multiply-add per vector per p; c is read and written once per row). The
-# products are summed in the same order, p = 0, 1, ..., as the plain nest's.
+# products are summed in the same order, p = 0, 1, ..., as the plain nest's. The p loop is
+# written out straight-line only up to UNROLL_P multiply-adds a row: at 64 (k = 16 over a row
+# of four vectors) the unrolled products were half of a small RNN's LLVM IR and ~10% of its
+# first call, and the loop ran as fast (8x16x16 products: an RNN step with hidden 16 took
+# the same time either way).
 ROW_IN_REGISTERS = 16
-UNROLL_P = 64  # multiply-adds per row written out straight-line (b's rows contiguous)
+UNROLL_P = 16  # multiply-adds per row written out straight-line (b's rows contiguous)
 
 
 def _row_matmul(builder, elem, width, a, b, c, m, n, k, trans_a, trans_b, accumulate) -> None:

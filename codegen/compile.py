@@ -19,12 +19,13 @@ from llgrad.runtime.ops.control import cond_p, constant_p, for_loop_p
 from llgrad.runtime.ops.index import index_put_p, scatter_add_p
 from llgrad.transform import control
 
-from . import jit, outline
+from . import abi, jit, outline
 from .abi import ALIGN
 from .compiled import CompiledModule, assemble
 from .elementwise import memtype
 from .lower import emit_function
 from .plan import ControlUnit, FunctionPlan, GroupUnit, OpUnit
+from .ranges import Ranges
 
 _MODULE_IDS = itertools.count()
 
@@ -87,21 +88,25 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
         stats[f"constant bytes ({name})"] = consts.bytes
         stats[f"workspace bytes ({name})"] = plan.workspace
     stats["loops shared"] = outline.finish(module)
+    support = {}  # See Note [Support functions in kernel modules] in abi.py
+    if keep_object or not abi.support_ready():
+        support = abi.define_support(module, f"llgrad{mid}.")
     llvm_ir = str(module)
     t1 = time.perf_counter()
-    stats["opt level"] = level = opt_level(plans.values())
+    stats["opt level"] = level = opt_level(plans.values(), llvm_ir.count("\n"))
     with jit._lock:  # llvmlite objects are not thread safe (jit.py, Note [One JIT per process])
         mod = j.parse(llvm_ir)
         t2 = time.perf_counter()
         j.optimize(mod, level)
         t3 = time.perf_counter()
-        names = [s for s, *_ in kernels.values()]
+        names = [s for s, *_ in kernels.values()] + list(support.values())
         if keep_object:  # one machine-code pass: load the object code the disk cache keeps
             obj = j.target.machine.emit_object(mod)
             addresses = j.add_object(obj, names, check=False)  # LLVM's own output
         else:
             obj, addresses = None, j.add(mod, names)
         t4 = time.perf_counter()
+        j.compile_seconds += t4 - t1
     stats.update({"workspace bytes": workspace, "lower seconds": t1 - t0,
                   "parse seconds": t2 - t1, "optimize seconds": t3 - t2,
                   "machine code seconds": t4 - t3, "compile seconds": t4 - t0})
@@ -112,19 +117,24 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
                      [(tuple(v.aval.shape), np.dtype(v.aval.dtype)) for v in fns[name].outputs],
                      sites, record, tapes)
               for name, (symbol, n, sites, record, tapes) in kernels.items()}
+    abi.adopt_support({name: addresses[symbol] for name, symbol in support.items()})
     cm = assemble(layout, addresses, llvm_ir, stats, workspace)
-    cm.object_code = obj
+    cm.object_code, cm.support = obj, support
     return cm
 
 
-def opt_level(plans) -> int:
-    """The LLVM optimisation level of a module (Note [Choosing the optimisation level]);
-    LLGRAD_OPT_LEVEL (or config opt_level) overrides it."""
+def opt_level(plans, ir_lines: int) -> int:
+    """The LLVM optimisation level of a module of `ir_lines` lines of LLVM IR (Note [Choosing
+    the optimisation level]); LLGRAD_OPT_LEVEL (or config opt_level) overrides it."""
     forced = config.opt_level()
     if forced is not None:
         return forced
-    work = sum(_vectorizer_work(p.top, 1) for p in plans)
-    return 2 if work >= VECTORIZER_WORK else 1
+    plans = [(p, _Trips(p)) for p in plans]
+    if sum(_estimate(p.top, _vectorizer_work, t) for p, t in plans) >= VECTORIZER_WORK:
+        return 2
+    light = ir_lines >= LIGHT_MIN_LINES and \
+        max([_estimate(p.top, _touched, t) for p, t in plans] or [0]) < LIGHT_WORK
+    return 0 if light else 1
 
 
 # Note [Choosing the optimisation level]
@@ -134,58 +144,122 @@ def opt_level(plans) -> int:
 # measurable on them, while it costs 30-100% more LLVM time: on the benchmark workloads O1
 # runs within 3% of O2 and O3 (interleaved runs, one process). The exceptions are lowerings
 # written as scalar loops that LLVM's vectoriser speeds up: gathers and scatters (1.6x at
-# 10^6 elements), scans (2x), sorts, argmax, and reductions over a middle axis (1.3x). A
-# module whose such units handle VECTORIZER_WORK elements or more per call (a unit in a
-# loop counts once per iteration; a reverse sweep, whose count is the forward loop's, as
-# often as the static loop before it; a while loop LOOP_GUESS times) is optimised at O2;
-# every other module at O1. A staged loop of LONG_LOOP or more iterations whose body reads
-# or writes array elements (`u_new[i, j] = c * (u[i - 1, j] + ...)`, Numba-style code) is
-# such a scalar loop too: each element access counts 8 per iteration. At O2 the 128x128
-# stencil of benchmarks/workloads/numba_style.py runs its forward 1.8x faster, its gradient
-# 1.15x (CPU time); the GMM of scalar loops, whose loops run 10 and 25 times, would gain 5%
-# for 50% more LLVM time, and stays at O1 (issue 13).
+# 10^6 elements; not the slab copies of scalar indices, x[t] and x[t] = v), scans (2x),
+# sorts, argmax, and reductions over a middle axis (1.3x). A module whose such units handle
+# VECTORIZER_WORK elements or more per call (a unit in a loop counts once per iteration, as
+# `_Trips` counts them: a reverse sweep, whose count is the forward loop's, as often as the
+# static loop before it or the longest loop at its depth, so a hand-written Cholesky's
+# nested sweeps at n = 10 count 10 trips, not LOOP_GUESS) is optimised at O2.
+# A module whose entries each touch fewer than LIGHT_WORK array elements a call (every
+# operand and result of every unit, a slice for indexing and tapes, a unit in a loop once
+# per iteration, counted as for VECTORIZER_WORK) runs in at most ~100 us: its first call
+# costs as much as thousands of calls, so it gets the light pipeline (level 0; jit.py, Note
+# [The light pipeline]), which takes a quarter off its first call and costs up to ~15% a call
+# (tanh RNN, hidden 16, batch 8: T=5 touches 3*10^4 elements, 8.7 -> 9.3 us a call; T=40
+# 2.3*10^5, 102 -> 112 us; an LSTM at T=8, 1.6*10^5, and softmax regression: 1-3%). Unless
+# the module is small (under LIGHT_MIN_LINES lines of LLVM IR): O1 then costs only a few ms
+# more, and loops whose scalar state stays in memory without LICM run ~20% slower (the
+# benchmark's 100-op chain: 6.8 -> 8.3 us a call). The benchmark workloads touch 4*10^5
+# (MLP) to 10^10 elements. Every other module is optimised at O1.
+# A staged loop of LONG_LOOP or more iterations whose body reads or writes array elements
+# (`u_new[i, j] = c * (u[i - 1, j] + ...)`, Numba-style code) is such a scalar loop too: each
+# element access counts 8 per iteration. At O2 the 128x128 stencil of
+# benchmarks/workloads/numba_style.py runs its forward 1.8x faster, its gradient 1.15x (CPU
+# time); the GMM of scalar loops, whose loops run 10 and 25 times, would gain 5% for 50%
+# more LLVM time, and stays at O1 (issue 13).
 VECTORIZER_WORK = 1 << 14
 LONG_LOOP = 64
+LIGHT_WORK = 1 << 18
+LIGHT_MIN_LINES = 500
 LOOP_GUESS = 1000
 
 
-def _vectorizer_work(block, scale: int, trips: int = 1) -> int:
-    """Elements of `block` (run `scale` times, in a loop of `trips` iterations) that LLVM's
-    vectoriser may speed up."""
-    work, guess = 0, LOOP_GUESS
+class _Trips:
+    """Trip counts of a plan's loops for the estimates above: static, or the most the IR
+    allows (codegen/ranges.py: `range(j + 1, n)`); a loop with neither (a reverse sweep) runs
+    as often as the static loop before it in its block, else as the most any loop at its
+    depth runs, else LOOP_GUESS times; a while loop LOOP_GUESS times."""
+
+    def __init__(self, plan):
+        self.ranges, self.by_depth = Ranges(plan.fn), {}
+        self._scan(plan.top, 0)
+
+    def _scan(self, block, depth: int) -> None:
+        for u in block.units:
+            if isinstance(u, ControlUnit):
+                loop = u.op.prim is not cond_p
+                n = _trips(u.op, self.ranges) if loop else None
+                if n is not None:
+                    self.by_depth[depth] = max(self.by_depth.get(depth, 0), n)
+                for blk in u.blocks:
+                    self._scan(blk, depth + loop)
+
+
+def _estimate(block, unit_work, trips: _Trips, scale: int = 1, depth: int = 0,
+              inner: int = 1) -> int:
+    """The sum of `unit_work(unit, inner)` over the units `block` runs, each loop body's as
+    often as the loop runs; `inner` is the trip count of the innermost enclosing for loop
+    (0 for a while loop or an unknown count)."""
+    work, guess = 0, None
     for u in block.units:
         if isinstance(u, ControlUnit):
-            n = 1 if u.op.prim is cond_p else _trips(u.op)
-            inner = trips if u.op.prim is cond_p else (  # element accesses: static for only
-                n or 0 if u.op.prim is for_loop_p else 0)
-            if n is None:  # a reverse sweep runs as often as the static loop before it
-                n = guess
-            elif u.op.prim is not cond_p:
+            loop = u.op.prim is not cond_p
+            n = _trips(u.op, trips.ranges) if loop else 1
+            body_trips = inner if not loop else (n or 0) if u.op.prim is for_loop_p else 0
+            if n is None:
+                n = guess if guess is not None else trips.by_depth.get(depth, LOOP_GUESS)
+            elif loop:
                 guess = n
-            work += sum(_vectorizer_work(blk, scale * n, inner) for blk in u.blocks)
-        elif isinstance(u, GroupUnit):
-            axes = set(u.red_axes or ())
-            if u.reds and len(u.shape) >= 3 and any(
-                    a in axes and a + 1 not in axes for a in range(len(u.shape) - 1)):
-                work += scale * _elements(u.shape)
-        elif isinstance(u, OpUnit):
-            arrays = _SCALAR_LOOPS.get(u.op.prim.family, lambda op: ())(u.op)
-            n = max([_elements(v.aval.shape) for v in arrays if None not in v.aval.shape]
-                    or [0])
-            if not n and trips >= LONG_LOOP and u.op.prim.family == "index":
-                n = 8  # an element access in a long staged loop: that is the scalar loop
-            work += scale * n if n >= 8 else 0  # fewer elements than a vector: nothing to gain
+            work += sum(_estimate(blk, unit_work, trips, scale * n, depth + loop, body_trips)
+                        for blk in u.blocks)
+        else:
+            work += scale * unit_work(u, inner)
     return work
 
 
-def _trips(op) -> int | None:
-    """A for_loop's static trip count (None: not static); LOOP_GUESS for a while loop."""
+def _vectorizer_work(u, inner: int) -> int:
+    """Elements a unit handles in a scalar loop LLVM's vectoriser speeds up (`inner`: the
+    enclosing for loop's trip count)."""
+    if isinstance(u, GroupUnit):
+        axes = set(u.red_axes or ())
+        if u.reds and len(u.shape) >= 3 and any(
+                a in axes and a + 1 not in axes for a in range(len(u.shape) - 1)):
+            return _elements(u.shape)
+    elif isinstance(u, OpUnit):
+        arrays = _SCALAR_LOOPS.get(u.op.prim.family, lambda op: ())(u.op)
+        n = max([_elements(v.aval.shape) for v in arrays if None not in v.aval.shape] or [0])
+        if not n and inner >= LONG_LOOP and u.op.prim.family == "index":
+            n = 8  # an element access in a long staged loop: that is the scalar loop
+        return n if n >= 8 else 0  # fewer elements than a vector: nothing to gain
+    return 0
+
+
+def _touched(u, inner: int = 1) -> int:
+    """Array elements a unit reads and writes (see LIGHT_WORK)."""
+    if isinstance(u, GroupUnit):
+        return _elements(u.shape) * max(1, len(u.ops))
+    if u.op is None:
+        return 0
+    sizes = [_elements(v.aval.shape) for v in (*u.op.inputs, *u.op.outputs)
+             if v.aval.shape and None not in v.aval.shape]
+    if u.op.prim.family in _SLICING:  # touches a slice of its largest operand
+        sizes = sorted(sizes)[:1]
+    return sum(sizes)
+
+
+_SLICING = frozenset({"index", "tape", "codegen"})  # (codegen: plan.py's accumulate)
+
+
+def _trips(op, ranges) -> int | None:
+    """A for_loop's static trip count, or the most it can run when the IR bounds its range
+    (codegen/ranges.py: `range(j + 1, n)`, a reverse sweep over a bounded count); None when
+    unknown; LOOP_GUESS for a while loop."""
     if op.prim is not for_loop_p:
         return LOOP_GUESS
     bounds = []
     for v in control.bounds(op):
         if v.op is None or v.op.prim is not constant_p:
-            return None
+            return ranges.most_trips(op)
         bounds.append(int(v.op.params["value"]))
     return len(range(*bounds))
 
@@ -202,11 +276,10 @@ def _scattered(op) -> list:
 def _indexed(op) -> list:
     if op.prim is scatter_add_p:
         return op.inputs[:1]  # the updates
-    if op.prim is index_put_p:
-        return op.inputs[1:2]
-    if all(v.aval.shape == () for v in op.inputs[1:]):
-        return []  # x[i] with scalar indices: a slab copy at a computed offset
-    return op.outputs  # a gather
+    indices = op.inputs[2:] if op.prim is index_put_p else op.inputs[1:]
+    if all(v.aval.shape == () for v in indices):
+        return []  # x[i] (= v) with scalar indices: a slab copy at a computed offset
+    return op.inputs[1:2] if op.prim is index_put_p else op.outputs  # a scatter, a gather
 
 
 # The lowerings written as scalar loops, by primitive family: the arrays whose size is the

@@ -146,6 +146,7 @@ class CompiledModule:
         self._optimized = self._asm = None
         self.object_code: bytes | None = None
         self.layout: dict = {}
+        self.support: dict[str, str] = {}  # support name -> symbol, when the module has them
 
     def __getitem__(self, name: str) -> Entry:
         return self.entries[name]
@@ -180,16 +181,19 @@ def assemble(layout: dict, addresses: dict, llvm_ir: str, stats: dict,
 
 
 def load_object(object_code: bytes, layout: dict, llvm_ir: str, stats: dict,
-                workspace: int) -> CompiledModule:
+                workspace: int, support: dict[str, str]) -> CompiledModule:
     """A CompiledModule from object code made by `compile_functions(keep_object=True)` (in
-    this process or an earlier one with the same LLVM, CPU and llgrad version)."""
+    this process or an earlier one with the same LLVM, CPU and llgrad version), whose
+    support functions are `support` ({support name: symbol})."""
     from . import blas, vmath  # symbols the object code may reference
     blas.register_symbols(llvm_ir)  # gemm and LAPACK: Note [One BLAS, one thread pool]
     vmath.mvec_available()
     if "GOMP_parallel" in llvm_ir:  # Note [Threads in kernels]
         from . import threads
         threads.available()
-    addresses = jit.get_jit().add_object(object_code, [s for s, *_ in layout.values()])
+    names = [s for s, *_ in layout.values()] + list(support.values())
+    addresses = jit.get_jit().add_object(object_code, names)
+    abi.adopt_support({name: addresses[symbol] for name, symbol in support.items()})
     cm = assemble(layout, addresses, llvm_ir, stats, workspace)
-    cm.object_code = object_code
+    cm.object_code, cm.support = object_code, dict(support)
     return cm

@@ -146,10 +146,9 @@ def _global(module: ir.Module, name: str, ty: ir.Type) -> ir.GlobalVariable:
     return g if g is not None else ir.GlobalVariable(module, ty, name)
 
 
-def define_sigint_handler(module: ir.Module) -> None:
-    """Add `void llgrad_on_sigint(i32)`, the chained SIGINT handler, to `module`."""
-    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.IntType(32)]),
-                     "llgrad_on_sigint")
+def define_sigint_handler(module: ir.Module, name: str) -> None:
+    """Add `void <name>(i32)`, the chained SIGINT handler, to `module`."""
+    fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [ir.IntType(32)]), name)
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     b.atomic_rmw("add", _global(module, "llgrad_interrupts", I64), ir.Constant(I64, 1),
                  "monotonic")

@@ -3,10 +3,11 @@ second run skips optimisation, AD and LLVM (it still traces, to compute the key:
 [Warm starts]).
 
 Key: the traced IR's structural fingerprint, the entries and `wrt`, llgrad's version, the
-LLVM version, and the host CPU name and features. The kernels' calling trampoline
-(codegen/abi.py) is an entry too, keyed by its LLVM IR, so a warm start runs no LLVM pass at
-all. An entry is DIR/<first two hex digits of the key>/<key>.llgc, in the fixed format of
-Note [Cache entry format] (no pickle: reading an entry runs no code); it is written to a
+LLVM version, the host CPU name and features, and what the support functions (the kernels'
+calling trampoline, codegen/abi.py) depend on: every stored module carries them (Note
+[Support functions in kernel modules]), so a warm start runs no LLVM pass at all. An entry
+is DIR/<first two hex digits of the key>/<key>.llgc, in the fixed format of Note [Cache
+entry format] (no pickle: reading an entry runs no code); it is written to a
 fresh temporary file and renamed (a crash never leaves a half-written entry that is used;
 concurrent writers of one entry are safe, the last rename wins). A corrupt, foreign or
 malformed entry is a miss: recompiled and overwritten, with a debug-level log note
@@ -29,7 +30,7 @@ import numpy as np
 from llgrad import safefs
 from llgrad.runtime import config
 
-_MAGIC, _FORMAT = b"LLGRADC\0", 5
+_MAGIC, _FORMAT = b"LLGRADC\0", 6
 _PREFIX = struct.Struct("<8sIIQ")  # magic, format, metadata bytes, object bytes
 _HEADER = _PREFIX.size + 32        # ... then the sha256 of everything else
 _MAX_META, _MAX_OBJECT = 1 << 26, 1 << 28
@@ -59,9 +60,9 @@ def _environment() -> str:
     import llvmlite.binding as llvm
 
     from llgrad import __version__
-    from llgrad.codegen import jit, threads
+    from llgrad.codegen import abi, jit, threads
     return "|".join([__version__, llvmlite.__version__, ".".join(map(str, llvm.llvm_version_info)),
-                     jit.host_cpu_name(), jit.host_cpu_features(),
+                     jit.host_cpu_name(), jit.host_cpu_features(), abi.support_tag(),
                      f"threads={threads.num_threads()}"])
 
 
@@ -324,11 +325,23 @@ def _read_site(raw):
     return Site(kind, loc, _read_site_info(info))
 
 
+_SUPPORT_NAMES = frozenset({"llgrad_on_sigint", "llgrad_call_arrays"})
+
+
+def _read_support(raw) -> dict:
+    """The support functions' symbols of a stored module ({support name: symbol})."""
+    if not (isinstance(raw, dict) and "llgrad_on_sigint" in raw and set(raw) <= _SUPPORT_NAMES
+            and all(isinstance(v, str) and _SYMBOL.match(v) for v in raw.values())):
+        raise ValueError(f"bad support functions {raw!r}")
+    return dict(raw)
+
+
 def store_module(k: str, m) -> None:
     """Store one compiled entry's object code under entry key `k` (unless the loader's check
     would refuse it: then it would never be used)."""
     from llgrad.codegen import jit
-    problem = jit.get_jit().check_object(m.object_code, [s for s, *_ in m.layout.values()])
+    problem = jit.get_jit().check_object(m.object_code, [s for s, *_ in m.layout.values()]
+                                         + list(m.support.values()))
     if problem is not None:
         _note(f"compiled object code not stored: {problem}")
         return
@@ -341,31 +354,15 @@ def store_module(k: str, m) -> None:
         warnings.warn(f"llgrad: could not write the compile cache: {e}", stacklevel=3)
         return
     meta = {"kind": "module", "llvm_ir": m.llvm_ir, "stats": m.stats,
-            "workspace": m.workspace_bytes, "layout": layout}
+            "workspace": m.workspace_bytes, "layout": layout, "support": m.support}
     store(key(k), meta, m.object_code)
 
 
-class _ObjectCache:
-    """`codegen.jit.ObjectCache` on this directory: a support module's object code (the
-    calling trampoline), keyed by its LLVM IR text and the compiler environment."""
-
-    def load(self, llvm_ir: str) -> bytes | None:
-        entry = load(key("object", llvm_ir))
-        return entry[1] if entry is not None and entry[0].get("kind") == "object" else None
-
-    def store(self, llvm_ir: str, object_code: bytes) -> None:
-        store(key("object", llvm_ir), {"kind": "object"}, object_code)
-
-
 def load_module(k: str):
-    """The native module stored under entry key `k`, or None (then compile).
-
-    First sets up the kernels' calling trampoline from this cache (codegen/abi.py), on a miss
-    too: the compile that follows then finds it, and a later process loads it from disk.
-    """
+    """The native module stored under entry key `k`, or None (then compile). Its support
+    functions (calling trampoline, SIGINT hook) serve the process if it has none yet
+    (codegen/abi.py, Note [Support functions in kernel modules])."""
     from llgrad import codegen
-    from llgrad.codegen import abi
-    abi.fast_path_available(_ObjectCache())
     entry = load(key(k))
     if entry is None:
         return None
@@ -378,7 +375,8 @@ def load_module(k: str):
         if not (isinstance(llvm_ir, str) and isinstance(stats, dict) and type(ws) is int
                 and 0 <= ws < 1 << 40):
             raise ValueError("bad IR text, statistics or workspace size")
-        return codegen.load_object(object_code, layout, llvm_ir, stats, ws)
+        return codegen.load_object(object_code, layout, llvm_ir, stats, ws,
+                                   _read_support(meta["support"]))
     except (KeyError, TypeError, ValueError, RuntimeError) as e:  # JitError: refused object
         _note(f"cache entry for {k} not used: {type(e).__name__}: {e}")
         return None
@@ -404,19 +402,20 @@ def load_module(k: str):
 
 
 # Note [Cache entry format]
-# An entry file is, in order: the 8-byte magic "LLGRADC\0"; the format number (5) as a
+# An entry file is, in order: the 8-byte magic "LLGRADC\0"; the format number (6) as a
 # little-endian u32; the metadata length (u32) and the object code length (u64); the sha256
 # of the 24 bytes so far, the metadata and the object code; the metadata, UTF-8 JSON; the
 # object code (an ELF relocatable object). The file's length must be exactly the sum. The
-# metadata is {"key": the entry's key, "kind": "module" | "object", ...}; a module adds
-# "layout" ({entry: [symbol, buffer count, [[shape, dtype name], ...] for the arguments, the
-# same for the results, the failure sites (Note [Failure sites on disk]), the error record's
-# offset, the number of tape headers before it (Note [Workspaces] in codegen/compiled.py)]}),
-# "llvm_ir", "stats" and "workspace". Everything is checked as it
-# is read (types, dtype names from a fixed list, buffer counts against the avals), and the
-# object code by codegen/objfile.py, which also requires it to define the layout's symbols.
-# Format 2 (a pickle) and anything else is not an entry of this format: a miss, then
-# overwritten. There is no fsync: a torn write after a power loss fails the checksum.
+# metadata is {"key": the entry's key, "kind": "module", "layout": {entry: [symbol, buffer
+# count, [[shape, dtype name], ...] for the arguments, the same for the results, the failure
+# sites (Note [Failure sites on disk]), the error record's offset, the number of tape headers
+# before it (Note [Workspaces] in codegen/compiled.py)]}, "support": {support name: symbol},
+# "llvm_ir", "stats", "workspace"}. Everything is checked as it is read (types, dtype names
+# from a fixed list, buffer counts against the avals, symbol names), and the object code by
+# codegen/objfile.py, which also requires it to define the layout's and support's symbols.
+# Format 2 (a pickle), format 5 (the support functions were an entry of their own) and
+# anything else is not an entry of this format: a miss, then overwritten. There is no
+# fsync: a torn write after a power loss fails the checksum.
 
 
 # Note [Cache threat model]

@@ -9,7 +9,8 @@ LLGRAD_LOG=compiles    log every trace and compile, with its reason and phase ti
                        "llgrad" logger at WARNING level (option `log_compiles`; otherwise
                        these records go out at DEBUG level)
 LLGRAD_OPT_LEVEL=0..3  the LLVM optimisation level of every module (option `opt_level`;
-                       default: chosen per module, codegen/compile.py)
+                       default: chosen per module, codegen/compile.py); 0 is a short
+                       pipeline (inlining, SROA, instcombine), not LLVM's O0
 """
 from __future__ import annotations
 

@@ -302,7 +302,7 @@ def _key(v, depth: int = 0):
     if not is_value(v):
         return ("c", int(v))
     op = getattr(v, "op", None)
-    if op is None or depth > 32 or op.regions or op.prim.has_effect(op.params) or \
+    if op is None or depth > 32 or op.regions or op.prim.has_effect(op) or \
             any(i.aval.shape != () for i in op.inputs):
         return ("v", id(v))
     if op.prim.name == "constant":

@@ -49,8 +49,8 @@ class Primitive:
             see this primitive), while eager mode runs `impl` as one graph node.
         effect: the op acts beyond its outputs (`check` raises the user's exception): passes
             keep it, and the region ops around it, even when nothing reads its outputs. A
-            function of the op's params says it per op (`has_effect`): indexing with index
-            arrays raises IndexError for an index out of range, read or not, as numpy does.
+            function of the op says it per op (`has_effect`): indexing with index arrays
+            raises IndexError for an index out of range, read or not, as numpy does.
         expensive: a loop's forward sweep tapes the op's output (and its VJP's residuals)
             rather than the reverse sweep recomputing it (Note [Loop tapes]); reductions and
             linear algebra always are.
@@ -102,9 +102,9 @@ class Primitive:
         self.node_name = node_name or (
             "".join(p.capitalize() for p in name.split("_")) + "Backward0")
 
-    def has_effect(self, params: dict) -> bool:
-        """Whether an op of this primitive with `params` must be kept unread (`effect`)."""
-        return self.effect(**params) if callable(self.effect) else self.effect
+    def has_effect(self, op) -> bool:
+        """Whether `op`, an op of this primitive, must be kept unread (`effect`)."""
+        return self.effect(op) if callable(self.effect) else self.effect
 
     def vjp_rule(self, i: int):
         """The VJP rule for input `i` (None: no gradient flows to it)."""

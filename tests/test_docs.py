@@ -88,3 +88,37 @@ def test_readme_tour_runs_and_prints_what_it_says(tmp_path):
     assert out.returncode == 0, out.stderr
     assert "func @loss_grad(" in out.stdout
     assert out.stdout.strip().endswith("tensor([ 5.4366, 22.1672])")
+
+
+def _gen_numpy_support():
+    path = os.path.join(ROOT, "docs", "gen_numpy_support.py")
+    spec = importlib.util.spec_from_file_location("gen_numpy_support", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_numpy_support_page_is_current():
+    """docs/numpy_support.md is what docs/gen_numpy_support.py makes of the dispatch tables
+    now: a function added, removed or changed in differentiability makes it stale. Fix a
+    failure with `python docs/gen_numpy_support.py`."""
+    gen = _gen_numpy_support()
+    with open(gen.OUT, encoding="utf-8") as f:
+        assert f.read() == gen.render(), "stale: run python docs/gen_numpy_support.py"
+
+
+def test_numpy_support_page_rows():
+    """Spot checks of the generated facts against what the functions do."""
+    gen = _gen_numpy_support()
+    rows = {name: cols for name, *cols in gen.entries()}
+    assert rows["np.sin"] == ["yes", "yes", "yes"]
+    assert rows["np.argmax"][2] == "none"  # integer result
+    assert rows["np.floor"][2] == "zero"  # piecewise constant
+    assert rows["np.where"][2] == "yes"  # the three-argument form
+    assert rows["np.asarray"][1].startswith("no")  # eagerly a numpy array
+    assert rows["scipy.linalg.solve_triangular"] == ["yes", "no (a numpy array)", "yes"]
+    assert rows["scipy.special.erf"][1:] == ["yes", "yes"]  # a ufunc: dispatches eagerly
+    import llgrad as lg
+    # "-" would hide a function no sample fits; every listed function fits one
+    assert not [n for n, c in rows.items() if c[2] == "-"]
+    assert gen.gradient(lg, lambda x: x * 0.0) == "zero"

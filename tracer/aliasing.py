@@ -294,17 +294,23 @@ def _log(target, names, what) -> None:
         log[-1].append((target, names, what, user_loc()))
 
 
-def check_loop(loc, log, over=None) -> None:
-    """After a staged loop body is traced (and its parameters noted to be what the body
-    leaves, `note_may_be`): refuse an update in it of an array that another live name holds
-    from the next iteration on (`for ...: a += 1; a = b`: `a` is `b`'s array in the second
-    iteration), or of the array the loop iterates over (`over`: Python reads each row from
-    the updated array, the staged loop from the array as it was)."""
+def check_loop(loc, log, carried, over=None) -> None:
+    """After a staged loop body is traced, before its back edges are noted (`note_may_be`):
+    refuse an update in it of an array that another live name holds in a later iteration
+    (`for ...: a += 1; a = b`: `a` is `b`'s array from the second iteration on), or of the
+    array the loop iterates over (`over`: Python reads each row from the updated array, the
+    staged loop from the array as it was). `carried` is (names, params, inits, afters) of the
+    carried variables and the body region. See Note [Arrays across iterations]."""
+    names, params, inits, afters, body = carried
+    flow = _Carried(params, inits, afters, body)
+    slot = {n: k for k, n in enumerate(names)}
     frames = list(_user_frames(sys._getframe(1)))
     for target, mine, what, at in log:
-        same = may_be(target)
-        if isinstance(over, ir.Value) and (over.id in same or any(
-                b is over for m in same.values() for b in _bases(m))):
+        held, outside = flow.split(may_be(target))
+        if isinstance(over, ir.Value) and any(
+                over.id in ids or any(b is over for b in _bases(v)) for ids in
+                [outside, *(flow.contents[x] for x in held)] for v in
+                [flow.values.get(i) for i in ids] if v is not None):
             raise UnsupportedError(
                 f"in-place {what} of `{mine[0]}` inside the loop at {loc}, which iterates over "
                 f"it: Python reads each row from the updated array, while llgrad's compiled "
@@ -313,8 +319,9 @@ def check_loop(loc, log, over=None) -> None:
                 f"`range(len({mine[0]}))` and index the array")
         for f in frames:
             for name, value in f.f_locals.items():
-                if name in mine or name.startswith(_GENERATED) or \
-                        not isinstance(value, ir.Value) or same.keys().isdisjoint(may_be(value)):
+                if name in mine or name.startswith(_GENERATED) or not isinstance(value, ir.Value):
+                    continue
+                if not flow.later_alias(held, outside, slot.get(name), value):
                     continue
                 raise UnsupportedError(
                     f"in-place {what} of `{mine[0]}` in the loop at {loc}: in a later "
@@ -323,3 +330,84 @@ def check_loop(loc, log, over=None) -> None:
                     "changes only the name written", loc=at,
                     fix=f"copy the array before updating it (`{mine[0]} = {mine[0]}.copy()`), "
                     f"or compute the new value without an in-place statement")
+
+
+# Note [Arrays across iterations]
+# An update in a loop body is by value; numpy's would be seen by every name that holds the
+# same array in the same iteration. Within the traced iteration check_unaliased sees that;
+# across iterations the carried variables pass arrays on (`a = b` hands b's array to a in the
+# next iteration; `u, v = v, u` swaps two arrays, which never become one). `_Carried` follows
+# that flow as a fixed point over the carried parameters: which pairs may hold one array in
+# the same iteration (from the inits, then through the values the body leaves in each), and
+# which other arrays (from outside the loop) each may hold. An update of a value derived from
+# parameter x is refused when a name that holds parameter y in the next iteration may share
+# its array (x == y, or the pair may alias), or holds an outside array x may hold.
+class _Carried:
+    """The arrays a loop's carried parameters hold across iterations (Note [Arrays across
+    iterations])."""
+
+    def __init__(self, params, inits, afters, body: ir.Region):
+        self.index = {p.id: k for k, p in enumerate(params)}
+        self.local = _defined_in(body)  # made anew in each iteration: not held across
+        n = len(params)
+        self.values: dict = {}
+        init = [self.split(may_be(v)) for v in inits]
+        after = [self.split(may_be(v)) for v in afters]
+        self.contents = [set(init[k][1]) for k in range(n)]  # outside arrays each may hold
+        alias = {(k, l) for k in range(n) for l in range(n) if k != l
+                 and self.contents[k] & self.contents[l]}
+        changed = True
+        while changed:
+            changed = False
+            for k in range(n):
+                got = set(after[k][1]).union(*(self.contents[x] for x in after[k][0]))
+                if not got <= self.contents[k]:
+                    self.contents[k] |= got
+                    changed = True
+            for k in range(n):
+                for l in range(n):
+                    if k == l or (k, l) in alias:
+                        continue
+                    (pk, ok), (pl, ol) = after[k], after[l]
+                    if (ok & ol or any(x == y or (x, y) in alias for x in pk for y in pl)
+                            or any(ol & self.contents[x] for x in pk)
+                            or any(ok & self.contents[y] for y in pl)):
+                        alias.add((k, l))
+                        changed = True
+        self.alias = alias
+
+    def split(self, ids: dict) -> tuple[set, set]:
+        """(carried parameter indices, ids of arrays from outside the loop) among `ids` (from
+        may_be; the body's own values lead to the others through it)."""
+        held, other = set(), set()
+        for i, v in ids.items():
+            if i in self.index:
+                held.add(self.index[i])
+            elif i not in self.local:
+                other.add(i)
+                self.values[i] = v
+        return held, other
+
+    def later_alias(self, held: set, outside: set, slot, value) -> bool:
+        """Whether the array an update derived from parameters `held` (or arrays `outside`)
+        writes may, in a later iteration, be the one a name holds: the name's carried slot
+        `slot` (its value in the next iteration), else its `value` now."""
+        if slot is not None:
+            return any(x == slot or (x, slot) in self.alias for x in held) or \
+                bool(outside & self.contents[slot])
+        vh, vo = self.split(may_be(value))
+        return any((x, y) in self.alias for x in held for y in vh) or \
+            any(vo & self.contents[x] for x in held) or \
+            any(outside & self.contents[y] for y in vh)
+
+
+def _defined_in(region: ir.Region) -> set:
+    """Ids of the values `region` and the regions inside it define (params included)."""
+    out, todo = set(), [region]
+    while todo:
+        r = todo.pop()
+        out.update(p.id for p in r.params)
+        for op in r.ops:
+            out.update(v.id for v in op.outputs)
+            todo.extend(op.regions)
+    return out

@@ -563,9 +563,10 @@ class IRStager:
             set_state(s0)
             return {"grow": grow, "changed": changed, "emit": None}
         if updates:  # Note [In-place updates are by value]
+            aliasing.check_loop(loc, updates, ([names[k] for k in order], cparams, init,
+                                               [after[k] for k in order], rb), effects.over)
             for k, p in zip(order, cparams):
                 aliasing.note_may_be(p, after[k])
-            aliasing.check_loop(loc, updates, effects.over)
             if b.inplace:
                 b.inplace[-1].extend(updates)
         nxt = [merge.lift(b, after[k], avals[k], rb) for k in order]

@@ -1,5 +1,6 @@
 """argsort: a stable merge sort of (key, index) pairs per line along the axis, emitted once
-per module and key type as an LLVM function. See Note [Merge sort].
+per module and key type as an LLVM function. See Note [Merge sort]. Lines of RADIX_MIN or
+more float64, float32 or int64 keys are radix sorted instead (radix.py, Note [Radix sort]).
 
 The array is seen as (outer, n, inner) around the axis; each line is copied into a key buffer
 (with indices 0..n-1), sorted, and its indices written out. Buffers are malloc'd once per op.
@@ -17,6 +18,7 @@ from .. import elementwise as ew
 from ..loops import I64, PTR, for_range
 from ..registry import lowers
 from .control import _libc
+from .radix import RADIX_DTYPES, RADIX_MIN, radix_function
 from .scan import _geometry
 
 # Note [Merge sort]
@@ -150,7 +152,8 @@ def _lower_argsort(ctx, op) -> None:
     if outer * n * inner == 0:
         return
     i64 = np.dtype(np.int64)
-    sort = _sort_function(b.module, dt, op.params["descending"])
+    pick = radix_function if dt in RADIX_DTYPES and n >= RADIX_MIN else _sort_function
+    sort = pick(b.module, dt, op.params["descending"])  # See Note [Radix sort]
     malloc = _libc(b.module, "malloc", PTR, [I64])
     free = _libc(b.module, "free", ir.VoidType(), [PTR])
     size = n * (dt.itemsize + 8)

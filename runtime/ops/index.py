@@ -63,10 +63,14 @@ def _index_operands(n: int) -> tuple:
     return tuple(range(1, n))
 
 
-def _checked(key, **_) -> bool:
-    """An index array (or traced index) may be out of range: the op raises IndexError even
-    when its result is never read, as numpy does (Note [Index checks] in codegen)."""
-    return has_arrays(key)
+def _checked(op) -> bool:
+    """An index array may be out of range: the op raises IndexError even when its result is
+    never read, as numpy does (Note [Index checks] in codegen). Not for 0-d traced indices
+    (`x[k]`, `a[i] = v` in Numba-style loops): kept unread, each read would hold its whole
+    array live past later updates in place, and loop AD would tape the array per iteration
+    (issue 13); an unread element read at an out-of-range scalar goes unreported."""
+    indices = op.inputs[2:] if op.prim.name == "index_put" else op.inputs[1:]
+    return any(v.aval.shape != () for v in indices)
 
 
 def _getitem_vjp(g, out, x, *idx, key):

@@ -145,12 +145,35 @@ def _cumsum(v):
     return np.sum(np.cumsum(v) * 1e-3)
 
 
+def _staged_rnn(Wx, Wh, b, xs):
+    preds = np.zeros((xs.shape[0], xs.shape[1], Wh.shape[0]))
+    h = np.zeros((xs.shape[1], Wh.shape[0]))
+    for t in range(xs.shape[0]):
+        h = np.tanh(xs[t] @ Wx + h @ Wh + b)
+        preds[t] = h  # a slab written at t: nothing for the vectoriser
+    return np.sum(preds ** 2)
+
+
+def _forward_substitution(L, y):
+    n = y.shape[0]
+    z = np.zeros_like(y)
+    for i in range(n):
+        s = y[i]
+        for j in range(i + 1, n):  # at most n trips (codegen/ranges.py), and so its sweep
+            s = s - L[j, i] * z[i] * 1e-3 * y[j]
+        z[i] = s / L[i, i]
+    return np.sum(z ** 2)
+
+
 @pytest.mark.parametrize("fn, args, level", [
     (_elementwise, (np.ones(100_000),), 1),
     (_gather, (np.ones(100_000), np.arange(100_000) % 7), 2),
-    (_gather, (np.ones(100), np.arange(100) % 7), 1),  # small: nothing for the vectoriser
+    (_gather, (np.ones(100), np.arange(100) % 7), 1),  # small: O1 costs little
     (_cumsum, (np.ones(100_000),), 2),
-    (unrolled_rnn, _rnn_args(5), 1),  # matmuls: register-blocked, O1 runs them as fast
+    (unrolled_rnn, _rnn_args(5), 0),  # little work, much IR: the light pipeline
+    (_staged_rnn, _rnn_args(5), 0),
+    (_staged_rnn, _rnn_args(80), 1),  # (not O2: its slab writes are no scatters)
+    (_forward_substitution, (np.eye(10) + 1.0, np.ones(10)), 0),
 ])
 @pytest.mark.filterwarnings("ignore::llgrad.PerformanceWarning")
 def test_optimisation_level_is_chosen_from_the_plan(fn, args, level, native):

@@ -70,7 +70,7 @@ def test_stats_have_every_phase(native):
     stats = f.inspect(np.ones(3), np.ones(3)).stats
     for key in PHASES:
         assert isinstance(stats[key], float) and stats[key] >= 0, key
-    assert stats["opt level (joint)"] in (1, 2)
+    assert stats["opt level (joint)"] in (0, 1, 2)
     assert "trace time" in str(stats) and " ms" in str(stats)
 
 
@@ -86,7 +86,7 @@ def test_one_time_costs_are_reported_by_the_compile_that_paid_them():
         first = next(iter(a._cache.values())).stats
         second = next(iter(b._cache.values())).stats
         assert first["one-time: imports"] > 0 and first["one-time: JIT set-up"] > 0
-        assert first["one-time: support module"] > 0
+        assert "one-time: support module" not in first  # its functions came with f's
         assert not [k for k in second if k.startswith("one-time")], second
     """
     r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,

@@ -51,7 +51,7 @@ def test_second_process_hits_the_cache(tmp_path, cache_dir):
     v2, state2 = _run(tmp_path, cache_dir)
     assert (state1, state2) == ("miss", "hit")
     assert v1 == v2
-    assert cache.info()["entries"] == 2  # the function's entry and the calling trampoline's
+    assert cache.info()["entries"] == 1  # the function's (with the support functions)
     assert oct(os.stat(cache_dir).st_mode & 0o777) == "0o700"
 
 
@@ -159,21 +159,15 @@ def _run_trampoline_script(tmp_path, cache_dir, use_cache=True):
     return run_script(tmp_path, cache_dir, TRAMPOLINE_SCRIPT.replace("CACHE", str(use_cache)))[0]
 
 
-def _trampoline_entry() -> str:
-    """The support module's entry file (trampoline and SIGINT hook; this interpreter builds
-    the same IR as the child's)."""
-    path = cache.entry_path(cache.key("object", abi._support_ir(trampoline=True)))
-    assert os.path.exists(path)
-    return path
-
-
 def test_warm_process_runs_neither_llvm_nor_the_lowering(tmp_path, cache_dir):
     v1, llvm1, lowering1 = _run_trampoline_script(tmp_path, cache_dir)
     v2, llvm2, lowering2 = _run_trampoline_script(tmp_path, cache_dir)
-    assert (llvm1, llvm2) == ("llvm", "no-llvm")  # the trampoline came from the cache
-    assert (lowering1, lowering2) == ("lowering", "no-lowering")  # not even imported
+    # the calling trampoline came with the kernel's entry (Note [Support functions in
+    # kernel modules]): no LLVM pass, and the lowering is not even imported
+    assert (llvm1, llvm2) == ("llvm", "no-llvm")
+    assert (lowering1, lowering2) == ("lowering", "no-lowering")
     assert v1 == v2
-    assert cache.info()["entries"] == 2  # the function's entry and the trampoline's
+    assert cache.info()["entries"] == 1
 
 
 def _entries(cache_dir) -> list[str]:
@@ -187,21 +181,25 @@ def _replace_object(path, damage) -> None:
     cache.store(k, meta, damage(object_code))
 
 
-def test_corrupt_trampoline_entry_is_recompiled(tmp_path, cache_dir):
+def test_corrupt_entry_is_recompiled_with_its_support_functions(tmp_path, cache_dir):
     v1, *_ = _run_trampoline_script(tmp_path, cache_dir)
-    _flip_a_byte(_trampoline_entry())  # caught by the checksum
+    (entry,) = _entries(cache_dir)
+    _flip_a_byte(entry)  # caught by the checksum
     v2, llvm2, _ = _run_trampoline_script(tmp_path, cache_dir)
     assert (v2, llvm2) == (v1, "llvm")  # recompiled, and rewritten:
     assert _run_trampoline_script(tmp_path, cache_dir)[1] == "no-llvm"
-    _replace_object(_trampoline_entry(), lambda obj: obj[:len(obj) // 2])  # by the object check
+    _replace_object(entry, lambda obj: obj[:len(obj) // 2])  # by the object check
     assert _run_trampoline_script(tmp_path, cache_dir)[:2] == [v1, "llvm"]
     assert _run_trampoline_script(tmp_path, cache_dir)[1] == "no-llvm"
+    meta, obj = cache.load(os.path.basename(entry)[:-5])
+    del meta["support"]  # an entry without the support functions' symbols is not used
+    cache.store(os.path.basename(entry)[:-5], meta, obj)
+    assert _run_trampoline_script(tmp_path, cache_dir)[:2] == [v1, "llvm"]
 
 
 def test_damaged_kernel_entry_with_a_valid_checksum_is_recompiled(tmp_path, cache_dir):
     v1, _ = _run(tmp_path, cache_dir)
-    trampoline = _trampoline_entry()
-    (entry,) = [p for p in _entries(cache_dir) if p != trampoline]
+    (entry,) = _entries(cache_dir)
     _replace_object(entry, lambda obj: obj[:100])
     assert _run(tmp_path, cache_dir) == [v1, "miss"]  # recompiled, and rewritten:
     assert _run(tmp_path, cache_dir) == [v1, "hit"]

@@ -167,7 +167,7 @@ def long_rows(x):
     return np.sum(y)
 
 
-def test_long_element_loops_are_compiled_at_o2_short_ones_at_o1():
+def test_long_element_loops_are_compiled_at_o2_short_ones_below():
     x = RNG.standard_normal(3000)
     d = llgrad.differentiate(long_rows)
     assert d(x) == pytest.approx(long_rows(x), rel=1e-12)
@@ -175,7 +175,8 @@ def test_long_element_loops_are_compiled_at_o2_short_ones_at_o1():
     args = _gmm_args(3, 4, 5)  # loops of 3, 4 and 5 iterations
     g = llgrad.differentiate(gmm_loops)
     g(*args)
-    assert g.inspect(*args).stats["opt level (forward)"] == 1
+    # O1, or the light pipeline (level 0) for a module this small (codegen/compile.py)
+    assert g.inspect(*args).stats["opt level (forward)"] < 2
 
 
 def strided_walk(w, x):

@@ -19,7 +19,7 @@ def _effects(region: ir.Region, out: set) -> bool:
     found = False
     for op in region.ops:
         inner = [_effects(r, out) for r in op.regions]  # every region: no short cut
-        if op.prim.has_effect(op.params) or any(inner):
+        if op.prim.has_effect(op) or any(inner):
             out.add(id(op))
             found = True
     return found
