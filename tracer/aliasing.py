@@ -42,9 +42,10 @@ _ENTRY_FILES = ("tracing.py", "dynamic.py")  # the trace's entry: the user's cal
 _VIEW_PRIMS = frozenset({"reshape", "transpose", "squeeze", "expand_dims", "swapaxes"})
 
 
-def may_be(v) -> dict:
+def may_be(v, stop=()) -> dict:
     """The values (by id) the traced `v` may be the same array as at run time, itself
-    included, through Builder.origins (Note [In-place updates are by value])."""
+    included, through Builder.origins (Note [In-place updates are by value]); the origins of
+    values whose ids are in `stop` are not followed."""
     try:
         origins = current().origins
     except LLGradError:
@@ -54,7 +55,8 @@ def may_be(v) -> dict:
         x = todo.pop()
         if isinstance(x, ir.Value) and x.id not in seen:
             seen[x.id] = x
-            todo.extend(origins.get(x.id, ()))
+            if x.id not in stop:
+                todo.extend(origins.get(x.id, ()))
     return seen
 
 
@@ -306,7 +308,7 @@ def check_loop(loc, log, carried, over=None) -> None:
     slot = {n: k for k, n in enumerate(names)}
     frames = list(_user_frames(sys._getframe(1)))
     for target, mine, what, at in log:
-        held, outside = flow.split(may_be(target))
+        held, outside = flow.split(may_be(target, flow.index))
         if isinstance(over, ir.Value) and any(
                 over.id in ids or any(b is over for b in _bases(v)) for ids in
                 [outside, *(flow.contents[x] for x in held)] for v in
@@ -352,7 +354,7 @@ class _Carried:
         n = len(params)
         self.values: dict = {}
         init = [self.split(may_be(v)) for v in inits]
-        after = [self.split(may_be(v)) for v in afters]
+        after = [self.split(may_be(v, self.index)) for v in afters]
         self.contents = [set(init[k][1]) for k in range(n)]  # outside arrays each may hold
         alias = {(k, l) for k in range(n) for l in range(n) if k != l
                  and self.contents[k] & self.contents[l]}
@@ -395,7 +397,7 @@ class _Carried:
         if slot is not None:
             return any(x == slot or (x, slot) in self.alias for x in held) or \
                 bool(outside & self.contents[slot])
-        vh, vo = self.split(may_be(value))
+        vh, vo = self.split(may_be(value, self.index))
         return any((x, y) in self.alias for x in held for y in vh) or \
             any(vo & self.contents[x] for x in held) or \
             any(outside & self.contents[y] for y in vh)

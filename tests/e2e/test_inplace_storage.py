@@ -63,15 +63,16 @@ def view_read_after_update(x):
     a = x * 1.0
     t = 0.0
     for i in range(x.shape[0] - 1):
-        r = a[::-1]  # in the IR, a view of the old a (codegen: a strided layout of its storage)
+        r = a[:2]  # in the IR, a view of the old a (codegen: a layout of its storage)
         a[i] = a[i + 1] * 0.5 + 1.0
-        t += np.sum(r * x)
+        t += np.sum(r * x[:2])
     return t + np.sum(a * a)
 
 
 def test_a_view_read_after_the_update_sees_the_old_array(monkeypatch):
     """Native code against the reference interpreter on the same IR. (numpy's `r` would see
-    the update: the tracer stages `r` as the old array's view, a separate, known issue.)"""
+    the writes at i = 0 and 1: whether a write meets an earlier view depends on the run-time
+    index there, which the tracer lets through; README, Limitations.)"""
     d = llgrad.differentiate(view_read_after_update)
     value, grad = d.value_and_grad(X)
     monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
