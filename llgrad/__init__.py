@@ -52,7 +52,7 @@ _alias("llgrad.optim", optim)
 __version__ = "0.1.0"
 
 _LAZY = {"differentiate", "grad", "value_and_grad", "jacobian", "hessian", "hvp", "jvp",
-         "jacfwd", "jacrev", "Differentiable"}
+         "jacfwd", "jacrev", "vmap", "Differentiable"}
 
 
 def __getattr__(name: str):
