@@ -242,7 +242,12 @@ def _indexing(self, op, env, data: int):
     key = op.params["key"]
     arrays = any(e[0] == "a" for e in key)  # then integers index as arrays do (numpy)
     pos = [k for k, e in enumerate(key) if e[0] == "a" or (arrays and e[0] == "i")]
-    if any(env[v.id][1] for v in op.inputs[data:]) or (pos and pos[-1] - pos[0] != len(pos) - 1):
+    adjacent = not pos or pos[-1] - pos[0] == len(pos) - 1
+    if any(env[v.id][1] for v in op.inputs[data:]):
+        if op.prim is getitem_p and adjacent and pos[0] == 0:
+            return _gather(self, op, env)
+        return _per_example(self, op, env)
+    if not adjacent:
         return _per_example(self, op, env)
     params = dict(op.params, key=(("s", None, None, None),) + tuple(key))
     if "shape" in params:
@@ -250,6 +255,17 @@ def _indexing(self, op, env, data: int):
     ins = [self.force(*env[v.id], v.aval) for v in op.inputs[:data]] + \
         [env[v.id][0] for v in op.inputs[data:]]
     self.bind(env, op.outputs, self.emit(op, ins, params))
+
+
+def _gather(self, op, env):
+    """getitem with batched index arrays, leading the key: example e's row of the data is
+    picked by one more index array, arange(n), in front (broadcast against the others)."""
+    rank = max(len(v.aval.shape) for v in op.inputs[1:])
+    idx = [self.expand(x, rank) if bt else x for x, bt in (env[v.id] for v in op.inputs[1:])]
+    rows = self.b.const(np.arange(self.n, dtype=np.int64).reshape((self.n,) + (1,) * rank))
+    key = (("a", len(idx)),) + tuple(op.params["key"])
+    x = self.force(*env[op.inputs[0].id], op.inputs[0].aval)
+    self.bind(env, op.outputs, self.emit(op, [x] + idx + [rows], {"key": key}))
 
 
 def _matmul(self, op, env):
@@ -344,8 +360,8 @@ def _loop_batched(op, env) -> list[bool]:
 
 
 def _for_loop(self, op, env):
-    if any(env[v.id][1] for v in control.bounds(op)):  # trip counts differ: per example
-        return _per_example(self, op, env)
+    if any(env[v.id][1] for v in control.bounds(op)):
+        return _for_masked(self, op, env)
     bt = _loop_batched(op, env)
     body = control.body(op)
     region = self.region(body, env, [False] + bt, bt)
@@ -356,6 +372,33 @@ def _for_loop(self, op, env):
                                           for o, b in zip(op.outputs, bt)], [region], loc=op.loc)
     for o, v, b in zip(op.outputs, outs, bt):
         self.bind(env, [o], [v], b)
+
+
+def _for_masked(self, op, env):
+    """A for_loop whose bounds differ across the batch: k counts up to the largest trip
+    count; example e runs iteration k (counter start + k * step) while k < its trip count,
+    the others keep their state."""
+    start, stop, step = (self.force(*env[v.id], v.aval) for v in control.bounds(op))
+    trips = ops.maximum(ops.floor_divide(
+        ops.sub(ops.add(ops.sub(stop, start), step), ops.sign(step)), step), 0)
+    body, outer = control.body(op), self.mask
+
+    def step_fn(k, *state):
+        run = ops.lt(k, trips)
+        run = run if outer is None else ops.logical_and(run, outer)
+        env2 = dict(env)
+        self.bind(env2, body.params, [ops.add(start, ops.mul(k, step))] + list(state), True)
+        self.mask = run
+        try:
+            self.ops(body.ops, env2)
+            news = self.results(env2, body.results, [True] * len(state))
+        finally:
+            self.mask = outer
+        return tuple(ops.where(self.expand(run, len(q.aval.shape) - 1), x, q)
+                     for x, q in zip(news, state))
+    init = [self.force(*env[v.id], v.aval) for v in control.state(op)]
+    outs = control.for_loop(0, ops.amax(trips), 1, step_fn, *init)
+    self.bind(env, op.outputs, outs)
 
 
 def _any(pred):
