@@ -46,3 +46,135 @@ def test_vmap_on_the_control_flow_corpus(name, mode):
         want = _per_example(c.fn, examples)
         got = llgrad.vmap(c.fn, in_axes=axes)(*stacked)
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+# ---- in_axes and out_axes ------------------------------------------------------------------
+def _affine(x, w, b):
+    return np.tanh(w @ x + b)
+
+
+def test_in_axes_int_none_and_tuple(mode, rng):
+    xs, w, b = rng.normal(size=(5, 3)), rng.normal(size=(4, 3)), rng.normal(size=4)
+    want = np.stack([_affine(x, w, b) for x in xs])
+    np.testing.assert_allclose(llgrad.vmap(_affine, (0, None, None))(xs, w, b), want,
+                               rtol=1e-12)
+    # the mapped axis anywhere, negative included; several arguments mapped
+    ws = rng.normal(size=(4, 3, 5))
+    want = np.stack([_affine(xs[k], ws[:, :, k], b) for k in range(5)])
+    np.testing.assert_allclose(llgrad.vmap(_affine, (0, -1, None))(xs, ws, b), want,
+                               rtol=1e-12)
+    # in_axes=1 for every argument: all mapped over their axis 1
+    got = llgrad.vmap(lambda x, y: x * np.sum(y), in_axes=1)(xs.T, ws[0])
+    np.testing.assert_allclose(got, np.stack([xs[k] * np.sum(ws[0][:, k]) for k in range(5)]),
+                               rtol=1e-12)
+
+
+def test_out_axes(mode, rng):
+    xs = rng.normal(size=(5, 3))
+
+    def f(x):
+        return np.outer(x, x), np.sum(x)
+    a, s = llgrad.vmap(f, out_axes=(2, 0))(xs)
+    np.testing.assert_allclose(a, np.stack([np.outer(x, x) for x in xs], axis=2), rtol=1e-12)
+    np.testing.assert_allclose(s, xs.sum(1), rtol=1e-12)
+    # an output that does not depend on the mapped argument: None keeps it, 0 repeats it
+    g = lambda x, w: (x * w, w * 2.0)  # noqa: E731
+    w = rng.normal(size=3)
+    y, w2 = llgrad.vmap(g, in_axes=(0, None), out_axes=(0, None))(xs, w)
+    np.testing.assert_allclose(w2, w * 2.0)
+    y, w2 = llgrad.vmap(g, in_axes=(0, None))(xs, w)
+    np.testing.assert_allclose(w2, np.stack([w * 2.0] * 5))
+
+
+# ---- composition ----------------------------------------------------------------------------
+def _loss(w, x, y):
+    h = np.tanh(x @ w[0])
+    return np.sum((h @ w[1] - y) ** 2)
+
+
+def test_vmap_of_grad_is_per_example_gradients(mode, rng):
+    w = (rng.normal(size=(3, 4)), rng.normal(size=(4, 2)))
+    xs, ys = rng.normal(size=(6, 3)), rng.normal(size=(6, 2))
+    got = llgrad.vmap(llgrad.grad(_loss), in_axes=(None, 0, 0))(w, xs, ys)
+    for k in range(6):
+        want = llgrad.grad(_loss)(w, xs[k], ys[k])
+        for g, v in zip(got, want):
+            np.testing.assert_allclose(g[k], v, rtol=1e-10, atol=1e-12)
+
+
+def test_grad_of_vmap_and_jvp_of_vmap(mode, rng):
+    w = (rng.normal(size=(3, 4)), rng.normal(size=(4, 2)))
+    xs, ys = rng.normal(size=(6, 3)), rng.normal(size=(6, 2))
+
+    def total(w):
+        return np.sum(llgrad.vmap(_loss, in_axes=(None, 0, 0))(w, xs, ys))
+    got = llgrad.grad(total)(w)
+    want = llgrad.grad(lambda w: sum(_loss(w, xs[k], ys[k]) for k in range(6)))(w)
+    for g, v in zip(got, want):
+        np.testing.assert_allclose(g, v, rtol=1e-10)
+    t = rng.normal(size=(6, 3))
+    _, tan = llgrad.jvp(llgrad.vmap(lambda x: np.sin(x) * np.sum(x)), (xs,), (t,))
+    want = np.stack([llgrad.jvp(lambda x: np.sin(x) * np.sum(x), (xs[k],), (t[k],))[1]
+                     for k in range(6)])
+    np.testing.assert_allclose(tan, want, rtol=1e-12)
+
+
+def test_vmap_of_vmap(mode, rng):
+    xs = rng.normal(size=(4, 5, 3))
+    f = lambda x: np.sum(np.sin(x)) * x  # noqa: E731
+    got = llgrad.vmap(llgrad.vmap(f))(xs)
+    np.testing.assert_allclose(got, np.stack([[f(x) for x in row] for row in xs]), rtol=1e-12)
+    got = llgrad.vmap(llgrad.vmap(f), in_axes=1, out_axes=1)(xs)
+    want = np.stack([[f(xs[i, j]) for i in range(4)] for j in range(5)], axis=1)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_linear_algebra_by_the_rule_of_last_resort(mode, rng):
+    a = rng.normal(size=(4, 3, 3)) + 4 * np.eye(3)
+    got = llgrad.vmap(lambda m: np.linalg.inv(m) @ np.ones(3))(a)
+    np.testing.assert_allclose(got, np.stack([np.linalg.inv(m) @ np.ones(3) for m in a]),
+                               rtol=1e-10)
+
+
+# ---- per-example control flow ----------------------------------------------------------------
+def _guarded(x):
+    if np.sum(x) > 0:
+        s = np.sum(x)
+        while s < 100.0:
+            s = s * 2.0
+    else:
+        s = np.float64(-1.0)
+        assert np.sum(x) <= 0, "reached only by examples with a non-positive sum"
+    return s
+
+
+def test_masks_keep_examples_to_their_own_path(mode):
+    """A batched predicate runs both branches: the loop runs for each example only as long
+    as its own, and the assert only fails for examples that take its branch."""
+    xs = np.array([[1.0, 2.0], [-1.0, -2.0], [0.001, 0.0]])
+    np.testing.assert_allclose(llgrad.vmap(_guarded)(xs), [_guarded(x) for x in xs])
+
+
+def test_a_failing_check_in_one_example_raises(mode):
+    def f(x):
+        if np.sum(x) > 0:
+            assert np.max(x) < 5.0, "too large"
+        return x * 2
+    np.testing.assert_allclose(llgrad.vmap(f)(np.array([[1.0], [-9.0]])), [[2.0], [-18.0]])
+    with pytest.raises(AssertionError, match="too large"):
+        llgrad.vmap(f)(np.array([[1.0], [9.0]]))
+
+
+# ---- errors -----------------------------------------------------------------------------------
+def test_errors():
+    x = np.ones((3, 2))
+    with pytest.raises(ValueError, match="maps no array argument"):
+        llgrad.vmap(lambda x: x, in_axes=None)(x)
+    with pytest.raises(llgrad.errors.ShapeError, match="different sizes"):
+        llgrad.vmap(lambda x, y: x + y)(x, np.ones((4, 2)))
+    with pytest.raises(llgrad.errors.ShapeError, match="out of range"):
+        llgrad.vmap(lambda x: x, in_axes=2)(x)
+    with pytest.raises(ValueError, match="out_axes is None"):
+        llgrad.vmap(lambda x: x, out_axes=None)(x)
+    with pytest.raises(TypeError, match="in_axes must be"):
+        llgrad.vmap(lambda x: x, in_axes="0")
