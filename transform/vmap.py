@@ -68,10 +68,12 @@ def vmap_function(fn: ir.Function, batched: list[bool], n: int,
 class _Vmap:
     def __init__(self, name: str, n: int):
         self.n, self.loc, self.mask = n, None, None
+        self.int_tapes: set = set()  # ids of fn's integer tapes (Note [Batched tapes])
         self.b = Builder(name, loc=lambda: self.loc)
 
     def run(self, fn, batched):
         b = self.b
+        _tape_ids(fn.body, self.int_tapes)
         with b:
             env = {}
             for p, bt in zip(fn.params, batched):
@@ -87,11 +89,13 @@ class _Vmap:
     def aval(self, aval) -> Aval:
         return Aval((self.n,) + tuple(aval.shape), aval.dtype)
 
-    def force(self, x, bt, aval):
-        """x batched (broadcast along a new axis 0 when it is not)."""
+    def force(self, x, bt, old):
+        """x, the value of `old`, batched (broadcast along a new axis 0 when it is not)."""
         if bt:
             return x
-        return ops.broadcast_to(x, (self.n,) + tuple(aval.shape))
+        if old.id in self.int_tapes:
+            raise _differs(self.loc)
+        return ops.broadcast_to(x, (self.n,) + tuple(old.aval.shape))
 
     def expand(self, x, rank: int):
         """A batched x (n, *s) as (n, 1, ..., 1, *s) with len(s) raised to `rank`."""
@@ -112,8 +116,11 @@ class _Vmap:
         return list(out) if isinstance(out, tuple) else [out]
 
     def free_batched(self, op, env) -> bool:
+        """Whether op reads a batched value (or its regions make a tape, always batched)."""
         return any(env[v.id][1] for v in op.inputs) or any(
-            env[v.id][1] for r in op.regions for v in r.free_values() if v.id in env)
+            env[v.id][1] for r in op.regions for v in r.free_values() if v.id in env) or any(
+            o.prim is tape_new_p and np.dtype(o.params["dtype"]).kind == "f"
+            for r in op.regions for o in r.walk())
 
     # ---- the walk ---------------------------------------------------------------------------
     def ops(self, op_list, env) -> None:
@@ -121,6 +128,8 @@ class _Vmap:
             self.loc = op.loc
             if op.prim is check_p and self.mask is not None:
                 _check(self, op, env)
+            elif op.prim is tape_new_p:
+                _tape_new(self, op, env)
             elif not self.free_batched(op, env):
                 self.clone(op, env)
             else:
@@ -148,11 +157,11 @@ class _Vmap:
                            [v.aval for v in op.outputs], regions, loc=op.loc)
         self.bind(env, op.outputs, outs, False)
 
-    def region(self, r, env, params_batched: list[bool], yields: list[bool] | None):
-        """A batched copy of region `r` (its params batched where flagged) yielding its
-        results batched at the positions flagged in `yields` (None: as they come)."""
-        params = [self.b.new_value(self.aval(p.aval) if bt else p.aval, p.name)
-                  for p, bt in zip(r.params, params_batched)]
+    def region(self, r, env, avals, params_batched: list[bool], yields: list[bool] | None):
+        """A batched copy of region `r` (its params of `avals`, batched where flagged)
+        yielding its results batched at the positions flagged in `yields` (None: as they
+        come). The avals come from the operands (a batched tape has its batch on axis 1)."""
+        params = [self.b.new_value(a, p.name) for p, a in zip(r.params, avals)]
         env2 = dict(env)
         for p, q, bt in zip(r.params, params, params_batched):
             self.bind(env2, [p], [q], bt)
@@ -166,26 +175,74 @@ class _Vmap:
         for k, v in enumerate(vs):
             x, bt = env[v.id]
             if yields is not None and yields[k]:
-                x = self.force(x, bt, v.aval)
+                x = self.force(x, bt, v)
             elif bt and yields is not None:
                 raise AssertionError(f"vmap: value {v!r} batched at an unbatched position")
             out.append(x)
         return out
 
 
-def _batched_ids(region, live: set) -> set:
-    """`live` plus the ids of the values of `region` that read (transitively) a value in
-    `live` (Note [Which values are batched])."""
+def _batched_ids(self, region, live: set, masked: bool) -> set:
+    """`live` plus the ids of the values of `region` that the transformation makes batched
+    given that those in `live` are (Note [Which values are batched])."""
     live = set(live)
     for op in region.ops:
-        if any(v.id in live for v in op.inputs) or any(
-                v.id in live for r in op.regions for v in r.free_values()):
-            live.update(o.id for o in op.outputs)
+        live.update(o.id for o, b in zip(op.outputs, _outputs_batched(self, op, live, masked))
+                    if b and o.id not in self.int_tapes)
     return live
 
 
-def _outer(env, regions) -> set:
-    return {v.id for r in regions for v in r.free_values() if v.id in env and env[v.id][1]}
+def _outputs_batched(self, op, live: set, masked: bool) -> list[bool]:
+    """Which outputs of `op` the transformation makes batched, given the batched ids `live`
+    (`masked`: within a branch or loop only some examples run)."""
+    n = len(op.outputs)
+    if op.prim is tape_new_p:
+        return [op.outputs[0].aval.dtype.kind == "f"]
+    reads = any(v.id in live for v in op.inputs) or any(
+        v.id in live for r in op.regions for v in r.free_values())
+    if op.prim is for_loop_p and not any(v.id in live for v in control.bounds(op)) or \
+            op.prim is while_loop_p and not (masked and reads):
+        bt = _loop_batched(self, op, live, masked)
+        if op.prim is while_loop_p:
+            test = control.loop_test(op)
+            ids = _batched_ids(self, test, live | {p.id for p, b in zip(test.params, bt) if b},
+                               masked)
+            if test.results[0].id in ids:
+                return [True] * n
+        return bt
+    if op.prim is cond_p and control.pred(op).id not in live:
+        out = [False] * n
+        for r in control.branches(op):
+            ids = _batched_ids(self, r, live | {q.id for q, v in zip(r.params, control.state(op))
+                                                if v.id in live}, masked)
+            out = [o or v.id in ids for o, v in zip(out, r.results)]
+        return out
+    if not reads and any(o.prim is tape_new_p and o.outputs[0].aval.dtype.kind == "f"
+                         for r in op.regions for o in r.walk()):
+        return [True] * n  # a loop of the reverse sweep carrying a float tape
+    return [reads] * n
+
+
+def _tape_ids(region, ids: set) -> None:
+    """Add to `ids` the values of `region` that are integer tapes (made, pushed, carried)."""
+    for op in region.ops:
+        if op.prim is tape_new_p and op.outputs[0].aval.dtype.kind != "f" or \
+                op.prim is tape_push_p and op.inputs[0].id in ids:
+            ids.add(op.outputs[0].id)
+        cf = control.CONTROL.get(op.prim)
+        if cf is not None and op.prim is not fusion_p:
+            for k, v in enumerate(cf.state(op)):
+                if v.id in ids:
+                    ids.add(op.outputs[k].id)
+                    ids.update(ps[k].id for ps in cf.entries(op))
+        for r in op.regions:
+            _tape_ids(r, ids)
+
+
+def _live(self, op, env) -> set:
+    """The ids of the batched values op reads (operands and its regions' free values)."""
+    return {v.id for v in op.inputs if env[v.id][1]} | {
+        v.id for r in op.regions for v in r.free_values() if v.id in env and env[v.id][1]}
 
 
 # ---- primitive families ------------------------------------------------------------------------
@@ -209,7 +266,7 @@ def _axes(self, op, env):
         if params["axis"] is None:  # over the flattened array: per example
             return _per_example(self, op, env)
         params["axis"] = _axis(params["axis"], rank)
-    ins = [self.force(*env[v.id], v.aval) for v in op.inputs]
+    ins = [self.force(*env[v.id], v) for v in op.inputs]
     self.bind(env, op.outputs, self.emit(op, ins, params))
 
 
@@ -232,7 +289,7 @@ def _broadcast_to(self, op, env):
 
 def _concatenate(self, op, env):
     rank = len(op.outputs[0].aval.shape)
-    ins = [self.force(*env[v.id], v.aval) for v in op.inputs]
+    ins = [self.force(*env[v.id], v) for v in op.inputs]
     self.bind(env, op.outputs, self.emit(op, ins, {"axis": _axis(op.params["axis"], rank)}))
 
 
@@ -252,7 +309,7 @@ def _indexing(self, op, env, data: int):
     params = dict(op.params, key=(("s", None, None, None),) + tuple(key))
     if "shape" in params:
         params["shape"] = (self.n,) + tuple(params["shape"])
-    ins = [self.force(*env[v.id], v.aval) for v in op.inputs[:data]] + \
+    ins = [self.force(*env[v.id], v) for v in op.inputs[:data]] + \
         [env[v.id][0] for v in op.inputs[data:]]
     self.bind(env, op.outputs, self.emit(op, ins, params))
 
@@ -264,7 +321,7 @@ def _gather(self, op, env):
     idx = [self.expand(x, rank) if bt else x for x, bt in (env[v.id] for v in op.inputs[1:])]
     rows = self.b.const(np.arange(self.n, dtype=np.int64).reshape((self.n,) + (1,) * rank))
     key = (("a", len(idx)),) + tuple(op.params["key"])
-    x = self.force(*env[op.inputs[0].id], op.inputs[0].aval)
+    x = self.force(*env[op.inputs[0].id], op.inputs[0])
     self.bind(env, op.outputs, self.emit(op, [x] + idx + [rows], {"key": key}))
 
 
@@ -275,7 +332,7 @@ def _matmul(self, op, env):
         out = ops.matmul(ops.reshape(a, (self.n * sa[0], sa[1])), b)
         self.bind(env, op.outputs, [ops.reshape(out, (self.n,) + tuple(op.outputs[0].aval.shape))])
         return
-    ins = [self.force(x, bt, v.aval) for (x, bt), v in zip(((a, ba), (b, bb)), op.inputs)]
+    ins = [self.force(x, bt, v) for (x, bt), v in zip(((a, ba), (b, bb)), op.inputs)]
     self.bind(env, op.outputs, self.emit(op, ins))
 
 
@@ -345,14 +402,14 @@ def _fusion(self, op, env):
         env[o.id] = env2[r.id]
 
 
-def _loop_batched(op, env) -> list[bool]:
-    """The carried positions of a loop that become batched (Note [Which values are batched])."""
+def _loop_batched(self, op, outer: set, masked: bool) -> list[bool]:
+    """The carried positions of a loop that become batched, given the batched ids `outer`
+    (Note [Which values are batched])."""
     cf = control.CONTROL[op.prim]
-    act = {k for k, v in enumerate(cf.state(op)) if env[v.id][1]}
-    outer = _outer(env, op.regions)
+    act = {k for k, v in enumerate(cf.state(op)) if v.id in outer}
     while True:
         live = outer | {ps[k].id for ps in cf.entries(op) for k in act}
-        ids = _batched_ids(cf.body(op), live)
+        ids = _batched_ids(self, cf.body(op), live, masked)
         new = act | {k for k, v in enumerate(cf.body(op).results) if v.id in ids}
         if new == act:
             return [k in act for k in range(len(op.outputs))]
@@ -362,14 +419,14 @@ def _loop_batched(op, env) -> list[bool]:
 def _for_loop(self, op, env):
     if any(env[v.id][1] for v in control.bounds(op)):
         return _for_masked(self, op, env)
-    bt = _loop_batched(op, env)
+    bt = _outputs_batched(self, op, _live(self, op, env), self.mask is not None)
     body = control.body(op)
-    region = self.region(body, env, [False] + bt, bt)
-    ins = [env[v.id][0] for v in control.bounds(op)] + \
-        [self.force(*env[v.id], v.aval) if b else env[v.id][0]
-         for v, b in zip(control.state(op), bt)]
-    outs = self.b.emit(op.prim, ins, {}, [self.aval(o.aval) if b else o.aval
-                                          for o, b in zip(op.outputs, bt)], [region], loc=op.loc)
+    init = [self.force(*env[v.id], v) if b else env[v.id][0]
+            for v, b in zip(control.state(op), bt)]
+    avals = [x.aval for x in init]
+    region = self.region(body, env, [control.counter(op).aval] + avals, [False] + bt, bt)
+    ins = [env[v.id][0] for v in control.bounds(op)] + init
+    outs = self.b.emit(op.prim, ins, {}, avals, [region], loc=op.loc)
     for o, v, b in zip(op.outputs, outs, bt):
         self.bind(env, [o], [v], b)
 
@@ -378,7 +435,7 @@ def _for_masked(self, op, env):
     """A for_loop whose bounds differ across the batch: k counts up to the largest trip
     count; example e runs iteration k (counter start + k * step) while k < its trip count,
     the others keep their state."""
-    start, stop, step = (self.force(*env[v.id], v.aval) for v in control.bounds(op))
+    start, stop, step = (self.force(*env[v.id], v) for v in control.bounds(op))
     trips = ops.maximum(ops.floor_divide(
         ops.sub(ops.add(ops.sub(stop, start), step), ops.sign(step)), step), 0)
     body, outer = control.body(op), self.mask
@@ -394,11 +451,16 @@ def _for_masked(self, op, env):
             news = self.results(env2, body.results, [True] * len(state))
         finally:
             self.mask = outer
-        return tuple(ops.where(self.expand(run, len(q.aval.shape) - 1), x, q)
-                     for x, q in zip(news, state))
-    init = [self.force(*env[v.id], v.aval) for v in control.state(op)]
+        return tuple(_select(self, run, x, q) for x, q in zip(news, state))
+    init = [self.force(*env[v.id], v) for v in control.state(op)]
     outs = control.for_loop(0, ops.amax(trips), 1, step_fn, *init)
     self.bind(env, op.outputs, outs)
+
+
+def _select(self, pred, a, b):
+    """Per example, batched a where the batched `pred` holds, else b (a itself when the same
+    value: a tape passed through unchanged is never selected)."""
+    return a if a is b else ops.where(self.expand(pred, len(a.aval.shape) - 1), a, b)
 
 
 def _any(pred):
@@ -406,20 +468,20 @@ def _any(pred):
 
 
 def _while_loop(self, op, env):
-    bt = _loop_batched(op, env)
+    bt = _outputs_batched(self, op, _live(self, op, env), self.mask is not None)
     test, body = control.loop_test(op), control.body(op)
-    live = _outer(env, op.regions) | {p.id for p, b in zip(test.params, bt) if b}
-    pred_batched = test.results[0].id in _batched_ids(test, live) or self.mask is not None
-    if pred_batched:  # examples stop at different iterations: all state is per example
-        bt = [True] * len(bt)
-    ins = [self.force(*env[v.id], v.aval) if b else env[v.id][0]
+    # examples stop at different iterations: all state is per example
+    pred_batched = all(bt) and (self.mask is not None or test.results[0].id in _batched_ids(
+        self, test, _live(self, op, env) | {p.id for p in test.params}, False))
+    ins = [self.force(*env[v.id], v) if b else env[v.id][0]
            for v, b in zip(control.state(op), bt)]
-    avals = [self.aval(o.aval) if b else o.aval for o, b in zip(op.outputs, bt)]
+    avals = [x.aval for x in ins]
     if pred_batched:
         regions = [_masked_region(self, test, env, avals, None),
                    _masked_region(self, test, env, avals, body)]
     else:
-        regions = [self.region(test, env, bt, [False]), self.region(body, env, bt, bt)]
+        regions = [self.region(test, env, avals, bt, [False]),
+                   self.region(body, env, avals, bt, bt)]
     outs = self.b.emit(op.prim, ins, {}, avals, regions, loc=op.loc)
     for o, v, b in zip(op.outputs, outs, bt):
         self.bind(env, [o], [v], b)
@@ -434,7 +496,7 @@ def _masked_region(self, test, env, avals, body):
     self.bind(env2, test.params, params, True)
     with self.b.open_region(params) as new:
         self.ops(test.ops, env2)
-        pred = self.force(*env2[test.results[0].id], test.results[0].aval)
+        pred = self.force(*env2[test.results[0].id], test.results[0])
         if self.mask is not None:
             pred = ops.logical_and(pred, self.mask)
         if body is None:
@@ -448,8 +510,7 @@ def _masked_region(self, test, env, avals, body):
             news = self.results(env3, body.results, [True] * len(params))
         finally:
             self.mask = saved
-        new.results = [ops.where(self.expand(pred, len(q.aval.shape) - 1), x, q)
-                       for x, q in zip(news, params)]
+        new.results = [_select(self, pred, x, q) for x, q in zip(news, params)]
     return new
 
 
@@ -458,15 +519,12 @@ def _cond(self, op, env):
     state = control.state(op)
     then_r, else_r = control.branches(op)
     if not pb:
-        live = _outer(env, op.regions) | set()
         pbt = [env[v.id][1] for v in state]
-        ids = [_batched_ids(r, live | {q.id for q, b in zip(r.params, pbt) if b})
-               for r in (then_r, else_r)]
-        bt = [any(r.results[k].id in i for r, i in zip((then_r, else_r), ids))
-              for k in range(len(op.outputs))]
-        regions = [self.region(r, env, pbt, bt) for r in (then_r, else_r)]
-        outs = self.b.emit(op.prim, [p] + [env[v.id][0] for v in state], {},
-                           [self.aval(o.aval) if b else o.aval for o, b in zip(op.outputs, bt)],
+        bt = _outputs_batched(self, op, _live(self, op, env), self.mask is not None)
+        ins = [env[v.id][0] for v in state]
+        regions = [self.region(r, env, [x.aval for x in ins], pbt, bt)
+                   for r in (then_r, else_r)]
+        outs = self.b.emit(op.prim, [p] + ins, {}, [v.aval for v in regions[0].results],
                            regions, loc=op.loc)
         for o, v, b in zip(op.outputs, outs, bt):
             self.bind(env, [o], [v], b)
@@ -483,9 +541,51 @@ def _cond(self, op, env):
             self.ops(r.ops, env2)
         finally:
             self.mask = saved
-        branch_outs.append([self.force(*env2[v.id], v.aval) for v in r.results])
+        branch_outs.append([self.force(*env2[v.id], v) for v in r.results])
     for o, a, b in zip(op.outputs, *branch_outs):
-        self.bind(env, [o], [ops.where(self.expand(p, len(o.aval.shape)), a, b)])
+        self.bind(env, [o], [_select(self, p, a, b)])
+
+
+# Note [Batched tapes]
+# A loop's float gradient tape (transform/loop_ad.py) is made batched whatever is pushed on it
+# (the values pushed are broadcast): whether a push is batched is known only later, and tapes are
+# carried through loops and branches, so a per-tape decision would need a look ahead. Its
+# rows then hold (n, *shape), the batch on axis 1 of the tape's aval, which is why region
+# params take their operands' avals. A push under a mask (a branch taken by some examples, a
+# loop run by some) would write rows for the others too and misalign the reverse sweep's
+# reads, and a read at a batched row has no rule: both are errors. Integer tapes (trip counts,
+# branches taken) stay unbatched, so loops whose trip counts are the same for all examples
+# stay unmasked in the reverse sweep; a batched push on one is an error.
+def _differs(loc) -> UnsupportedError:
+    return UnsupportedError(
+        "vmap: the gradient of a staged loop whose trip count, or a branch taken in or around "
+        "it, differs across the batch (its tape would be read at rows that differ)", loc=loc,
+        fix="make the loop bounds and branch conditions the same for all examples, or loop "
+        "over the examples")
+
+
+def _tape_new(self, op, env):
+    if np.dtype(op.params["dtype"]).kind != "f":
+        return self.clone(op, env)
+    p = dict(op.params, shape=(self.n,) + tuple(op.params["shape"]))
+    self.bind(env, op.outputs, self.b.emit(op.prim, [], p, [Aval(
+        (p["rows"],) + p["shape"], np.dtype(p["dtype"]))], loc=op.loc))
+
+
+def _tape_push(self, op, env):
+    if self.mask is not None:
+        raise _differs(op.loc)
+    tape, x = op.inputs
+    if not env[tape.id][1]:  # an integer tape: trip counts, branches taken
+        raise _differs(op.loc)
+    self.bind(env, op.outputs, self.emit(op, [env[tape.id][0], self.force(*env[x.id], x)]))
+
+
+def _tape_get(self, op, env):
+    tape, k = op.inputs
+    if env[k.id][1]:
+        raise _differs(op.loc)
+    self.bind(env, op.outputs, self.emit(op, [env[tape.id][0], env[k.id][0]]))
 
 
 _RULES = {
@@ -500,10 +600,7 @@ _RULES = {
     custom_vjp_p: _unsupported(
         "a function with a custom derivative rule (custom_vjp) receives batched values",
         "vmap a function without llgrad.custom_vjp, or call it per example"),
-    **{p: _unsupported("a staged loop's gradient tape receives batched values (vmap of the "
-                       "gradient of a function with a staged loop)",
-                       "vmap the function first and take the gradient of its sum, or loop "
-                       "over the examples") for p in (tape_new_p, tape_push_p, tape_get_p)},
+    tape_push_p: _tape_push, tape_get_p: _tape_get,
 }
 
 _FAMILY = {"elementwise": _elementwise, "reduce": _axes, "scan": _axes, "sort": _axes}

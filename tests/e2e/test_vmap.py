@@ -178,3 +178,61 @@ def test_errors():
         llgrad.vmap(lambda x: x, out_axes=None)(x)
     with pytest.raises(TypeError, match="in_axes must be"):
         llgrad.vmap(lambda x: x, in_axes="0")
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_vmap_of_grad_on_the_control_flow_corpus(name, monkeypatch):
+    """Per-example gradients (through the interpreter; native on a few cases above), tapes
+    of staged loops batched; the loops whose trip counts differ across the batch are a
+    clear error in the reverse sweep (Note [Batched tapes])."""
+    monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
+    c = CASES[name]
+    stacked, axes, examples = _batch(c.args)
+    g = llgrad.grad(c.fn, c.wrt)
+    with np.errstate(all="ignore"):
+        want = [g(*e) for e in examples]
+        try:
+            got = llgrad.vmap(g, in_axes=axes)(*stacked)
+        except llgrad.errors.UnsupportedError as e:
+            assert "differs across the batch" in str(e)
+            return
+    got = got if isinstance(c.wrt, tuple) else (got,)
+    want = [w if isinstance(c.wrt, tuple) else (w,) for w in want]
+    for k, gk in enumerate(got):
+        np.testing.assert_allclose(gk, np.stack([w[k] for w in want]), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["recurrence", "for_rows_cond", "horner_reverse",
+                                  "triangular_sin", "for_rows_vector_carry"])
+def test_vmap_of_grad_through_staged_loops_native(name):
+    """The batched tapes of the reverse sweep, compiled (Note [Batched tapes])."""
+    c = CASES[name]
+    stacked, axes, examples = _batch(c.args)
+    g = llgrad.grad(c.fn, c.wrt)
+    got = llgrad.vmap(g, in_axes=axes)(*stacked)
+    got = got[0] if isinstance(c.wrt, tuple) else got
+    want = [g(*e) for e in examples]
+    want = np.stack([w[0] if isinstance(c.wrt, tuple) else w for w in want])
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_vmap_of_grad_with_per_example_trip_counts():
+    """Without tapes (a linear body) the reverse sweep's trip counts are masked like the
+    forward's; a tape read at rows that differ across the batch is an error."""
+    def lin(x):
+        s = np.sum(x)
+        while s < 10.0:
+            s = s * 1.5 + 1.0
+        return s
+    xs = np.array([[1.0, 2.0], [0.1, 0.2]])
+    np.testing.assert_allclose(llgrad.vmap(llgrad.grad(lin))(xs),
+                               np.stack([llgrad.grad(lin)(x) for x in xs]), rtol=1e-12)
+
+    def f(x):
+        s = np.sum(x)
+        while s < 10.0:
+            s = np.sin(s) + s * 1.5 + 1.0
+        return s
+    with pytest.raises(llgrad.errors.UnsupportedError,
+                       match="trip count.*differs across the batch"):
+        llgrad.vmap(llgrad.grad(f))(np.array([[1.0, 2.0], [0.1, 0.2]]))
