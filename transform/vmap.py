@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from llgrad.runtime import ops
-from llgrad.runtime.aval import I64, Aval
+from llgrad.runtime.aval import Aval
 from llgrad.runtime.errors import UnsupportedError
 from llgrad.runtime.ops.control import (check_p, cond_p, constant_p, custom_vjp_p, for_loop_p,
                                         fusion_p, tape_get_p, tape_new_p, tape_push_p,
@@ -386,10 +386,15 @@ def _check(self, op, env):
                 [], loc=op.loc)
 
 
-def _unsupported(what, fix):
-    def rule(self, op, env):
-        raise UnsupportedError(f"vmap: {what}", loc=op.loc, fix=fix)
-    return rule
+def _custom_vjp(self, op, env):
+    """custom_vjp: its operands batched, its rule (bwd) batched over the cotangents."""
+    ins = [self.force(*env[v.id], v) for v in op.inputs]
+    bwd = control.custom_bwd(op)
+    region = self.region(bwd, env, [self.aval(p.aval) for p in bwd.params],
+                         [True] * len(bwd.params), [True] * len(bwd.results))
+    outs = self.b.emit(op.prim, ins, op.params, [self.aval(o.aval) for o in op.outputs],
+                       [region], loc=op.loc)
+    self.bind(env, op.outputs, outs)
 
 
 def _fusion(self, op, env):
@@ -597,9 +602,7 @@ _RULES = {
     getitem_p: lambda self, op, env: _indexing(self, op, env, 1),
     index_put_p: lambda self, op, env: _indexing(self, op, env, 2),
     scatter_add_p: lambda self, op, env: _indexing(self, op, env, 1),
-    custom_vjp_p: _unsupported(
-        "a function with a custom derivative rule (custom_vjp) receives batched values",
-        "vmap a function without llgrad.custom_vjp, or call it per example"),
+    custom_vjp_p: _custom_vjp,
     tape_push_p: _tape_push, tape_get_p: _tape_get,
 }
 

@@ -236,3 +236,63 @@ def test_vmap_of_grad_with_per_example_trip_counts():
     with pytest.raises(llgrad.errors.UnsupportedError,
                        match="trip count.*differs across the batch"):
         llgrad.vmap(llgrad.grad(f))(np.array([[1.0, 2.0], [0.1, 0.2]]))
+
+
+def test_custom_vjp_rules_are_batched(mode):
+    """grad of vmap keeps a custom rule that is not the derivative of the forward."""
+    @llgrad.custom_vjp
+    def clip_gradient(x):
+        return x
+    clip_gradient.defvjp(lambda x: (x, None), lambda _, g: (np.clip(g, -1.0, 1.0),))
+    xs = np.array([[0.05, -0.4], [1.0, 0.1]])
+    per = llgrad.vmap(lambda x: np.sum(clip_gradient(x) ** 2 * 3.0))
+    np.testing.assert_allclose(per(xs), 3.0 * np.sum(xs ** 2, axis=1))
+    np.testing.assert_allclose(llgrad.grad(lambda x: np.sum(per(x)))(xs),
+                               np.clip(6.0 * xs, -1.0, 1.0))
+
+
+# ---- batched Jacobians -------------------------------------------------------------------------
+def test_jacobians_are_one_batched_sweep(monkeypatch, rng):
+    """jacfwd/jacrev batch the basis (no staged loop over it); `jacobian` takes the mode
+    with fewer basis vectors; all equal the per-row Jacobian."""
+    from llgrad import forward
+    calls = []
+    orig = forward._batched_sweep
+    monkeypatch.setattr(forward, "_batched_sweep",
+                        lambda fn, *a: calls.append(fn.name) or orig(fn, *a))
+    w = rng.normal(size=(5, 2))
+
+    def f(x):
+        h = x
+        for _ in range(3):
+            h = np.tanh(h) * 1.5
+        return w @ h
+    x = rng.normal(size=2)
+    want = llgrad.jacobian(llgrad.Differentiable(f))(x)  # the per-row loop
+    for jac in (llgrad.jacfwd(f), llgrad.jacrev(f), llgrad.jacobian(f)):
+        np.testing.assert_allclose(jac(x), want, rtol=1e-12, atol=1e-14)
+    assert len(calls) == 3 and calls[2].endswith("_jvp")  # 2 inputs < 5 outputs: forward
+    g = lambda x: w.T @ np.sin(x)  # noqa: E731  5 inputs > 2 outputs: reverse
+    np.testing.assert_allclose(llgrad.jacobian(g)(np.ones(5)),
+                               w.T * np.cos(np.ones(5)), rtol=1e-12)
+    assert not calls[3].endswith("_jvp")
+
+
+def test_jacrev_through_a_while_loop_is_batched_over_the_basis(rng):
+    """The batch is the cotangent: the loop's trip count, from the primal values, is the
+    same for every basis vector (Note [Batched Jacobians]); against the chain rule."""
+    def f(x):
+        s = x
+        k = 0
+        while k < 3:
+            s = np.sin(s) * x
+            k += 1
+        return s
+    x = rng.uniform(0.5, 1.0, 3)
+    d = lambda v: np.diag(v)  # noqa: E731
+    s1 = np.sin(x) * x
+    s2 = np.sin(s1) * x
+    ds1 = d(np.cos(x) * x + np.sin(x))
+    ds2 = d(np.cos(s1) * x) @ ds1 + d(np.sin(s1))
+    ds3 = d(np.cos(s2) * x) @ ds2 + d(np.sin(s2))
+    np.testing.assert_allclose(llgrad.jacrev(f)(x), ds3, rtol=1e-12)

@@ -1,9 +1,7 @@
 """Batching on the IR (transform/vmap.py): every primitive call of the OpInfo table mapped
-over a batch, with each operand batched or not, equals the call on each example (interpreted);
-the rule of last resort and the masked control-flow rules on builder-made functions."""
+over a batch, with each operand batched or not, equals the call on each example (interpreted).
+Control flow is tested through the API on the corpus (tests/e2e/test_vmap.py)."""
 from __future__ import annotations
-
-import itertools
 
 import numpy as np
 import pytest
@@ -11,7 +9,7 @@ from opinfo import OP_DB
 
 import llgrad as lg
 from llgrad.runtime.tensor import Tensor
-from llgrad.transform import control, interp
+from llgrad.transform import interp
 from llgrad.transform.builder import Builder
 from llgrad.transform.verify import verify
 from llgrad.transform.vmap import vmap_function
