@@ -165,15 +165,15 @@ def _jvp_traced(f, primals, tangents):
 
 # ---- Jacobians -------------------------------------------------------------------------------
 def jacfwd(f: Callable, argnums=0) -> Callable:
-    """The Jacobian of `f` by forward mode (one JVP per input element, in one native loop),
-    shaped out.shape + arg.shape; a tuple over `argnums` when it is a tuple. Like
-    `jax.jacfwd`."""
+    """The Jacobian of `f` by forward mode (the JVPs along all the input's basis vectors as
+    one batched sweep), shaped out.shape + arg.shape; a tuple over `argnums` when it is a
+    tuple. Like `jax.jacfwd`."""
     return _jacobian(f, argnums, "jacfwd")
 
 
 def jacrev(f: Callable, argnums=0) -> Callable:
-    """The Jacobian of `f` by reverse mode (one reverse sweep per output element, in one
-    native loop), shaped out.shape + arg.shape. Like `jax.jacrev`."""
+    """The Jacobian of `f` by reverse mode (the reverse sweeps for all the output's basis
+    cotangents as one batched sweep), shaped out.shape + arg.shape. Like `jax.jacrev`."""
     return _jacobian(f, argnums, "jacrev")
 
 
