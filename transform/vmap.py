@@ -11,7 +11,7 @@ import numpy as np
 
 from llgrad.runtime import ops
 from llgrad.runtime.aval import Aval
-from llgrad.runtime.ops.control import check_p, constant_p, tape_new_p
+from llgrad.runtime.ops.control import check_p, constant_p, tape_new_p, tape_push_p
 from llgrad.runtime.ops.index import getitem_p, index_put_p, scatter_add_p
 from llgrad.runtime.ops.linalg import matmul_p
 from llgrad.runtime.ops.shape import broadcast_to_p, concatenate_p, reshape_p, transpose_p
@@ -126,6 +126,8 @@ class _Vmap:
                 check(self, op, env)
             elif op.prim is tape_new_p:
                 tape_new(self, op, env)
+            elif op.prim is tape_push_p and self.mask is not None:
+                raise differs(op.loc)  # rows pushed for examples that do not run here
             elif not self.free_batched(op, env):
                 self.clone(op, env)
             else:

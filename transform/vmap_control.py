@@ -294,8 +294,6 @@ def tape_new(self, op, env):
 
 
 def _tape_push(self, op, env):
-    if self.mask is not None:
-        raise differs(op.loc)
     tape, x = op.inputs
     if not env[tape.id][1]:  # an integer tape: trip counts, branches taken
         raise differs(op.loc)

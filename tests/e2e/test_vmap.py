@@ -296,3 +296,34 @@ def test_jacrev_through_a_while_loop_is_batched_over_the_basis(rng):
     ds2 = d(np.cos(s1) * x) @ ds1 + d(np.sin(s1))
     ds3 = d(np.cos(s2) * x) @ ds2 + d(np.sin(s2))
     np.testing.assert_allclose(llgrad.jacrev(f)(x), ds3, rtol=1e-12)
+
+
+def test_vmap_of_grad_with_per_example_branches_in_a_loop(mode):
+    """Branches taken per example inside a staged loop: their tapes are pushed outside the
+    branches, so both run and select; a loop inside such a branch pushes rows only some
+    examples would, and is refused."""
+    def f(x):
+        s = 1.0
+        for i in range(3):
+            if x[i] > 0:
+                s = s * np.sin(x[i]) * 2
+            else:
+                s = s + np.cos(s) * x[i]
+        return s
+    xs = np.array([[1.0, -1.0, 2.0], [-1.0, 2.0, -3.0]])
+    np.testing.assert_allclose(llgrad.vmap(llgrad.grad(f))(xs),
+                               np.stack([llgrad.grad(f)(x) for x in xs]), rtol=1e-12)
+
+    def g(x):
+        s = 1.0
+        for i in range(3):
+            if x[i] > 0:
+                s = s * np.sin(x[i])
+            else:
+                y = s
+                for j in range(2):
+                    y = np.cos(y) * x[j]
+                s = s + y
+        return s
+    with pytest.raises(llgrad.errors.UnsupportedError, match="differs across the batch"):
+        llgrad.vmap(llgrad.grad(g))(xs)
