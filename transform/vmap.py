@@ -27,8 +27,9 @@ from llgrad.transform.vmap_control import RULES, check, differs, tape_ids, tape_
 #   - reshape, transpose, broadcast_to, concatenate: the shape/perm/axis parameters extended;
 #   - getitem, scatter_add, index_put: a full slice in front of the key, when the index arrays
 #     are unbatched and adjacent (numpy then keeps their axes in place);
-#   - matmul: a batched left operand times an unbatched matrix is one (n*rows, k) product;
-#     otherwise numpy's batched matmul over the leading axis;
+#   - matmul: a batched operand times an unbatched matrix is one product, (n*r, k) @ (k, m),
+#     (n, k) @ (k, r) for matrix-vector products, or (r, k) @ (k, n*m); two batched
+#     operands, numpy's batched matmul over axis 0;
 #   - getitem with batched index arrays leading the key: one gather, with arange(n) as an
 #     extra leading index array;
 #   - every other op (linear algebra, index_put/scatter_add with batched indices, getitem
@@ -268,6 +269,16 @@ def _matmul(self, op, env):
     if ba and not bb and len(sa) == 2:  # (n, r, k) @ (k, m) as one (n*r, k) @ (k, m)
         out = ops.matmul(ops.reshape(a, (self.n * sa[0], sa[1])), b)
         self.bind(env, op.outputs, [ops.reshape(out, (self.n,) + tuple(op.outputs[0].aval.shape))])
+        return
+    sb = op.inputs[1].aval.shape
+    if bb and not ba and len(sb) == 2 and sb[1] == 1:  # (n, k) @ (k, r): no copy of b
+        out = ops.matmul(ops.reshape(b, (self.n, sb[0])), ops.transpose(a, (1, 0)))
+        self.bind(env, op.outputs, [ops.reshape(out, (self.n, sa[0], 1))])
+        return
+    if bb and not ba and len(sb) == 2:  # (r, k) @ (n, k, m) as one (r, k) @ (k, n*m)
+        rows = ops.reshape(ops.transpose(b, (1, 0, 2)), (sb[0], self.n * sb[1]))
+        out = ops.reshape(ops.matmul(a, rows), (sa[0], self.n, sb[1]))
+        self.bind(env, op.outputs, [ops.transpose(out, (1, 0, 2))])
         return
     ins = [self.force(x, bt, v) for (x, bt), v in zip(((a, ba), (b, bb)), op.inputs)]
     self.bind(env, op.outputs, self.emit(op, ins))
