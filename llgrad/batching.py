@@ -64,8 +64,7 @@ def _axes_per_arg(in_axes, n_args: int) -> list:
     if not isinstance(in_axes, (tuple, list)):
         return [in_axes] * n_args
     if len(in_axes) != n_args:
-        raise ValueError(f"vmap: in_axes has {len(in_axes)} entries for {n_args} arguments",
-                         )
+        raise ValueError(f"vmap: in_axes has {len(in_axes)} entries for {n_args} arguments")
     return list(in_axes)
 
 

@@ -204,8 +204,7 @@ def _jacobian_traced(f, args, nums, single, mode):
     outs = [v.aval for v in fn.outputs]
     xs = [fn.params[k].aval for k in ks]
     if mode == "auto":
-        size = lambda avals: sum(int(np.prod(a.shape, dtype=np.int64)) for a in avals)  # noqa
-        mode = "jacfwd" if size(xs) < size(outs) else "jacrev"
+        mode = "jacfwd" if _size(xs) < _size(outs) else "jacrev"
     if mode == "jacfwd":  # jac[j][i]: output j, input leaf i
         cols = [_fwd_columns(b, f, args, k, x, outs) for k, x in zip(ks, xs)]
         jac = [[c[j] for c in cols] for j in range(len(outs))]
@@ -218,6 +217,10 @@ def _jacobian_traced(f, args, nums, single, mode):
                for a in nums]
         per_out.append(res[0] if single else tuple(res))
     return sig.unflatten(tr.out_struct, per_out)
+
+
+def _size(avals) -> int:
+    return sum(int(np.prod(a.shape, dtype=np.int64)) for a in avals)
 
 
 def _to_jacobian(acc, out: Aval, x: Aval, rows_are_inputs: bool):

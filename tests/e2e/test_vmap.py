@@ -178,6 +178,8 @@ def test_errors():
         llgrad.vmap(lambda x: x, out_axes=None)(x)
     with pytest.raises(TypeError, match="in_axes must be"):
         llgrad.vmap(lambda x: x, in_axes="0")
+    with pytest.raises(ValueError, match="1 entries for 2 arguments"):
+        llgrad.vmap(lambda x, y: x + y, in_axes=(0,))(x, x)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
