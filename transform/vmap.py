@@ -32,10 +32,11 @@ from llgrad.transform.vmap_control import RULES, check, differs, tape_ids, tape_
 #     operands, numpy's batched matmul over axis 0;
 #   - getitem with batched index arrays leading the key: one gather, with arange(n) as an
 #     extra leading index array;
-#   - every other op (linear algebra, index_put/scatter_add with batched indices, getitem
-#     with batched indices after a slice...): the rule of last resort, one staged loop over
-#     the examples running the op on example i and writing its outputs into row i. Always
-#     right, not vectorised.
+#   - linear algebra: the primitives take equal leading batch dimensions: operands batched;
+#   - every other op (index_put/scatter_add with batched indices, getitem with batched
+#     indices after a slice, argmax over the flattened array...): the rule of last resort,
+#     one staged loop over the examples running the op on example i and writing its outputs
+#     into row i. Always right, not vectorised.
 # Control flow (transform/vmap_control.py): cond with an unbatched predicate keeps one cond
 # (its outputs batched when a branch's are); with a batched one, both branches run and a
 # `where` selects per example. for_loop carries batched state (the positions found by a fixed
@@ -284,6 +285,12 @@ def _matmul(self, op, env):
     self.bind(env, op.outputs, self.emit(op, ins))
 
 
+def _linalg(self, op, env):
+    """Linear algebra (but matmul): the primitives take leading batch dimensions, equal
+    across their operands: the operands batched."""
+    self.bind(env, op.outputs, self.emit(op, [self.force(*env[v.id], v) for v in op.inputs]))
+
+
 def _per_example(self, op, env):
     """The rule of last resort: a staged loop over the examples, each running op on its own
     inputs (masked ones skipped) and writing its outputs into row i."""
@@ -331,4 +338,5 @@ _RULES = {
     **RULES,
 }
 
-_FAMILY = {"elementwise": _elementwise, "reduce": _axes, "scan": _axes, "sort": _axes}
+_FAMILY = {"elementwise": _elementwise, "reduce": _axes, "scan": _axes, "sort": _axes,
+           "linalg": _linalg}

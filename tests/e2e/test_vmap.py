@@ -129,11 +129,27 @@ def test_vmap_of_vmap(mode, rng):
     np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
-def test_linear_algebra_by_the_rule_of_last_resort(mode, rng):
+def test_linear_algebra(mode, rng):
     a = rng.normal(size=(4, 3, 3)) + 4 * np.eye(3)
-    got = llgrad.vmap(lambda m: np.linalg.inv(m) @ np.ones(3))(a)
-    np.testing.assert_allclose(got, np.stack([np.linalg.inv(m) @ np.ones(3) for m in a]),
+    b = rng.normal(size=(4, 3))
+    f = lambda m, v: np.linalg.inv(m) @ np.linalg.solve(m, v) + np.linalg.slogdet(m)[1]  # noqa
+    np.testing.assert_allclose(llgrad.vmap(f)(a, b), np.stack([f(m, v) for m, v in zip(a, b)]),
                                rtol=1e-10)
+
+
+def test_the_rule_of_last_resort(mode, rng):
+    """Ops without a vectorised rule (an index array after a slice, argmax of the flattened
+    array) run per example in a staged loop; under a batched branch, only for the examples
+    that take it."""
+    def f(x, i):
+        y = x[:, i] * 2.0
+        if np.sum(x) > 0:
+            y = y + np.argmax(x)
+        return y
+    xs = rng.normal(size=(5, 3, 4))
+    idx = np.array([0, 3, 1, 2, 3])
+    np.testing.assert_allclose(llgrad.vmap(f)(xs, idx),
+                               np.stack([f(x, i) for x, i in zip(xs, idx)]), rtol=1e-12)
 
 
 # ---- per-example control flow ----------------------------------------------------------------
