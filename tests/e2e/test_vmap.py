@@ -119,6 +119,18 @@ def test_grad_of_vmap_and_jvp_of_vmap(mode, rng):
     np.testing.assert_allclose(tan, want, rtol=1e-12)
 
 
+def test_vmap_of_jvp_and_of_hessian(mode, rng):
+    f = lambda x: np.sin(x) * np.sum(x)  # noqa: E731
+    xs, ts = rng.normal(size=(4, 3)), rng.normal(size=(4, 3))
+    got = llgrad.vmap(lambda x, t: llgrad.jvp(f, (x,), (t,))[1])(xs, ts)
+    want = np.stack([llgrad.jvp(f, (x,), (t,))[1] for x, t in zip(xs, ts)])
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+    g = lambda x: np.sum(np.sin(x) ** 2)  # noqa: E731
+    want = np.stack([np.diag(2 * np.cos(2 * x)) for x in xs])  # d2/dx2 sin^2 = 2 cos 2x
+    np.testing.assert_allclose(llgrad.vmap(llgrad.hessian(g))(xs), want, rtol=1e-10,
+                               atol=1e-12)
+
+
 def test_vmap_of_vmap(mode, rng):
     xs = rng.normal(size=(4, 5, 3))
     f = lambda x: np.sum(np.sin(x)) * x  # noqa: E731
