@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from llgrad.forward import _compiled, _trace_leaves, _traced
 from llgrad.runtime import ops
 from llgrad.runtime.errors import ShapeError
 from llgrad.tracer import signature as sig
@@ -39,7 +40,6 @@ def vmap(f: Callable, in_axes=0, out_axes=0) -> Callable:
                             f"{in_axes!r}")
 
     def vmapped(*args):
-        from llgrad.forward import _compiled, _traced
         if _traced(args):
             return _vmap_traced(f, args, in_axes, out_axes)
         key = ("vmap", _hashable(in_axes), _hashable(out_axes))
@@ -69,7 +69,6 @@ def _axes_per_arg(in_axes, n_args: int) -> list:
 
 
 def _vmap_traced(f, args, in_axes, out_axes):
-    from llgrad.forward import _trace_leaves
     b = current()
     axes = _axes_per_arg(in_axes, len(args))
     n, moved = None, []
