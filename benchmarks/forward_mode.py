@@ -1,6 +1,6 @@
-"""Jacobians and Hessians (issue 14): llgrad's `jacfwd`/`jacrev` (one staged native loop over
-the basis) beside the per-row `llgrad.jacobian` (one native reverse sweep per row from
-Python), and the forward-over-reverse `hessian` of a function with a staged loop beside
+"""Jacobians and Hessians (issue 14): llgrad's `jacfwd`/`jacrev`/`jacobian` (one sweep
+batched over the basis) beside the per-row loop `llgrad.jacobian` was (one native reverse
+sweep per row from Python, still the path of a Differentiable), and the forward-over-reverse `hessian` of a function with a staged loop beside
 the eager runtime's; JAX and torch.func when importable.
 
     python -m benchmarks.forward_mode [--quick]
@@ -93,7 +93,9 @@ def main() -> None:
     x, w = rng.normal(size=100), rng.normal(size=(100, 100)) / 10
     rows = {"llgrad jacfwd": lambda: llgrad.jacfwd(rnn_map)(x, w),
             "llgrad jacrev": lambda: llgrad.jacrev(rnn_map)(x, w),
-            "llgrad jacobian (per-row, before)": lambda: llgrad.jacobian(rnn_map)(x, w)}
+            "llgrad jacobian (auto: jacrev here)": lambda: llgrad.jacobian(rnn_map)(x, w),
+            "per-row loop (jacobian before)": lambda: llgrad.jacobian(
+                llgrad.Differentiable(rnn_map))(x, w)}
     rows.update(_peers_jacobian(x, w))
     ref = None
     print(f"{'jacobian 100 -> 100, 8-step loop':40s} {'per call':>12s} {'first call':>12s}")

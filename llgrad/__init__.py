@@ -62,7 +62,7 @@ __version__ = "0.1.0"
 
 _LAZY = {name: "llgrad.api" for name in ("differentiate", "grad", "value_and_grad",
                                           "jacobian", "hessian", "hvp", "jvp", "jacfwd",
-                                          "jacrev", "Differentiable")}
+                                          "jacrev", "vmap", "Differentiable")}
 _LAZY["checkpoint"] = "llgrad.checkpointing"
 
 

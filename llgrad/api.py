@@ -553,6 +553,7 @@ def value_and_grad(f: Callable, argnums=0) -> Callable:
 
 jacobian = compose.jacobian
 from llgrad.forward import hessian, hvp, jacfwd, jacrev, jvp  # noqa: E402
+from llgrad.batching import vmap  # noqa: E402
 
 __all__ = ["differentiate", "grad", "value_and_grad", "jacobian", "hessian", "hvp", "jvp",
-           "jacfwd", "jacrev", "Differentiable", "BoundDifferentiable", "Inspection"]
+           "jacfwd", "jacrev", "vmap", "Differentiable", "BoundDifferentiable", "Inspection"]

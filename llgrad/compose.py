@@ -193,12 +193,18 @@ def _split(d, args, kwargs, argnums):
 
 
 def jacobian(f: Callable, argnums: int = 0) -> Callable:
-    """The Jacobian of `f` w.r.t. argument `argnums`, shaped out.shape + in.shape (compiled;
-    one native reverse sweep per output element)."""
+    """The Jacobian of `f` w.r.t. argument `argnums`, shaped out.shape + in.shape, compiled:
+    called with positional arguments, `jacfwd` or `jacrev`, whichever has fewer basis
+    vectors (llgrad/forward.py: one batched sweep); with keyword arguments, or for a
+    Differentiable, one native reverse sweep per output element."""
     from llgrad.api import Differentiable
+    from llgrad.forward import _jacobian
     d = f if isinstance(f, Differentiable) else Differentiable(f, wrt=argnums)
+    batched = None if isinstance(f, Differentiable) else _jacobian(f, argnums, "auto")
 
     def jac(*args, **kwargs):
+        if batched is not None and not kwargs:
+            return batched(*args)
         names, values, x, template = _split(d, args, kwargs, argnums)
         out = np.asarray(call_with(d, list(names), values))
         vjp = d._vjp_differentiable()

@@ -4,8 +4,8 @@
 Each is a traced function: called on arrays it compiles (one native call per signature, its
 loops staged); called while another function is traced it inlines its IR, so they compose
 (`jacfwd(grad(f))` is the Hessian: forward mode over the reverse sweep, tapes included,
-transform/jvp.py). A Jacobian is one native loop over the basis vectors (Note [Jacobians as
-staged loops]).
+transform/jvp.py). A Jacobian is one sweep batched over the basis vectors (Note [Batched
+Jacobians]).
 """
 from __future__ import annotations
 
@@ -19,18 +19,24 @@ from llgrad.runtime.aval import Aval
 from llgrad.runtime.errors import DTypeError, ShapeError
 from llgrad.tracer import signature as sig
 from llgrad.tracer.tracing import bind_arguments, trace
-from llgrad.transform import ad, control
+from llgrad.transform import ad
 from llgrad.transform.builder import Builder, current
 from llgrad.transform.inline import inline
 from llgrad.transform.jvp import jvp_function
+from llgrad.transform.vmap import vmap_function
 from llgrad.transform.passes.pipeline import optimize
 
-# Note [Jacobians as staged loops]
-# jacfwd runs one forward-mode pass per input element and jacrev one reverse sweep per output
-# element. Both are emitted as one staged for_loop over the basis vectors, whose body is the
-# inlined JVP (or VJP) of f with the basis vector e_k built from the counter: the whole
-# Jacobian is one native call, with no Python per row (the former `jacobian` made one native
-# call per row from a Python loop). Row k is written into a carried (n, *out) array.
+# Note [Batched Jacobians]
+# jacfwd is one forward-mode pass batched over all the basis vectors of an input: the JVP
+# function of f mapped by transform/vmap.py over its tangent, applied to the identity. jacrev
+# is one reverse sweep batched over the basis of an output's cotangent. Each op runs once on
+# n-row arrays (a matrix-vector product becomes one matrix-matrix product), and the whole
+# Jacobian is one native call with no Python per row (the former `jacobian` made one native
+# call per row from a Python loop; a staged loop over the basis, the step before this, ran
+# the sweep n times). Batching cannot fail here: the batch is the tangent (cotangent), so
+# loop trip counts and branch predicates, which depend on the primal values only, are the same
+# for the whole batch (transform/vmap.py's only errors are about those). `jacobian` takes
+# forward mode when the inputs have fewer elements than the outputs, reverse mode otherwise.
 
 
 def _traced(tree) -> bool:
@@ -70,9 +76,9 @@ def inline_jvp(f: Callable, args: tuple, tangents: dict):
     return tr, outs[:n], outs[n:]
 
 
-def inline_vjp(f: Callable, args: tuple, j: int, ct, wrt: list[int]) -> list:
-    """Inside a trace: the cotangents of leaves `wrt` of args for the cotangent `ct` of f's
-    output leaf `j`, as IR values."""
+def _vjp_function(f: Callable, args: tuple, j: int, wrt: list[int]):
+    """(the reverse sweep of f's output leaf j: a function of args' leaves and that output's
+    cotangent yielding <out_j, ct> and the cotangents of leaves `wrt`; the leaves)."""
     fn, leaves, _ = _trace_leaves(f, args)
     b = Builder(f"{fn.name}_vjp", loc=None)
     with b:
@@ -81,9 +87,7 @@ def inline_vjp(f: Callable, args: tuple, j: int, ct, wrt: list[int]) -> list:
         y = inline(fn, ps)[j]
         b.fn.body.results = [ops.sum(ops.mul(ops.astype(y, np.float64),
                                              ops.astype(c, np.float64)))]
-    joint = optimize(ad.grad_function(b.fn, wrt), fuse=False)
-    cur = current()
-    return inline(joint, [cur.lift(x) for x in leaves] + [ct])[1:]
+    return optimize(ad.grad_function(b.fn, wrt), fuse=False), leaves
 
 
 def _argnums(argnums) -> tuple[tuple[int, ...], bool]:
@@ -161,19 +165,20 @@ def _jvp_traced(f, primals, tangents):
 
 # ---- Jacobians -------------------------------------------------------------------------------
 def jacfwd(f: Callable, argnums=0) -> Callable:
-    """The Jacobian of `f` by forward mode (one JVP per input element, in one native loop),
-    shaped out.shape + arg.shape; a tuple over `argnums` when it is a tuple. Like
-    `jax.jacfwd`."""
+    """The Jacobian of `f` by forward mode (the JVPs along all the input's basis vectors as
+    one batched sweep), shaped out.shape + arg.shape; a tuple over `argnums` when it is a
+    tuple. Like `jax.jacfwd`."""
     return _jacobian(f, argnums, "jacfwd")
 
 
 def jacrev(f: Callable, argnums=0) -> Callable:
-    """The Jacobian of `f` by reverse mode (one reverse sweep per output element, in one
-    native loop), shaped out.shape + arg.shape. Like `jax.jacrev`."""
+    """The Jacobian of `f` by reverse mode (the reverse sweeps for all the output's basis
+    cotangents as one batched sweep), shaped out.shape + arg.shape. Like `jax.jacrev`."""
     return _jacobian(f, argnums, "jacrev")
 
 
 def _jacobian(f, argnums, mode):
+    """mode: "jacfwd", "jacrev", or "auto" (the one with fewer basis vectors)."""
     nums, single = _argnums(argnums)
 
     def jac(*args):
@@ -198,6 +203,8 @@ def _jacobian_traced(f, args, nums, single, mode):
     ks = _float_leaves(fn, tr, nums, mode)
     outs = [v.aval for v in fn.outputs]
     xs = [fn.params[k].aval for k in ks]
+    if mode == "auto":
+        mode = "jacfwd" if _size(xs) < _size(outs) else "jacrev"
     if mode == "jacfwd":  # jac[j][i]: output j, input leaf i
         cols = [_fwd_columns(b, f, args, k, x, outs) for k, x in zip(ks, xs)]
         jac = [[c[j] for c in cols] for j in range(len(outs))]
@@ -212,11 +219,8 @@ def _jacobian_traced(f, args, nums, single, mode):
     return sig.unflatten(tr.out_struct, per_out)
 
 
-def _basis(k, aval):
-    """e_k of `aval`'s shape: 1 at flat position k (a loop counter), 0 elsewhere."""
-    n = int(np.prod(aval.shape, dtype=np.int64))
-    e = ops.astype(ops.eq(np.arange(n, dtype=np.int64), k), aval.dtype)
-    return ops.reshape(e, tuple(aval.shape))
+def _size(avals) -> int:
+    return sum(int(np.prod(a.shape, dtype=np.int64)) for a in avals)
 
 
 def _to_jacobian(acc, out: Aval, x: Aval, rows_are_inputs: bool):
@@ -227,33 +231,43 @@ def _to_jacobian(acc, out: Aval, x: Aval, rows_are_inputs: bool):
     return ops.reshape(acc, tuple(out.shape) + tuple(x.shape))
 
 
-def _fwd_columns(b, f, args, k, x: Aval, outs: list) -> list:
-    """One JVP per element of input leaf k, in one loop: the Jacobian of each output."""
-    n = int(np.prod(x.shape, dtype=np.int64))
-    dts = [np.result_type(o.dtype, x.dtype) for o in outs]
+def _eye(n: int, aval: Aval):
+    """The n basis vectors of `aval`'s shape, stacked: (n, *aval.shape)."""
+    return np.eye(n, dtype=aval.dtype).reshape((n,) + tuple(aval.shape))
 
-    def body(i, *accs):
-        _, _, touts = inline_jvp(f, args, {k: _basis(i, x)})
-        return tuple(ops.setitem(a, i, ops.astype(t, dt)) for a, t, dt in zip(accs, touts, dts))
-    accs = control.for_loop(0, n, 1, body, *[b.const(np.zeros((n,) + tuple(o.shape), dt))
-                                             for o, dt in zip(outs, dts)])
-    return [_to_jacobian(a, o, x, True) for a, o in zip(accs, outs)]
+
+def _batched_sweep(fn, leaves, n: int, basis):
+    """Inside a trace: fn (params `leaves`, then one tangent or cotangent) mapped over the
+    `n` basis vectors `basis` fed to its last param; its outputs as (n, *aval) arrays (Note
+    [Batched Jacobians])."""
+    vfn, out_b = vmap_function(fn, [False] * len(leaves) + [True], n)
+    b = current()
+    outs = inline(optimize(vfn, fuse=False), [b.lift(x) for x in leaves] + [b.const(basis)])
+    return [o if bt else ops.broadcast_to(o, (n,) + tuple(v.aval.shape))
+            for o, bt, v in zip(outs, out_b, fn.outputs)]
+
+
+def _fwd_columns(b, f, args, k, x: Aval, outs: list) -> list:
+    """The JVPs along every basis vector of input leaf k, in one batched sweep: the
+    Jacobian of each output."""
+    n = int(np.prod(x.shape, dtype=np.int64))
+    fn, leaves, _ = _trace_leaves(f, args)
+    jf = optimize(jvp_function(fn, [k]), fuse=False)
+    tangents = _batched_sweep(jf, leaves, n, _eye(n, x))[len(outs):]
+    return [_to_jacobian(ops.astype(t, np.result_type(o.dtype, x.dtype)), o, x, True)
+            for t, o in zip(tangents, outs)]
 
 
 def _rev_rows(b, f, args, j, out: Aval, ks, xs) -> list:
-    """One reverse sweep per element of output j, in one loop: its Jacobian per input."""
+    """The reverse sweeps for every basis cotangent of output j, in one batched sweep: its
+    Jacobian per input."""
     m = int(np.prod(out.shape, dtype=np.int64))
     if out.dtype.kind != "f":
         raise DTypeError(f"jacrev: {getattr(f, '__name__', 'f')} returns {out.dtype} values, "
                          f"which have no derivative", fix="return a float array")
-
-    def body(i, *accs):
-        gs = inline_vjp(f, args, j, _basis(i, out), ks)
-        return tuple(ops.setitem(a, i, ops.astype(g, x.dtype))
-                     for a, g, x in zip(accs, gs, xs))
-    accs = control.for_loop(0, m, 1, body, *[b.const(np.zeros((m,) + tuple(x.shape), x.dtype))
-                                             for x in xs])
-    return [_to_jacobian(a, out, x, False) for a, x in zip(accs, xs)]
+    joint, leaves = _vjp_function(f, args, j, ks)
+    cts = _batched_sweep(joint, leaves, m, _eye(m, out))[1:]
+    return [_to_jacobian(ops.astype(g, x.dtype), out, x, False) for g, x in zip(cts, xs)]
 
 
 # ---- second derivatives ----------------------------------------------------------------------

@@ -17,12 +17,12 @@ REGION_OPS = [p for p in REGISTRY.values() if p.family == "control"
 
 @pytest.mark.parametrize("prim", REGION_OPS, ids=lambda p: p.name)
 def test_every_region_op_has_one_description_and_every_phase_a_rule(prim):
-    from llgrad.transform import interp, jvp, verify
+    from llgrad.transform import interp, jvp, verify, vmap
     from llgrad.transform.printers import python_src
     assert prim in control.CONTROL, f"{prim.name}: no ControlOp in transform/control.py"
     for phase, table in (("interp", interp._RULES), ("verify", verify._REGION_RULES),
                          ("python printer", python_src._REGION_PRINTERS),
-                         ("forward mode", jvp._RULES)):
+                         ("forward mode", jvp._RULES), ("batching", vmap._RULES)):
         assert prim in table, f"{prim.name} has no {phase} rule"
 
 

@@ -1,0 +1,100 @@
+"""vmap (issue 14): per-example gradients of a small MLP over a batch of 256, by
+`llgrad.vmap(llgrad.grad(loss))` (one native call, the gradient's IR batched), beside a Python
+loop of compiled `llgrad.grad` calls, JAX's `jit(vmap(grad))` and `torch.func.vmap(grad)`
+when importable.
+
+    python -m benchmarks.vmap [--quick]
+
+Prints seconds per call (median of samples) and the first call (trace + compile). Every
+result is checked against the per-example loop before timing.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+from benchmarks._threads import set_threads
+
+set_threads(1)
+
+import numpy as np  # noqa: E402
+
+import llgrad  # noqa: E402
+
+BATCH, D_IN, HIDDEN, D_OUT = 256, 16, 32, 4
+
+
+def loss(w1, b1, w2, b2, x, y):
+    """Squared error of a 16 -> 32 -> 4 tanh MLP on one example."""
+    h = np.tanh(w1 @ x + b1)
+    return np.sum((w2 @ h + b2 - y) ** 2)
+
+
+def _timed(fn, samples):
+    t0 = time.perf_counter()
+    out = fn()
+    first = time.perf_counter() - t0
+    times = []
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return out, first, statistics.median(times)
+
+
+def _peers(params, xs, ys):
+    out = {}
+    try:
+        import jax
+        import jax.numpy as jnp
+        jax.config.update("jax_enable_x64", True)
+
+        def jloss(w1, b1, w2, b2, x, y):
+            h = jnp.tanh(w1 @ x + b1)
+            return jnp.sum((w2 @ h + b2 - y) ** 2)
+        per = jax.jit(jax.vmap(jax.grad(jloss, (0, 1, 2, 3)), (None,) * 4 + (0, 0)))
+        out["jax jit(vmap(grad))"] = lambda: [np.asarray(g) for g in jax.block_until_ready(
+            per(*params, xs, ys))]
+    except ImportError:
+        pass
+    try:
+        import torch
+        tp = [torch.tensor(p) for p in params]
+        tx, ty = torch.tensor(xs), torch.tensor(ys)
+
+        def tloss(w1, b1, w2, b2, x, y):
+            h = torch.tanh(w1 @ x + b1)
+            return torch.sum((w2 @ h + b2 - y) ** 2)
+        per = torch.func.vmap(torch.func.grad(tloss, (0, 1, 2, 3)), (None,) * 4 + (0, 0))
+        out["torch.func.vmap(grad)"] = lambda: [g.numpy() for g in per(*tp, tx, ty)]
+    except ImportError:
+        pass
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    samples = 5 if ap.parse_args().quick else 21
+    rng = np.random.default_rng(0)
+    params = (rng.normal(size=(HIDDEN, D_IN)) / 4, rng.normal(size=HIDDEN),
+              rng.normal(size=(D_OUT, HIDDEN)) / 6, rng.normal(size=D_OUT))
+    xs, ys = rng.normal(size=(BATCH, D_IN)), rng.normal(size=(BATCH, D_OUT))
+    grad = llgrad.grad(loss, (0, 1, 2, 3))
+    per_example = llgrad.vmap(grad, in_axes=(None,) * 4 + (0, 0))
+    rows = {"llgrad vmap(grad)": lambda: per_example(*params, xs, ys),
+            "llgrad grad, Python loop": lambda: [np.stack(g) for g in zip(
+                *[grad(*params, x, y) for x, y in zip(xs, ys)])]}
+    rows.update(_peers(params, xs, ys))
+    ref = None
+    print(f"{'per-example gradients, MLP, batch 256':40s} {'per call':>12s} {'first call':>12s}")
+    for name, fn in rows.items():
+        out, first, med = _timed(fn, samples)
+        ref = out if ref is None else ref
+        assert all(np.allclose(a, b, rtol=1e-8, atol=1e-10) for a, b in zip(out, ref)), name
+        print(f"{name:40s} {med * 1e3:10.3f} ms {first:10.2f} s")
+
+
+if __name__ == "__main__":
+    main()

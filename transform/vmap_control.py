@@ -1,0 +1,312 @@
+"""Batching rules of the region ops and tapes for transform/vmap.py: cond, for_loop,
+while_loop (masked when examples take different paths), check, custom_vjp, fusion and the
+tapes of staged loops' gradients; and which outputs of a region op come out batched.
+
+Each rule is `rule(self, op, env)` with `self` the transformation (transform/vmap.py's
+_Vmap): env maps an old value's id to (new value, batched).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from llgrad.runtime import ops
+from llgrad.runtime.aval import Aval
+from llgrad.runtime.errors import UnsupportedError
+from llgrad.runtime.ops.control import (check_p, cond_p, custom_vjp_p, for_loop_p, fusion_p,
+                                        tape_get_p, tape_new_p, tape_push_p, while_loop_p)
+from llgrad.transform import control
+
+# Note [Which values are batched]
+# Region ops need to know before the transformation which of their carried values become
+# batched (the params of the new regions take their avals). `_outputs_batched` answers as the
+# rules will make them: a plain op's outputs are batched when it reads a batched value; a
+# loop's carried positions are a fixed point over its body (`_loop_batched`), all of them when
+# a while_loop's predicate is batched or the loop runs masked; a cond's outputs are those a
+# branch yields batched, or all under a batched predicate. Integer tapes never are (Note
+# [Batched tapes]). A region result left unbatched at a batched position is broadcast.
+
+
+def _batched_ids(self, region, live: set, masked: bool) -> set:
+    """`live` plus the ids of the values of `region` that the transformation makes batched
+    given that those in `live` are (Note [Which values are batched])."""
+    live = set(live)
+    for op in region.ops:
+        live.update(o.id for o, b in zip(op.outputs, _outputs_batched(self, op, live, masked))
+                    if b and o.id not in self.int_tapes)
+    return live
+
+
+def _outputs_batched(self, op, live: set, masked: bool) -> list[bool]:
+    """Which outputs of `op` the transformation makes batched, given the batched ids `live`
+    (`masked`: within a branch or loop only some examples run)."""
+    n = len(op.outputs)
+    if op.prim is tape_new_p:
+        return [op.outputs[0].aval.dtype.kind == "f"]
+    reads = any(v.id in live for v in op.inputs) or any(
+        v.id in live for r in op.regions for v in r.free_values())
+    if op.prim is for_loop_p and not any(v.id in live for v in control.bounds(op)) or \
+            op.prim is while_loop_p and not (masked and reads):
+        bt = _loop_batched(self, op, live, masked)
+        if op.prim is while_loop_p:
+            test = control.loop_test(op)
+            ids = _batched_ids(self, test, live | {p.id for p, b in zip(test.params, bt) if b},
+                               masked)
+            if test.results[0].id in ids:
+                return [True] * n
+        return bt
+    if op.prim is cond_p and control.pred(op).id not in live:
+        out = [False] * n
+        for r in control.branches(op):
+            ids = _batched_ids(self, r, live | {q.id for q, v in zip(r.params, control.state(op))
+                                                if v.id in live}, masked)
+            out = [o or v.id in ids for o, v in zip(out, r.results)]
+        return out
+    if not reads and any(o.prim is tape_new_p and o.outputs[0].aval.dtype.kind == "f"
+                         for r in op.regions for o in r.walk()):
+        return [True] * n  # a loop of the reverse sweep carrying a float tape
+    return [reads] * n
+
+
+def tape_ids(region, ids: set) -> None:
+    """Add to `ids` the values of `region` that are integer tapes (made, pushed, carried)."""
+    for op in region.ops:
+        if op.prim is tape_new_p and op.outputs[0].aval.dtype.kind != "f" or \
+                op.prim is tape_push_p and op.inputs[0].id in ids:
+            ids.add(op.outputs[0].id)
+        cf = control.CONTROL.get(op.prim)
+        if cf is not None and op.prim is not fusion_p:
+            for k, v in enumerate(cf.state(op)):
+                if v.id in ids:
+                    ids.add(op.outputs[k].id)
+                    ids.update(ps[k].id for ps in cf.entries(op))
+        for r in op.regions:
+            tape_ids(r, ids)
+
+
+def _live(self, op, env) -> set:
+    """The ids of the batched values op reads (operands and its regions' free values)."""
+    return {v.id for v in op.inputs if env[v.id][1]} | {
+        v.id for r in op.regions for v in r.free_values() if v.id in env and env[v.id][1]}
+
+
+# ---- structural and region ops -----------------------------------------------------------------
+def check(self, op, env):
+    """check: fails when it fails for an example (inside the mask)."""
+    fail, bt = env[control.check_fail(op).id]
+    if self.mask is not None:
+        fail = ops.logical_and(fail, self.mask)
+        bt = True
+    if bt:
+        fail = _any(fail)
+    self.b.emit(op.prim, [fail] + [env[v.id][0] for v in op.inputs[1:]], op.params,
+                [], loc=op.loc)
+
+
+def _custom_vjp(self, op, env):
+    """custom_vjp: its operands batched, its rule (bwd) batched over the cotangents."""
+    ins = [self.force(*env[v.id], v) for v in op.inputs]
+    bwd = control.custom_bwd(op)
+    region = self.region(bwd, env, [self.aval(p.aval) for p in bwd.params],
+                         [True] * len(bwd.params), [True] * len(bwd.results))
+    outs = self.b.emit(op.prim, ins, op.params, [self.aval(o.aval) for o in op.outputs],
+                       [region], loc=op.loc)
+    self.bind(env, op.outputs, outs)
+
+
+def _fusion(self, op, env):
+    body = control.body(op)
+    env2 = dict(env)
+    for p, v in zip(body.params, control.state(op)):
+        env2[p.id] = env[v.id]
+    self.ops(body.ops, env2)
+    for o, r in zip(op.outputs, body.results):
+        env[o.id] = env2[r.id]
+
+
+def _loop_batched(self, op, outer: set, masked: bool) -> list[bool]:
+    """The carried positions of a loop that become batched, given the batched ids `outer`
+    (Note [Which values are batched])."""
+    cf = control.CONTROL[op.prim]
+    act = {k for k, v in enumerate(cf.state(op)) if v.id in outer}
+    while True:
+        live = outer | {ps[k].id for ps in cf.entries(op) for k in act}
+        ids = _batched_ids(self, cf.body(op), live, masked)
+        new = act | {k for k, v in enumerate(cf.body(op).results) if v.id in ids}
+        if new == act:
+            return [k in act for k in range(len(op.outputs))]
+        act = new
+
+
+def _for_loop(self, op, env):
+    if any(env[v.id][1] for v in control.bounds(op)):
+        return _for_masked(self, op, env)
+    bt = _outputs_batched(self, op, _live(self, op, env), self.mask is not None)
+    body = control.body(op)
+    init = [self.force(*env[v.id], v) if b else env[v.id][0]
+            for v, b in zip(control.state(op), bt)]
+    avals = [x.aval for x in init]
+    region = self.region(body, env, [control.counter(op).aval] + avals, [False] + bt, bt)
+    ins = [env[v.id][0] for v in control.bounds(op)] + init
+    outs = self.b.emit(op.prim, ins, {}, avals, [region], loc=op.loc)
+    for o, v, b in zip(op.outputs, outs, bt):
+        self.bind(env, [o], [v], b)
+
+
+def _for_masked(self, op, env):
+    """A for_loop whose bounds differ across the batch: k counts up to the largest trip
+    count; example e runs iteration k (counter start + k * step) while k < its trip count,
+    the others keep their state."""
+    start, stop, step = (self.force(*env[v.id], v) for v in control.bounds(op))
+    trips = ops.maximum(ops.floor_divide(
+        ops.sub(ops.add(ops.sub(stop, start), step), ops.sign(step)), step), 0)
+    body, outer = control.body(op), self.mask
+
+    def step_fn(k, *state):
+        run = ops.lt(k, trips)
+        run = run if outer is None else ops.logical_and(run, outer)
+        env2 = dict(env)
+        self.bind(env2, body.params, [ops.add(start, ops.mul(k, step))] + list(state), True)
+        self.mask = run
+        try:
+            self.ops(body.ops, env2)
+            news = self.results(env2, body.results, [True] * len(state))
+        finally:
+            self.mask = outer
+        return tuple(_select(self, run, x, q) for x, q in zip(news, state))
+    init = [self.force(*env[v.id], v) for v in control.state(op)]
+    outs = control.for_loop(0, ops.amax(trips), 1, step_fn, *init)
+    self.bind(env, op.outputs, outs)
+
+
+def _select(self, pred, a, b):
+    """Per example, batched a where the batched `pred` holds, else b (a itself when the same
+    value: a tape passed through unchanged is never selected)."""
+    return a if a is b else ops.where(self.expand(pred, len(a.aval.shape) - 1), a, b)
+
+
+def _any(pred):
+    return ops.gt(ops.sum(ops.astype(pred, np.int64)), 0)
+
+
+def _while_loop(self, op, env):
+    bt = _outputs_batched(self, op, _live(self, op, env), self.mask is not None)
+    test, body = control.loop_test(op), control.body(op)
+    # examples stop at different iterations: all state is per example
+    pred_batched = all(bt) and (self.mask is not None or test.results[0].id in _batched_ids(
+        self, test, _live(self, op, env) | {p.id for p in test.params}, False))
+    ins = [self.force(*env[v.id], v) if b else env[v.id][0]
+           for v, b in zip(control.state(op), bt)]
+    avals = [x.aval for x in ins]
+    if pred_batched:
+        regions = [_masked_region(self, test, env, avals, None),
+                   _masked_region(self, test, env, avals, body)]
+    else:
+        regions = [self.region(test, env, avals, bt, [False]),
+                   self.region(body, env, avals, bt, bt)]
+    outs = self.b.emit(op.prim, ins, {}, avals, regions, loc=op.loc)
+    for o, v, b in zip(op.outputs, outs, bt):
+        self.bind(env, [o], [v], b)
+
+
+def _masked_region(self, test, env, avals, body):
+    """A region of a while_loop with a batched predicate, params `avals`: the predicate of
+    `test` per example (within the mask); then whether any example runs (body None), or one
+    iteration of `body` for the examples that run, the others keeping their state."""
+    params = [self.b.new_value(a) for a in avals]
+    env2 = dict(env)
+    self.bind(env2, test.params, params, True)
+    with self.b.open_region(params) as new:
+        self.ops(test.ops, env2)
+        pred = self.force(*env2[test.results[0].id], test.results[0])
+        if self.mask is not None:
+            pred = ops.logical_and(pred, self.mask)
+        if body is None:
+            new.results = [_any(pred)]
+            return new
+        env3 = dict(env)
+        self.bind(env3, body.params, params, True)
+        saved, self.mask = self.mask, pred
+        try:
+            self.ops(body.ops, env3)
+            news = self.results(env3, body.results, [True] * len(params))
+        finally:
+            self.mask = saved
+        new.results = [_select(self, pred, x, q) for x, q in zip(news, params)]
+    return new
+
+
+def _cond(self, op, env):
+    p, pb = env[control.pred(op).id]
+    state = control.state(op)
+    then_r, else_r = control.branches(op)
+    if not pb:
+        pbt = [env[v.id][1] for v in state]
+        bt = _outputs_batched(self, op, _live(self, op, env), self.mask is not None)
+        ins = [env[v.id][0] for v in state]
+        regions = [self.region(r, env, [x.aval for x in ins], pbt, bt)
+                   for r in (then_r, else_r)]
+        outs = self.b.emit(op.prim, [p] + ins, {}, [v.aval for v in regions[0].results],
+                           regions, loc=op.loc)
+        for o, v, b in zip(op.outputs, outs, bt):
+            self.bind(env, [o], [v], b)
+        return
+    # a batched predicate: both branches, each masked, then a select per example
+    saved = self.mask
+    branch_outs = []
+    for r, m in ((then_r, p), (else_r, ops.logical_not(p))):
+        env2 = dict(env)
+        for q, v in zip(r.params, state):
+            env2[q.id] = env[v.id]
+        self.mask = m if saved is None else ops.logical_and(saved, m)
+        try:
+            self.ops(r.ops, env2)
+        finally:
+            self.mask = saved
+        branch_outs.append([self.force(*env2[v.id], v) for v in r.results])
+    for o, a, b in zip(op.outputs, *branch_outs):
+        self.bind(env, [o], [_select(self, p, a, b)])
+
+
+# Note [Batched tapes]
+# A loop's float gradient tape (transform/loop_ad.py) is made batched whatever is pushed on it
+# (the values pushed are broadcast): whether a push is batched is known only later, and tapes are
+# carried through loops and branches, so a per-tape decision would need a look ahead. Its
+# rows then hold (n, *shape), the batch on axis 1 of the tape's aval, which is why region
+# params take their operands' avals. A push under a mask (a branch taken by some examples, a
+# loop run by some) would write rows for the others too and misalign the reverse sweep's
+# reads, and a read at a batched row has no rule: both are errors. Integer tapes (trip counts,
+# branches taken) stay unbatched, so loops whose trip counts are the same for all examples
+# stay unmasked in the reverse sweep; a batched push on one is an error.
+def differs(loc) -> UnsupportedError:
+    return UnsupportedError(
+        "vmap: the gradient of a staged loop whose trip count, or a branch taken in or around "
+        "it, differs across the batch (its tape would be read at rows that differ)", loc=loc,
+        fix="make the loop bounds and branch conditions the same for all examples, or loop "
+        "over the examples")
+
+
+def tape_new(self, op, env):
+    if np.dtype(op.params["dtype"]).kind != "f":
+        return self.clone(op, env)
+    p = dict(op.params, shape=(self.n,) + tuple(op.params["shape"]))
+    self.bind(env, op.outputs, self.b.emit(op.prim, [], p, [Aval(
+        (p["rows"],) + p["shape"], np.dtype(p["dtype"]))], loc=op.loc))
+
+
+def _tape_push(self, op, env):
+    tape, x = op.inputs
+    if not env[tape.id][1]:  # an integer tape: trip counts, branches taken
+        raise differs(op.loc)
+    self.bind(env, op.outputs, self.emit(op, [env[tape.id][0], self.force(*env[x.id], x)]))
+
+
+def _tape_get(self, op, env):
+    tape, k = op.inputs
+    if env[k.id][1]:
+        raise differs(op.loc)
+    self.bind(env, op.outputs, self.emit(op, [env[tape.id][0], env[k.id][0]]))
+
+
+RULES = {check_p: check, fusion_p: _fusion, custom_vjp_p: _custom_vjp, cond_p: _cond,
+         for_loop_p: _for_loop, while_loop_p: _while_loop, tape_push_p: _tape_push,
+         tape_get_p: _tape_get}
