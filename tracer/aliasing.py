@@ -355,6 +355,7 @@ class _Carried:
         self.values: dict = {}
         init = [self.split(may_be(v)) for v in inits]
         after = [self.split(may_be(v, self.index)) for v in afters]
+        made = [set(may_be(v, self.index)) & self.local for v in afters]  # this iteration's
         self.contents = [set(init[k][1]) for k in range(n)]  # outside arrays each may hold
         alias = {(k, l) for k in range(n) for l in range(n) if k != l
                  and self.contents[k] & self.contents[l]}
@@ -371,7 +372,8 @@ class _Carried:
                     if k == l or (k, l) in alias:
                         continue
                     (pk, ok), (pl, ol) = after[k], after[l]
-                    if (ok & ol or any(x == y or (x, y) in alias for x in pk for y in pl)
+                    if (ok & ol or made[k] & made[l]
+                            or any(x == y or (x, y) in alias for x in pk for y in pl)
                             or any(ol & self.contents[x] for x in pk)
                             or any(ok & self.contents[y] for y in pl)):
                         alias.add((k, l))
