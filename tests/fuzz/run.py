@@ -116,6 +116,8 @@ class Pool:
             for key, _ in self.sel.select(timeout=1.0):
                 p = key.data
                 line = p.stdout.readline()
+                if p not in self.busy:  # a stray line from an idle worker: not a reply
+                    continue
                 req, _ = self.busy.pop(p)
                 if line:
                     idle.append(p)
