@@ -19,7 +19,9 @@ from llgrad.runtime.prim import Primitive, bind, register
 def _argsort_impl(x, axis, descending):
     if not descending:
         return np.argsort(x, axis, kind="stable").astype(np.int64)
-    idx = np.argsort(-x, axis, kind="stable")  # equal keys keep their order
+    # equal keys keep their order; ~x reverses integers and bools without -x's overflow of
+    # the most negative int64
+    idx = np.argsort(-x if x.dtype.kind == "f" else ~x, axis, kind="stable")
     if x.dtype.kind == "f":  # NaNs (last after negation) move to the front, in order
         nan_first = np.argsort(~np.isnan(np.take_along_axis(x, idx, axis)), axis, kind="stable")
         idx = np.take_along_axis(idx, nan_first, axis)

@@ -16,8 +16,7 @@ def _keys(rng, n, dtype):
     """Ties, both zeros, infinities and NaNs of both signs among random keys."""
     if np.dtype(dtype).kind == "i":
         x = rng.integers(-5, 5, n) * (1 << rng.integers(0, 60, n))
-        # (not int64's minimum: the eager descending argsort negates keys)
-        x[: n // 10] = rng.choice([np.iinfo(np.int64).min + 1, np.iinfo(np.int64).max, 0, -1],
+        x[: n // 10] = rng.choice([np.iinfo(np.int64).min, np.iinfo(np.int64).max, 0, -1],
                                   n // 10)
         return rng.permutation(x).astype(dtype)
     x = np.round(rng.standard_normal(n) * 3, 1)  # many ties
@@ -61,3 +60,11 @@ def test_radix_sort_keys_sharing_high_bytes_and_gradient():
     expected = np.zeros_like(x)
     expected[order] = w
     np.testing.assert_array_equal(g, expected)
+
+
+def test_descending_int64_keys_put_the_minimum_last():
+    # the eager rule negated the keys, and -(int64 min) is int64 min: it sorted first
+    x = np.array([np.iinfo(np.int64).min, 0, 5, 0, np.iinfo(np.int64).max])
+    want = np.argsort(-x.astype(np.float64), kind="stable")  # exact here: distinct magnitudes
+    np.testing.assert_array_equal(argsort_p.impl(x, axis=0, descending=True), want)
+    np.testing.assert_array_equal(llgrad.differentiate(lambda x: ops.argsort(x, 0, True))(x), want)
