@@ -282,6 +282,9 @@ class LoopEffects:
         """What the body changed in one container: new places or buffers (True), or why
         it cannot be staged (appended to `reasons`)."""
         found = False
+        if kind == "array":  # numpy's own in-place operator: done once, at trace time
+            reasons.append(f"it changes the numpy array `{label}` in place")
+            return False
         if kind == "set":
             reasons.append(f"it changes the set `{label}`")
             return False
@@ -460,7 +463,8 @@ def branch(stager, state, fn, loc):
     changed = next(snap.changes(), None)
     if changed is not None:
         snap.restore()
-        what = "its attributes" if changed[1] == "attrs" else "its length or keys"
+        what = {"attrs": "its attributes", "array": "its contents"}.get(changed[1],
+                                                                    "its length or keys")
         _in_branch(stager, f"a branch of the traced `if` at {loc} changes a "
                    f"{_kind(changed[0])} that existed before it ({what})", loc)
 

@@ -14,6 +14,9 @@ from llgrad.transform import ir
 _LIMIT = 20_000  # objects visited per snapshot (a bound on the cost, not on correctness)
 _DEPTH = 6
 _SKIP_MODULES = ("numpy", "llgrad", "scipy", "builtins", "typing", "collections")
+# numpy arrays up to this size are copied too: numpy's own in-place operators (`a += b` on
+# two numpy arrays) change them without passing through llgrad, once per trace
+_ARRAY_BYTES = 1 << 24
 
 
 def _user_object(v) -> bool:
@@ -50,7 +53,8 @@ def free_values(fns) -> list:
 
 class Snapshot:
     """Shallow copies of the lists, dicts, sets and attribute dicts reachable from `roots`,
-    and the ids of the numpy arrays reachable (an in-place method on one is refused)."""
+    copies of the numpy arrays reachable (up to _ARRAY_BYTES each) and the ids of all of them
+    (an in-place method on one is refused)."""
 
     def __init__(self, roots):
         self.copies: dict = {}  # id -> (obj, kind, copy)
@@ -60,6 +64,8 @@ class Snapshot:
             v, depth = todo.pop()
             if type(v) is np.ndarray:
                 self.arrays.add(id(v))
+                if id(v) not in self.copies and v.nbytes <= _ARRAY_BYTES:
+                    self.copies[id(v)] = (v, "array", v.copy())
                 continue
             if id(v) in seen or depth > _DEPTH or v is None or \
                     isinstance(v, (int, float, str, bool, ir.Value, Undefined)) or \
@@ -88,6 +94,10 @@ class Snapshot:
     def changes(self):
         """(obj, kind, copy) of each container that differs from its copy."""
         for obj, kind, copy in self.copies.values():
+            if kind == "array":
+                if not np.array_equal(obj, copy, equal_nan=obj.dtype.kind in "fc"):
+                    yield obj, kind, copy
+                continue
             if kind == "set":
                 if obj != copy:
                     yield obj, kind, copy
@@ -101,7 +111,10 @@ class Snapshot:
 
     def restore(self) -> None:
         for obj, kind, copy in self.copies.values():
-            if kind == "set":
+            if kind == "array":
+                if not np.array_equal(obj, copy, equal_nan=obj.dtype.kind in "fc"):
+                    np.copyto(obj, copy)
+            elif kind == "set":
                 if obj != copy:
                     obj.clear()
                     obj.update(copy)

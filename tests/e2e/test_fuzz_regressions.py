@@ -8,6 +8,7 @@ user's line and say how to rewrite it.
 from __future__ import annotations
 
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -393,3 +394,37 @@ def test_rows_read_and_another_array_updated(mode):
     np.testing.assert_allclose(d(X), read_rows_update_another(X), rtol=1e-12)
     np.testing.assert_allclose(d.grad(X), finite_differences(read_rows_update_another, [X],
                                                              [0])[0], rtol=1e-6)
+
+
+# -- numpy's own in-place operators on numpy arrays in traced code (fuzzer, seed 1, 1803) -----
+def numpy_update_in_a_branch(x):
+    v = np.where(0.5, 0.5, 0.25)  # a numpy 0-d array, not a traced value
+    if np.sum(x) > 100.0:
+        v += v  # numpy changes v in place while the branch is traced, taken or not
+    return v * x
+
+
+def numpy_update_in_a_loop(x):
+    buf = np.zeros(3)
+    s = 0.0
+    for i in range(3):
+        buf += 1.0  # numpy: once per iteration; a staged body would run it once
+        s = s + np.sum(buf) * x[i]
+    return s
+
+
+def test_numpy_in_place_update_in_a_traced_branch_is_refused(mode):
+    x = np.array([0.5, 1.5, 2.0])
+    with pytest.raises(UnsupportedError, match=r"changes a numpy array that existed before "
+                                               r"it \(its contents\)"):
+        llgrad.differentiate(numpy_update_in_a_branch)(x)
+    np.testing.assert_allclose(numpy_update_in_a_branch(x), 0.5 * x)  # the array is restored
+
+
+def test_numpy_in_place_update_in_a_staged_loop_runs_every_iteration(mode):
+    x = np.array([0.5, 1.5, 2.0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", llgrad.PerformanceWarning)
+        v, g = llgrad.differentiate(numpy_update_in_a_loop).value_and_grad(x)
+    assert v == pytest.approx(numpy_update_in_a_loop(x), rel=1e-12)
+    np.testing.assert_allclose(g, [3.0, 6.0, 9.0])
