@@ -120,19 +120,12 @@ def _dead_after(plan, u, x, out, blk, t, where) -> bool:
     if sum(1 for v in u.reads if plan.layout[v].root is x) != 1:
         return False
     for r in plan.readers.get(x, ()):
-        if r is u or _check_only(plan, r):
+        if r is u:
             continue
         at = where.get(id(r), {}).get(id(blk))
         if at is None or at >= t:
             return False
     return True
-
-
-def _check_only(plan, r) -> bool:
-    """An unread `x[i]`, kept for its bounds check (Primitive.effect): it needs i, not x's
-    contents, so it does not hold x's old value (the reverse sweep's recomputed reads)."""
-    return isinstance(r, OpUnit) and r.op.prim is getitem_p and \
-        not any(plan.uses.get(v) for v in r.op.outputs)
 
 
 def _positions(plan) -> dict:

@@ -16,6 +16,7 @@ import numpy as np
 from llgrad.runtime import ops, pytree
 from llgrad.runtime.aval import Aval
 from llgrad.runtime.errors import LLGradError, UnsupportedError, user_loc
+from llgrad.runtime.padded import Padded
 from llgrad.tracer import operators
 from llgrad.tracer.operators import Undefined
 from llgrad.tracer.snapshot import Snapshot, free_values
@@ -355,7 +356,7 @@ class LoopEffects:
             if any(t is None for t in targets):
                 bad = next(x for x, t in zip(leaves, targets) if t is None)
                 what = ("an array whose shape changes across iterations (a slice of "
-                        "loop-dependent length)" if type(bad).__name__ == "Padded"
+                        "loop-dependent length)" if type(bad) is Padded
                         else f"a {type(bad).__name__} object")
                 reasons.append(f"it appends {what} to the list `{label}`")
                 return False

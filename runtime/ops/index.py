@@ -69,7 +69,7 @@ def _checked(op) -> bool:
     (`x[k]`, `a[i] = v` in Numba-style loops): kept unread, each read would hold its whole
     array live past later updates in place, and loop AD would tape the array per iteration
     (issue 13); an unread element read at an out-of-range scalar goes unreported."""
-    indices = op.inputs[2:] if op.prim.name == "index_put" else op.inputs[1:]
+    indices = op.inputs[2:] if op.prim is index_put_p else op.inputs[1:]
     return any(v.aval.shape != () for v in indices)
 
 
