@@ -4,6 +4,7 @@ as `__lg.iadd`, `__lg.item`, `__lg.ufunc_at`, ... (re-exported by operators.py).
 from __future__ import annotations
 
 import operator
+import sys
 from typing import Any, Callable
 
 import numpy as np
@@ -11,14 +12,21 @@ import numpy as np
 from llgrad.runtime.errors import ConcretizationError, user_loc
 
 from .operators import _STAGERS, _region_stager, is_traced, stager_of
+from .rebind import check_sole, held_by_locals
 
 
 def _augmented(name: str, op: Callable, iop: Callable) -> Callable:
-    def augmented(a, b):
-        """`a op= b` on the element view `a` of an update `y[i] op= b` (convert/calls.py):
-        numpy cannot write a traced `b` into a numpy `a`, so the new value is computed
-        instead, and the setitem around this call writes it into `y`, as numpy would."""
+    def augmented(a, b, whole: str | None = None):
+        """`a op= b`: on the element view `a` of an update `y[i] op= b`, or (`whole`, the
+        name written) on a name `a` (convert/calls.py). numpy cannot write a traced `b` into a
+        numpy `a`, so the new value is computed instead and the name (or, around this call,
+        `y[i]`) rebound to it, as numpy would see it -- for a whole array, only where nothing
+        else refers to it (Note [Traced values added into numpy arrays])."""
         if type(a) is np.ndarray and is_traced(b):
+            if whole is not None:
+                seen = held_by_locals(a)
+                refs = sys.getrefcount(a)
+                check_sole(a, refs - seen, whole, name)
             out = np.result_type(a, getattr(b, "dtype", type(b)))
             if not np.can_cast(out, a.dtype, casting="same_kind"):
                 raise TypeError(f"Cannot cast ufunc '{name}' output from {out!r} to "

@@ -45,6 +45,9 @@ _IOPS = {
     gast.BitAnd: "iand", gast.BitOr: "ior", gast.BitXor: "ixor", gast.LShift: "ilshift",
     gast.RShift: "irshift"}
 
+_WHOLE = (gast.Add, gast.Sub, gast.Mult, gast.Div, gast.FloorDiv, gast.Mod, gast.Pow,
+          gast.MatMult)  # the operators `__lg` has for a whole name (tracer/updates.py)
+
 MISSING = _MISSING = object()
 
 # Note [Library code on traced values]
@@ -232,6 +235,13 @@ class _Calls(gast.NodeTransformer):
 
     def visit_AugAssign(self, node):
         self.generic_visit(node)
+        if isinstance(node.target, gast.Name) and type(node.op) in _WHOLE:
+            # `acc += x` on a numpy `acc` (Note [Traced values added into numpy arrays])
+            new = templates.replace(f"y = __lg.{_IOPS[type(node.op)]}(y, v, name)",
+                                    y=node.target.id, v=node.value,
+                                    name=templates.const(node.target.id))
+            anno.fill_loc(new, node)
+            return new
         if not self._target(node.target):
             notes = self._notes(node, [node.target])
             return notes + [node] if notes else node
