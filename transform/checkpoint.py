@@ -13,10 +13,10 @@ import math
 
 import numpy as np
 
-from llgrad.runtime.aval import I64, Aval
+from llgrad.runtime.aval import BOOL, I64, Aval
 from llgrad.runtime.errors import UnsupportedError
-from llgrad.runtime.ops.control import constant_p, for_loop_p
-from llgrad.runtime.ops.elementwise import add_p, mul_p
+from llgrad.runtime.ops.control import constant_p, for_loop_p, while_loop_p
+from llgrad.runtime.ops.elementwise import add_p, logical_and_p, lt_p, mul_p
 from llgrad.transform import control, ir
 from llgrad.transform.control import CONTROL
 from llgrad.transform.builder import Value
@@ -45,39 +45,148 @@ from llgrad.transform.passes import clone_function
 # segments]); fused kernels of another shape may round differently (rtol 1e-13). Loops with run-time bounds and while loops are left as they are (their trip count
 # is known only while they run); `inspect().stats` says how many loops were checkpointed.
 MIN_TRIPS = 4
+LOG_BRANCHES = 4  # segments per level of the "log" schedule (Note [Logarithmic checkpointing])
+SCHEDULES = ("sqrt", "log")
+
+# Note [Logarithmic checkpointing]
+# checkpoint="log" segments recursively: a loop of n iterations becomes LOG_BRANCHES segments
+# of k = ceil(n / LOG_BRANCHES) iterations (plus the rest), each segment loop is segmented
+# the same way, and so on down to loops of fewer than MIN_TRIPS iterations; the rest loops
+# too. Every loop made below the top is unstacked (Note [Checkpointed loops]), so the
+# reverse sweep of one level reruns the level below from its stored entry state. At any
+# time one chain of levels is live: d = log_B(n) levels of at most 2B stored states (the
+# segment loop's rows plus the rest loop's), so the tapes take O(B log_B n) carried states;
+# each level reruns the forward once more, so the time is O(n log_B n). This is recursive
+# bisection (B-section), not Griewank's binomial `revolve` schedule, which for the same
+# number of states reruns fewer iterations but needs a schedule decided per iteration at
+# run time; here the schedule is a static nest of loops that AD handles as any other.
+
+# Note [Checkpointed while loops]
+# A while loop's trip count is known only once it has run, so it is segmented by an int k
+# (`checkpoint=k`, or `llgrad.checkpointed(test, schedule=k)` per loop):
+#     while test(x):                          # outer: one growing tape row per segment
+#         j = 0
+#         while j < k and test(x):            # inner: up to k iterations, never stacked
+#             x = body(x); j = j + 1
+# The outer loop tapes the carried state at the entry of each segment (its tapes grow, as a
+# while loop's do), the reverse sweep reruns one segment from it with tapes of at most k
+# rows: O(n / k + k) stored states. The inner test reads the same state the plain loop's
+# test would (once more per segment: the outer test at its entry), so the iterations, and
+# the values, are those of the plain loop.
+
+# Note [Checkpointed loops per loop]
+# `for t in llgrad.checkpointed(range(n), schedule)` (tracer/checkpointed.py) marks one loop:
+# the tracer records its schedule in fn.meta["checkpoint loops"], keyed by the loop
+# statement's place in the source (file, line, column), which its loop op keeps as `loc`
+# through every pass. `segment_loops` segments each marked loop wherever it is: at the top,
+# in a branch, or in a loop body, where the enclosing loop's AD then stacks the segment
+# loop (Note [Stacked inner tapes]) and reruns the unstacked inner one. The option of
+# `@differentiate(checkpoint=...)` applies to the top-level loops that are not marked.
 
 
 def segment_length(schedule, n: int) -> int:
     """The segment length k for a loop of n iterations."""
     if schedule == "sqrt":
         return max(1, math.isqrt(n - 1) + 1) if n > 1 else 1
+    if schedule == "log":
+        return -(-n // LOG_BRANCHES)
     return int(schedule)
 
 
-def check_schedule(schedule) -> None:
-    """Raise for a checkpoint option that is neither None, "sqrt" nor a positive int."""
-    if schedule is None or schedule == "sqrt" or (
+def check_schedule(schedule, loc=None, what="checkpoint") -> None:
+    """Raise for a checkpoint option that is neither None, "sqrt", "log" nor a positive int."""
+    if schedule is None or schedule in SCHEDULES or (
             isinstance(schedule, int) and not isinstance(schedule, bool) and schedule > 0):
         return
-    raise UnsupportedError(f"checkpoint={schedule!r} is not a checkpoint schedule",
-                           fix='use checkpoint="sqrt" (segments of sqrt(n) iterations) or an '
-                           "int k (segments of k iterations)")
+    raise UnsupportedError(f"{what}={schedule!r} is not a checkpoint schedule", loc=loc,
+                           fix='use "sqrt" (segments of sqrt(n) iterations), "log" (nested '
+                           "segments: O(log n) stored states) or an int k (segments of k "
+                           "iterations)")
 
 
 def segment_loops(fn: ir.Function, schedule) -> tuple[ir.Function, set, int]:
-    """(a copy of fn with its top-level static for loops segmented, the ids of the inner
-    segment loops, how many loops were segmented). See Note [Checkpointed loops]."""
+    """(a copy of fn with its checkpointed loops segmented, the ids of the loops AD must not
+    stack, how many loops were segmented). The top-level loops take `schedule` (None: none),
+    marked loops anywhere their own (Note [Checkpointed loops per loop])."""
     fn = clone_function(fn)
-    inner, ops = set(), []
-    for op in fn.body.ops:
-        new = _segment(op, schedule) if op.prim is for_loop_p else None
-        if new is None:
-            ops.append(op)
-        else:
-            ops += new[0]
-            inner.add(id(new[1]))
-    fn.body.ops = ops
-    return fn, inner, len(inner)
+    seg = _Segmenter(schedule, fn.meta.get("checkpoint loops", {}))
+    fn.body.ops = seg.visit(fn.body.ops, top=True)
+    return fn, seg.unstacked, seg.count
+
+
+def loc_key(loc) -> tuple | None:
+    """The key of a loop's mark: its statement's place in the source."""
+    return None if loc is None else (loc.file, loc.line, loc.column)
+
+
+class _Segmenter:
+    def __init__(self, schedule, marks: dict):
+        self.schedule, self.marks = schedule, marks
+        self.unstacked: set = set()
+        self.count = 0
+
+    def visit(self, ops: list, top: bool) -> list:
+        """`ops` with their checkpointed loops (nested ones included) segmented."""
+        out = []
+        for op in ops:
+            for r in op.regions:
+                r.ops = self.visit(r.ops, False)
+            sched = self.marks.get(loc_key(op.loc))
+            marked = sched is not None
+            if not marked and top:
+                sched = self.schedule
+            new = None
+            if sched is not None and op.prim is for_loop_p:
+                new = self.split_for(op, sched, False, marked)
+            elif sched is not None and op.prim is while_loop_p:
+                new = self.split_while(op, sched, marked)
+            if new is not None:
+                self.count += 1
+            out += [op] if new is None else new
+        return out
+
+    def split_for(self, op, sched, below: bool, marked: bool):
+        """The ops replacing a for loop (None: leave it); `below`: it is a segment or rest
+        loop of an enclosing split, never stacked."""
+        bounds = _bounds(op)
+        if bounds is None or bounds[2] == 0:
+            if marked:
+                raise UnsupportedError(
+                    "llgrad.checkpointed: this loop's trip count is known only at run time, "
+                    "and only loops over a range of Python ints are segmented", loc=op.loc,
+                    fix="iterate over a range with Python (or shape-derived) bounds, or "
+                    "checkpoint the loop body instead: llgrad.checkpoint(step)")
+            return None
+        n = len(range(*bounds))
+        k = segment_length(sched, n)
+        if n < MIN_TRIPS or k < 2 or n // k < 2:
+            return None
+        top, outer, inner, tail = _split_for(op, bounds, k, self.unstacked)
+        self.unstacked.add(id(inner))
+        if below:
+            self.unstacked.update(id(o) for o in (outer, tail) if o is not None)
+        if sched == "log":
+            body = outer.regions[0]
+            body.ops = self.split_for(inner, sched, True, False) or body.ops
+            if tail is not None:
+                top[-1:] = self.split_for(tail, sched, below, False) or [tail]
+        return top
+
+    def split_while(self, op, sched, marked: bool):
+        """The ops replacing a while loop (Note [Checkpointed while loops])."""
+        if sched in SCHEDULES:
+            if not marked:
+                return None
+            raise UnsupportedError(
+                f'llgrad.checkpointed(..., schedule="{sched}") on a while loop (or a loop '
+                f"with break): its trip count is known only once it has run", loc=op.loc,
+                fix="give a segment length: llgrad.checkpointed(test, schedule=k) stores "
+                "the state every k iterations (O(n/k + k) memory)")
+        if sched < 2:
+            return None
+        outer, inner = _split_while(op, int(sched), self.unstacked)
+        self.unstacked.add(id(inner))
+        return [outer]
 
 
 def _const(ops: list, value) -> ir.Value:
@@ -100,17 +209,12 @@ def _bounds(op):
     return vals
 
 
-def _segment(op, schedule):
-    """(the ops replacing `op`, the inner loop op), or None to leave it."""
-    bounds = _bounds(op)
-    if bounds is None or bounds[2] == 0:
-        return None
+def _split_for(op, bounds, k: int, unstacked: set):
+    """(the ops replacing `op`, the outer loop, the inner segment loop, the rest loop or
+    None) for segments of k iterations (Note [Checkpointed loops])."""
     start, stop, step = bounds
     n = len(range(start, stop, step))
-    k = segment_length(schedule, n)
     m = n // k
-    if n < MIN_TRIPS or k < 2 or m < 2:
-        return None
     cf = CONTROL[for_loop_p]
     body = cf.body(op)
     index, carried = control.counter(op), cf.carried(body)
@@ -133,21 +237,57 @@ def _segment(op, schedule):
     outer_body = ir.Region([s] + oc, [inner], inner_outs)
     rest = n - m * k
     outer_outs = list(op.outputs) if rest == 0 else [Value(a) for a in avals]
-    top.append(ir.Op(for_loop_p, [zero, mm, one] + cf.state(op), {}, outer_outs,
-                     [outer_body], op.loc))
+    outer = ir.Op(for_loop_p, [zero, mm, one] + cf.state(op), {}, outer_outs, [outer_body],
+                  op.loc)
+    top.append(outer)
+    tail = None
     if rest:
-        tail, index2 = _clone_region(body, skip=len(at))
-        at2 = [_int_op(mul_p, tail.params[0], c_step)]
+        tbody, index2 = _clone_region(body, len(at), unstacked)
+        at2 = [_int_op(mul_p, tbody.params[0], c_step)]
         at2.append(_int_op(add_p, at2[-1].outputs[0], c_start, index2))
-        tail.ops[:0] = at2
-        top.append(ir.Op(for_loop_p, [_const(top, m * k), nn, one] + outer_outs, {},
-                         list(op.outputs), [tail], op.loc))
-    return top, inner
+        tbody.ops[:0] = at2
+        tail = ir.Op(for_loop_p, [_const(top, m * k), nn, one] + outer_outs, {},
+                     list(op.outputs), [tbody], op.loc)
+        top.append(tail)
+    return top, outer, inner, tail
 
 
-def _clone_region(body: ir.Region, skip: int) -> tuple[ir.Region, ir.Value]:
-    """A copy of the (segmented) body without its first `skip` ops (the index computation),
-    and the copy's index value, which the caller defines."""
+def _split_while(op, k: int, unstacked: set):
+    """(the outer loop replacing a while loop, its inner segment loop) for segments of at
+    most k iterations (Note [Checkpointed while loops])."""
+    test, body = control.loop_test(op), control.body(op)
+    avals = [p.aval for p in body.params]
+    j = Value(Aval((), I64), "j")
+    itest, _ = _clone_region(test, 0, unstacked)
+    kk = _const(itest.ops, k)
+    itest.ops.insert(0, itest.ops.pop())
+    below = ir.Op(lt_p, [j, kk], {}, [Value(Aval((), BOOL))])
+    both = ir.Op(logical_and_p, [below.outputs[0], itest.results[0]], {},
+                 [Value(Aval((), BOOL))])
+    itest.ops += [below, both]
+    itest.params.insert(0, j)
+    itest.results = [both.outputs[0]]
+    j2 = Value(Aval((), I64), "j")
+    step = _int_op(add_p, j2, _const(body.ops, 1))
+    body.ops.insert(0, body.ops.pop())
+    body.ops.append(step)
+    body.params.insert(0, j2)
+    body.results.insert(0, step.outputs[0])
+    q = [Value(a) for a in avals]
+    start: list = []
+    zero = _const(start, 0)
+    inner_outs = [Value(Aval((), I64))] + [Value(a) for a in avals]
+    inner = ir.Op(while_loop_p, [zero] + q, {}, inner_outs, [itest, body], op.loc)
+    outer_body = ir.Region(q, start + [inner], inner_outs[1:])
+    outer = ir.Op(while_loop_p, list(op.inputs), {}, list(op.outputs), [test, outer_body],
+                  op.loc)
+    return outer, inner
+
+
+def _clone_region(body: ir.Region, skip: int, unstacked: set) -> tuple[ir.Region, ir.Value]:
+    """A copy of `body` without its first `skip` ops (for a segmented body: the index
+    computation) and, for skip > 0, the copy's index value, which the caller defines. Copies
+    of unstacked loops are unstacked."""
     env: dict = {}
 
     def fresh(v):
@@ -159,13 +299,17 @@ def _clone_region(body: ir.Region, skip: int) -> tuple[ir.Region, ir.Value]:
         new = ir.Region([fresh(p) for p in r.params])
         for o in ops:
             regions = [region(sub, sub.ops) for sub in o.regions]
-            new.ops.append(ir.Op(o.prim, [env.get(v.id, v) for v in o.inputs], o.params,
-                                 [fresh(v) for v in o.outputs], regions, o.loc))
+            c = ir.Op(o.prim, [env.get(v.id, v) for v in o.inputs], o.params,
+                      [fresh(v) for v in o.outputs], regions, o.loc)
+            if id(o) in unstacked:
+                unstacked.add(id(c))
+            new.ops.append(c)
         new.results = [env.get(v.id, v) for v in r.results]
         return new
 
-    index = fresh(body.ops[skip - 1].outputs[0])
+    index = fresh(body.ops[skip - 1].outputs[0]) if skip else None
     return region(body, body.ops[skip:]), index
 
 
-__all__ = ["segment_loops", "segment_length", "check_schedule", "MIN_TRIPS"]
+__all__ = ["segment_loops", "segment_length", "check_schedule", "loc_key", "MIN_TRIPS",
+           "SCHEDULES"]
