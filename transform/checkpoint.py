@@ -49,13 +49,13 @@ LOG_BRANCHES = 4  # segments per level of the "log" schedule (Note [Logarithmic 
 SCHEDULES = ("sqrt", "log")
 
 # Note [Logarithmic checkpointing]
-# checkpoint="log" segments recursively: a loop of n iterations becomes LOG_BRANCHES segments
-# of k = ceil(n / LOG_BRANCHES) iterations (plus the rest), each segment loop is segmented
-# the same way, and so on down to loops of fewer than MIN_TRIPS iterations; the rest loops
-# too. Every loop made below the top is unstacked (Note [Checkpointed loops]), so the
-# reverse sweep of one level reruns the level below from its stored entry state. At any
-# time one chain of levels is live: d = log_B(n) levels of at most 2B stored states (the
-# segment loop's rows plus the rest loop's), so the tapes take O(B log_B n) carried states;
+# checkpoint="log" segments recursively: a loop of n iterations becomes B = LOG_BRANCHES
+# segments of k = n // B iterations (plus a rest of n mod B < B), each segment loop is
+# segmented the same way, and so on down to loops of fewer than MIN_TRIPS iterations. Every
+# loop made below the top is unstacked (Note [Checkpointed loops]), so the reverse sweep of
+# one level reruns the level below from its stored entry state. The tapes hold d = log_B(n)
+# levels of at most 2B + 1 rows each (the segment loop's states, its exit state, the rest
+# loop's rows), all live at once in the deepest recomputation: O(B log_B n) rows;
 # each level reruns the forward once more, so the time is O(n log_B n). This is recursive
 # bisection (B-section), not Griewank's binomial `revolve` schedule, which for the same
 # number of states reruns fewer iterations but needs a schedule decided per iteration at
@@ -89,7 +89,7 @@ def segment_length(schedule, n: int) -> int:
     if schedule == "sqrt":
         return max(1, math.isqrt(n - 1) + 1) if n > 1 else 1
     if schedule == "log":
-        return -(-n // LOG_BRANCHES)
+        return n // LOG_BRANCHES
     return int(schedule)
 
 

@@ -59,7 +59,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("schedule", ["sqrt", 3])
+@pytest.mark.parametrize("schedule", ["sqrt", 3, "log"])
 @pytest.mark.parametrize("fn,make,wrt", CASES, ids=[c[0].__name__ for c in CASES])
 def test_checkpointed_loops_give_the_plain_gradient(fn, make, wrt, schedule, mode):
     args = make(np.random.default_rng(3))
