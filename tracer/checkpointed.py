@@ -2,7 +2,8 @@
 llgrad.checkpointed(test, schedule=k)`. Run as Python, a marked iterable iterates and a marked
 test is true exactly as the value it wraps; traced, `unwrap` records the loop's schedule in the
 function being built (fn.meta["checkpoint loops"], keyed by the loop statement's place) for
-transform/checkpoint.py to segment it (Note [Checkpointed loops per loop] there).
+transform/checkpoint.py to segment it (Note [Checkpointed loops per loop] there). Why a
+wrapper of the iterable: Note [Marking a loop].
 """
 from __future__ import annotations
 
@@ -11,6 +12,18 @@ from typing import Any
 from llgrad.runtime.errors import user_loc
 from llgrad.transform import builder
 from llgrad.transform.checkpoint import check_schedule, loc_key
+
+# Note [Marking a loop]
+# How users of other systems say "checkpoint this loop": JAX wraps the step function
+# (`lax.scan(jax.checkpoint(step), ...)`, which checkpoints every iteration, or Equinox's and
+# diffrax's `checkpoints=` argument of their loop functions); PyTorch cuts a sequence of
+# modules into segments (`checkpoint_sequential(fns, segments, x)`). All of them put the
+# option on the loop itself. llgrad's loops are Python `for` and `while` statements, so the
+# marker wraps what the statement already names, its iterable or its test: the statement
+# stays as written, runs unchanged as Python, and the mark applies to that one loop, not
+# to its neighbours or to loops nested in it (a `with checkpoint_loops():` block would
+# reach every loop in it, and is not a construct the tracer stages). `llgrad.checkpoint`
+# on a helper remains the way to recompute one step's intermediates instead of taping them.
 
 
 class Checkpointed:

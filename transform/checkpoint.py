@@ -2,10 +2,13 @@
 loop over segments of k iterations around an inner loop over one segment (plus a tail loop
 for the n mod k rest), so that reverse mode stores the carried state once per segment and
 recomputes a segment's iterations when its reverse sweep needs them (Note [Checkpointed
-loops]).
+loops]); recursively for "log" (Note [Logarithmic checkpointing]); while loops by segments
+of at most k iterations (Note [Checkpointed while loops]); which loops: Note [Checkpointed
+loops per loop].
 
 Requires: a verified function. Produces: a verified function computing the same values, and
-the set of ids of the inner (segment) loops, which transform/ad.py must not stack.
+the set of ids of the loops transform/ad.py must not stack (the segment loops, and for the
+"log" schedule every loop below the top).
 """
 from __future__ import annotations
 
@@ -42,8 +45,10 @@ from llgrad.transform.passes import clone_function
 # of one more forward sweep (tests/e2e/test_checkpoint.py, benchmarks/checkpointing.py).
 # The values are those of the plain loop: the recomputation runs the same operations on the
 # same inputs, and cotangents are summed in the same order (Note [Running cotangents of
-# segments]); fused kernels of another shape may round differently (rtol 1e-13). Loops with run-time bounds and while loops are left as they are (their trip count
-# is known only while they run); `inspect().stats` says how many loops were checkpointed.
+# segments]); fused kernels of another shape may round differently (rtol 1e-13). Loops
+# with run-time bounds are left as they are (their trip count is known only while they
+# run), and so are while loops unless the schedule is an int (Note [Checkpointed while
+# loops]); `inspect().stats` says how many loops were checkpointed.
 MIN_TRIPS = 4
 LOG_BRANCHES = 4  # segments per level of the "log" schedule (Note [Logarithmic checkpointing])
 SCHEDULES = ("sqrt", "log")
