@@ -19,7 +19,7 @@ import numpy as np
 from llgrad.runtime.aval import BOOL, I64, Aval
 from llgrad.runtime.errors import UnsupportedError
 from llgrad.runtime.ops.control import constant_p, for_loop_p, while_loop_p
-from llgrad.runtime.ops.elementwise import add_p, logical_and_p, lt_p, mul_p
+from llgrad.runtime.ops.elementwise import add_p, gt_p, logical_and_p, lt_p, mul_p
 from llgrad.transform import control, ir
 from llgrad.transform.control import CONTROL
 from llgrad.transform.builder import Value
@@ -77,7 +77,9 @@ SCHEDULES = ("sqrt", "log")
 # while loop's do), the reverse sweep reruns one segment from it with tapes of at most k
 # rows: O(n / k + k) stored states. The inner test reads the same state the plain loop's
 # test would (once more per segment: the outer test at its entry), so the iterations, and
-# the values, are those of the plain loop.
+# the values, are those of the plain loop. A marked `for` loop with run-time bounds (and a
+# constant step) is first rewritten as the while loop `i = start; while i < stop: body;
+# i += step` (`_for_as_while`), then segmented so.
 
 # Note [Checkpointed loops per loop]
 # `for t in llgrad.checkpointed(range(n), schedule)` (tracer/checkpointed.py) marks one loop:
@@ -155,13 +157,17 @@ class _Segmenter:
         loop of an enclosing split, never stacked."""
         bounds = _bounds(op)
         if bounds is None or bounds[2] == 0:
-            if marked:
+            step = _const_value(control.bounds(op)[2])
+            if not marked or not step:
+                return None
+            if sched in SCHEDULES:
                 raise UnsupportedError(
-                    "llgrad.checkpointed: this loop's trip count is known only at run time, "
-                    "and only loops over a range of Python ints are segmented", loc=op.loc,
-                    fix="iterate over a range with Python (or shape-derived) bounds, or "
-                    "checkpoint the loop body instead: llgrad.checkpoint(step)")
-            return None
+                    f'llgrad.checkpointed(..., schedule="{sched}") on a loop whose trip '
+                    f"count is known only at run time", loc=op.loc,
+                    fix="give a segment length: llgrad.checkpointed(range(...), schedule=k) "
+                    "stores the state every k iterations (O(n/k + k) memory)")
+            return None if sched < 2 else self.split_while(_for_as_while(op, step), sched,
+                                                           marked)
         n = len(range(*bounds))
         k = segment_length(sched, n)
         if n < MIN_TRIPS or k < 2 or n // k < 2:
@@ -204,14 +210,33 @@ def _int_op(prim, a, b, out=None) -> ir.Op:
     return ir.Op(prim, [a, b], {}, [out if out is not None else Value(Aval((), I64))])
 
 
+def _const_value(v):
+    p = v.op
+    if p is None or p.prim is not constant_p or p.params["value"].ndim != 0:
+        return None
+    return int(p.params["value"])
+
+
 def _bounds(op):
-    vals = []
-    for v in control.bounds(op):
-        p = v.op
-        if p is None or p.prim is not constant_p or p.params["value"].ndim != 0:
-            return None
-        vals.append(int(p.params["value"]))
-    return vals
+    vals = [_const_value(v) for v in control.bounds(op)]
+    return None if None in vals else vals
+
+
+def _for_as_while(op, step: int) -> ir.Op:
+    """The while loop `i = start; while i < stop (> for a negative step): body; i += step`
+    equal to a for loop with run-time bounds and a constant step."""
+    start, stop, _ = control.bounds(op)
+    body = control.body(op)
+    i = Value(Aval((), I64), "i")
+    c = [Value(p.aval, p.name) for p in body.params[1:]]
+    more = ir.Op(lt_p if step > 0 else gt_p, [i, stop], {}, [Value(Aval((), BOOL))])
+    test = ir.Region([i] + c, [more], more.outputs)
+    nxt = _int_op(add_p, body.params[0], _const(body.ops, step))
+    body.ops.insert(0, body.ops.pop())
+    body.ops.append(nxt)
+    body.results.insert(0, nxt.outputs[0])
+    return ir.Op(while_loop_p, [start] + control.state(op),
+                 {}, [Value(Aval((), I64))] + list(op.outputs), [test, body], op.loc)
 
 
 def _split_for(op, bounds, k: int, unstacked: set):
