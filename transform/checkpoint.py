@@ -111,9 +111,9 @@ def check_schedule(schedule, loc=None, what="checkpoint") -> None:
                            "iterations)")
 
 
-def segment_loops(fn: ir.Function, schedule) -> tuple[ir.Function, set, int]:
-    """(a copy of fn with its checkpointed loops segmented, the ids of the loops AD must not
-    stack, how many loops were segmented). The top-level loops take `schedule` (None: none),
+def segment_loops(fn: ir.Function, schedule) -> tuple[ir.Function, dict, int]:
+    """(a copy of fn with its checkpointed loops segmented, the loops AD must not stack (by
+    id), how many loops were segmented). The top-level loops take `schedule` (None: none),
     marked loops anywhere their own (Note [Checkpointed loops per loop])."""
     fn = clone_function(fn)
     seg = _Segmenter(schedule, fn.meta.get("checkpoint loops", {}))
@@ -129,7 +129,7 @@ def loc_key(loc) -> tuple | None:
 class _Segmenter:
     def __init__(self, schedule, marks: dict):
         self.schedule, self.marks = schedule, marks
-        self.unstacked: set = set()
+        self.unstacked: dict = {}  # id -> op (kept: an id is unique while its op lives)
         self.count = 0
 
     def visit(self, ops: list, top: bool) -> list:
@@ -173,9 +173,9 @@ class _Segmenter:
         if n < MIN_TRIPS or k < 2 or n // k < 2:
             return None
         top, outer, inner, tail = _split_for(op, bounds, k, self.unstacked)
-        self.unstacked.add(id(inner))
+        self.unstacked[id(inner)] = inner
         if below:
-            self.unstacked.update(id(o) for o in (outer, tail) if o is not None)
+            self.unstacked.update((id(o), o) for o in (outer, tail) if o is not None)
         if sched == "log":
             body = outer.regions[0]
             body.ops = self.split_for(inner, sched, True, False) or body.ops
@@ -196,7 +196,7 @@ class _Segmenter:
         if sched < 2:
             return None
         outer, inner = _split_while(op, int(sched), self.unstacked)
-        self.unstacked.add(id(inner))
+        self.unstacked[id(inner)] = inner
         return [outer]
 
 
@@ -239,7 +239,7 @@ def _for_as_while(op, step: int) -> ir.Op:
                  {}, [Value(Aval((), I64))] + list(op.outputs), [test, body], op.loc)
 
 
-def _split_for(op, bounds, k: int, unstacked: set):
+def _split_for(op, bounds, k: int, unstacked: dict):
     """(the ops replacing `op`, the outer loop, the inner segment loop, the rest loop or
     None) for segments of k iterations (Note [Checkpointed loops])."""
     start, stop, step = bounds
@@ -282,7 +282,7 @@ def _split_for(op, bounds, k: int, unstacked: set):
     return top, outer, inner, tail
 
 
-def _split_while(op, k: int, unstacked: set):
+def _split_while(op, k: int, unstacked: dict):
     """(the outer loop replacing a while loop, its inner segment loop) for segments of at
     most k iterations (Note [Checkpointed while loops])."""
     test, body = control.loop_test(op), control.body(op)
@@ -314,7 +314,7 @@ def _split_while(op, k: int, unstacked: set):
     return outer, inner
 
 
-def _clone_region(body: ir.Region, skip: int, unstacked: set) -> tuple[ir.Region, ir.Value]:
+def _clone_region(body: ir.Region, skip: int, unstacked: dict) -> tuple[ir.Region, ir.Value]:
     """A copy of `body` without its first `skip` ops (for a segmented body: the index
     computation) and, for skip > 0, the copy's index value, which the caller defines. Copies
     of unstacked loops are unstacked."""
@@ -332,7 +332,7 @@ def _clone_region(body: ir.Region, skip: int, unstacked: set) -> tuple[ir.Region
             c = ir.Op(o.prim, [env.get(v.id, v) for v in o.inputs], o.params,
                       [fresh(v) for v in o.outputs], regions, o.loc)
             if id(o) in unstacked:
-                unstacked.add(id(c))
+                unstacked[id(c)] = c
             new.ops.append(c)
         new.results = [env.get(v.id, v) for v in r.results]
         return new

@@ -10,7 +10,8 @@ Output invariants:
   (Note [Python effects in staged code] in tracer/effects.py), or a list is written among
   the arguments (``np.sum([1, a * a])``); ``len(x)`` becomes ``__lg.len_(x)``;
 - ``for x in range(...)`` (the builtin) iterates ``__lg.range_(...)``, which a staged loop
-  can read bounds from (also marked: ``llgrad.checkpointed(range(...))``), and ``for x in reversed(range(...))`` ``__lg.reversed_range_(...)``;
+  can read bounds from (also marked: ``llgrad.checkpointed(range(...))``), and ``for x in
+  reversed(range(...))`` ``__lg.reversed_range_(...)``;
 - ``y[i] = v`` and ``y[i] op= v`` on a local name ``y`` become ``y = __lg.setitem(y, i, v)``
   and ``y = __lg.setitem(y, i, __lg.iop(__lg.item(y, i), v))``, and the statement
   ``np.add.at(y, i, v)`` becomes ``y = __lg.ufunc_at(np.add.at, (y, i, v))``, so a traced
