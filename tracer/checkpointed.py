@@ -62,7 +62,8 @@ def checkpointed(value: Any, schedule="sqrt") -> Checkpointed:
         schedule: "sqrt" (segments of sqrt(n) iterations: O(sqrt n) stored states, one more
             forward sweep), "log" (nested segments: O(log n) states, log n more forward
             sweeps) or an int k (segments of k iterations). A while loop (or a loop with
-            `break`) runs an unknown number of times: it needs an int k.
+            `break`) runs an unknown number of times: it needs an int k; a range with
+            run-time bounds takes "sqrt" (of the trip count counted when it starts) or k.
     Returns:
         A wrapper that iterates (or tests true) as `value`.
     Raises:

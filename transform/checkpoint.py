@@ -19,7 +19,9 @@ import numpy as np
 from llgrad.runtime.aval import BOOL, I64, Aval
 from llgrad.runtime.errors import UnsupportedError
 from llgrad.runtime.ops.control import constant_p, for_loop_p, while_loop_p
-from llgrad.runtime.ops.elementwise import add_p, gt_p, logical_and_p, lt_p, mul_p
+from llgrad.runtime.ops.elementwise import (add_p, astype_p, floor_divide_p, gt_p,
+                                            logical_and_p, lt_p, maximum_p, mul_p, sqrt_p,
+                                            sub_p)
 from llgrad.transform import control, ir
 from llgrad.transform.control import CONTROL
 from llgrad.transform.builder import Value
@@ -79,7 +81,8 @@ SCHEDULES = ("sqrt", "log")
 # test would (once more per segment: the outer test at its entry), so the iterations, and
 # the values, are those of the plain loop. A marked `for` loop with run-time bounds (and a
 # constant step) is first rewritten as the while loop `i = start; while i < stop: body;
-# i += step` (`_for_as_while`), then segmented so.
+# i += step` (`_for_as_while`), then segmented so; its trip count n is known when it
+# starts, so "sqrt" works there too: k = floor(sqrt(n)) + 1 is computed before the loop.
 
 # Note [Checkpointed loops per loop]
 # `for t in llgrad.checkpointed(range(n), schedule)` (tracer/checkpointed.py) marks one loop:
@@ -160,14 +163,17 @@ class _Segmenter:
             step = _const_value(control.bounds(op)[2])
             if not marked or not step:
                 return None
-            if sched in SCHEDULES:
+            if sched == "log":
                 raise UnsupportedError(
-                    f'llgrad.checkpointed(..., schedule="{sched}") on a loop whose trip '
-                    f"count is known only at run time", loc=op.loc,
-                    fix="give a segment length: llgrad.checkpointed(range(...), schedule=k) "
-                    "stores the state every k iterations (O(n/k + k) memory)")
-            return None if sched < 2 else self.split_while(_for_as_while(op, step), sched,
-                                                           marked)
+                    'llgrad.checkpointed(..., schedule="log") on a loop whose trip count is '
+                    "known only at run time", loc=op.loc,
+                    fix='use schedule="sqrt" (segments of sqrt(n) iterations, n counted '
+                    "when the loop starts) or an int k")
+            pre: list = []
+            k = _runtime_sqrt(pre, op, step) if sched == "sqrt" else sched
+            if not isinstance(k, ir.Value) and k < 2:
+                return None
+            return pre + self.split_while(_for_as_while(op, step), k, marked)
         n = len(range(*bounds))
         k = segment_length(sched, n)
         if n < MIN_TRIPS or k < 2 or n // k < 2:
@@ -184,8 +190,9 @@ class _Segmenter:
         return top
 
     def split_while(self, op, sched, marked: bool):
-        """The ops replacing a while loop (Note [Checkpointed while loops])."""
-        if sched in SCHEDULES:
+        """The ops replacing a while loop (Note [Checkpointed while loops]); `sched` may be
+        an i64[] value (a segment length computed at run time)."""
+        if isinstance(sched, str):
             if not marked:
                 return None
             raise UnsupportedError(
@@ -193,9 +200,9 @@ class _Segmenter:
                 f"with break): its trip count is known only once it has run", loc=op.loc,
                 fix="give a segment length: llgrad.checkpointed(test, schedule=k) stores "
                 "the state every k iterations (O(n/k + k) memory)")
-        if sched < 2:
+        if not isinstance(sched, ir.Value) and sched < 2:
             return None
-        outer, inner = _split_while(op, int(sched), self.unstacked)
+        outer, inner = _split_while(op, sched, self.unstacked)
         self.unstacked[id(inner)] = inner
         return [outer]
 
@@ -282,15 +289,38 @@ def _split_for(op, bounds, k: int, unstacked: dict):
     return top, outer, inner, tail
 
 
-def _split_while(op, k: int, unstacked: dict):
+def _runtime_sqrt(ops: list, op, step: int) -> ir.Value:
+    """ceil(sqrt(n)) for the trip count n of a for loop with run-time bounds, computed (into
+    `ops`) before it runs: n = max(0, (stop - start + step - 1) // step) for step > 0."""
+    start, stop, _ = control.bounds(op)
+    ends = (start, stop) if step < 0 else (stop, start)
+    span = _int_op(sub_p, *ends)
+    ops.append(span)
+    ops.append(_int_op(add_p, span.outputs[0], _const(ops, abs(step) - 1)))
+    ops.append(_int_op(floor_divide_p, ops[-1].outputs[0], _const(ops, abs(step))))
+    ops.append(_int_op(maximum_p, ops[-1].outputs[0], _const(ops, 0)))
+    f64 = Aval((), np.dtype(np.float64))
+    ops.append(ir.Op(astype_p, [ops[-1].outputs[0]], {"dtype": f64.dtype}, [Value(f64)]))
+    ops.append(ir.Op(sqrt_p, [ops[-1].outputs[0]], {}, [Value(f64)]))
+    ops.append(ir.Op(astype_p, [ops[-1].outputs[0]], {"dtype": np.dtype(np.int64)},
+                     [Value(Aval((), I64))]))
+    ops.append(_int_op(add_p, ops[-1].outputs[0], _const(ops, 1)))
+    return ops[-1].outputs[0]
+
+
+def _split_while(op, k, unstacked: dict):
     """(the outer loop replacing a while loop, its inner segment loop) for segments of at
-    most k iterations (Note [Checkpointed while loops])."""
+    most k iterations (an int, or an i64[] value computed before the loop: Note
+    [Checkpointed while loops])."""
     test, body = control.loop_test(op), control.body(op)
     avals = [p.aval for p in body.params]
     j = Value(Aval((), I64), "j")
     itest, _ = _clone_region(test, 0, unstacked)
-    kk = _const(itest.ops, k)
-    itest.ops.insert(0, itest.ops.pop())
+    if isinstance(k, ir.Value):
+        kk = k
+    else:
+        kk = _const(itest.ops, k)
+        itest.ops.insert(0, itest.ops.pop())
     below = ir.Op(lt_p, [j, kk], {}, [Value(Aval((), BOOL))])
     both = ir.Op(logical_and_p, [below.outputs[0], itest.results[0]], {},
                  [Value(Aval((), BOOL))])

@@ -216,10 +216,17 @@ def sqrt_while(x):
     return np.sum(x)
 
 
-def runtime_bounds(x, n):
+def runtime_log(x, n):
     s = x * 0.0
-    for i in llgrad.checkpointed(range(n)):
+    for i in llgrad.checkpointed(range(n), schedule="log"):
         s = np.sin(s + x * i)
+    return np.sum(s)
+
+
+def runtime_sqrt(x, n):
+    s = x * 0.0
+    for i in llgrad.checkpointed(range(1, n)):  # sqrt of the trip count, counted at run time
+        s = np.sin(s * 0.9 + x * i * 0.01)
     return np.sum(s)
 
 
@@ -246,13 +253,30 @@ def test_marked_loop_with_runtime_bounds(n, m, monkeypatch):
         assert _longest_tape(monkeypatch, runtime_bounds_k, *args) <= 10
 
 
+@pytest.mark.parametrize("n", [0, 2, 5, 400])
+def test_marked_loop_with_runtime_bounds_sqrt(n, mode):
+    x = np.linspace(0.5, 1.5, 3)
+    args = (x, np.array(n))
+    f = llgrad.differentiate(runtime_sqrt)
+    v, g = f.value_and_grad(*args)
+    np.testing.assert_allclose(v, runtime_sqrt(x, n), rtol=1e-12)
+    np.testing.assert_allclose(g, finite_differences(runtime_sqrt, args, [0])[0], rtol=1e-6,
+                               atol=1e-8)
+
+
+def test_runtime_sqrt_segments(monkeypatch):
+    args = (np.linspace(0.5, 1.5, 3), np.array(401))
+    assert _longest_tape(monkeypatch, runtime_sqrt, *args) <= 21  # k = 21 for n = 400
+
+
 def test_unsupported_marks_name_the_line():
     with pytest.raises(UnsupportedError, match=r'schedule="sqrt"\) on a while loop(.|\n)*'
                        r'test_checkpoint_loops.py:\d+(.|\n)*checkpointed\(test, schedule=k\)'):
         llgrad.differentiate(sqrt_while).grad(np.ones(3))
-    with pytest.raises(UnsupportedError, match=r"on a loop whose trip count is known only at "
-                       r"run time(.|\n)*test_checkpoint_loops.py:\d+(.|\n)*schedule=k\)"):
-        llgrad.differentiate(runtime_bounds).grad(np.ones(5), np.array(4))  # a traced n
+    with pytest.raises(UnsupportedError, match=r'schedule="log"\) on a loop whose trip count '
+                       r"is known only at run time(.|\n)*test_checkpoint_loops.py:\d+(.|\n)*"
+                       r'schedule="sqrt"'):
+        llgrad.differentiate(runtime_log).grad(np.ones(5), np.array(4))  # a traced n
     with pytest.raises(UnsupportedError, match="schedule='sqr' is not a checkpoint schedule"):
         llgrad.checkpointed(range(3), schedule="sqr")
 
