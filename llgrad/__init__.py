@@ -63,7 +63,7 @@ __version__ = "0.1.0"
 _LAZY = {name: "llgrad.api" for name in ("differentiate", "grad", "value_and_grad",
                                           "jacobian", "hessian", "hvp", "jvp", "jacfwd",
                                           "jacrev", "vmap", "Differentiable")}
-_LAZY["checkpoint"] = "llgrad.checkpointing"
+_LAZY["checkpoint"] = _LAZY["checkpointed"] = "llgrad.checkpointing"
 
 
 def __getattr__(name: str):

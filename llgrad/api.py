@@ -497,11 +497,15 @@ def differentiate(fn: Callable | None = None, *, wrt=0, cache: bool = False, che
         wrt: an argument index or parameter name, or a tuple of them (then gradients come
             as a tuple). Defaults to 0, like `jax.grad`'s argnums.
         cache: also keep compiled code on disk (see LLGRAD_CACHE_DIR).
-        checkpoint: "sqrt" or an int k: reverse mode through each staged `for` loop with a
-            static trip count n stores the carried state every k (sqrt(n)) iterations and
-            recomputes a segment in the reverse sweep, so the loop's tapes take O(sqrt n)
-            memory for about one more forward sweep of time (Note [Checkpointed loops] in
-            transform/checkpoint.py). `inspect().stats` shows the tape bytes with and without.
+        checkpoint: "sqrt", "log" or an int k: reverse mode through each staged top-level
+            `for` loop with a static trip count n stores the carried state every k
+            (sqrt(n)) iterations and recomputes a segment in the reverse sweep, so the
+            loop's tapes take O(sqrt n) memory for about one more forward sweep of time;
+            "log" nests segments (O(log n) memory, log n more sweeps); an int k also
+            segments top-level while loops (Notes [Checkpointed loops], [Logarithmic
+            checkpointing], [Checkpointed while loops] in transform/checkpoint.py). One loop
+            at a time: `llgrad.checkpointed`. `inspect().stats` shows the tape bytes with
+            and without.
 
     Returns:
         A `Differentiable`: `f(*args)` is the value, `f.grad(*args)` the gradient,

@@ -4,7 +4,8 @@ instead of stored (as `jax.checkpoint` / `torch.utils.checkpoint`).
 A checkpointed call is a custom derivative rule (runtime/custom.py) whose residuals are its
 arguments and whose backward recomputes the helper and differentiates it (Note
 [Checkpointed helpers]). Loops have a schedule of their own: `@differentiate(checkpoint=...)`
-(transform/checkpoint.py).
+for the top-level ones, `llgrad.checkpointed(range(n))` for one loop (tracer/checkpointed.py,
+transform/checkpoint.py).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ import numpy as np
 from llgrad.runtime import pytree
 from llgrad.runtime.custom import CustomCall, _check_closed_over, eager_call, traced_class
 from llgrad.runtime.errors import user_loc
+from llgrad.tracer.checkpointed import checkpointed  # noqa: F401  (llgrad.checkpointed)
 
 # Note [Checkpointed helpers]
 # `checkpoint(fn)(*args)` runs fn as usual for its value, but what the backward needs of it
@@ -202,4 +204,4 @@ def _eager_bwd(fn, args, g) -> tuple:
     return _per_argument(args, [by_id.get(id(c)) for c in copies])
 
 
-__all__ = ["checkpoint"]
+__all__ = ["checkpoint", "checkpointed"]

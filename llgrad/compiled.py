@@ -127,8 +127,9 @@ class Compiled:
         self._add("autodiff time", t2 - t1)
         self.stats["ops (forward+backward)"] = sum(1 for _ in self._joint.walk())
         self.stats.update(tape_stats(self._joint))
-        if self.checkpoint is not None:  # what the tapes would take without it
-            plain = optimize(ad.grad_function(unfused, self.wrt_leaves))
+        if "checkpointed loops" in joint.meta:  # what the tapes would take without it
+            plain = ad.grad_function(unfused, self.wrt_leaves, plain=True)
+            plain = optimize(plain)
             self.stats["checkpointed loops"] = joint.meta["checkpointed loops"]
             self.stats["tape bytes (static, without checkpointing)"] = \
                 tape_stats(plain)["tape bytes (static)"]

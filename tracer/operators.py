@@ -83,7 +83,7 @@ import numpy as np
 from llgrad.runtime import pytree
 from llgrad.runtime.errors import ConcretizationError, UnsupportedError, user_loc
 
-from . import captures
+from . import captures, checkpointed
 from .traced_builtins import SHAPED, static_shape, traced_builtins
 from .convert.errors import SourceLoc, UnsupportedSyntaxError  # noqa: F401
 
@@ -255,6 +255,7 @@ def if_stmt(cond, body_fn, orelse_fn, get_state, set_state, symbol_names: Sequen
 
 def for_stmt(iterable, extra_test, body_fn, get_state, set_state, symbol_names: Sequence[str],
              loc: SourceLoc) -> None:
+    iterable = checkpointed.unwrap(iterable, loc)
     stager = stager_of(iterable)
     if stager is None and isinstance(iterable, TracedRange):
         stager = stager_of(iterable.traced_bound())
@@ -358,6 +359,8 @@ def _guarded_rest(test, it, extra_test, body_fn, get_state, set_state, symbol_na
 
 def while_stmt(test_fn, body_fn, get_state, set_state, symbol_names: Sequence[str],
                loc: SourceLoc) -> None:
+    marked_test = test_fn
+    test_fn = lambda: checkpointed.unwrap(marked_test(), loc)  # noqa: E731
     as_python = False  # the stager asked for Python iterations (Note [Unrolled loops])
     read = False  # whether the body's reads were looked at (Note [Static loops over ...])
     while True:

@@ -28,15 +28,17 @@ from llgrad.transform.loop_ad import LoopAD, describe_tapes
 
 
 def grad_function(fn: ir.Function, wrt: list[int], name: str | None = None,
-                  checkpoint=None) -> ir.Function:
+                  checkpoint=None, plain: bool = False) -> ir.Function:
     """The joint forward+backward function of `fn`.
 
     Args:
         fn: the function; output 0 must be a float scalar (it is seeded with 1.0).
         wrt: indices of the parameters to differentiate with respect to.
         name: the new function's name (default `<fn.name>_grad`).
-        checkpoint: None, "sqrt" or an int: the segment length of checkpointed loops
-            (transform/checkpoint.py, Note [Checkpointed loops]).
+        checkpoint: None, "sqrt", "log" or an int: the schedule of the top-level loops
+            (transform/checkpoint.py, Note [Checkpointed loops]); loops marked with
+            llgrad.checkpointed (fn.meta["checkpoint loops"]) take their own.
+        plain: no loop checkpointed, marked or not (for the stats that compare).
     Returns:
         A function with fn's params whose outputs are fn's outputs followed by one cotangent
         per `wrt` param (zeros where no path leads to output 0; integer params get zeros).
@@ -54,7 +56,8 @@ def grad_function(fn: ir.Function, wrt: list[int], name: str | None = None,
         raise ShapeError(f"the differentiated output of {fn.name} must be a float scalar, got "
                          f"{aval_str(*out0.aval)}", fix="reduce it first, e.g. with np.sum")
     unstacked, segmented = set(), 0
-    if checkpoint is not None:
+    checkpointed = not plain and (checkpoint is not None or fn.meta.get("checkpoint loops"))
+    if checkpointed:
         fn, unstacked, segmented = segment_loops(fn, checkpoint)
         out0 = fn.outputs[0]
     wrt_params = [fn.params[i] for i in wrt]
@@ -62,7 +65,8 @@ def grad_function(fn: ir.Function, wrt: list[int], name: str | None = None,
     ad = _AD(_activity(fn, wrt_params, out0), name or f"{fn.name}_grad")
     ad.unstacked = unstacked
     joint = ad.run(fn, wrt)
-    if checkpoint is not None:
+    joint.meta.pop("checkpointed loops", None)
+    if checkpointed:
         joint.meta["checkpointed loops"] = segmented
     return joint
 

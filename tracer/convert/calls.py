@@ -10,7 +10,8 @@ Output invariants:
   (Note [Python effects in staged code] in tracer/effects.py), or a list is written among
   the arguments (``np.sum([1, a * a])``); ``len(x)`` becomes ``__lg.len_(x)``;
 - ``for x in range(...)`` (the builtin) iterates ``__lg.range_(...)``, which a staged loop
-  can read bounds from, and ``for x in reversed(range(...))`` ``__lg.reversed_range_(...)``;
+  can read bounds from (also marked: ``llgrad.checkpointed(range(...))``), and ``for x in
+  reversed(range(...))`` ``__lg.reversed_range_(...)``;
 - ``y[i] = v`` and ``y[i] op= v`` on a local name ``y`` become ``y = __lg.setitem(y, i, v)``
   and ``y = __lg.setitem(y, i, __lg.iop(__lg.item(y, i), v))``, and the statement
   ``np.add.at(y, i, v)`` becomes ``y = __lg.ufunc_at(np.add.at, (y, i, v))``, so a traced
@@ -34,6 +35,7 @@ from typing import Any, Callable
 import gast
 
 from . import anno, templates
+from ..checkpointed import checkpointed
 
 LIBRARY_ROOTS = frozenset({
     "numpy", "math", "cmath", "operator", "functools", "itertools", "builtins", "random",
@@ -147,6 +149,9 @@ class _Calls(gast.NodeTransformer):
     def visit_For(self, node):
         self.generic_visit(node)
         it = node.iter
+        if isinstance(it, gast.Call) and it.args and \
+                self._static_value(it.func) is checkpointed:  # the marked range, as below
+            it = it.args[0]
         if self._builtin_call(it, builtins.range):
             it.func = templates.replace_expr("__lg.range_")
             anno.fill_loc(it.func, it)
