@@ -114,6 +114,8 @@ class Block:
 # many scatters (a gradient of thousands of element reads) becomes a chain of accumulates of
 # MAX_SCATTERS each, each after the first in place, so that no unit's code is unbounded
 # (Note [Kernel segments]).
+# The trees are found by transform/passes/fuse.py `accumulation_trees`, which the fusion pass
+# asks too, so that it leaves their adds outside `fusion` ops.
 MAX_SCATTERS = 64
 
 # Note [Tapes in codegen]
@@ -172,13 +174,13 @@ class FunctionPlan:
         plan_updates(self)
         self._allocate()
 
-    # -- 0. flattened op lists, uses, tapes, accumulation trees -------------------------------
+    # -- 0. op lists per region, uses, tapes, accumulation trees ------------------------------
     def _prepare(self):
-        self.flat: dict = {}
+        self.region_ops: dict = {}
         regions = []   # (region, kind, owner op)
 
         def visit(region, kind, owner):
-            self.flat[id(region)] = list(region.ops)
+            self.region_ops[id(region)] = list(region.ops)
             regions.append((region, kind, owner))
             for op in region.ops:
                 if op.regions and op.prim is not fusion_p:
@@ -191,7 +193,7 @@ class FunctionPlan:
         self.uses = use_counts(self.fn)
         self._tapes(regions)
         for region, kind, owner in regions:
-            self.flat[id(region)] = self._accumulations(region, kind, owner)
+            self.region_ops[id(region)] = self._accumulations(region, kind, owner)
 
     def _tapes(self, regions):
         parent: dict = {}
@@ -209,7 +211,7 @@ class FunctionPlan:
 
         seeds = []
         for region, _, _ in regions:
-            for op in self.flat[id(region)]:
+            for op in self.region_ops[id(region)]:
                 if op.prim is tape_new_p:
                     seeds.append(op.outputs[0])
                 elif op.prim is tape_push_p:
@@ -237,7 +239,7 @@ class FunctionPlan:
                 self.tape_rows[k] = (tuple(v.aval.shape[1:]), np.dtype(v.aval.dtype))
 
     def _accumulations(self, region, kind, owner):
-        ops = self.flat[id(region)]
+        ops = self.region_ops[id(region)]
         uses = self.uses
         absorbed, replace = set(), {}
         for op, inner, scatters, bases in accumulation_trees(ops, uses):
@@ -267,7 +269,7 @@ class FunctionPlan:
     # -- 1. layouts and units -----------------------------------------------------------------
     def _build(self):
         self.units = self.top.units
-        self._build_ops(self.flat[id(self.fn.body)])
+        self._build_ops(self.region_ops[id(self.fn.body)])
 
     def _build_ops(self, ops):
         for op in ops:
@@ -335,7 +337,7 @@ class FunctionPlan:
                     blk.units.append(CopyUnit(None, [p], [p], src=p, dst=p, active=False))
                 else:
                     self.layout[p] = _dense(p)
-            self._build_ops(self.flat[id(r)])
+            self._build_ops(self.region_ops[id(r)])
             cu.blocks.append(blk)
         self.units = outer_units
         for v in op.outputs:

@@ -27,13 +27,19 @@ from llgrad.transform.passes import Pass
 # Note [Fusion is decided once]
 # One pass decides which ops share a loop, so the IR `inspect()` prints is the IR codegen
 # lowers: a `fusion` op is one loop (codegen/plan.py makes it one GroupUnit, never splitting
-# or merging groups), an op outside one is a loop of its own. Deciding here rather than in
-# codegen's planner keeps the decision visible and lets it reorder ops (a graph of groups,
-# not program order); what codegen needs of a group is decided here with it:
+# or merging groups), an op outside one is a loop of its own. Codegen's planner used to
+# flatten these groups and regroup in program order; deciding here instead keeps the
+# decision in the IR users, LLGRAD_PRINT_AFTER and the interpreter see (the planner would
+# have to print its plan back as IR), and lets groups reorder ops (a graph of groups, not
+# program order). What codegen needs of a group is decided here with it:
 # - Views: reshape, transpose, broadcast_to and basic getitem emit no code in codegen, but
 #   they are ops outside every group here, so a group whose value one of them reads runs
 #   before it, and a group reads views (a broadcast scalar constant is an immediate) as its
 #   inputs, strided, without copies.
+# - Readers outside: the planner closed a group as soon as anything outside read one of its
+#   values; here a reader only has to run after the group, which the order of the fusion op
+#   guarantees (the group can still take ops that do not depend on the reader, Note
+#   [Dependencies between groups]), and a group never reads its own values through memory.
 # - Reductions join the group computing their input (`sum(exp(x) * y)` never stores
 #   `exp(x) * y`), all of a group's with the same axes; their results exist only after the
 #   loop, so an op reading one depends on the whole group and never joins it.
@@ -172,8 +178,8 @@ class _Groups:
 # c when there is one: a gradient reads the forward values it came from). A search still
 # undecided after _SEARCH_BUDGET groups answers "depends", so the op is not fused there:
 # never a cycle, at worst a missed fusion between far-apart parts of a long program, which
-# would only have kept values alive longer. A group takes at most MAX_GROUP_OPS ops (Note [Fusion is decided
-# once]), so what one group reads stays bounded too.
+# would only have kept values alive longer. A group takes at most MAX_GROUP_OPS ops, so what
+# one group reads stays bounded too.
 
 
 def _groups(region: ir.Region, uses: dict):
