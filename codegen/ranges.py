@@ -3,9 +3,9 @@ an int value, or says nothing (None). Used to leave out index checks that cannot
 (Note [Index checks] in lowerings/index.py).
 
 It follows constants, `add`/`sub`, `% n`, `fusion` bodies, the counters of `for_loop`s, and the
-counters a loop carries (`c = c + k` from a known start, in a `fusion` or not: the reverse sweep of a loop runs
-`range(0, n)` over the forward's iteration count n, and indexes with `n - 1 - k`), through
-at most a few ops. Invariant: a returned (lo, hi) holds for every run; lo > hi means the
+counters a loop carries (`c = c + k` from a known start, fused or not: the reverse sweep of a
+loop runs `range(0, n)` over the forward's iteration count n, and indexes with `n - 1 - k`),
+through at most a few ops. Invariant: a returned (lo, hi) holds for every run; lo > hi means the
 value has no elements (or its loop never runs).
 """
 from __future__ import annotations

@@ -9,12 +9,12 @@ import numpy as np
 
 from llgrad.runtime.aval import BOOL, I64, Aval, aval_str
 from llgrad.runtime.errors import InternalError, LLGradError
-from llgrad.runtime.ops.control import (cond_p, constant_p, custom_vjp_p, for_loop_p, fusion_p,
-                                        tape_push_p, while_loop_p)
-from llgrad.transform.passes.fuse import REDUCTIONS
+from llgrad.runtime.ops.control import (cond_p, custom_vjp_p, for_loop_p, fusion_p, tape_push_p,
+                                        while_loop_p)
 from llgrad.transform import ir
 from llgrad.transform.control import (CONTROL, body, bounds, branches, custom_bwd,
                                       custom_parts, loop_test, state)
+from llgrad.transform.passes.fuse import REDUCTIONS
 from llgrad.transform.printers.text import Namer, print_function
 
 _SCALAR_I64, _SCALAR_BOOL = Aval((), I64), Aval((), BOOL)
