@@ -51,13 +51,12 @@ class _Constants:
         return g
 
 
-def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None = None,
+def compile_functions(fns: dict, *, symbol_prefix: str | None = None,
                       keep_object: bool = False) -> CompiledModule:
     """Compile IR functions into one native module; `m[name](*arrays)` calls one.
 
     Args:
         fns: entry name -> ir.Function (e.g. {"forward": f, "joint": f_and_grad}).
-        fuse: group elementwise chains and their reductions into single loops.
         symbol_prefix: a process-independent name for the module's symbols (the disk cache
             uses a content hash); default: a per-process counter.
         keep_object: keep the native object code in `.object_code` (for the disk cache).
@@ -76,7 +75,7 @@ def compile_functions(fns: dict, *, fuse: bool = True, symbol_prefix: str | None
     stats: dict = {"ops": {}}
     kernels, plans, workspace = {}, {}, 0
     for name, fn in fns.items():
-        plan = FunctionPlan(fn, fuse=fuse)
+        plan = FunctionPlan(fn)
         for op in fn.walk():
             stats["ops"][op.prim.name] = stats["ops"].get(op.prim.name, 0) + 1
         symbol = f"llgrad{mid}_{_ident(name)}"

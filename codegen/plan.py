@@ -14,12 +14,11 @@ import numpy as np
 from llgrad.runtime.aval import Aval
 from llgrad.runtime.ops.control import (cond_p, constant_p, for_loop_p, fusion_p, tape_new_p,
                                         tape_push_p, while_loop_p)
-from llgrad.runtime.ops.elementwise import add_p
-from llgrad.runtime.ops.index import scatter_add_p
 from llgrad.runtime.prim import Primitive
 from llgrad.transform import control
 from llgrad.transform.control import CONTROL, describe
 from llgrad.transform.ir import Value
+from llgrad.transform.passes.fuse import accumulation_trees, use_counts
 
 from .abi import ALIGN
 from .arena import Arena
@@ -34,16 +33,12 @@ from .registry import LOWERINGS, lowering_of
 # the view op stood. Storage roots stay alive until the last read of any view of them.
 
 # Note [Fusion in codegen]
-# Elementwise ops of one shape are grouped greedily in program order and emitted as one loop;
-# a reduction of a group value joins the group (its accumulation runs inside the loop). A group
-# is closed (emitted, at the position of its last member) as soon as anything outside it
-# reads one of its values, or a view of one: so every reader runs after the group's loop, and
-# a group never reads its own values through memory. Only values read outside the group (or
-# returned) are stored. The transform layer's `fusion` op, once it exists, can map onto the
-# same GroupUnit. A group closes after MAX_GROUP_OPS ops: LLVM's analyses of one loop body
-# grow quadratically with its memory accesses (the gradient of a weight used at each of
-# 1000 unrolled steps adds 1000 products in one loop: 2.7 s in LoopLoadElimination alone).
-MAX_GROUP_OPS = 64
+# Which ops share a loop is decided once, by the transform pass (transform/passes/fuse.py,
+# Note [Fusion is decided once]): a `fusion` op is one GroupUnit, its elementwise ops and
+# reductions run in one loop emitted where the op stands; an elementwise op or reduction
+# outside one is a GroupUnit of its own. The planner never splits or merges them, so the IR
+# `inspect()` shows is what runs. Only values read outside the group (or returned) are
+# stored, and a group's reductions accumulate inside its loop.
 
 
 # ---- units: what the kernel runs, in order ---------------------------------------------------
@@ -65,7 +60,6 @@ class GroupUnit(Unit):
     ops: list = field(default_factory=list)
     reds: list = field(default_factory=list)
     red_axes: tuple | None = None
-    open: bool = True
 
 
 @dataclass(eq=False)
@@ -120,6 +114,8 @@ class Block:
 # many scatters (a gradient of thousands of element reads) becomes a chain of accumulates of
 # MAX_SCATTERS each, each after the first in place, so that no unit's code is unbounded
 # (Note [Kernel segments]).
+# The trees are found by transform/passes/fuse.py `accumulation_trees`, which the fusion pass
+# asks too, so that it leaves their adds outside `fusion` ops.
 MAX_SCATTERS = 64
 
 # Note [Tapes in codegen]
@@ -159,8 +155,8 @@ accumulate_p = Primitive("accumulate", "codegen", None, None, nondiff=True)
 class FunctionPlan:
     """Layouts, units, storage and liveness for one IR function (regions included)."""
 
-    def __init__(self, fn, fuse: bool = True):
-        self.fn, self.fuse = fn, fuse
+    def __init__(self, fn):
+        self.fn = fn
         self.layout: dict = {}
         self.consts: list = []
         self.storage: dict = {}
@@ -178,34 +174,26 @@ class FunctionPlan:
         plan_updates(self)
         self._allocate()
 
-    # -- 0. flattened op lists, uses, tapes, accumulation trees -------------------------------
+    # -- 0. op lists per region, uses, tapes, accumulation trees ------------------------------
     def _prepare(self):
-        self.flat: dict = {}
+        self.region_ops: dict = {}
         regions = []   # (region, kind, owner op)
 
         def visit(region, kind, owner):
-            ops = list(_flatten(region.ops))
-            self.flat[id(region)] = ops
+            self.region_ops[id(region)] = list(region.ops)
             regions.append((region, kind, owner))
-            for op in ops:
-                if op.regions:
+            for op in region.ops:
+                if op.regions and op.prim is not fusion_p:
                     kinds = {cond_p: ("cond", "cond"), for_loop_p: ("for",),
                              while_loop_p: ("whilecond", "while")}[op.prim]
                     for r, k in zip(op.regions, kinds):
                         visit(r, k, op)
 
         visit(self.fn.body, "top", None)
-        uses: dict = {}
-        for region, _, _ in regions:
-            for op in self.flat[id(region)]:
-                for v in op.inputs:
-                    uses[v] = uses.get(v, 0) + 1
-            for v in region.results:
-                uses[v] = uses.get(v, 0) + 1
-        self.uses = uses
+        self.uses = use_counts(self.fn)
         self._tapes(regions)
         for region, kind, owner in regions:
-            self.flat[id(region)] = self._accumulations(region, kind, owner)
+            self.region_ops[id(region)] = self._accumulations(region, kind, owner)
 
     def _tapes(self, regions):
         parent: dict = {}
@@ -223,12 +211,13 @@ class FunctionPlan:
 
         seeds = []
         for region, _, _ in regions:
-            for op in self.flat[id(region)]:
+            for op in self.region_ops[id(region)]:
                 if op.prim is tape_new_p:
                     seeds.append(op.outputs[0])
                 elif op.prim is tape_push_p:
                     union(op.outputs[0], op.inputs[0])
-                elif (cf := describe(op)) is not None:  # one class across the op's state
+                elif op.prim is not fusion_p and (cf := describe(op)) is not None:
+                    # one class across the op's state
                     for ps in cf.entries(op):
                         for a, p in zip(cf.state(op), ps):
                             union(a, p)
@@ -250,41 +239,11 @@ class FunctionPlan:
                 self.tape_rows[k] = (tuple(v.aval.shape[1:]), np.dtype(v.aval.dtype))
 
     def _accumulations(self, region, kind, owner):
-        ops = self.flat[id(region)]
-        defs = {v: op for op in ops for v in op.outputs}
+        ops = self.region_ops[id(region)]
         uses = self.uses
-
-        def is_add(op, shape, dtype):
-            return (op.prim is add_p and op.outputs[0].aval.shape == shape
-                    and op.outputs[0].aval.dtype == dtype
-                    and all(v.aval.shape == shape for v in op.inputs))
-
         absorbed, replace = set(), {}
-        for op in reversed(ops):
-            if id(op) in absorbed or op.prim is not add_p:
-                continue
+        for op, inner, scatters, bases in accumulation_trees(ops, uses):
             out = op.outputs[0]
-            shape, dtype = out.aval.shape, out.aval.dtype
-            if not shape or not is_add(op, shape, dtype) or dtype.kind != "f":
-                continue
-            bases, scatters, inner = [], [], []
-
-            # the tree of single-use adds under `op`, depth first, left to right (a stack,
-            # not recursion: an unrolled loop of 5,000 iterations is a chain of 5,000 adds)
-            todo = list(reversed(op.inputs))
-            while todo:
-                v = todo.pop()
-                d = defs.get(v)
-                if d is not None and uses.get(v, 0) == 1 and is_add(d, shape, dtype):
-                    inner.append(d)
-                    todo.extend(reversed(d.inputs))
-                elif (d is not None and uses.get(v, 0) == 1 and d.prim is scatter_add_p
-                      and d.outputs[0].aval.dtype == dtype):
-                    scatters.append(d)
-                else:
-                    bases.append(v)
-            if not scatters:
-                continue
             inplace = None
             ks = [k for k, r in enumerate(region.results) if r is out]
             if kind in ("for", "while") and uses.get(out, 0) == 1 and ks:
@@ -293,8 +252,7 @@ class FunctionPlan:
                 if at and uses.get(p, 0) == 1 and p not in self.tape_class:
                     inplace = p
                     bases.insert(0, bases.pop(at[0]))
-            for d in inner + scatters:
-                absorbed.add(id(d))
+            absorbed.update(id(d) for d in inner + scatters)
             chain = []  # MAX_SCATTERS at a time, each after the first in place
             for k in range(0, len(scatters), MAX_SCATTERS):
                 last = k + MAX_SCATTERS >= len(scatters)
@@ -310,18 +268,14 @@ class FunctionPlan:
 
     # -- 1. layouts and units -----------------------------------------------------------------
     def _build(self):
-        self.open: dict = {}
-        self.member: dict = {}  # value -> its open group
         self.units = self.top.units
-        self._build_ops(self.flat[id(self.fn.body)])
-        self._close_all()
-
-    def _close_all(self):
-        for g in list(self.open.values()):
-            self._close(g)
+        self._build_ops(self.region_ops[id(self.fn.body)])
 
     def _build_ops(self, ops):
         for op in ops:
+            if op.prim is fusion_p:
+                self._add_group(op, list(_inline(op)))
+                continue
             if op.regions:
                 self._build_control(op)
                 continue
@@ -336,33 +290,46 @@ class FunctionPlan:
                 if lay is not None:
                     out = op.outputs[0]
                     self.layout[out] = lay
-                    self._close_readers_of(ins)
                     self.units.append(CopyUnit(op, [out], [out], src=out, dst=out,
                                                active=False))
                     continue
+            if low.family in ("elementwise", "reduce"):
+                self._add_group(op, [op])
+                continue
             for v in op.outputs:
                 self.layout[v] = _dense(v)
-            if low.family == "elementwise":
-                self._add_elementwise(op)
-            elif low.family == "reduce":
-                self._add_reduction(op)
+            unit = OpUnit(op, list(ins), list(op.outputs))
+            if low.scratch is not None:  # written by the op, read by nothing after it
+                self.scratch[id(op)] = [Value(Aval(tuple(s), np.dtype(d)), "scratch")
+                                        for s, d in low.scratch(op)]
+                unit.writes += self.scratch[id(op)]
+            self.units.append(unit)
+
+    def _add_group(self, op, members):
+        """One loop: a `fusion` op's members, or one elementwise op or reduction (Note
+        [Fusion in codegen])."""
+        g = GroupUnit(op)
+        for m in members:
+            low = lowering_of(m)
+            if low.family == "reduce":
+                g.reds.append(m)
+                g.red_axes = tuple(m.params["axes"])
+                g.shape = m.inputs[0].aval.shape
             else:
-                self._close_readers_of(ins)
-                unit = OpUnit(op, list(ins), list(op.outputs))
-                if low.scratch is not None:  # written by the op, read by nothing after it
-                    self.scratch[id(op)] = [Value(Aval(tuple(s), np.dtype(d)), "scratch")
-                                            for s, d in low.scratch(op)]
-                    unit.writes += self.scratch[id(op)]
-                self.units.append(unit)
+                assert low.family == "elementwise", f"{m.prim.name} in a fusion"
+                g.ops.append(m)
+                g.shape = m.outputs[0].aval.shape
+            for v in m.outputs:
+                self.layout[v] = _dense(v)
+        self.units.append(g)
 
     def _build_control(self, op):
         lowering_of(op)
-        self._close_all()  # everything a region may read is in memory before it runs
         cu = ControlUnit(op, list(op.inputs), list(op.outputs))
-        outer_units, outer_open, outer_member = self.units, self.open, self.member
+        outer_units = self.units
         for r in op.regions:
             blk = Block(r, list(r.params), [], list(r.results))
-            self.units, self.open, self.member = blk.units, {}, {}
+            self.units = blk.units
             operands = control.state(op)
             for k, p in enumerate(r.params):
                 if op.prim is cond_p and p not in self.tape_class:
@@ -370,75 +337,15 @@ class FunctionPlan:
                     blk.units.append(CopyUnit(None, [p], [p], src=p, dst=p, active=False))
                 else:
                     self.layout[p] = _dense(p)
-            self._build_ops(self.flat[id(r)])
-            self._close_all()
+            self._build_ops(self.region_ops[id(r)])
             cu.blocks.append(blk)
-        self.units, self.open, self.member = outer_units, outer_open, outer_member
+        self.units = outer_units
         for v in op.outputs:
             self.layout[v] = _dense(v)
         self.units.append(cu)
 
     def _root(self, v):
         return self.layout[v].root
-
-    def _close_readers_of(self, values, keep=None):
-        for v in values:
-            for g in {self.member.get(v), self.member.get(self._root(v))}:
-                if g is not None and g is not keep:
-                    self._close(g)
-
-    def _close(self, g: GroupUnit):
-        if not g.open:
-            return
-        g.open = False
-        if self.open.get((g.shape, id(g))) is g:
-            del self.open[(g.shape, id(g))]
-        for k in [k for k, v in self.member.items() if v is g]:
-            del self.member[k]
-        self.units.append(g)
-
-    def _group_for(self, shape, axes=None) -> GroupUnit:
-        for (s, _), g in self.open.items():
-            if s == shape and (axes is None or g.red_axes in (None, axes)):
-                return g
-        g = GroupUnit(shape=shape)
-        self.open[(shape, id(g))] = g
-        return g
-
-    def _add_elementwise(self, op):
-        shape = op.outputs[0].aval.shape
-        g = self._group_for(shape) if self.fuse else GroupUnit(shape=shape)
-        for v in op.inputs:  # reading another group's value, a view of ours, or one of our
-            for h in {self.member.get(v), self.member.get(self._root(v))}:  # reductions
-                if h is not None and (h is not g or self._root(v) is not v
-                                      or any(v is r.outputs[0] for r in h.reds)):
-                    self._close(h)
-        if g.open and len(g.ops) >= MAX_GROUP_OPS:  # See Note [Fusion in codegen]
-            self._close(g)
-        if not g.open:
-            g = self._group_for(shape)
-        g.ops.append(op)
-        self._member(g, op.outputs)
-        if not self.fuse:
-            self._close(g)
-
-    def _add_reduction(self, op):
-        x = op.inputs[0]
-        axes = tuple(op.params.get("axes", ()))
-        g = self.member.get(x) if self.fuse and self._root(x) is x else None
-        if g is not None and g.shape == x.aval.shape and g.red_axes in (None, axes):
-            g.red_axes = axes
-            g.reds.append(op)
-            self._member(g, op.outputs)
-            return
-        self._close_readers_of([x])
-        g = GroupUnit(shape=x.aval.shape, red_axes=axes, open=False)
-        g.reds.append(op)
-        self.units.append(g)
-
-    def _member(self, g, values):
-        for v in values:
-            self.member[v] = g
 
     # -- 2. what is read, what is stored, what is materialised --------------------------------
     def blocks(self):
@@ -628,18 +535,14 @@ class _Inlined:
         self.outputs = [env.get(v, v) for v in op.outputs]
 
 
-def _flatten(ops):
-    """The ops, with each `fusion` op replaced by its body (codegen regroups them, and can then
-    fuse a following reduction into the same loop; Note [Fusion in codegen])."""
-    for op in ops:
-        if op.prim is not fusion_p:
-            yield op
-            continue
-        body = control.body(op)
-        env = dict(zip(body.params, control.state(op)))
-        env.update(zip(body.results, op.outputs))
-        for inner in body.ops:
-            yield _Inlined(inner, env)
+def _inline(op):
+    """The ops of a `fusion` op's body, reading and defining the outer values (Note [Fusion in
+    codegen])."""
+    body = control.body(op)
+    env = dict(zip(body.params, control.state(op)))
+    env.update(zip(body.results, op.outputs))
+    for inner in body.ops:
+        yield _Inlined(inner, env)
 
 
 def _size(v) -> int:

@@ -3,9 +3,9 @@ an int value, or says nothing (None). Used to leave out index checks that cannot
 (Note [Index checks] in lowerings/index.py).
 
 It follows constants, `add`/`sub`, `% n`, `fusion` bodies, the counters of `for_loop`s, and the
-counters a loop carries (`c = c + k` from a known start: the reverse sweep of a loop runs
-`range(0, n)` over the forward's iteration count n, and indexes with `n - 1 - k`), through
-at most a few ops. Invariant: a returned (lo, hi) holds for every run; lo > hi means the
+counters a loop carries (`c = c + k` from a known start, fused or not: the reverse sweep of a
+loop runs `range(0, n)` over the forward's iteration count n, and indexes with `n - 1 - k`),
+through at most a few ops. Invariant: a returned (lo, hi) holds for every run; lo > hi means the
 value has no elements (or its loop never runs).
 """
 from __future__ import annotations
@@ -79,9 +79,10 @@ class Ranges:
     def _carried_count(self, loop, j, depth):
         """A carried value that starts known and grows by a constant per iteration."""
         p, r = control.carried(loop)[j], control.body(loop).results[j]
-        if r.op is None or r.op.prim is not add_p or not any(w is p for w in r.op.inputs):
+        prim, ins = _producer(r)
+        if prim is not add_p or not any(w is p for w in ins):
             return None
-        inc = self.known_range(r.op.inputs[1 - _position(r.op.inputs, p)], None, depth + 1)
+        inc = self.known_range(ins[1 - _position(ins, p)], None, depth + 1)
         init = self.known_range(control.state(loop)[j], None, depth + 1)
         bounds = self._bounds(loop, depth)
         if inc is None or init is None or bounds is None or inc[0] != inc[1] or inc[0] < 0:
@@ -96,6 +97,20 @@ class Ranges:
         if step > 0:
             return len(range(start_hi, stop_lo, step)), len(range(start_lo, stop_hi, step))
         return len(range(start_lo, stop_hi, step)), len(range(start_hi, stop_lo, step))
+
+
+def _producer(v) -> tuple:
+    """(primitive, operands) of the op computing `v`, seen through a `fusion` op (its body's
+    op, reading the fusion's operands); (None, ()) for a parameter."""
+    op = v.op
+    if op is not None and op.prim is fusion_p:
+        body = control.body(op)
+        env = dict(zip(body.params, control.state(op)))
+        r = body.results[_position(op.outputs, v)]
+        if r in env:
+            return _producer(env[r])
+        return r.op.prim, [env.get(w, w) for w in r.op.inputs]
+    return (None, ()) if op is None else (op.prim, op.inputs)
 
 
 def _position(values: list, v) -> int:

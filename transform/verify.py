@@ -9,12 +9,12 @@ import numpy as np
 
 from llgrad.runtime.aval import BOOL, I64, Aval, aval_str
 from llgrad.runtime.errors import InternalError, LLGradError
-from llgrad.runtime.ops.control import (cond_p, constant_p, custom_vjp_p, for_loop_p, fusion_p,
-                                        tape_push_p, while_loop_p)
-from llgrad.runtime.ops.shape import broadcast_to_p
+from llgrad.runtime.ops.control import (cond_p, custom_vjp_p, for_loop_p, fusion_p, tape_push_p,
+                                        while_loop_p)
 from llgrad.transform import ir
 from llgrad.transform.control import (CONTROL, body, bounds, branches, custom_bwd,
                                       custom_parts, loop_test, state)
+from llgrad.transform.passes.fuse import REDUCTIONS
 from llgrad.transform.printers.text import Namer, print_function
 
 _SCALAR_I64, _SCALAR_BOOL = Aval((), I64), Aval((), BOOL)
@@ -143,9 +143,15 @@ def _check_fusion(vf, op):
     _nregions(vf, op)
     _expect(vf, op, "body params", body(op).params, _avals(state(op)))
     _expect(vf, op, "body yields", body(op).results, _avals(op.outputs))
+    reduced = set()  # a reduction's result exists after the loop (Note [Fusion is decided once])
     for inner in body(op).ops:
-        if inner.prim.family != "elementwise" and inner.prim not in (broadcast_to_p, constant_p):
-            vf.fail(op, f"fusion body holds {inner.name}, which is not elementwise")
+        if inner.prim.family != "elementwise" and inner.prim not in REDUCTIONS:
+            vf.fail(op, f"fusion body holds {inner.name}, which is neither elementwise nor "
+                        f"a reduction")
+        if any(v.id in reduced for v in inner.inputs):
+            vf.fail(op, f"fusion body's {inner.name} reads a reduction of the same loop")
+        if inner.prim in REDUCTIONS:
+            reduced.add(inner.outputs[0].id)
 
 
 def _check_custom_vjp(vf, op):

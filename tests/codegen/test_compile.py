@@ -64,7 +64,7 @@ def test_composite_value_and_gradient(name, dtype, fuse, rng):
     fn = build(f, *avals)
     forward = optimize(fn, fuse=fuse)
     joint = optimize(ad.grad_function(forward, list(range(len(avals)))), fuse=fuse)
-    module = codegen.compile_functions({"forward": forward, "joint": joint}, fuse=fuse)
+    module = codegen.compile_functions({"forward": forward, "joint": joint})
     args = _args(rng, avals)
     rtol = 1e-10 if dtype == np.float64 else 2e-4
     np.testing.assert_allclose(module["forward"](*args)[0], f(*args), rtol=rtol)

@@ -32,8 +32,8 @@ def build(f, *args):
     return b.fn
 
 
-def check(fn, args, rtol=1e-12, atol=1e-14, fuse=True):
-    m = compile_functions({"f": fn}, fuse=fuse)
+def check(fn, args, rtol=1e-12, atol=1e-14):
+    m = compile_functions({"f": fn})
     got = m["f"](*[np.asarray(a) for a in args])
     want = interp.run(fn, *args)
     assert len(got) == len(want)
@@ -49,7 +49,7 @@ def check_all(f, args, wrt=(0,), **kw):
     joint = ad.grad_function(fn, list(wrt))
     for g in (fn, joint, optimize(fn), optimize(joint)):
         check(g, args, **kw)
-    check(optimize(ad.grad_function(optimize(fn, fuse=False), list(wrt))), args, fuse=False,
+    check(optimize(ad.grad_function(optimize(fn, fuse=False), list(wrt)), fuse=False), args,
           **kw)
 
 

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import llgrad
-from llgrad.codegen import lower, outline, plan
+from llgrad.codegen import lower, outline
+from llgrad.transform.passes import fuse
 from llgrad.runtime import config
 from tests import cf_corpus
 from tests.usecases import USECASES, float_argnums, make_args
@@ -117,7 +118,7 @@ def test_every_use_case_with_everything_outlined_and_segmented(uc, native, monke
     most two ops per fused loop; the numbers are the interpreter's."""
     monkeypatch.setattr(outline, "BIG_PLAN", 1)
     monkeypatch.setattr(lower, "SEGMENT_OPS", 1)
-    monkeypatch.setattr(plan, "MAX_GROUP_OPS", 2)
+    monkeypatch.setattr(fuse, "MAX_GROUP_OPS", 2)
     args = make_args(uc.fn, np.random.default_rng(0))
     _check_against_interp(llgrad.differentiate(uc.fn, wrt=float_argnums(uc.fn)), args,
                           monkeypatch)

@@ -8,6 +8,7 @@ from llgrad.runtime.aval import Aval
 from llgrad.runtime.errors import InternalError
 from llgrad.runtime.ops import elementwise as ew
 from llgrad.runtime.ops.control import fusion_p
+from llgrad.runtime.ops.index import getitem_p
 from llgrad.runtime.ops.reduce import reduce_sum_p
 from llgrad.transform import control, ir
 from llgrad.transform.verify import verify
@@ -78,16 +79,33 @@ def test_loop_region_conventions():
         verify(fn)
 
 
-def test_fusion_body_must_be_elementwise():
+def _fusion_of(p, ops, result):
+    """f(x) = fusion(x) of `ops` over body param `p`, yielding `result`."""
+    x, out = ir.Value(p.aval, "x"), ir.Value(result.aval)
+    body = ir.Region([p], ops, [result])
+    return ir.Function("f", ir.Region([x], [ir.Op(fusion_p, [x], {}, [out], [body])], [out]))
+
+
+def test_fusion_body_is_elementwise_ops_and_reductions():
     x = ir.Value(Aval((3,), F64), "x")
-    p = ir.Value(Aval((3,), F64))
-    r = ir.Value(Aval((), F64))
-    body = ir.Region([p], [ir.Op(reduce_sum_p, [p], {"axes": (0,), "keepdims": False}, [r])],
-                     [r])
-    out = ir.Value(Aval((), F64))
-    fn = ir.Function("f", ir.Region([x], [ir.Op(fusion_p, [x], {}, [out], [body])], [out]))
-    with pytest.raises(InternalError, match="fusion body holds reduce_sum"):
+    r = ir.Value(Aval((3,), F64))
+    fn = _fusion_of(x, [ir.Op(getitem_p, [x], {"key": (("s", 0, 3, 1),)}, [r])], r)
+    with pytest.raises(InternalError, match="fusion body holds getitem, which is neither "
+                                            "elementwise nor a reduction"):
         verify(fn)
+
+
+def test_fusion_body_reads_no_reduction_of_its_loop():
+    """A reduction's result exists only after the loop (Note [Fusion is decided once])."""
+    x = ir.Value(Aval((3,), F64), "x")
+    e, s, d = ir.Value(Aval((3,), F64)), ir.Value(Aval((), F64)), ir.Value(Aval((), F64))
+    ops = [ir.Op(ew.exp_p, [x], {}, [e]),
+           ir.Op(reduce_sum_p, [e], {"axes": (0,), "keepdims": False}, [s]),
+           ir.Op(ew.neg_p, [s], {}, [d])]
+    verify(_fusion_of(x, ops[:2], s))  # a reduction of the loop's values: fine
+    with pytest.raises(InternalError, match="fusion body's neg reads a reduction of the same "
+                                            "loop"):
+        verify(_fusion_of(x, ops, d))
 
 
 def test_error_carries_the_loc():
