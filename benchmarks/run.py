@@ -13,6 +13,7 @@ import sys
 import time
 
 
+from ._threads import parse as parse_threads
 from ._threads import set_threads, threads_from_argv
 
 if __name__ == "__main__":  # before the imports below pull in numpy
@@ -33,8 +34,9 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", type=int, help="samples per implementation (default 15, quick 5)")
     ap.add_argument("--budget", type=float,
                     help="max seconds of samples for one slow implementation (default 20, quick 6)")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="threads for every system (BLAS, OpenMP, XLA, torch); default 1")
+    ap.add_argument("--threads", type=parse_threads, default=1,
+                    help="threads for every system (BLAS, OpenMP, XLA, torch), or 'default' "
+                         "(each system's own default: llgrad auto); default 1")
     ap.add_argument("--ref", default="llgrad", help="reference column for ratios (default llgrad)")
     ap.add_argument("--no-check", action="store_true", help="skip the correctness checks")
     ap.add_argument("--json", metavar="PATH", help="also write every sample to PATH as JSON")

@@ -15,6 +15,7 @@ from llvmlite import ir
 
 from . import elementwise as ew
 from . import threads
+from .layout import contiguous_strides
 from .loops import PTR
 
 # A loop over fewer elements stays inline (LLVM keeps small values in registers there),
@@ -82,6 +83,8 @@ def emit_loops(ctx, shape, operands: list, outs: list, compute, reductions=(), r
         return
     outlined = _FUNCTIONS.setdefault(ctx.module, _Outlined())
     outlined.big |= big
+    # strides of the whole loop's results: a block of a split loop has a shape of its own
+    outs = [o if len(o) > 2 else (*o, contiguous_strides(shape)) for o in outs]
 
     def function(shape):
         key = (code, tuple(shape), tuple(red_axes),
@@ -108,10 +111,10 @@ def emit_loops(ctx, shape, operands: list, outs: list, compute, reductions=(), r
         entry[1] += 1
         return entry[0]
 
-    blocks, partial = threads.plan(shape, reductions, red_axes)
-    if blocks > 1:  # Note [Threads in kernels]
-        threads.emit_parallel(ctx, shape, operands, outs, reductions, red_axes, blocks,
-                              partial, function)
+    split = threads.plan(shape, reductions, red_axes)
+    if split is not None:  # Note [Threads in kernels]
+        threads.emit_parallel(ctx, shape, operands, outs, reductions, red_axes, split,
+                              function)
         return
     ctx.b.call(function(shape), [o.ptr for o in operands if o.ptr is not None]
                + [o[0] for o in outs] + [r[1] for r in reductions])

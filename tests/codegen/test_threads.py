@@ -33,10 +33,22 @@ def views(x, y):  # a transposed and a reversed operand, and a broadcast row
 
 
 def mean_of_squares(x, y):
-    return np.mean((x - y) ** 2) + np.max(x * y)  # max: single-threaded
+    return np.mean((x - y) ** 2) + np.max(x * y)  # max: per fixed block, as sums
 
 
-CASES = [full_sum, row_sums, views, mean_of_squares]
+def column_sums(x, y):  # axis 0 reduced, axis 1 kept: columns split between threads
+    return np.sum(np.log1p(np.sum(np.exp(np.sin(x) * y), axis=0)) * np.max(x, axis=0))
+
+
+def extrema(x, y):  # max, min and prod over every axis: fixed blocks combined in order
+    return np.max(np.sin(x) * y) - np.min(x * np.cos(y)) + np.prod(1.0 + 1e-3 * np.tanh(x * y))
+
+
+def vector_tails(x, y):  # an elementwise exp/cos loop whose blocks must start on vector lanes
+    return np.sum(np.exp(np.sin(x)) @ y.T[:, :5])
+
+
+CASES = [full_sum, row_sums, views, mean_of_squares, column_sums, extrema, vector_tails]
 
 
 @pytest.mark.parametrize("fn", CASES, ids=[f.__name__ for f in CASES])
@@ -55,8 +67,36 @@ def test_results_do_not_depend_on_the_thread_count(monkeypatch, fn):
             assert value == ref[0]
             np.testing.assert_array_equal(gx, ref[1])
             np.testing.assert_array_equal(gy, ref[2])
-        if threads.available() and fn is not mean_of_squares:
+        if threads.available() and fn not in (mean_of_squares, extrema):
             assert ("GOMP_parallel" in ir_text) == (n > 1)
+
+
+def batched(a, b, c):  # 25 BLAS products of 10x10x1000 and 64 loop-nest products of 8x8x300
+    return np.sum(np.tanh(a @ b)) + np.sum(np.sin(c @ np.swapaxes(c, 1, 2)[:, :, :8] @ c))
+
+
+def test_batched_products_split_between_threads(monkeypatch):
+    rng = np.random.default_rng(1)
+    args = rng.normal(size=(25, 10, 10)), rng.normal(size=(25, 10, 1000)), \
+        rng.normal(size=(64, 8, 300)) * 0.1
+    ref = None
+    for n in (1, 2, 4):
+        value, grads, ir_text = _run(monkeypatch, batched, args, n, wrt=(0, 1, 2))
+        if ref is None:
+            ref = value, grads
+            np.testing.assert_allclose(value, batched(*args), rtol=1e-12)
+        else:
+            assert value == ref[0]
+            for g, want in zip(grads, ref[1]):
+                np.testing.assert_array_equal(g, want)
+        if threads.available():
+            assert ("llgrad.mmbatch" in ir_text) == (n > 1)
+
+
+def test_blocks_start_on_vector_lanes():
+    assert threads.blocks_of(601, 2, 16) == ((0, 304), (304, 297))
+    assert threads.blocks_of(601, 3) == ((0, 201), (201, 200), (401, 200))
+    assert threads.blocks_of(20, 4, 16) == ((0, 20),)  # one unit: one block
 
 
 def test_small_loops_stay_single_threaded(monkeypatch):
