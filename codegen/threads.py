@@ -27,9 +27,9 @@ PARALLEL_MIN_ELEMENTS = 1 << 17
 # An outlined fused loop (codegen/outline.py) over at least PARALLEL_MIN_ELEMENTS elements is
 # cut into blocks along one axis, each an outlined loop of its own static shape called with
 # its operands' pointers moved to its first index. A small function run by every thread of a
-# `GOMP_parallel` team takes the blocks c = t, t + nt, ... (t its thread number, nt the team's
-# size, which libgomp may make smaller than asked), so every block runs once whatever the
-# team; without threads the same function runs every block in order.
+# `GOMP_parallel` team takes blocks from a shared counter until none is left (Note [Blocks
+# taken in turn]), so every block runs once whatever the team (libgomp may make it smaller
+# than asked); without threads the same blocks run in order.
 #   - Elementwise loops and reductions that keep an axis: T blocks along the first kept
 #     axis (axis 0 for elementwise loops), as even as Note [Blocks on vector boundaries]
 #     allows. Each element of a result is computed by the same code from the same inputs,
@@ -229,8 +229,9 @@ def run_blocks(ctx, ptrs, steps, slot_bytes, blocks, function) -> None:
     calls = [(fns[e], [f * s + c * sb for s, sb in zip(steps, slot_bytes)])
              for c, (f, e) in enumerate(blocks)]
     with b.goto_entry_block():
-        data = b.alloca(PTR, size=len(ptrs), name="par.args")
-    for k, p in enumerate(ptrs):
+        data = b.alloca(PTR, size=len(ptrs) + 1, name="par.args")
+        counter = b.alloca(I64, name="par.next")
+    for k, p in enumerate(ptrs + [counter]):
         b.store(p, element_ptr(b, data, k, PTR))
     if not threaded():
         b.call(_team_function(module, calls, False), [data])
@@ -239,6 +240,7 @@ def run_blocks(ctx, ptrs, steps, slot_bytes, blocks, function) -> None:
     on = b.icmp_signed("!=", b.load(flag, typ=I32), ir.Constant(I32, 0))
     with b.if_else(on) as (then, otherwise):  # Note [Threads after fork]: in order in a child
         with then:
+            b.store(ir.Constant(I64, 0), counter)
             par = _declare(module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
             b.call(par, [_team_function(module, calls, True), data,
                          ir.Constant(I32, min(len(blocks), num_threads())), ir.Constant(I32, 0)])
@@ -253,27 +255,32 @@ def _declare(module, name, ret, args):
     return fn
 
 
-def _team_function(module, calls, threaded) -> ir.Function:
-    """void f(ptr args): this thread's blocks c = t, t + nt, ... (every block when not
-    `threaded`), block c the call calls[c] = (function, byte offset of each pointer)."""
+# Note [Blocks taken in turn]
+# The threads of a team take the next block from a shared counter (an atomic add) rather
+# than a fixed share each: a thread that starts late, because the machine is busy, leaves
+# its blocks to those already running instead of making them wait for it. Which thread
+# computes a block changes nothing in the block's results.
+def _team_function(module, calls, shared) -> ir.Function:
+    """void f(ptr args): block c the call calls[c] = (function, byte offset of each pointer),
+    for c = 0, 1, ... in order, or (`shared`) for each c this thread takes from the counter
+    after the pointers (Note [Blocks taken in turn])."""
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]),
                      f"llgrad.team{sum(1 for g in module.globals if g.startswith('llgrad.team'))}")
     fn.linkage = "internal"
     fn.attributes.add("nounwind")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    if threaded:
-        nt = b.sext(b.call(_declare(module, "omp_get_num_threads", I32, []), []), I64)
-        t = b.sext(b.call(_declare(module, "omp_get_thread_num", I32, []), []), I64)
-    else:
-        nt, t = ir.Constant(I64, 1), ir.Constant(I64, 0)
-    ptrs = [b.load(element_ptr(b, fn.args[0], k, PTR), typ=PTR)
-            for k in range(len(calls[0][1]))]
+    n = len(calls[0][1])
+    ptrs = [b.load(element_ptr(b, fn.args[0], k, PTR), typ=PTR) for k in range(n)]
+    counter = b.load(element_ptr(b, fn.args[0], n, PTR), typ=PTR)
     head, body, nxt, done = (fn.append_basic_block(x) for x in ("head", "body", "next", "done"))
     entry = b.block
     b.branch(head)
     b.position_at_end(head)
-    c = b.phi(I64, "c")
-    c.add_incoming(t, entry)
+    if shared:
+        c = b.atomic_rmw("add", counter, ir.Constant(I64, 1), "monotonic")
+    else:
+        c = b.phi(I64, "c")
+        c.add_incoming(ir.Constant(I64, 0), entry)
     b.cbranch(b.icmp_signed("<", c, ir.Constant(I64, len(calls))), body, done)
     b.position_at_end(body)
     switch = b.switch(c, nxt)
@@ -286,8 +293,8 @@ def _team_function(module, calls, threaded) -> ir.Function:
                         for p, off in zip(ptrs, offsets)])
         b.branch(nxt)
     b.position_at_end(nxt)
-    step = b.add(c, nt)
-    c.add_incoming(step, nxt)
+    if not shared:
+        c.add_incoming(b.add(c, ir.Constant(I64, 1)), nxt)
     b.branch(head)
     b.position_at_end(done)
     b.ret_void()
