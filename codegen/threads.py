@@ -22,14 +22,18 @@ I32 = ir.IntType(32)
 I8 = ir.IntType(8)
 _LIBRARY = "libgomp.so.1"
 PARALLEL_MIN_ELEMENTS = 1 << 17
+# An exp or a sin costs about as much as this many additions of a loop that streams memory:
+# a loop computing one is split from PARALLEL_MIN_ELEMENTS / (1 + 8) elements on.
+EXPENSIVE_WEIGHT = 8
 
 # Note [Threads in kernels]
-# An outlined fused loop (codegen/outline.py) over at least PARALLEL_MIN_ELEMENTS elements is
-# cut into blocks along one axis, each an outlined loop of its own static shape called with
-# its operands' pointers moved to its first index. A small function run by every thread of a
-# `GOMP_parallel` team takes blocks from a shared counter until none is left (Note [Blocks
-# taken in turn]), so every block runs once whatever the team (libgomp may make it smaller
-# than asked); without threads the same blocks run in order.
+# An outlined fused loop (codegen/outline.py) over at least PARALLEL_MIN_ELEMENTS elements
+# (fewer when it computes exp, log, sin, ...: EXPENSIVE_WEIGHT) is cut into blocks along one
+# axis, each an outlined loop of its own static shape called with its operands' pointers
+# moved to its first index. A small function run by every thread of a `GOMP_parallel` team
+# takes blocks from a shared counter until none is left (Note [Blocks taken in turn]), so
+# every block runs once whatever the team (libgomp may make it smaller than asked); without
+# threads the same blocks run in order.
 #   - Elementwise loops and reductions that keep an axis: T blocks along the first kept
 #     axis (axis 0 for elementwise loops), as even as Note [Blocks on vector boundaries]
 #     allows. Each element of a result is computed by the same code from the same inputs,
@@ -141,11 +145,12 @@ def blocks_of(extent: int, parts: int, unit: int = 1) -> tuple:
     return tuple(out)
 
 
-def plan(shape, reductions, red_axes) -> Split | None:
-    """How to cut a loop over `shape` (None: the plain loop). See Note [Threads in kernels]."""
+def plan(shape, reductions, red_axes, expensive: int = 0) -> Split | None:
+    """How to cut a loop over `shape` computing `expensive` costly functions (exp, sin, ...)
+    per element (None: the plain loop). See Note [Threads in kernels]."""
     shape = tuple(int(d) for d in shape)
     n = int(np.prod(shape, dtype=np.int64))
-    if len(shape) == 0 or n < PARALLEL_MIN_ELEMENTS:
+    if len(shape) == 0 or n * (1 + EXPENSIVE_WEIGHT * expensive) < PARALLEL_MIN_ELEMENTS:
         return None
     red = set(red_axes) if reductions else set()
     if len(red) == len(shape):  # blocks fixed by the shape, at every thread count

@@ -100,9 +100,23 @@ def test_blocks_start_on_vector_lanes():
 
 
 def test_small_loops_stay_single_threaded(monkeypatch):
-    x = np.linspace(0.0, 1.0, threads.PARALLEL_MIN_ELEMENTS // 2)
+    x = np.linspace(0.0, 1.0, threads.PARALLEL_MIN_ELEMENTS // 16)  # sin and cos: 1 + 8 each
     _, g, ir_text = _run(monkeypatch, lambda x: np.sum(np.sin(x) * x), (x,), 4)
     np.testing.assert_allclose(g, np.cos(x) * x + np.sin(x), rtol=1e-13)
+    assert "GOMP_parallel" not in ir_text
+    x = np.linspace(0.0, 1.0, threads.PARALLEL_MIN_ELEMENTS // 2)  # cheap: one thread
+    _, g, ir_text = _run(monkeypatch, lambda x: np.sum(x * x), (x,), 4)
+    assert "GOMP_parallel" not in ir_text
+    _, g, ir_text = _run(monkeypatch, lambda x: np.sum(np.sin(x) * x), (x,), 4)
+    assert "GOMP_parallel" in ir_text or not threads.available()  # costly per element
+
+
+def test_small_products_stay_single_threaded(monkeypatch):  # mlp_step's shapes
+    rng = np.random.default_rng(2)
+    x, w = rng.normal(size=(64, 784)), rng.normal(size=(784, 128)) * 0.05
+    _, g, ir_text = _run(monkeypatch, lambda w, x: np.sum(np.tanh(x @ w) ** 2), (w, x), 4)
+    np.testing.assert_allclose(g, x.T @ (2 * np.tanh(x @ w) * (1 - np.tanh(x @ w) ** 2)),
+                               rtol=1e-10)
     assert "GOMP_parallel" not in ir_text
 
 
