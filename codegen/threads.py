@@ -94,6 +94,21 @@ _FLAG = ctypes.c_int32(1)
 _FLAG_SYMBOL = "llgrad_threads_on"
 _registered: list = []
 
+# Note [Teams on a busy machine]
+# A team's call returns only when each of its threads has finished, and on a machine whose
+# cores other processes keep busy a thread may wait milliseconds for a core, before or in
+# the middle of its block: `gmm`'s 13 teams per call took it from 6 ms on one thread to
+# 26 ms on two (load average 13 on 2 cores). So the calling thread times its own blocks and
+# the whole team (cycle counter); when it waited for the others longer than it worked (plus
+# SLACK_CYCLES), the next teams of the process run in order on the calling thread instead:
+# one after the first such wait, and twice as many after each further one in a row (up to
+# MAX_BACKOFF); a team that did not wait resets the count. The blocks, and so the results,
+# are the same either way. `_BACKOFF` is [teams left to skip, next skip].
+_BACKOFF = (ctypes.c_int32 * 2)(0, 1)
+_BACKOFF_SYMBOL = "llgrad_threads_backoff"
+MAX_BACKOFF = 1024
+SLACK_CYCLES = 100_000  # ~40 us: a sleeping thread's wake-up on a quiet machine is far less
+
 
 def _off_in_child() -> None:
     _FLAG.value = 0
@@ -107,6 +122,7 @@ def available() -> bool:
     if not _registered:
         import llvmlite.binding as llvm
         llvm.add_symbol(_FLAG_SYMBOL, ctypes.addressof(_FLAG))
+        llvm.add_symbol(_BACKOFF_SYMBOL, ctypes.addressof(_BACKOFF))
         os.register_at_fork(after_in_child=_off_in_child)
         _registered.append(True)
     os.environ.setdefault("GOMP_SPINCOUNT", "10000")
@@ -205,11 +221,10 @@ def emit_parallel(ctx, shape, operands, outs, reductions, red_axes, split: Split
             ptrs.append(slot)
             steps.append(0)
             slot_bytes.append(np.dtype(dt).itemsize)
-        else:  # the block's part of the result, dense over the kept axes
+        else:  # the block's part of the result, dense over the kept axes, `ax` the first
             kept = [d for k, d in enumerate(shape) if k not in set(red_axes)]
             ptrs.append(ptr)
-            kept_ax = sum(1 for k in range(ax) if k not in set(red_axes))
-            steps.append(nbytes(contiguous_strides(kept)[kept_ax], dt))
+            steps.append(nbytes(contiguous_strides(kept)[0], dt))
             slot_bytes.append(0)
 
     def block_function(extent):
@@ -228,29 +243,68 @@ def emit_parallel(ctx, shape, operands, outs, reductions, red_axes, split: Split
 def run_blocks(ctx, ptrs, steps, slot_bytes, blocks, function) -> None:
     """Call `function(extent)` (a function of ptr arguments) once per block (first, extent)
     with each pointer moved by first * step + c * slot bytes (block c): on a thread team when
-    there are threads (in order in a forked child), else in order here."""
+    there are threads (in order in a forked child, or while the machine is busy), else in
+    order here."""
     module, b = ctx.module, ctx.b
     fns = {size: function(size) for size in sorted({e for _, e in blocks})}
     calls = [(fns[e], [f * s + c * sb for s, sb in zip(steps, slot_bytes)])
              for c, (f, e) in enumerate(blocks)]
     with b.goto_entry_block():
         data = b.alloca(PTR, size=len(ptrs) + 1, name="par.args")
-        counter = b.alloca(I64, name="par.next")
-    for k, p in enumerate(ptrs + [counter]):
+        sync = b.alloca(I64, size=2, name="par.sync")  # next block, whether others helped
+    for k, p in enumerate(ptrs + [sync]):
         b.store(p, element_ptr(b, data, k, PTR))
     if not threaded():
         b.call(_team_function(module, calls, False), [data])
         return
-    flag = module.globals.get(_FLAG_SYMBOL) or ir.GlobalVariable(module, I32, _FLAG_SYMBOL)
-    on = b.icmp_signed("!=", b.load(flag, typ=I32), ir.Constant(I32, 0))
-    with b.if_else(on) as (then, otherwise):  # Note [Threads after fork]: in order in a child
+    flag = _global(module, _FLAG_SYMBOL, I32)
+    backoff = _global(module, _BACKOFF_SYMBOL, ir.ArrayType(I32, 2))
+    skip_ptr = b.gep(backoff, [ir.Constant(I32, 0), ir.Constant(I32, 0)], inbounds=True)
+    next_ptr = b.gep(backoff, [ir.Constant(I32, 0), ir.Constant(I32, 1)], inbounds=True)
+    skip = _load(b, skip_ptr)
+    zero = ir.Constant(I32, 0)
+    on = b.and_(b.icmp_signed("!=", b.load(flag, typ=I32), zero),  # Note [Threads after fork]
+                b.icmp_signed("<=", skip, zero))
+    with b.if_else(on) as (then, otherwise):
         with then:
-            b.store(ir.Constant(I64, 0), counter)
+            b.store(ir.Constant(I64, 0), element_ptr(b, sync, 0, I64))
+            b.store(ir.Constant(I64, 0), element_ptr(b, sync, 1, I64))
             par = _declare(module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
+            start = _cycles(b)
             b.call(par, [_team_function(module, calls, True), data,
-                         ir.Constant(I32, min(len(blocks), num_threads())), ir.Constant(I32, 0)])
+                         ir.Constant(I32, min(len(blocks), num_threads())), zero])
+            busy = b.load(element_ptr(b, sync, 1, I64), typ=I64)  # the caller's own blocks
+            waited = b.sub(b.sub(_cycles(b), start), busy)
+            helped = b.icmp_signed("<=", waited, b.add(busy, ir.Constant(I64, SLACK_CYCLES)))
+            nxt = _load(b, next_ptr)  # Note [Teams on a busy machine]
+            _store(b, b.select(helped, zero, nxt), skip_ptr)
+            doubled = b.select(b.icmp_signed("<", nxt, ir.Constant(I32, MAX_BACKOFF)),
+                               b.mul(nxt, ir.Constant(I32, 2)), nxt)
+            _store(b, b.select(helped, ir.Constant(I32, 1), doubled), next_ptr)
         with otherwise:
+            _store(b, b.select(b.icmp_signed(">", skip, zero), b.sub(skip, ir.Constant(I32, 1)),
+                               skip), skip_ptr)
             b.call(_team_function(module, calls, False), [data])
+
+
+def _cycles(b):
+    """The CPU's cycle counter (rdtsc)."""
+    return b.call(_declare(b.module, "llvm.readcyclecounter", I64, []), [])
+
+
+def _load(b, ptr):
+    """An atomic (relaxed) read of the i32 at `ptr`: other threads' kernels write it too."""
+    return b.atomic_rmw("or", ptr, ir.Constant(I32, 0), "monotonic")
+
+
+def _store(b, value, ptr) -> None:
+    """An atomic (relaxed) write (llvmlite's store_atomic needs typed pointers)."""
+    b.atomic_rmw("xchg", ptr, value, "monotonic")
+
+
+def _global(module, name, ty):
+    """The process global `name` (registered with LLVM by `available`)."""
+    return module.globals.get(name) or ir.GlobalVariable(module, ty, name)
 
 
 def _declare(module, name, ret, args):
@@ -276,7 +330,11 @@ def _team_function(module, calls, shared) -> ir.Function:
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     n = len(calls[0][1])
     ptrs = [b.load(element_ptr(b, fn.args[0], k, PTR), typ=PTR) for k in range(n)]
-    counter = b.load(element_ptr(b, fn.args[0], n, PTR), typ=PTR)
+    sync = b.load(element_ptr(b, fn.args[0], n, PTR), typ=PTR)
+    counter, busy = element_ptr(b, sync, 0, I64), element_ptr(b, sync, 1, I64)
+    if shared:  # Note [Teams on a busy machine]: the caller's thread times its blocks
+        caller = b.icmp_signed("==", b.call(_declare(module, "omp_get_thread_num", I32, []), []),
+                               ir.Constant(I32, 0))
     head, body, nxt, done = (fn.append_basic_block(x) for x in ("head", "body", "next", "done"))
     entry = b.block
     b.branch(head)
@@ -293,9 +351,13 @@ def _team_function(module, calls, shared) -> ir.Function:
         case = fn.append_basic_block(f"block{k}")
         switch.add_case(ir.Constant(I64, k), case)
         b.position_at_end(case)
+        start = _cycles(b) if shared else None
         b.call(callee, [p if off == 0 else b.gep(p, [ir.Constant(I64, off)], inbounds=True,
                                                  source_etype=I8)
                         for p, off in zip(ptrs, offsets)])
+        if shared:
+            with b.if_then(caller):
+                b.store(b.add(b.load(busy, typ=I64), b.sub(_cycles(b), start)), busy)
         b.branch(nxt)
     b.position_at_end(nxt)
     if not shared:

@@ -153,3 +153,26 @@ def test_a_forked_child_runs_the_blocks_in_order(monkeypatch):
     assert select.select([r], [], [], 120)[0], "the forked child hung"
     assert os.read(r, 1) == b"1"
     os.waitpid(pid, 0)
+
+
+def test_teams_skipped_after_waiting_run_in_order(monkeypatch):
+    # Note [Teams on a busy machine]: while the process's backoff count is positive, each
+    # team runs its blocks in order on the calling thread and counts down; same results
+    x = np.random.default_rng(3).normal(size=(512, 512))
+    fn = lambda x: np.sum(np.sum(np.sin(x), axis=1) ** 2)  # noqa: E731
+    value, g, ir_text = _run(monkeypatch, fn, (x,), 2)
+    if not threads.available():
+        pytest.skip("no libgomp")
+    joint = ir_text[ir_text.index("_joint.body"):]
+    teams = joint.count('call void @"GOMP_parallel"')
+    assert teams >= 1
+    d = llgrad.differentiate(fn)
+    d.value_and_grad(x)  # compiled with 2 threads
+    saved = list(threads._BACKOFF)
+    try:
+        threads._BACKOFF[0], threads._BACKOFF[1] = 100, 8
+        v2, g2 = d.value_and_grad(x)
+        assert threads._BACKOFF[0] == 100 - teams and threads._BACKOFF[1] == 8
+        assert v2 == value and np.array_equal(g2, g)
+    finally:
+        threads._BACKOFF[0], threads._BACKOFF[1] = saved
