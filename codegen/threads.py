@@ -51,11 +51,10 @@ EXPENSIVE_WEIGHT = 8
 # module is compiled: LLGRAD_NUM_THREADS, a number or "auto" (the cores this process may
 # use, the default, as JAX's and PyTorch's). BLAS calls run on BLAS's own threads
 # (OPENBLAS_NUM_THREADS, default the cores: Note [One BLAS, one thread pool]). On this
-# 2-core machine, quiet: `elementwise` 3.53 -> 1.80 ms (1.96x); loaded by other processes,
-# 2 threads can measure slower (a team's threads wait for cores): set LLGRAD_NUM_THREADS=1
-# there, or per Dask worker process. T is part of the disk cache's compiler environment
-# (llgrad/cache.py). Kernels release the GIL (ctypes), and each call has its own blocks, so
-# calls from many Python threads may run at once.
+# 2-core machine, quiet: `elementwise` 3.53 -> 1.80 ms (1.96x); on a busy machine teams
+# give way to the calling thread (Note [Teams on a busy machine]). T is part of the disk
+# cache's compiler environment (llgrad/cache.py). Kernels release the GIL (ctypes), and each
+# call has its own blocks, so calls from many Python threads may run at once.
 
 # Note [Blocks on vector boundaries]
 # A loop runs its innermost (collapsed) axis in vectors of `width` lanes from the start of
