@@ -264,14 +264,14 @@ def run_blocks(ctx, ptrs, steps, slot_bytes, blocks, function) -> None:
     zero = ir.Constant(I32, 0)
     on = b.and_(b.icmp_signed("!=", b.load(flag, typ=I32), zero),  # Note [Threads after fork]
                 b.icmp_signed("<=", skip, zero))
+    team = _team_function(module, calls, True)  # also run alone: its blocks in order
+    b.store(ir.Constant(I64, 0), element_ptr(b, sync, 0, I64))
+    b.store(ir.Constant(I64, 0), element_ptr(b, sync, 1, I64))
     with b.if_else(on) as (then, otherwise):
         with then:
-            b.store(ir.Constant(I64, 0), element_ptr(b, sync, 0, I64))
-            b.store(ir.Constant(I64, 0), element_ptr(b, sync, 1, I64))
             par = _declare(module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
             start = _cycles(b)
-            b.call(par, [_team_function(module, calls, True), data,
-                         ir.Constant(I32, min(len(blocks), num_threads())), zero])
+            b.call(par, [team, data, ir.Constant(I32, min(len(blocks), num_threads())), zero])
             busy = b.load(element_ptr(b, sync, 1, I64), typ=I64)  # the caller's own blocks
             waited = b.sub(b.sub(_cycles(b), start), busy)
             helped = b.icmp_signed("<=", waited, b.add(busy, ir.Constant(I64, SLACK_CYCLES)))
@@ -283,7 +283,7 @@ def run_blocks(ctx, ptrs, steps, slot_bytes, blocks, function) -> None:
         with otherwise:
             _store(b, b.select(b.icmp_signed(">", skip, zero), b.sub(skip, ir.Constant(I32, 1)),
                                skip), skip_ptr)
-            b.call(_team_function(module, calls, False), [data])
+            b.call(team, [data])
 
 
 def _cycles(b):
@@ -321,7 +321,9 @@ def _declare(module, name, ret, args):
 def _team_function(module, calls, shared) -> ir.Function:
     """void f(ptr args): block c the call calls[c] = (function, byte offset of each pointer),
     for c = 0, 1, ... in order, or (`shared`) for each c this thread takes from the counter
-    after the pointers (Note [Blocks taken in turn])."""
+    after the pointers (Note [Blocks taken in turn]; called outside a team, the same order).
+    One function serves the team and the calling thread alone, so each block's loop is
+    emitted once."""
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]),
                      f"llgrad.team{sum(1 for g in module.globals if g.startswith('llgrad.team'))}")
     fn.linkage = "internal"
