@@ -87,15 +87,18 @@ def need(module: str, attr: Optional[str] = None):
         import_seconds += time.perf_counter() - t0
     if module == "jax":
         mod.config.update("jax_enable_x64", True)
-    if module == "torch":
+    if module == "torch" and _threads() is not None:
         mod.set_num_threads(_threads())
     if attr is not None and not hasattr(mod, attr):
         raise Skip(f"{module} has no attribute {attr!r} yet")
     return mod
 
 
-def _threads() -> int:
-    return int(os.environ.get("OMP_NUM_THREADS", "1") or 1)
+def _threads() -> int | None:
+    """torch's thread count: OMP_NUM_THREADS as `set_threads` left it; None when unset
+    (`--threads default`: torch keeps its own)."""
+    n = os.environ.get("OMP_NUM_THREADS")
+    return int(n) if n else None
 
 
 def rebind(fn: Callable, **names) -> Callable:
@@ -209,7 +212,7 @@ class Options:
     ref: str = "llgrad"
     seed: int = 0
     verbose: bool = True
-    threads: int = 1
+    threads: int | str = 1          # or "default" (benchmarks/_threads.py)
 
     @staticmethod
     def quick() -> "Options":

@@ -13,6 +13,7 @@ import sys
 import time
 
 
+from ._threads import parse as parse_threads
 from ._threads import set_threads, threads_from_argv
 
 if __name__ == "__main__":  # before the imports below pull in numpy
@@ -33,8 +34,12 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", type=int, help="samples per implementation (default 15, quick 5)")
     ap.add_argument("--budget", type=float,
                     help="max seconds of samples for one slow implementation (default 20, quick 6)")
-    ap.add_argument("--threads", type=int, default=1,
-                    help="threads for every system (BLAS, OpenMP, XLA, torch); default 1")
+    ap.add_argument("--threads", type=parse_threads, default=1,
+                    help="threads for every system (BLAS, OpenMP, XLA, torch), or 'default' "
+                         "(each system's own default: llgrad auto); default 1")
+    ap.add_argument("--llgrad-threads", metavar="N,M",
+                    help="also run each compiled llgrad slot compiled at these LLGRAD_NUM_THREADS "
+                         "counts (slots llgrad@N, interleaved with the rest)")
     ap.add_argument("--ref", default="llgrad", help="reference column for ratios (default llgrad)")
     ap.add_argument("--no-check", action="store_true", help="skip the correctness checks")
     ap.add_argument("--json", metavar="PATH", help="also write every sample to PATH as JSON")
@@ -69,9 +74,12 @@ def main(argv=None) -> int:
 
     t0 = time.perf_counter()
     results = []
+    counts = [int(n) for n in (args.llgrad_threads or "").split(",") if n.strip()]
     for w in selected:
         if skip:
             w = _without(w, skip)
+        if counts:
+            w = _at_thread_counts(w, counts)
         res = run_workload(w, opts)
         results.append(res)
         if opts.verbose:   # show each table as soon as it is ready
@@ -83,6 +91,45 @@ def main(argv=None) -> int:
         write_json(args.json, results, opts)
         print(f"wrote {args.json}")
     return 0
+
+
+def _at_thread_counts(w, counts):
+    """`w` with a slot llgrad@N beside each llgrad slot, compiled at LLGRAD_NUM_THREADS=N
+    (read when a signature is compiled: on the first call)."""
+    import dataclasses
+    extra = [dataclasses.replace(i, name=f"{i.name}@{n}", setup=_compiled_at(i.setup, n))
+             for i in w.impls if i.name.startswith("llgrad") for n in counts]
+    return dataclasses.replace(w, impls=list(w.impls) + extra)
+
+
+def _compiled_at(setup, n):
+    def at(inputs):
+        import os
+        saved = os.environ.get("LLGRAD_NUM_THREADS")
+        os.environ["LLGRAD_NUM_THREADS"] = str(n)
+
+        def restore():
+            if saved is None:
+                os.environ.pop("LLGRAD_NUM_THREADS", None)
+            else:
+                os.environ["LLGRAD_NUM_THREADS"] = saved
+        try:
+            fn = setup(inputs)
+            first = [True]
+        except BaseException:
+            restore()
+            raise
+
+        def run():
+            if first:  # the first call compiles, at n threads
+                first.clear()
+                try:
+                    return fn()
+                finally:
+                    restore()
+            return fn()
+        return run
+    return at
 
 
 def _without(w, skip):

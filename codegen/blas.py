@@ -27,7 +27,7 @@ from .vmath import splat, vector_width
 
 __all__ = [
     "Library", "library", "blas_address", "blas_available", "register_symbols", "emit_gemm",
-    "emit_loop_matmul", "emit_matmul", "BLAS_MIN_FLOPS",
+    "emit_loop_matmul", "emit_matmul", "uses_blas", "BLAS_MIN_FLOPS",
 ]
 
 I8 = ir.IntType(8)
@@ -436,12 +436,17 @@ def _loop_matmul(builder, dtype, a, b, c, m, n, k, trans_a, trans_b, accumulate)
             elementwise(builder, n, width, row, name="mm.j")
 
 
+def uses_blas(dtype: str, m: int, n: int, k: int) -> bool:
+    """Whether `emit_matmul` calls BLAS for this product (else it emits the loop nest)."""
+    return m * n * k >= BLAS_MIN_FLOPS and blas_available(dtype)
+
+
 def emit_matmul(builder: ir.IRBuilder, dtype: str, a: ir.Value, b: ir.Value, c: ir.Value,
                 m: int, n: int, k: int, *, trans_a: bool = False, trans_b: bool = False,
                 accumulate: bool = False) -> str:
     """Emit `c (+)= op(a) @ op(b)` with BLAS when it is available and the product is large
     (m*n*k >= BLAS_MIN_FLOPS), else with the loop nest. Returns "blas" or "loops"."""
-    use_blas = m * n * k >= BLAS_MIN_FLOPS and blas_available(dtype)
+    use_blas = uses_blas(dtype, m, n, k)
     emit = emit_gemm if use_blas else emit_loop_matmul
     emit(builder, dtype, a, b, c, m, n, k, trans_a=trans_a, trans_b=trans_b,
          accumulate=accumulate)

@@ -15,6 +15,7 @@ from llvmlite import ir
 
 from . import elementwise as ew
 from . import threads
+from .layout import contiguous_strides
 from .loops import PTR
 
 # A loop over fewer elements stays inline (LLVM keeps small values in registers there),
@@ -65,15 +66,16 @@ def emit_group_loops(ctx, g, ins: list, operands: list, outs: list, reductions: 
                      stored: list, compute) -> None:
     """Emit GroupUnit `g`'s loop (ew.emit_loops over its parts), inline or as a call."""
     emit_loops(ctx, g.shape, operands, outs, compute, reductions, g.red_axes or (),
-               _code_key(g, ins, stored))
+               _code_key(g, ins, stored), sum(1 for op in g.ops if op.prim.expensive))
 
 
 def emit_loops(ctx, shape, operands: list, outs: list, compute, reductions=(), red_axes=(),
-               code=("copy",)) -> None:
+               code=("copy",), expensive: int = 0) -> None:
     """`ew.emit_loops(ctx.b, ...)`, inline for small loops, else a call of the module's
     function for this loop (made on first use), on several threads when it is large
     (codegen/threads.py). `code` identifies what `compute` emits (the default: it returns
-    its operands, a copy)."""
+    its operands, a copy), which computes `expensive` transcendental functions or the like
+    per element."""
     big = _is_big(ctx.plan)
     n_args = sum(o.ptr is not None for o in operands) + len(outs) + len(reductions)
     if int(np.prod(shape, dtype=np.int64)) < (2 if big else OUTLINE_MIN_ELEMENTS) or \
@@ -82,6 +84,8 @@ def emit_loops(ctx, shape, operands: list, outs: list, compute, reductions=(), r
         return
     outlined = _FUNCTIONS.setdefault(ctx.module, _Outlined())
     outlined.big |= big
+    # strides of the whole loop's results: a block of a split loop has a shape of its own
+    outs = [o if len(o) > 2 else (*o, contiguous_strides(shape)) for o in outs]
 
     def function(shape):
         key = (code, tuple(shape), tuple(red_axes),
@@ -108,10 +112,10 @@ def emit_loops(ctx, shape, operands: list, outs: list, compute, reductions=(), r
         entry[1] += 1
         return entry[0]
 
-    blocks, partial = threads.plan(shape, reductions, red_axes)
-    if blocks > 1:  # Note [Threads in kernels]
-        threads.emit_parallel(ctx, shape, operands, outs, reductions, red_axes, blocks,
-                              partial, function)
+    split = threads.plan(shape, reductions, red_axes, expensive)
+    if split is not None:  # Note [Threads in kernels]
+        threads.emit_parallel(ctx, shape, operands, outs, reductions, red_axes, split,
+                              function)
         return
     ctx.b.call(function(shape), [o.ptr for o in operands if o.ptr is not None]
                + [o[0] for o in outs] + [r[1] for r in reductions])

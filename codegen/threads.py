@@ -1,47 +1,70 @@
-"""Native threads for large loops: a fused loop over PARALLEL_MIN_ELEMENTS or more elements
-runs as row blocks on OpenMP's thread pool (libgomp's `GOMP_parallel`), LLGRAD_NUM_THREADS
-threads, with results that do not depend on the thread count (Note [Threads in kernels]).
+"""Native threads for large loops: a fused loop over PARALLEL_MIN_ELEMENTS or more elements,
+and a batch of matrix products, runs as blocks on OpenMP's thread pool (libgomp's
+`GOMP_parallel`), LLGRAD_NUM_THREADS threads, with results that do not depend on the thread
+count (Note [Threads in kernels]).
 """
 from __future__ import annotations
 
 import ctypes
+import math
 import os
+from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
 
 from . import jit
-from .elementwise import Emitter, lltype
+from .elementwise import REDUCERS, Emitter, lltype
+from .layout import contiguous_strides
 from .loops import I64, PTR, element_ptr
 
 I32 = ir.IntType(32)
 I8 = ir.IntType(8)
 _LIBRARY = "libgomp.so.1"
 PARALLEL_MIN_ELEMENTS = 1 << 17
+# An exp or a sin costs about as much as this many additions of a loop that streams memory:
+# a loop computing one is split from PARALLEL_MIN_ELEMENTS / (1 + 8) elements on.
+EXPENSIVE_WEIGHT = 8
 
 # Note [Threads in kernels]
-# An outlined fused loop (codegen/outline.py) over at least PARALLEL_MIN_ELEMENTS elements is
-# cut into blocks of rows (axis 0), each an outlined loop of its own static shape called with
-# its operands' pointers moved to its first row. A small function run by every thread of a
-# `GOMP_parallel` team takes the blocks c = t, t + nt, ... (t its thread number, nt the team's
-# size, which libgomp may make smaller than asked), so every block runs once whatever the
-# team; without threads the same function runs every block in order.
-#   - Elementwise loops and reductions that keep axis 0: T blocks, as even as static shapes
-#     allow (rows // T, one more for the first rows % T). Each element of a result is
-#     computed by the same code from the same inputs whichever block holds it.
-#   - Sums over every axis: blocks fixed by the shape alone (at most MAX_BLOCKS, at least
-#     BLOCK_MIN_ELEMENTS each), each summing into its own slot, the slots added in block
-#     order, at every thread count, 1 included.
-#   - Other reductions (max, min, prod, sums over some axes that reduce axis 0) stay on one
-#     thread, as does everything when libgomp is missing.
+# An outlined fused loop (codegen/outline.py) over at least PARALLEL_MIN_ELEMENTS elements
+# (fewer when it computes exp, log, sin, ...: EXPENSIVE_WEIGHT) is cut into blocks along one
+# axis, each an outlined loop of its own static shape called with its operands' pointers
+# moved to its first index. A small function run by every thread of a `GOMP_parallel` team
+# takes blocks from a shared counter until none is left (Note [Blocks taken in turn]), so
+# every block runs once whatever the team (libgomp may make it smaller than asked); without
+# threads the same blocks run in order.
+#   - Elementwise loops and reductions that keep an axis: T blocks along the first kept
+#     axis (axis 0 for elementwise loops), as even as Note [Blocks on vector boundaries]
+#     allows. Each element of a result is computed by the same code from the same inputs,
+#     in the same order, whichever block holds it.
+#   - Reductions over every axis (sum, prod, max, min): blocks of axis 0 fixed by the shape
+#     alone (at most MAX_BLOCKS, at least BLOCK_MIN_ELEMENTS each), each reducing into its own
+#     slot, the slots combined in block order, at every thread count, 1 included.
+#   - A batch of matrix products (codegen/lowerings/linalg.py): T blocks of whole products,
+#     each product computed as on one thread. Products large enough for BLAS to thread
+#     itself (BLAS_OWN_THREADS_FLOPS) keep BLAS's own threads instead, so the two pools
+#     never nest.
+#   - Reductions of axis 0 whose kept axes are too short to split stay on one thread, as
+#     does everything when libgomp is missing.
 # So results are identical to the bit at every thread count. T is the thread count when the
 # module is compiled: LLGRAD_NUM_THREADS, a number or "auto" (the cores this process may
-# use, the default, as JAX's and PyTorch's). On this 2-core machine, quiet: `elementwise`
-# 3.53 -> 1.80 ms (1.96x), `gmm` 0.89 -> 0.79 ms (most of it BLAS); loaded by other
-# processes, 2 threads measured slower (a team's threads wait for cores): set
-# LLGRAD_NUM_THREADS=1 there, or per Dask worker process. T is part of the disk cache's
-# compiler environment (llgrad/cache.py). Kernels release the GIL (ctypes), and each call has
-# its own blocks, so calls from many Python threads may run at once.
+# use, the default, as JAX's and PyTorch's). BLAS calls run on BLAS's own threads
+# (OPENBLAS_NUM_THREADS, default the cores: Note [One BLAS, one thread pool]). On this
+# 2-core machine, quiet: `elementwise` 3.53 -> 1.80 ms (1.96x); on a busy machine teams
+# give way to the calling thread (Note [Teams on a busy machine]). T is part of the disk
+# cache's compiler environment (llgrad/cache.py). Kernels release the GIL (ctypes), and each
+# call has its own blocks, so calls from many Python threads may run at once.
+
+# Note [Blocks on vector boundaries]
+# A loop runs its innermost (collapsed) axis in vectors of `width` lanes from the start of
+# the run, then the remainder one element at a time, and libmvec's vector exp or sin differs
+# from libm's scalar one in the last bit for many arguments. A block that started in the
+# middle of a vector of the one-thread loop would compute the elements at its start and end
+# with the other function. So a block along axis `ax` starts at an index whose offset into
+# the collapsed run, index * prod(shape[ax+1:]), is a multiple of ALIGN elements (a
+# multiple of every vector width), and the same lanes meet the same functions.
+ALIGN = 16
 
 
 def num_threads() -> int:
@@ -70,6 +93,21 @@ _FLAG = ctypes.c_int32(1)
 _FLAG_SYMBOL = "llgrad_threads_on"
 _registered: list = []
 
+# Note [Teams on a busy machine]
+# A team's call returns only when each of its threads has finished, and on a machine whose
+# cores other processes keep busy a thread may wait milliseconds for a core, before or in
+# the middle of its block: `gmm`'s 13 teams per call took it from 6 ms on one thread to
+# 26 ms on two (load average 13 on 2 cores). So the calling thread times its own blocks and
+# the whole team (cycle counter); when it waited for the others longer than it worked (plus
+# SLACK_CYCLES), the next teams of the process run in order on the calling thread instead:
+# one after the first such wait, and twice as many after each further one in a row (up to
+# MAX_BACKOFF); a team that did not wait resets the count. The blocks, and so the results,
+# are the same either way. `_BACKOFF` is [teams left to skip, next skip].
+_BACKOFF = (ctypes.c_int32 * 2)(0, 1)
+_BACKOFF_SYMBOL = "llgrad_threads_backoff"
+MAX_BACKOFF = 1024
+SLACK_CYCLES = 100_000  # ~40 us: a sleeping thread's wake-up on a quiet machine is far less
+
 
 def _off_in_child() -> None:
     _FLAG.value = 0
@@ -83,92 +121,189 @@ def available() -> bool:
     if not _registered:
         import llvmlite.binding as llvm
         llvm.add_symbol(_FLAG_SYMBOL, ctypes.addressof(_FLAG))
+        llvm.add_symbol(_BACKOFF_SYMBOL, ctypes.addressof(_BACKOFF))
         os.register_at_fork(after_in_child=_off_in_child)
         _registered.append(True)
     os.environ.setdefault("GOMP_SPINCOUNT", "10000")
     return jit.load_library(_LIBRARY)
 
 
+def threaded() -> bool:
+    """Whether modules compiled now start thread teams."""
+    return num_threads() > 1 and available()
+
+
 BLOCK_MIN_ELEMENTS = 1 << 14
 MAX_BLOCKS = 64
 
 
-def plan(shape, reductions, red_axes) -> tuple[int, bool]:
-    """(blocks, partial sums) for a loop over `shape`: blocks < 2 is the plain loop.
+@dataclass(frozen=True)
+class Split:
+    """A loop cut along `axis` into `blocks`, (first index, extent) each; `partial`: each
+    block reduces into its own slot, combined in block order (a reduction over every axis)."""
+    axis: int
+    blocks: tuple
+    partial: bool
 
-    Rows are independent when axis 0 is kept (or nothing is reduced): then as many blocks as
-    threads. A sum over every axis is summed per block and the blocks' sums added in order:
-    then the blocks depend on the shape alone, so the result does not depend on the threads.
-    """
+
+def blocks_of(extent: int, parts: int, unit: int = 1) -> tuple:
+    """(first, extent) of `parts` consecutive blocks covering [0, extent), as even as possible
+    with every block but the last a multiple of `unit` long."""
+    units, rest = divmod(extent, unit)
+    parts = max(1, min(parts, units))
+    q, r = divmod(units, parts)
+    out, first = [], 0
+    for c in range(parts):
+        size = (q + (c < r)) * unit + (rest if c == parts - 1 else 0)
+        out.append((first, size))
+        first += size
+    return tuple(out)
+
+
+def plan(shape, reductions, red_axes, expensive: int = 0) -> Split | None:
+    """How to cut a loop over `shape` computing `expensive` costly functions (exp, sin, ...)
+    per element (None: the plain loop). See Note [Threads in kernels]."""
     shape = tuple(int(d) for d in shape)
     n = int(np.prod(shape, dtype=np.int64))
-    if len(shape) == 0 or n < PARALLEL_MIN_ELEMENTS:
-        return 1, False
-    if not reductions or 0 not in set(red_axes):
-        t = min(num_threads(), shape[0])
-        return (t, False) if t >= 2 and available() else (1, False)
-    if set(red_axes) == set(range(len(shape))) and all(k == "sum" for k, _, _ in reductions):
-        return max(1, min(MAX_BLOCKS, shape[0], n // BLOCK_MIN_ELEMENTS)), True
-    return 1, False
+    if len(shape) == 0 or n * (1 + EXPENSIVE_WEIGHT * expensive) < PARALLEL_MIN_ELEMENTS:
+        return None
+    red = set(red_axes) if reductions else set()
+    if len(red) == len(shape):  # blocks fixed by the shape, at every thread count
+        parts = max(1, min(MAX_BLOCKS, shape[0], n // BLOCK_MIN_ELEMENTS))
+        return Split(0, blocks_of(shape[0], parts), True) if parts > 1 else None
+    axis = min(set(range(len(shape))) - red)  # the axes before it are all reduced
+    if not threaded():
+        return None
+    inner = int(np.prod(shape[axis + 1:], dtype=np.int64))
+    blocks = blocks_of(shape[axis], num_threads(), ALIGN // math.gcd(ALIGN, inner))
+    return Split(axis, blocks, False) if len(blocks) > 1 else None
 
 
-def emit_parallel(ctx, shape, operands, outs, reductions, red_axes, blocks: int,
-                  partial: bool, function) -> None:
-    """Run the loop over `shape` as `blocks` row blocks (on a thread team when there are
+# A batch of products with fewer multiply-adds than this stays on one thread.
+PARALLEL_MIN_FLOPS = 1 << 17
+# OpenBLAS runs a gemm of m*n*k below 65536 * GEMM_MULTITHREAD_THRESHOLD (4) on the calling
+# thread; bigger ones on its own threads, which a team of ours must not multiply.
+BLAS_OWN_THREADS_FLOPS = 1 << 18
+
+
+def batches(count: int, flops: int, blas: bool) -> tuple | None:
+    """Blocks of a batch of `count` products of `flops` multiply-adds each (`blas`: gemm
+    calls), or None: in order on one thread (Note [Threads in kernels])."""
+    if count < 2 or count * flops < PARALLEL_MIN_FLOPS or not threaded():
+        return None
+    return None if blas and flops >= BLAS_OWN_THREADS_FLOPS else blocks_of(count, num_threads())
+
+
+def emit_parallel(ctx, shape, operands, outs, reductions, red_axes, split: Split,
+                  function) -> None:
+    """Run the loop over `shape` as `split`'s blocks (on a thread team when there are
     threads). `function(shape)` gives the outlined loop of one block (ptr arguments: memory
-    operands, outputs, reductions). With `partial`, each block sums into its own slot and
-    the slots are added here in block order."""
-    module, b = ctx.module, ctx.b
-    rows, rest = int(shape[0]), tuple(int(d) for d in shape[1:])
-    q, r = divmod(rows, blocks)
-    fns = [function((q,) + rest)] + ([function((q + 1,) + rest)] if r else [])
-    row_bytes = [o.strides[0] * np.dtype(o.dtype).itemsize for o in operands if o.ptr is not None]
-    row_bytes += [(o[2][0] if len(o) > 2 else int(np.prod(rest, dtype=np.int64)))
-                  * np.dtype(o[1]).itemsize for o in outs]
+    operands, outputs, reductions). With `split.partial`, each block reduces into its own
+    slot and the slots are combined here in block order."""
+    b, ax = ctx.b, split.axis
+    shape = tuple(int(d) for d in shape)
+
+    def nbytes(stride, dt):
+        return int(stride) * np.dtype(dt).itemsize
     ptrs = [o.ptr for o in operands if o.ptr is not None] + [o[0] for o in outs]
-    block_bytes = [0] * len(ptrs)
+    steps = [nbytes(o.strides[ax], o.dtype) for o in operands if o.ptr is not None]
+    steps += [nbytes(o[2][ax] if len(o) > 2 else contiguous_strides(shape)[ax], o[1])
+              for o in outs]
+    slot_bytes = [0] * len(ptrs)
     slots = []
-    if partial:
-        for kind, ptr, dt in reductions:
+    nblocks = len(split.blocks)
+    for kind, ptr, dt in reductions:
+        if split.partial:
             with b.goto_entry_block():
-                slot = b.alloca(lltype(dt), size=blocks, name="par.sums")
-            slots.append((slot, ptr, dt))
+                slot = b.alloca(lltype(dt), size=nblocks, name="par.slots")
+            slots.append((kind, slot, ptr, dt))
             ptrs.append(slot)
-            row_bytes.append(0)
-            block_bytes.append(np.dtype(dt).itemsize)
-    else:
-        kept = [d for k, d in enumerate(shape) if k not in set(red_axes)]
-        for kind, ptr, dt in reductions:  # axis 0 is kept: a block's rows of the result
+            steps.append(0)
+            slot_bytes.append(np.dtype(dt).itemsize)
+        else:  # the block's part of the result, dense over the kept axes, `ax` the first
+            kept = [d for k, d in enumerate(shape) if k not in set(red_axes)]
             ptrs.append(ptr)
-            row_bytes.append(int(np.prod(kept[1:], dtype=np.int64)) * np.dtype(dt).itemsize)
-            block_bytes.append(0)
-    threaded = num_threads() > 1 and available()
-    body = _team_function(module, fns, row_bytes, block_bytes, q, r, blocks, threaded)
-    with b.goto_entry_block():
-        data = b.alloca(PTR, size=len(ptrs), name="par.args")
-    for k, p in enumerate(ptrs):
-        b.store(p, element_ptr(b, data, k, PTR))
-    if threaded:  # Note [Threads after fork]: in order in a forked child
-        flag = module.globals.get(_FLAG_SYMBOL) or ir.GlobalVariable(module, I32, _FLAG_SYMBOL)
-        on = b.icmp_signed("!=", b.load(flag, typ=I32), ir.Constant(I32, 0))
-        serial = _team_function(module, fns, row_bytes, block_bytes, q, r, blocks, False)
-        with b.if_else(on) as (then, otherwise):
-            with then:
-                par = _declare(module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
-                b.call(par, [body, data, ir.Constant(I32, min(blocks, num_threads())),
-                             ir.Constant(I32, 0)])
-            with otherwise:
-                b.call(serial, [data])
-    else:
-        b.call(body, [data])
+            steps.append(nbytes(contiguous_strides(kept)[0], dt))
+            slot_bytes.append(0)
+
+    def block_function(extent):
+        return function(shape[:ax] + (extent,) + shape[ax + 1:])
+    run_blocks(ctx, ptrs, steps, slot_bytes, split.blocks, block_function)
     em = Emitter(b, 1)
-    for slot, ptr, dt in slots:
+    for kind, slot, ptr, dt in slots:
         t = lltype(dt)
-        item = [b.load(element_ptr(b, slot, c, t), typ=t) for c in range(blocks)]
-        total = item[0]
-        for v in item[1:]:
-            total = em.add(total, v)
+        total = b.load(element_ptr(b, slot, 0, t), typ=t)
+        for c in range(1, nblocks):
+            total = getattr(em, REDUCERS[kind][0])(total, b.load(element_ptr(b, slot, c, t),
+                                                                 typ=t))
         b.store(total, ptr)
+
+
+def run_blocks(ctx, ptrs, steps, slot_bytes, blocks, function) -> None:
+    """Call `function(extent)` (a function of ptr arguments) once per block (first, extent)
+    with each pointer moved by first * step + c * slot bytes (block c): on a thread team when
+    there are threads (in order in a forked child, or while the machine is busy), else in
+    order here."""
+    module, b = ctx.module, ctx.b
+    fns = {size: function(size) for size in sorted({e for _, e in blocks})}
+    calls = [(fns[e], [f * s + c * sb for s, sb in zip(steps, slot_bytes)])
+             for c, (f, e) in enumerate(blocks)]
+    with b.goto_entry_block():
+        data = b.alloca(PTR, size=len(ptrs) + 1, name="par.args")
+        sync = b.alloca(I64, size=2, name="par.sync")  # next block, whether others helped
+    for k, p in enumerate(ptrs + [sync]):
+        b.store(p, element_ptr(b, data, k, PTR))
+    if not threaded():
+        b.call(_team_function(module, calls, False), [data])
+        return
+    flag = _global(module, _FLAG_SYMBOL, I32)
+    backoff = _global(module, _BACKOFF_SYMBOL, ir.ArrayType(I32, 2))
+    skip_ptr = b.gep(backoff, [ir.Constant(I32, 0), ir.Constant(I32, 0)], inbounds=True)
+    next_ptr = b.gep(backoff, [ir.Constant(I32, 0), ir.Constant(I32, 1)], inbounds=True)
+    skip = _load(b, skip_ptr)
+    zero = ir.Constant(I32, 0)
+    on = b.and_(b.icmp_signed("!=", b.load(flag, typ=I32), zero),  # Note [Threads after fork]
+                b.icmp_signed("<=", skip, zero))
+    team = _team_function(module, calls, True)  # also run alone: its blocks in order
+    b.store(ir.Constant(I64, 0), element_ptr(b, sync, 0, I64))
+    b.store(ir.Constant(I64, 0), element_ptr(b, sync, 1, I64))
+    with b.if_else(on) as (then, otherwise):
+        with then:
+            par = _declare(module, "GOMP_parallel", ir.VoidType(), [PTR, PTR, I32, I32])
+            start = _cycles(b)
+            b.call(par, [team, data, ir.Constant(I32, min(len(blocks), num_threads())), zero])
+            busy = b.load(element_ptr(b, sync, 1, I64), typ=I64)  # the caller's own blocks
+            waited = b.sub(b.sub(_cycles(b), start), busy)
+            helped = b.icmp_signed("<=", waited, b.add(busy, ir.Constant(I64, SLACK_CYCLES)))
+            nxt = _load(b, next_ptr)  # Note [Teams on a busy machine]
+            _store(b, b.select(helped, zero, nxt), skip_ptr)
+            doubled = b.select(b.icmp_signed("<", nxt, ir.Constant(I32, MAX_BACKOFF)),
+                               b.mul(nxt, ir.Constant(I32, 2)), nxt)
+            _store(b, b.select(helped, ir.Constant(I32, 1), doubled), next_ptr)
+        with otherwise:
+            _store(b, b.select(b.icmp_signed(">", skip, zero), b.sub(skip, ir.Constant(I32, 1)),
+                               skip), skip_ptr)
+            b.call(team, [data])
+
+
+def _cycles(b):
+    """The CPU's cycle counter (rdtsc)."""
+    return b.call(_declare(b.module, "llvm.readcyclecounter", I64, []), [])
+
+
+def _load(b, ptr):
+    """An atomic (relaxed) read of the i32 at `ptr`: other threads' kernels write it too."""
+    return b.atomic_rmw("or", ptr, ir.Constant(I32, 0), "monotonic")
+
+
+def _store(b, value, ptr) -> None:
+    """An atomic (relaxed) write (llvmlite's store_atomic needs typed pointers)."""
+    b.atomic_rmw("xchg", ptr, value, "monotonic")
+
+
+def _global(module, name, ty):
+    """The process global `name` (registered with LLVM by `available`)."""
+    return module.globals.get(name) or ir.GlobalVariable(module, ty, name)
 
 
 def _declare(module, name, ret, args):
@@ -178,51 +313,61 @@ def _declare(module, name, ret, args):
     return fn
 
 
-def _team_function(module, fns, row_bytes, block_bytes, q, r, blocks,
-                   threaded) -> ir.Function:
-    """void f(ptr args): this thread's blocks c = t, t + nt, ... < blocks (every block when
-    not `threaded`), each the call of its block's loop with every pointer moved to row
-    c * q + min(c, r) (and by c slots, for a block's partial sum)."""
+# Note [Blocks taken in turn]
+# The threads of a team take the next block from a shared counter (an atomic add) rather
+# than a fixed share each: a thread that starts late, because the machine is busy, leaves
+# its blocks to those already running instead of making them wait for it. Which thread
+# computes a block changes nothing in the block's results.
+def _team_function(module, calls, shared) -> ir.Function:
+    """void f(ptr args): block c the call calls[c] = (function, byte offset of each pointer),
+    for c = 0, 1, ... in order, or (`shared`) for each c this thread takes from the counter
+    after the pointers (Note [Blocks taken in turn]; called outside a team, the same order).
+    One function serves the team and the calling thread alone, so each block's loop is
+    emitted once."""
     fn = ir.Function(module, ir.FunctionType(ir.VoidType(), [PTR]),
                      f"llgrad.team{sum(1 for g in module.globals if g.startswith('llgrad.team'))}")
     fn.linkage = "internal"
     fn.attributes.add("nounwind")
     b = ir.IRBuilder(fn.append_basic_block("entry"))
-    if threaded:
-        nt = b.sext(b.call(_declare(module, "omp_get_num_threads", I32, []), []), I64)
-        t = b.sext(b.call(_declare(module, "omp_get_thread_num", I32, []), []), I64)
-    else:
-        nt, t = ir.Constant(I64, 1), ir.Constant(I64, 0)
-    n = len(row_bytes)
+    n = len(calls[0][1])
     ptrs = [b.load(element_ptr(b, fn.args[0], k, PTR), typ=PTR) for k in range(n)]
-    head, loop, done = (fn.append_basic_block(x) for x in ("head", "loop", "done"))
+    sync = b.load(element_ptr(b, fn.args[0], n, PTR), typ=PTR)
+    counter, busy = element_ptr(b, sync, 0, I64), element_ptr(b, sync, 1, I64)
+    if shared:  # Note [Teams on a busy machine]: the caller's thread times its blocks
+        caller = b.icmp_signed("==", b.call(_declare(module, "omp_get_thread_num", I32, []), []),
+                               ir.Constant(I32, 0))
+    head, body, nxt, done = (fn.append_basic_block(x) for x in ("head", "body", "next", "done"))
     entry = b.block
     b.branch(head)
     b.position_at_end(head)
-    c = b.phi(I64, "c")
-    c.add_incoming(t, entry)
-    b.cbranch(b.icmp_signed("<", c, ir.Constant(I64, blocks)), loop, done)
-    b.position_at_end(loop)
-    big = b.icmp_signed("<", c, ir.Constant(I64, r))
-    first = b.add(b.mul(c, ir.Constant(I64, q)),
-                  b.select(big, c, ir.Constant(I64, r)))
-    moved = [b.gep(p, [b.add(b.mul(first, ir.Constant(I64, rb)),
-                             b.mul(c, ir.Constant(I64, bb)))], inbounds=True, source_etype=I8)
-             for p, rb, bb in zip(ptrs, row_bytes, block_bytes)]
-    if len(fns) == 1:
-        b.call(fns[0], moved)
+    if shared:
+        c = b.atomic_rmw("add", counter, ir.Constant(I64, 1), "monotonic")
     else:
-        with b.if_else(big) as (then, otherwise):
-            with then:
-                b.call(fns[1], moved)
-            with otherwise:
-                b.call(fns[0], moved)
-    nxt = b.add(c, nt)
-    c.add_incoming(nxt, b.block)
+        c = b.phi(I64, "c")
+        c.add_incoming(ir.Constant(I64, 0), entry)
+    b.cbranch(b.icmp_signed("<", c, ir.Constant(I64, len(calls))), body, done)
+    b.position_at_end(body)
+    switch = b.switch(c, nxt)
+    for k, (callee, offsets) in enumerate(calls):
+        case = fn.append_basic_block(f"block{k}")
+        switch.add_case(ir.Constant(I64, k), case)
+        b.position_at_end(case)
+        start = _cycles(b) if shared else None
+        b.call(callee, [p if off == 0 else b.gep(p, [ir.Constant(I64, off)], inbounds=True,
+                                                 source_etype=I8)
+                        for p, off in zip(ptrs, offsets)])
+        if shared:
+            with b.if_then(caller):
+                b.store(b.add(b.load(busy, typ=I64), b.sub(_cycles(b), start)), busy)
+        b.branch(nxt)
+    b.position_at_end(nxt)
+    if not shared:
+        c.add_incoming(b.add(c, ir.Constant(I64, 1)), nxt)
     b.branch(head)
     b.position_at_end(done)
     b.ret_void()
     return fn
 
 
-__all__ = ["num_threads", "available", "plan", "emit_parallel", "PARALLEL_MIN_ELEMENTS"]
+__all__ = ["num_threads", "available", "threaded", "plan", "batches", "emit_parallel",
+           "run_blocks", "blocks_of", "Split", "PARALLEL_MIN_ELEMENTS"]

@@ -14,8 +14,9 @@ from llgrad.runtime.ops import linalg as L
 
 from .. import blas
 from .. import elementwise as ew
+from .. import threads
 from ..layout import Layout
-from ..loops import I64, for_range
+from ..loops import I64, PTR, for_range
 from ..registry import lowers
 
 _GEMM_DTYPE = {np.dtype(np.float64): "f64", np.dtype(np.float32): "f32"}
@@ -67,10 +68,42 @@ def _lower_matmul(ctx, op) -> None:
         kinds.add(blas.emit_matmul(b, dt, at(pa, m * k), at(pb, k * n), at(pc, m * n),
                                    m, n, k, trans_a=ta, trans_b=tb))
 
+    blocks = threads.batches(nb, m * n * k, blas.uses_blas(dt, m, n, k))
     if nb == 1:
         one(None)
-    else:
+    elif blocks is None:
         with for_range(b, 0, nb, name="batch") as i:
             one(i)
+    else:  # Note [Threads in kernels]: blocks of whole products on a team
+        kinds.add(_batched(ctx, blocks, dt, elem, (pa, pb, pc), (m, n, k), ta, tb))
     for kind in kinds:
         ctx.stats[f"matmul ({kind})"] = ctx.stats.get(f"matmul ({kind})", 0) + 1
+
+
+def _batched(ctx, blocks, dt, elem, ptrs, mnk, ta, tb) -> str:
+    """Run a batch of products (a, b, c pointers `ptrs`) as `blocks` (first, count) of whole
+    products, one internal function of the module per count; returns "blas" or "loops"."""
+    m, n, k = mnk
+
+    def function(count):
+        flags = ("t" if ta else "n") + ("t" if tb else "n")
+        name = f"llgrad.mmbatch.{dt}.{m}x{n}x{k}.{flags}.{count}"
+        fn = ctx.module.globals.get(name)
+        if fn is None:
+            fn = ir.Function(ctx.module, ir.FunctionType(ir.VoidType(), [PTR] * 3), name)
+            fn.linkage = "internal"
+            fn.attributes.add("nounwind")
+            for arg in fn.args:
+                arg.add_attribute("noalias")
+            b = ir.IRBuilder(fn.append_basic_block("entry"))
+            with for_range(b, 0, count, name="batch") as i:
+                a_i, b_i, c_i = (b.gep(p, [b.mul(i, ir.Constant(I64, size))], inbounds=True,
+                                       source_etype=elem)
+                                 for p, size in zip(fn.args, (m * k, k * n, m * n)))
+                blas.emit_matmul(b, dt, a_i, b_i, c_i, m, n, k, trans_a=ta, trans_b=tb)
+            b.ret_void()
+        return fn
+    item = 8 if dt == "f64" else 4
+    threads.run_blocks(ctx, list(ptrs), [m * k * item, k * n * item, m * n * item], [0, 0, 0],
+                       blocks, function)
+    return "blas" if blas.uses_blas(dt, m, n, k) else "loops"

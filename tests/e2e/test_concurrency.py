@@ -9,6 +9,7 @@ import time
 import numpy as np
 
 import llgrad
+from llgrad.codegen.threads import available as threads_available
 
 
 def _loss(w, x):
@@ -24,7 +25,9 @@ def test_eight_threads_get_the_single_threaded_results(monkeypatch):
     inputs = [(rng.normal(size=5), rng.normal(size=(n, 5))) for n in (7, 7, 9, 7, 9, 11, 7, 9)]
     want = [llgrad.differentiate(_loss).value_and_grad(w, x) for w, x in inputs]
     big = rng.normal(size=(400, 400))  # large enough for the kernels' own threads
+    monkeypatch.setenv("LLGRAD_NUM_THREADS", "1")  # the single-threaded results
     want_big = llgrad.differentiate(_big).value_and_grad(big)
+    monkeypatch.setenv("LLGRAD_NUM_THREADS", "2")
     f = llgrad.differentiate(_loss)  # fresh: the threads race to trace and compile
     fb = llgrad.differentiate(_big)
     got, got_big, errors = [[] for _ in inputs], [], []
@@ -54,10 +57,15 @@ def test_eight_threads_get_the_single_threaded_results(monkeypatch):
     for value, grad in got_big:
         assert value == want_big[0]
         np.testing.assert_array_equal(grad, want_big[1])
+    if threads_available():  # the kernels ran their own teams
+        assert "llgrad.mmbatch" in fb.inspect(big).llvm_ir
 
 
-def _big(x):
-    return np.sum(np.tanh(x) * np.exp(-x * x)) + np.sum(np.sum(np.sin(x), axis=1) ** 2)
+def _big(x):  # row and column blocks, fixed blocks of a sum and a max, a batch of products
+    xb = x.reshape(25, 16, 400)
+    return (np.sum(np.tanh(x) * np.exp(-x * x)) + np.sum(np.sum(np.sin(x), axis=1) ** 2)
+            + np.sum(np.max(x, axis=0) * np.sum(np.cos(x), axis=0)) + np.max(x * x)
+            + np.sum(np.tanh(xb @ np.swapaxes(xb, 1, 2))))
 
 
 def test_native_calls_release_the_gil():
