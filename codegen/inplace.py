@@ -172,3 +172,31 @@ def parallel_moves(moves) -> tuple[list, set]:
         for k in ready:
             del pending[k]
     return order, staged
+
+
+def swapped_pairs(moves, dense) -> list:
+    """The pairs (a, b), a < b, of positions of a for body's yield that exchange their
+    buffers (`u, u_new = u_new, u`): a's value is the whole of b's buffer and b's of a's
+    (`dense`: the positions whose value has storage of its own, not a view). They swap
+    pointers, not elements (Note [Swapped carried arrays])."""
+    by_pos = {k: (src, dst) for k, src, dst in moves}
+    pairs = []
+    for a, (src, dst) in by_pos.items():
+        for b, (src2, dst2) in by_pos.items():
+            if a < b and src == dst2 and src2 == dst and src != dst and {a, b} <= dense:
+                pairs.append((a, b))
+    return pairs
+
+
+# Note [Swapped carried arrays]
+# A for loop whose body exchanges two carried arrays (`u, u_new = u_new, u`, a Jacobi sweep)
+# would copy them through a staging buffer at every iteration (parallel_moves: 3 copies of
+# the array), which cost the 128x128 stencil of 50 sweeps half its forward time. Instead
+# each of the two buffers is reached through a pointer (an alloca, a phi after mem2reg): the
+# body's code addresses the storage of either position through it (`Ctx.redirect`; every
+# value aliased to a carried buffer shares that storage, so all of them follow), and the
+# yield swaps the two pointers. The loop leaves each array in its own buffer, as its outputs
+# expect: after an odd number of swaps the two buffers are exchanged once, through the stage
+# buffer the plan keeps for the pair (lowerings/control.py `_emit_for`). The other moves of
+# the yield read their sources through the pointers before the swap; a position whose value
+# is a view of the other buffer (`u, v = v.T, u`) is staged and copied as before.

@@ -25,7 +25,7 @@ from .. import elementwise as ew
 from ..abi import TAPE_HEADER
 from ..layout import Layout, contiguous_strides
 from ..loops import I64, PTR
-from ..plan import ControlUnit, accumulate_p
+from ..plan import ControlUnit, accumulate_p, skey
 from ..registry import lowers
 from .index import _index_map
 from .shape import copy_layout
@@ -69,16 +69,17 @@ def _same_storage(ctx, a, b) -> bool:
     return ctx.plan.same_storage(a, b)
 
 
-def _assign(ctx, pairs, stage=None) -> None:
+def _assign(ctx, pairs, stage=None, skip=()) -> None:
     """Parallel assignment dst_k := src_k into the storage of each dst (see Note [Carried
     storage]): 0-d values are loaded before anything is stored; arrays listed in `stage`
-    (position -> staging value) go through their staging buffer."""
+    (position -> staging value) go through their staging buffer; positions in `skip` (swapped
+    pointers, Note [Swapped carried arrays]) are left alone."""
     from ..inplace import parallel_moves
     stage = stage or {}
     b = ctx.b
     scalars, arrays, staged = [], {}, []
     for k, (src, dst) in enumerate(pairs):
-        if _same_storage(ctx, src, dst):
+        if k in skip or _same_storage(ctx, src, dst):
             continue
         if src in ctx.plan.tape_class or dst in ctx.plan.tape_class:
             raise InternalError("codegen: a tape flows into another tape's header")
@@ -143,6 +144,8 @@ def _emit_for(ctx, u) -> None:
     start, stop, step = (ctx.load_scalar(v) for v in control.bounds(op))
     carried = control.carried(op)
     _assign(ctx, list(zip(control.state(op), carried)))
+    swaps = _swap_pointers(ctx, body, carried)
+    skip = {k for pair in body.swaps for k in pair}
     k = _const_int(control.bounds(op)[2])
 
     def before(i, end):
@@ -155,26 +158,68 @@ def _emit_for(ctx, u) -> None:
         ctx.store_scalar(i, control.counter(op))
         ctx.loop_depth += 1
         _emit_block(ctx, body)
-        _assign(ctx, list(zip(body.results, carried)), body.stage)
+        _assign(ctx, list(zip(body.results, carried)), body.stage, skip)
+        for pa, pb, _ in swaps:
+            a, b2 = b.load(pa), b.load(pb)
+            b.store(b2, pa)
+            b.store(a, pb)
         ctx.loop_depth -= 1
 
     trips, work = ctx.ranges.most_trips(op), _work(ctx, body)
     if trips is not None and work is not None and trips * work <= _SHORT:
         with _counted(b, start, lambda i: before(i, stop), step) as i:
             iteration(i)  # a short loop: no poll
-        return
-    if _heavy(work):
+    elif _heavy(work):
         with _counted(b, start, lambda i: before(i, stop), step) as i:
             iteration(i)
             ctx.failures.poll(op.loc)
-        return
-    chunk = b.mul(step, ir.Constant(I64, _CHUNK))
-    with _counted(b, start, lambda c: before(c, stop), chunk) as c:
-        end = b.add(c, chunk)
-        end = b.select(before(end, stop), end, stop)
-        with _counted(b, c, lambda i: before(i, end), step) as i:
-            iteration(i)
-        ctx.failures.poll(op.loc)
+    else:
+        chunk = b.mul(step, ir.Constant(I64, _CHUNK))
+        with _counted(b, start, lambda c: before(c, stop), chunk) as c:
+            end = b.add(c, chunk)
+            end = b.select(before(end, stop), end, stop)
+            with _counted(b, c, lambda i: before(i, end), step) as i:
+                iteration(i)
+            ctx.failures.poll(op.loc)
+    _unswap(ctx, body, carried, swaps)
+
+
+def _swap_pointers(ctx, body, carried) -> list:
+    """Before a for loop whose body swaps carried arrays: a pointer per swapped buffer, set
+    to the buffer, through which the body reaches it (Note [Swapped carried arrays]);
+    returns (pointer a, pointer b, previous redirects) per pair."""
+    b, out = ctx.b, []
+    for pair in body.swaps:
+        ptrs, before = [], {}
+        for k in pair:
+            key = skey(ctx.plan.storage[carried[k]])
+            with b.goto_entry_block():
+                p = b.alloca(PTR, name="swap")
+            b.store(ctx.out(carried[k]), p)
+            ptrs.append(p)
+            before[key] = ctx.redirect.get(key)
+        for k, p in zip(pair, ptrs):
+            ctx.redirect[skey(ctx.plan.storage[carried[k]])] = p
+        out.append((*ptrs, before))
+    return out
+
+
+def _unswap(ctx, body, carried, swaps) -> None:
+    """After the loop: each pair's arrays back in their own buffers (exchanged through the
+    stage buffer when the pointers end swapped), and the pointers out of use."""
+    b = ctx.b
+    for (a, k2), (pa, _, before) in zip(body.swaps, swaps):
+        for key, p in before.items():
+            if p is None:
+                del ctx.redirect[key]
+            else:
+                ctx.redirect[key] = p
+        home = ctx.out(carried[a])
+        with b.if_then(b.icmp_unsigned("!=", b.load(pa), home), likely=False):
+            stage = body.stage[a]
+            _copy(ctx, carried[a], ctx.out(stage))
+            _copy(ctx, carried[k2], home)
+            _copy(ctx, stage, ctx.out(carried[k2]))
 
 
 # Note [Where loops poll]
