@@ -562,7 +562,9 @@ class FunctionPlan:
             from .inplace import parallel_moves, swapped_pairs
             moves = self.moves(zip(body.results, carried))
             _, staged = parallel_moves(moves)
-            if op.prim is for_loop_p:
+            step = control.bounds(op)[2] if op.prim is for_loop_p else None
+            if step is not None and step.op is not None and step.op.prim is constant_p \
+                    and int(step.op.params["value"]) != 0:
                 body.swaps = swapped_pairs(moves, {k for k, r in enumerate(body.results)
                                                    if r in self.storage})
             for k in sorted(staged):

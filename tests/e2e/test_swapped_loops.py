@@ -1,7 +1,7 @@
-"""Loops that exchange carried arrays (`u, u_new = u_new, u`, issue 13): codegen swaps two
-pointers instead of copying the arrays through a staging buffer (Note [Swapped carried
-arrays] in codegen/inplace.py), and leaves each array in its own buffer after an odd number
-of swaps. Values against plain Python and gradients against central differences, through the
+"""Loops that exchange carried arrays (`u, u_new = u_new, u`, issue 13): codegen runs two
+iterations per turn, the second with the two buffers exchanged, instead of copying the
+arrays through a staging buffer (Note [Swapped carried arrays] in codegen/inplace.py), and
+leaves each array in its own buffer after an odd number of swaps. Values against plain Python and gradients against central differences, through the
 interpreter and natively, for trip counts known only at run time (0 to 3 swaps), for
 exchanges mixed with copies and views, and inside an outer loop."""
 from __future__ import annotations
