@@ -1,10 +1,11 @@
 """Loop distribution of element updates: a for loop whose body updates array elements in
-several statements at indices affine in its counter runs as one loop per statement when that
-keeps every memory access in its order (Note [Distributed element loops]).
+several statements at indices affine in its counter runs as several loops, one per group of
+statements, when that keeps every memory access in its order (Note [Distributed element
+loops]).
 
-Input: a for_loop ControlUnit of a plan (plan.py) after storage is decided. Output: `parts`,
-the statements in order, each a dict {id(op): scatter positions or None (the whole op)} that
-`Ctx.only` takes while one copy of the loop is emitted (lowerings/control.py `_emit_for`);
+Input: a for_loop ControlUnit of a plan (plan.py) after storage is decided. Output: the
+groups in order, each a dict {id(op): scatter positions or None (the whole op)} that
+`Ctx.only` holds while one copy of the loop is emitted (lowerings/control.py `_emit_for`);
 None when the loop stays whole.
 """
 from __future__ import annotations
@@ -24,24 +25,28 @@ from .plan import GroupUnit, OpUnit, accumulate_p, skey
 # dependence cycle of its own), so the sweep ran ~1 ns an element. Each statement alone is a
 # vectorisable loop (`ct_u[i, j-1] += c * ct_new[i, j]` for all j). So a long for loop whose
 # body only computes scalars, reads elements and updates elements of arrays in place
-# (index_put, and each scatter of an in-place `accumulate`) at indices a*k + b (k the
-# counter, b a constant plus at most one value fixed during the loop) is emitted once per
-# statement (an update, or one scatter), in body order; each copy computes the scalars and
-# reads it needs (LLVM drops the rest) and performs its statement only. That reorders the
-# accesses: all of statement s's iterations run before statement t's (s before t). It is
-# done only when every pair of accesses to one element, from different statements, at least
-# one a write, keeps its order: s's access came first in the original loop too (an earlier
-# iteration, or the same iteration at an earlier place in the body; the reads a statement
-# depends on count as its accesses). Indices must be proved in bounds (codegen/ranges.py),
-# so no index check (and no wrap-around of negative indices) is involved, and then the
-# values read, hence the results, are exactly those of the loop as written: the additions
-# into each element happen in the same order. DISTRIBUTE_MIN_TRIPS keeps short loops (the
-# GMM's loops over 10 dimensions) whole.
-DISTRIBUTE_MIN_TRIPS = 32
+# (index_put, and each scatter of an in-place `accumulate`) at indices affine in its counter
+# k (`_Affine`: a*k + c + terms fixed during the loop, such as an outer counter) is emitted
+# as several loops, each running a group of the statements (an update, or one scatter) in
+# body order; each copy computes the scalars and reads its statements need (LLVM drops the
+# rest). That reorders accesses: every statement of one group runs all its iterations before
+# the next group's. The order of the groups keeps, for every pair of accesses to one element
+# from different statements, at least one a write, the order they had in the loop as
+# written (an earlier iteration, or the same iteration at an earlier place in the body; the
+# reads a statement depends on count as its accesses): a topological order of these
+# constraints, the body order where they allow; the loop stays whole when they form a cycle
+# or when two accesses may meet at any distance (indices not comparable). A statement joins
+# the previous one's group unless they touch an element NEAR iterations apart or closer (what
+# stops the vectoriser), so the stencil's sweep runs 3 loops, not 6. Indices must be proved
+# in bounds (codegen/ranges.py), so no index check (and no wrap-around of negative indices)
+# is involved, and the values read, hence the results, are those of the loop as written, to
+# the bit: the additions into each element happen in the same order. DISTRIBUTE_MIN_TRIPS
+# keeps short loops (the GMM's loops over 10 dimensions) whole.
+DISTRIBUTE_MIN_TRIPS, NEAR = 32, 64
 
 
 def plan_parts(ctx, u) -> list | None:
-    """The statements of for-loop unit `u`, to emit one loop each, or None."""
+    """The groups of statements of for-loop unit `u` to emit one loop each, or None."""
     body, op = u.blocks[0], u.op
     trips = ctx.ranges.most_trips(op)
     if trips is None or trips < DISTRIBUTE_MIN_TRIPS or body.swaps or body.stage:
@@ -56,71 +61,97 @@ def plan_parts(ctx, u) -> list | None:
             return None  # a carried scalar or a copied array would run once per copy
     inside = {id(v) for o in region.walk() for v in o.outputs}
     aff = _Affine(control.counter(op), inside, set(map(id, region.params)))
-    made = {}  # id(value) -> the unit computing it
-    accesses, statements = [], []  # (pos, key, index forms, write); (op, scatter, accesses)
+    made = {}  # id(value) -> (the values it is computed from, the element read giving it)
+    statements = []  # (op, scatter position or None, its accesses)
     for pos, unit in enumerate(body.units):
         found = _unit_accesses(ctx, aff, unit, pos)
         if found is None:
             return None
-        loads, stores = found
-        for v in unit.writes:
-            made[id(v)] = (unit, loads)
+        load, stores = found
+        for o in unit.ops if isinstance(unit, GroupUnit) else [unit.op]:
+            inputs = o.inputs[1:] if load is not None else o.inputs
+            for v in o.outputs:
+                if v.aval.shape == ():
+                    made[id(v)] = (inputs, load)
         for at, scatter, inputs in stores:
-            reads = [a for v in inputs for a in _reads_of(made, v)]
-            statements.append((unit.op, scatter, [at] + reads))
+            statements.append((unit.op, scatter, [at] + _reads_of(made, inputs)))
     if len(statements) < 2:
         return None
-    after = {s: set() for s in range(len(statements))}  # s -> the statements to run first
+    near, after = set(), {s: set() for s in range(len(statements))}  # s -> to run before s
     for s, (_, _, xs) in enumerate(statements):
         for t in range(s + 1, len(statements)):
             for x in xs:
                 for y in statements[t][2]:
-                    first = _first(x, y, step, trips)
-                    if first == "both":
+                    ahead = _meet(x, y, step, trips)
+                    if ahead == "any":
                         return None
-                    if first is not None:
-                        after[t if first == "x" else s].add(s if first == "x" else t)
+                    if ahead is None:
+                        continue
+                    x_first = ahead > 0 or (ahead == 0 and x[0] < y[0])
+                    after[t if x_first else s].add(s if x_first else t)
+                    if ahead and abs(ahead) < NEAR:
+                        near.add((s, t))
     order = []
     while len(order) < len(statements):  # the body order, as far as the accesses allow
         ready = [s for s in after if s not in order and after[s] <= set(order)]
         if not ready:
             return None
         order.append(ready[0])
-    return [{id(statements[s][0]): None if statements[s][1] is None else {statements[s][1]}}
-            for s in order]
+    groups = [[order[0]]]
+    for t in order[1:]:
+        if any((min(s, t), max(s, t)) in near for s in groups[-1]):
+            groups.append([t])
+        else:
+            groups[-1].append(t)
+    if len(groups) < 2:
+        return None
+    parts = []
+    for group in groups:
+        part = {}
+        for s in group:
+            op, scatter, _ = statements[s]
+            if scatter is None:
+                part[id(op)] = None
+            else:
+                part.setdefault(id(op), set()).add(scatter)
+        parts.append(part)
+    return parts
 
 
-def _reads_of(made, v) -> list:
-    """The element reads value `v` depends on within the body (through scalar units)."""
-    got = made.get(id(v))
-    if got is None:
-        return []
-    unit, loads = got
-    out = list(loads)
-    for w in unit.reads:
-        if w is not v and id(w) in made and made[id(w)][0] is not unit:
-            out += _reads_of(made, w)
+def _reads_of(made, values) -> list:
+    """The element reads the scalars `values` are computed from within the body."""
+    out, seen, todo = [], set(), list(values)
+    while todo:
+        v = todo.pop()
+        if id(v) in seen or id(v) not in made:
+            continue
+        seen.add(id(v))
+        inputs, load = made[id(v)]
+        if load is not None:
+            out.append(load)
+        todo.extend(inputs)
     return out
 
 
 def _unit_accesses(ctx, aff, unit, pos):
-    """(reads, stores) of one body unit: an access is (place in the body, storage key, index
-    forms, whether it writes); a store is (access, scatter position or None, the values it
-    writes from). None: the unit keeps the loop whole."""
+    """(read, stores) of one body unit: an access is (place in the body, storage key, index
+    forms, whether it writes); the read is a getitem's, else None; a store is (access,
+    scatter position or None, the values it writes from: the value and the indices). None:
+    the unit keeps the loop whole."""
     if isinstance(unit, GroupUnit):
         if unit.reds or any(v.aval.shape != () for v in unit.writes):
             return None
-        return [], []
+        return None, []
     if not isinstance(unit, OpUnit) or unit.op is None:
         return None
     op = unit.op
     if op.prim is getitem_p and op.outputs[0].aval.shape == ():
         at = _access(ctx, aff, (pos, 0), op.inputs[0], op.params["key"], op.inputs[1:], False)
-        return None if at is None else ([at], [])
+        return None if at is None else (at, [])
     if op.prim is index_put_p and op.inputs[1].aval.shape == () \
             and ctx.plan.same_storage(op.inputs[0], op.outputs[0]):
         at = _access(ctx, aff, (pos, 0), op.inputs[0], op.params["key"], op.inputs[2:], True)
-        return None if at is None else ([], [(at, None, [op.inputs[1]])])
+        return None if at is None else (None, [(at, None, op.inputs[1:])])
     if op.prim is accumulate_p and op.params["nbases"] == 1 \
             and ctx.plan.same_storage(op.inputs[0], op.outputs[0]):
         stores, k = [], 1
@@ -130,10 +161,10 @@ def _unit_accesses(ctx, aff, unit, pos):
             at = _access(ctx, aff, (pos, n), op.inputs[0], key, idx, True)
             if at is None or g.aval.shape != ():
                 return None
-            stores.append((at, n, [g]))
-        return [], stores
+            stores.append((at, n, [g, *idx]))
+        return None, stores
     if op.prim.family == "elementwise" and all(v.aval.shape == () for v in op.outputs):
-        return [], []
+        return None, []
     return None
 
 
@@ -160,18 +191,19 @@ def _access(ctx, aff, pos, array, key, idx, write):
     return (pos, skey(ctx.plan.storage[root]), forms, write)
 
 
-def _first(x, y, step: int, trips: int) -> str | None:
-    """Which of accesses x and y (of two statements) comes first in the loop as written
-    (counter step `step`) wherever they touch one element, one of them writing: "x", "y",
-    None when they never do (or only read), "both" when either may."""
-    (px, kx, fx, wx), (py, ky, fy, wy) = x, y
+def _meet(x, y, step: int, trips: int):
+    """Where accesses x and y (of two statements) touch one element, one of them writing:
+    the number of iterations from x's to y's (one number: indices are affine in the counter
+    with equal slopes), None when they never do (or only read), "any" when they may at any
+    distance (indices not comparable, or one element at every iteration)."""
+    (_, kx, fx, wx), (_, ky, fy, wy) = x, y
     if kx != ky or not (wx or wy):
         return None
     delta = None  # y's counter minus x's, when they meet
     for f, f2 in zip(fx, fy):
         a, a2, c, c2 = f.get("k", 0), f2.get("k", 0), f.get(None, 0), f2.get(None, 0)
         if a != a2 or _fixed(f) != _fixed(f2):
-            return "both"  # not comparable: assume they meet in any order
+            return "any"
         if a == 0:
             if c != c2:
                 return None  # never the same element
@@ -181,11 +213,9 @@ def _first(x, y, step: int, trips: int) -> str | None:
             return None
         delta = d
     if delta is None:
-        return "both"  # the same element at every iteration
-    ahead, rem = divmod(delta, step)  # iterations from x's to y's
-    if rem or abs(ahead) >= trips:
-        return None
-    return "x" if ahead > 0 or (ahead == 0 and px < py) else "y"
+        return "any"
+    ahead, rem = divmod(delta, step)
+    return None if rem or abs(ahead) >= trips else ahead
 
 
 def _fixed(form: dict) -> dict:
