@@ -79,8 +79,8 @@ def _same_storage(ctx, a, b) -> bool:
 def _assign(ctx, pairs, stage=None, skip=()) -> None:
     """Parallel assignment dst_k := src_k into the storage of each dst (see Note [Carried
     storage]): 0-d values are loaded before anything is stored; arrays listed in `stage`
-    (position -> staging value) go through their staging buffer; positions in `skip` (swapped
-    pointers, Note [Swapped carried arrays]) are left alone."""
+    (position -> staging value) go through their staging buffer; positions in `skip` (buffers
+    exchanged instead, Note [Swapped carried arrays]) are left alone."""
     from ..inplace import parallel_moves
     stage = stage or {}
     b = ctx.b
@@ -197,7 +197,8 @@ def _emit_swapping_for(ctx, u, iteration, before, bounds, short: bool) -> None:
     """A for loop whose body exchanges pairs of carried arrays (constant step k): two
     iterations per turn, the second with each pair's buffers exchanged (`Ctx.redirect`), an
     odd last iteration after the loop followed by one exchange of the buffers' contents
-    (through the pair's stage buffer). See Note [Swapped carried arrays] in inplace.py."""
+    (through the pair's stage buffer; not emitted when the count is a known even number).
+    See Note [Swapped carried arrays] in inplace.py."""
     b, body, carried = ctx.b, u.blocks[0], control.carried(u.op)
     start, stop, step, k = bounds
     pairs = [(carried[a], carried[c], body.stage[a]) for a, c in body.swaps]
@@ -217,6 +218,9 @@ def _emit_swapping_for(ctx, u, iteration, before, bounds, short: bool) -> None:
         exchanged(b.add(i, step))
         if not short:
             ctx.failures.poll(u.op.loc)
+    consts = [_const_int(v) for v in control.bounds(u.op)]
+    if None not in consts and len(range(*consts)) % 2 == 0:
+        return
     span = b.sub(stop, start) if k > 0 else b.sub(start, stop)
     n = b.select(b.icmp_signed(">", span, c(0)),
                  b.sdiv(b.add(span, c(abs(k) - 1)), c(abs(k))), c(0))
