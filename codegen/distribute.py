@@ -41,8 +41,11 @@ from .plan import GroupUnit, OpUnit, accumulate_p, skey
 # in bounds (codegen/ranges.py), so no index check (and no wrap-around of negative indices)
 # is involved, and the values read, hence the results, are those of the loop as written, to
 # the bit: the additions into each element happen in the same order. DISTRIBUTE_MIN_TRIPS
-# keeps short loops (the GMM's loops over 10 dimensions) whole.
-DISTRIBUTE_MIN_TRIPS, NEAR = 32, 64
+# keeps short loops (the GMM's loops over 10 dimensions) whole: it is the trip count from
+# which codegen/compile.py counts a loop's element accesses towards optimising the module
+# at O2, the level whose vectoriser the split loops are for (LONG_LOOP, Note [Choosing the
+# optimisation level]).
+DISTRIBUTE_MIN_TRIPS, NEAR = 64, 64  # (compile.LONG_LOOP)
 
 
 def plan_parts(ctx, u) -> list | None:

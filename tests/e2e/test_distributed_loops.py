@@ -66,7 +66,7 @@ def with_a_carried_sum(x):
 
 
 def stencil(u0, c):
-    """The issue's stencil on a 5x34 grid (inner loops of 32 trips: distributed), 3 sweeps."""
+    """The issue's stencil on a 5x66 grid (inner loops of 64 trips: distributed), 3 sweeps."""
     n, m = u0.shape
     u = u0.copy()
     u_new = u0.copy()
@@ -80,11 +80,11 @@ def stencil(u0, c):
 
 
 CASES = [
-    (spread_loss, (RNG.standard_normal(40), 0.3), (0, 1)),
-    (recurrence, (RNG.standard_normal(40), RNG.standard_normal(40)), (0, 1)),
-    (through_indices, (RNG.standard_normal(40), RNG.integers(1, 5, 40)), (0,)),
-    (with_a_carried_sum, (RNG.standard_normal(40),), (0,)),
-    (stencil, (RNG.standard_normal((5, 34)), 0.2), (0, 1)),
+    (spread_loss, (RNG.standard_normal(70), 0.3), (0, 1)),
+    (recurrence, (RNG.standard_normal(70), RNG.standard_normal(70)), (0, 1)),
+    (through_indices, (RNG.standard_normal(70), RNG.integers(1, 5, 70)), (0,)),
+    (with_a_carried_sum, (RNG.standard_normal(70),), (0,)),
+    (stencil, (RNG.standard_normal((5, 66)), 0.2), (0, 1)),
 ]
 
 
@@ -93,14 +93,14 @@ def test_values_and_gradients(fn, args, wrt, mode):
     d = llgrad.differentiate(fn, wrt=wrt)
     value, grads = d.value_and_grad(*args)
     assert value == pytest.approx(fn(*[np.copy(a) for a in args]), rel=1e-12, abs=1e-12)
-    for g, fd in zip(grads, finite_differences(fn, args, wrt)):
-        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    for g, fd in zip(grads, finite_differences(fn, args, wrt)):  # rounding: ~1e-16 |f| / eps
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-7)
 
 
 def test_split_loops_give_the_loop_s_results_to_the_bit(monkeypatch):
     """The additions into each element keep their order: the array equals plain Python's
     exactly, and the stencil's gradient the interpreter's."""
-    g = RNG.standard_normal(40)
+    g = RNG.standard_normal(70)
     np.testing.assert_array_equal(llgrad.differentiate(spread)(g, 0.3), spread(g, 0.3))
     args = CASES[-1][1]
     native = llgrad.differentiate(stencil, wrt=(0, 1)).grad(*args)
@@ -117,7 +117,7 @@ def _vector_fadds(fn, args, entry):
     return len(re.findall(r"fadd <\d+ x double>", jit.optimized_ir(m.llvm_ir, 2)))
 
 
-@pytest.mark.parametrize("fn,args,entry", [(spread, (RNG.standard_normal(40), 0.3), "forward"),
+@pytest.mark.parametrize("fn,args,entry", [(spread, (RNG.standard_normal(70), 0.3), "forward"),
                                            (stencil, CASES[-1][1], "joint")],
                          ids=["spread", "stencil-reverse"])
 def test_split_loops_vectorise(fn, args, entry, monkeypatch):
