@@ -565,8 +565,9 @@ class FunctionPlan:
             step = control.bounds(op)[2] if op.prim is for_loop_p else None
             if step is not None and step.op is not None and step.op.prim is constant_p \
                     and int(step.op.params["value"]) != 0:
-                body.swaps = swapped_pairs(moves, {k for k, r in enumerate(body.results)
-                                                   if r in self.storage})
+                body.swaps = swapped_pairs(moves, {
+                    k for k, r in enumerate(body.results) if r in self.storage
+                    and skey(self.storage[r]) == skey(self.storage.get(self._sroot(r)))})
             for k in sorted(staged):
                 s = Value(body.results[k].aval, "stage")
                 self._assign(s)

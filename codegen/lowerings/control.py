@@ -230,6 +230,8 @@ def _emit_swapping_for(ctx, u, iteration, before, bounds, short: bool) -> None:
             _copy(ctx, x, ctx.out(stage))
             _copy(ctx, y, ctx.out(x))
             _copy(ctx, stage, ctx.out(y))
+            for _ in range(3):
+                ctx.copied()
 
 
 # Note [Where loops poll]

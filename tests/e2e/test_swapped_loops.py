@@ -104,8 +104,9 @@ def test_exchanges_with_copies_views_and_nesting(fn, args, mode):
 
 
 def test_swapped_arrays_are_not_copied_in_the_loop():
-    """An exchange costs no copy in the loop, forward or reverse; a 3-cycle and a transposed
-    view are still copied (through a staging buffer: one copy more)."""
+    """An exchange costs no copy in the loop, forward or reverse, only 3 after an odd count
+    (nested_swaps: in its outer loop); a 3-cycle and a transposed view are still copied
+    (through a staging buffer: one copy more)."""
     copies = {}
     for fn, args in [(sweeps, (RNG.standard_normal(9), 0.3, np.array([3])))] + CASES:
         d = llgrad.differentiate(fn)
@@ -114,6 +115,6 @@ def test_swapped_arrays_are_not_copied_in_the_loop():
         copies[fn.__name__] = (stats["array copies in loops (forward)"],
                                stats["array copies in loops (joint)"])
     assert copies["sweeps"] == (0, 0)
-    assert copies["nested_swaps"] == (0, 0)
+    assert copies["nested_swaps"] == (3, 6)
     assert copies["rotate_three"][0] == 4   # three moves, one of them staged (two copies)
     assert copies["swap_transposed"][0] == 3
