@@ -137,8 +137,8 @@ def _reads_of(made, values) -> list:
 
 
 def _unit_accesses(ctx, aff, unit, pos):
-    """(read, stores) of one body unit: an access is (place in the body, storage key, index
-    forms, whether it writes); the read is a getitem's, else None; a store is (access,
+    """(read, stores) of one body unit: an access is (place in the body, (storage key, the
+    shape it is indexed as), index forms, whether it writes); the read is a getitem's, else None; a store is (access,
     scatter position or None, the values it writes from: the value and the indices). None:
     the unit keeps the loop whole."""
     if isinstance(unit, GroupUnit):
@@ -191,7 +191,7 @@ def _access(ctx, aff, pos, array, key, idx, write):
         if r is None or r[0] < 0 or r[1] >= n or f is None:
             return None
         forms.append(f)
-    return (pos, skey(ctx.plan.storage[root]), forms, write)
+    return (pos, (skey(ctx.plan.storage[root]), tuple(shape)), forms, write)
 
 
 def _meet(x, y, step: int, trips: int):
@@ -199,9 +199,11 @@ def _meet(x, y, step: int, trips: int):
     the number of iterations from x's to y's (one number: indices are affine in the counter
     with equal slopes), None when they never do (or only read), "any" when they may at any
     distance (indices not comparable, or one element at every iteration)."""
-    (_, kx, fx, wx), (_, ky, fy, wy) = x, y
+    (_, (kx, sx), fx, wx), (_, (ky, sy), fy, wy) = x, y
     if kx != ky or not (wx or wy):
         return None
+    if sx != sy:
+        return "any"  # one buffer seen with two shapes (a reshape): not compared
     delta = None  # y's counter minus x's, when they meet
     for f, f2 in zip(fx, fy):
         a, a2, c, c2 = f.get("k", 0), f2.get("k", 0), f.get(None, 0), f2.get(None, 0)
