@@ -172,3 +172,34 @@ def parallel_moves(moves) -> tuple[list, set]:
         for k in ready:
             del pending[k]
     return order, staged
+
+
+def swapped_pairs(moves, dense) -> list:
+    """The pairs (a, b), a < b, of positions of a for body's yield that exchange their
+    buffers (`u, u_new = u_new, u`): a's value is the whole of b's buffer and b's of a's
+    (`dense`: the positions whose value has storage of its own, not a view). They swap
+    buffers, not elements (Note [Swapped carried arrays])."""
+    by_pos = {k: (src, dst) for k, src, dst in moves}
+    pairs = []
+    for a, (src, dst) in by_pos.items():
+        for b, (src2, dst2) in by_pos.items():
+            if a < b and src == dst2 and src2 == dst and src != dst and {a, b} <= dense:
+                pairs.append((a, b))
+    return pairs
+
+
+# Note [Swapped carried arrays]
+# A for loop whose body exchanges two carried arrays (`u, u_new = u_new, u`, a Jacobi sweep)
+# would copy them through a staging buffer at every iteration (parallel_moves: 3 copies of
+# the array), which cost the 128x128 stencil of 50 sweeps half its forward time. Instead the
+# loop runs two iterations per turn, the second with the two buffers exchanged: codegen
+# addresses the storage of either position through `Ctx.redirect`, and every value aliased to
+# a carried buffer shares that storage, so all of them follow. The pointers stay constants
+# (offsets in the workspace), which LLVM needs to vectorise the body (with pointers swapped
+# at run time, phis, it did not vectorise the stencil's reverse sweep). An odd trip count
+# runs its last iteration after the loop and then exchanges the two buffers' contents once,
+# through the stage buffer the plan keeps for the pair, so the loop leaves each array in its
+# own buffer, as its outputs expect. The other moves of the yield read their sources through
+# the redirect; a position whose value is a view of the other buffer (`u, v = v.T, u`) is
+# staged and copied as before. Only for loops with a constant step (the count of an odd
+# last iteration is then simple); code size: the body twice.

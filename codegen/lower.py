@@ -33,6 +33,10 @@ class Ctx:
         self.ranges = ranges or Ranges(plan.fn)  # what the IR proves about ints (index checks)
         self.checked: set = set()      # (id of index array, axis size) checked in scope
         self.loop_depth = 0            # loops around the code being emitted
+        self.redirect: dict = {}       # storage key -> the buffer it stands for now (Note
+        #                                [Swapped carried arrays] in inplace.py)
+        self.only: dict | None = None  # the statement a copy of a distributed loop performs
+        #                                (Note [Distributed element loops] in distribute.py)
 
     def copied(self) -> None:
         """Count a copy of an array emitted inside a loop (inspect().stats "array copies in
@@ -69,6 +73,8 @@ class Ctx:
 
     def _storage_ptr(self, v) -> ir.Value:
         kind, where = self.plan.storage[v]
+        if self.redirect and kind in ("temp", "out") and (kind, where) in self.redirect:
+            return self.redirect[(kind, where)]
         if kind == "param":
             return self.buffers[where]
         if kind == "out":

@@ -80,12 +80,15 @@ class ControlUnit(Unit):
 class Block:
     """One region of a control op: its params, units in order, and the values it yields.
     `stage` maps a yielded position to the workspace value the yield copies through (when
-    the yielded value's storage is one of the carried buffers; see Note [Carried storage])."""
+    the yielded value's storage is one of the carried buffers; see Note [Carried storage]);
+    `swaps` lists the pairs of positions of a for body that exchange their buffers instead
+    (Note [Swapped carried arrays] in inplace.py)."""
     region: object = None
     params: list = field(default_factory=list)
     units: list = field(default_factory=list)
     results: list = field(default_factory=list)
     stage: dict = field(default_factory=dict)
+    swaps: list = field(default_factory=list)
 
 
 # Note [Carried storage]
@@ -463,8 +466,15 @@ class FunctionPlan:
         if cf.loop:
             body = u.blocks[-1]
             carried = cf.carried(cf.body(op))
-            from .inplace import parallel_moves
-            _, staged = parallel_moves(self.moves(zip(body.results, carried)))
+            from .inplace import parallel_moves, swapped_pairs
+            moves = self.moves(zip(body.results, carried))
+            _, staged = parallel_moves(moves)
+            step = control.bounds(op)[2] if op.prim is for_loop_p else None
+            if step is not None and step.op is not None and step.op.prim is constant_p \
+                    and int(step.op.params["value"]) != 0:
+                body.swaps = swapped_pairs(moves, {
+                    k for k, r in enumerate(body.results) if r in self.storage
+                    and skey(self.storage[r]) == skey(self.storage.get(self._sroot(r)))})
             for k in sorted(staged):
                 s = Value(body.results[k].aval, "stage")
                 self._assign(s)

@@ -67,6 +67,14 @@ from llgrad.transform.builder import Builder
 # 25x55 cotangent 250,000 times. Now codegen accumulates in place (Note [In-place
 # accumulation]) and gives the inner loop the buffer of its init (Note [Updates in place]).
 
+# Note [Static sweeps]
+# A for-loop whose bounds are constants runs its reverse sweep over the constant trip count,
+# not over the count the forward loop recorded (the same number): a stacked inner loop's count
+# is otherwise read back from a tape per outer iteration (Note [Stacked inner tapes]), which
+# hides from LLVM and codegen/ranges.py the bounds that let them drop index checks, poll
+# less and vectorise (the stencil's reverse sweep, issue 13); the count's tape is then unread
+# and dce drops it.
+
 # Note [Stacked inner tapes]
 # A loop nested in a loop body (Newton iterations per element, an inner time loop) would
 # otherwise run twice: untaped in the outer forward, then taped again in the outer reverse
@@ -284,11 +292,12 @@ class LoopAD:
         ext = set(nxt.values())
         var = _variant(body)
         ins = [env[v.id] for v in op.inputs]
-        rows = None
-        if cf.counter and stack is None:
+        trips = None  # the static trip count: the reverse sweep's bound (Note [Static sweeps])
+        if cf.counter:
             consts = [_const_int(env[v.id]) for v in control.bounds(op)]
             if None not in consts and consts[2] != 0:
-                rows = len(range(*consts))
+                trips = len(range(*consts))
+        rows = trips if stack is None else None
         b = self.b
         self.loc = op.loc
 
@@ -379,7 +388,7 @@ class LoopAD:
             tapes[k] = self.emit(tape_push_p, [tapes[k], env[op.outputs[k].id]],
                                  [tapes[k].aval])[0]
         etapes = refs[1 + len(stored):]
-        return {"n": added[0], "base": counter if stack is not None else None,
+        return {"n": added[0], "trips": trips, "base": counter if stack is not None else None,
                 "tapes": tapes, "next": nxt, "counted": counted,
                 "saved": {vid: etapes[i] for vid, i in saved.items()},
                 "resid": {key: (info, [etapes[i] for i in idx])
@@ -493,6 +502,8 @@ class LoopAD:
         captured = [v for v in body.free_values() if v.id in self.act]
         b = self.b
         n, base = rec["n"], rec["base"]
+        if rec["trips"] is not None:  # See Note [Static sweeps]
+            n = self.const(rec["trips"], I64)
         seeds0 = [self.ct_or_zeros(ct, op.outputs[k]) for k in pos]
         caps0 = [self.ct_or_zeros(ct, v) for v in captured]  # Note [Running cotangents]
         k_param = b.new_value(((), I64), "k")

@@ -19,13 +19,15 @@ from llvmlite import ir
 from llgrad.runtime.errors import InternalError
 from llgrad.runtime.ops.control import (check_p, cond_p, constant_p, for_loop_p, tape_get_p,
                                         tape_new_p, tape_push_p, while_loop_p)
+from llgrad.runtime.ops.index import index_put_p
 from llgrad.transform import control
 
 from .. import elementwise as ew
 from ..abi import TAPE_HEADER
+from ..distribute import plan_parts
 from ..layout import Layout, contiguous_strides
 from ..loops import I64, PTR
-from ..plan import ControlUnit, accumulate_p
+from ..plan import ControlUnit, accumulate_p, skey
 from ..registry import lowers
 from .index import _index_map
 from .shape import copy_layout
@@ -40,6 +42,8 @@ def _structural(ctx, op):  # pragma: no cover - ControlUnits are emitted by emit
 
 for _p in (cond_p, for_loop_p, while_loop_p):
     lowers(_p)(_structural)
+
+_STATEMENTS = (index_put_p, accumulate_p)  # what a distributed loop's copy may leave out
 
 
 # ---- control units ------------------------------------------------------------------------
@@ -61,6 +65,9 @@ def _emit_block(ctx, blk) -> None:
     from ..lower import _emit_unit
     outer = set(ctx.checked)
     for u in blk.units:
+        if ctx.only is not None and u.op is not None and u.op.prim in _STATEMENTS \
+                and id(u.op) not in ctx.only:
+            continue  # another copy's statement (Note [Distributed element loops])
         _emit_unit(ctx, u)
     ctx.checked = outer
 
@@ -69,16 +76,17 @@ def _same_storage(ctx, a, b) -> bool:
     return ctx.plan.same_storage(a, b)
 
 
-def _assign(ctx, pairs, stage=None) -> None:
+def _assign(ctx, pairs, stage=None, skip=()) -> None:
     """Parallel assignment dst_k := src_k into the storage of each dst (see Note [Carried
     storage]): 0-d values are loaded before anything is stored; arrays listed in `stage`
-    (position -> staging value) go through their staging buffer."""
+    (position -> staging value) go through their staging buffer; positions in `skip` (buffers
+    exchanged instead, Note [Swapped carried arrays]) are left alone."""
     from ..inplace import parallel_moves
     stage = stage or {}
     b = ctx.b
     scalars, arrays, staged = [], {}, []
     for k, (src, dst) in enumerate(pairs):
-        if _same_storage(ctx, src, dst):
+        if k in skip or _same_storage(ctx, src, dst):
             continue
         if src in ctx.plan.tape_class or dst in ctx.plan.tape_class:
             raise InternalError("codegen: a tape flows into another tape's header")
@@ -143,6 +151,7 @@ def _emit_for(ctx, u) -> None:
     start, stop, step = (ctx.load_scalar(v) for v in control.bounds(op))
     carried = control.carried(op)
     _assign(ctx, list(zip(control.state(op), carried)))
+    skip = {k for pair in body.swaps for k in pair}
     k = _const_int(control.bounds(op)[2])
 
     def before(i, end):
@@ -155,26 +164,74 @@ def _emit_for(ctx, u) -> None:
         ctx.store_scalar(i, control.counter(op))
         ctx.loop_depth += 1
         _emit_block(ctx, body)
-        _assign(ctx, list(zip(body.results, carried)), body.stage)
+        _assign(ctx, list(zip(body.results, carried)), body.stage, skip)
         ctx.loop_depth -= 1
 
     trips, work = ctx.ranges.most_trips(op), _work(ctx, body)
-    if trips is not None and work is not None and trips * work <= _SHORT:
-        with _counted(b, start, lambda i: before(i, stop), step) as i:
-            iteration(i)  # a short loop: no poll
+    short = trips is not None and work is not None and trips * work <= _SHORT
+    if body.swaps:
+        _emit_swapping_for(ctx, u, iteration, before, (start, stop, step, k), short)
         return
-    if _heavy(work):
-        with _counted(b, start, lambda i: before(i, stop), step) as i:
-            iteration(i)
-            ctx.failures.poll(op.loc)
+    outer = ctx.only
+    for part in plan_parts(ctx, u) or [outer]:  # See Note [Distributed element loops]
+        ctx.only = part
+        if short:
+            with _counted(b, start, lambda i: before(i, stop), step) as i:
+                iteration(i)  # a short loop: no poll
+        elif _heavy(work):
+            with _counted(b, start, lambda i: before(i, stop), step) as i:
+                iteration(i)
+                ctx.failures.poll(op.loc)
+        else:
+            chunk = b.mul(step, ir.Constant(I64, _CHUNK))
+            with _counted(b, start, lambda c: before(c, stop), chunk) as c:
+                end = b.add(c, chunk)
+                end = b.select(before(end, stop), end, stop)
+                with _counted(b, c, lambda i: before(i, end), step) as i:
+                    iteration(i)
+                ctx.failures.poll(op.loc)
+    ctx.only = outer
+
+
+def _emit_swapping_for(ctx, u, iteration, before, bounds, short: bool) -> None:
+    """A for loop whose body exchanges pairs of carried arrays (constant step k): two
+    iterations per turn, the second with each pair's buffers exchanged (`Ctx.redirect`), an
+    odd last iteration after the loop followed by one exchange of the buffers' contents
+    (through the pair's stage buffer; not emitted when the count is a known even number).
+    See Note [Swapped carried arrays] in inplace.py."""
+    b, body, carried = ctx.b, u.blocks[0], control.carried(u.op)
+    start, stop, step, k = bounds
+    pairs = [(carried[a], carried[c], body.stage[a]) for a, c in body.swaps]
+    keys = [(skey(ctx.plan.storage[x]), skey(ctx.plan.storage[y])) for x, y, _ in pairs]
+    homes = [(ctx.out(x), ctx.out(y)) for x, y, _ in pairs]
+    outer = dict(ctx.redirect)
+
+    def exchanged(i):
+        for (kx, ky), (px, py) in zip(keys, homes):
+            ctx.redirect[kx], ctx.redirect[ky] = py, px
+        iteration(i)
+        ctx.redirect = dict(outer)
+
+    c = lambda n: ir.Constant(I64, n)  # noqa: E731
+    with _counted(b, start, lambda i: before(b.add(i, step), stop), c(2 * k)) as i:
+        iteration(i)
+        exchanged(b.add(i, step))
+        if not short:
+            ctx.failures.poll(u.op.loc)
+    consts = [_const_int(v) for v in control.bounds(u.op)]
+    if None not in consts and len(range(*consts)) % 2 == 0:
         return
-    chunk = b.mul(step, ir.Constant(I64, _CHUNK))
-    with _counted(b, start, lambda c: before(c, stop), chunk) as c:
-        end = b.add(c, chunk)
-        end = b.select(before(end, stop), end, stop)
-        with _counted(b, c, lambda i: before(i, end), step) as i:
-            iteration(i)
-        ctx.failures.poll(op.loc)
+    span = b.sub(stop, start) if k > 0 else b.sub(start, stop)
+    n = b.select(b.icmp_signed(">", span, c(0)),
+                 b.sdiv(b.add(span, c(abs(k) - 1)), c(abs(k))), c(0))
+    with b.if_then(b.trunc(n, I1)):  # an odd count: the last iteration, then exchange
+        iteration(b.add(start, b.mul(b.sub(n, c(1)), step)))
+        for x, y, stage in pairs:
+            _copy(ctx, x, ctx.out(stage))
+            _copy(ctx, y, ctx.out(x))
+            _copy(ctx, stage, ctx.out(y))
+            for _ in range(3):
+                ctx.copied()
 
 
 # Note [Where loops poll]
@@ -436,9 +493,12 @@ def _lower_accumulate(ctx, op) -> None:
         ew.emit_loops(b, shape, [ctx.operand(v) for v in bases], [(dst, dt)], total)
     dense = Layout(out, tuple(shape), contiguous_strides(shape))
     pos = nb
-    for key, n_idx, at_op in op.params["scatters"]:
+    only = None if ctx.only is None else ctx.only.get(id(op))  # Note [Distributed element loops]
+    for n, (key, n_idx, at_op) in enumerate(op.params["scatters"]):
         g, idx = op.inputs[pos], op.inputs[pos + 1:pos + 1 + n_idx]
         pos += 1 + n_idx
+        if only is not None and n not in only:
+            continue
         if not idx:  # basic key: distinct positions, an elementwise add into the view
             target = dense.index(key)
             base = b.gep(dst, [ir.Constant(I64, target.offset)], inbounds=True,
