@@ -6,6 +6,7 @@ compiled loop (Note [Interrupting compiled loops])."""
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -257,8 +258,11 @@ def test_short_loops_do_not_poll(n, polls):
 def _run(tmp_path, script: str, timeout: float = 120) -> subprocess.CompletedProcess:
     path = tmp_path / "script.py"  # a file: llgrad compiles control flow from the source
     path.write_text(textwrap.dedent(script))
+    # A shell's background job starts with SIGINT ignored, which Python would keep: the
+    # Ctrl-C tests need the child to turn SIGINT into KeyboardInterrupt wherever they run.
     return subprocess.run([sys.executable, str(path)], cwd=ROOT, capture_output=True,
-                          text=True, timeout=timeout)
+                          text=True, timeout=timeout,
+                          preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 LONG_LOOP = '''
