@@ -17,6 +17,7 @@ from llvmlite import ir
 from llgrad.runtime import config
 from llgrad.runtime.ops.control import cond_p, constant_p, for_loop_p
 from llgrad.runtime.ops.index import index_put_p, scatter_add_p
+from llgrad.runtime.ops.window import dynamic_window_p, window_update_p
 from llgrad.transform import control
 
 from . import abi, jit, outline
@@ -129,6 +130,8 @@ def opt_level(plans, ir_lines: int) -> int:
     forced = config.opt_level()
     if forced is not None:
         return forced
+    if any(_windows_in_loops(p.top) for p in plans):
+        return 2  # Note [Loops over windows of run-time length]
     plans = [(p, _Trips(p)) for p in plans]
     if sum(_estimate(p.top, _vectorizer_work, t) for p, t in plans) >= VECTORIZER_WORK:
         return 2
@@ -166,12 +169,42 @@ def opt_level(plans, ir_lines: int) -> int:
 # element access counts 8 per iteration. At O2 the 128x128 stencil of
 # benchmarks/workloads/numba_style.py runs its forward 1.8x faster, its gradient 1.15x (CPU
 # time); the GMM of scalar loops, whose loops run 10 and 25 times, would gain 5% for 50%
-# more LLVM time, and stays at O1 (issue 13).
+# more LLVM time, and stays at O1 (issue 13). Loops over windows of run-time length are
+# O2 at every size (Note [Loops over windows of run-time length]).
+
 VECTORIZER_WORK = 1 << 14
 LONG_LOOP = 64
 LIGHT_WORK = 1 << 18
 LIGHT_MIN_LINES = 500
 LOOP_GUESS = 1000
+
+
+# Note [Loops over windows of run-time length]
+# A staged loop over slices whose length is a loop variable (`L[i, :j]`, `x[:i] @ y[:i]`:
+# runtime/padded.py) is the hand-written linear algebra of issue 12: a Cholesky
+# factorisation, triangular solves, Gram-Schmidt. Its windows (dynamic_window,
+# window_update) and their gradients' scatters are scalar loops LLVM's vectoriser speeds up,
+# each as long as the padded extent (n), run n^2 times by the nest, so the estimate above
+# passes VECTORIZER_WORK as n grows, between n = 10 and 25 for the benchmark's Cholesky +
+# solve: its IR, and the cost of each level, stay the same at every n, but its first call
+# jumped 2.5x (CPU 200 ms at the light level, 540 ms at O2) where the level switched. What
+# grew with n was the estimate of the work, not the program. Such modules are therefore
+# optimised at O2 whatever their size: the first call costs the same at n = 10, 25 and 50
+# (0.53, 0.61, 0.62 s CPU on a loaded machine) and the calls keep O2's gain (n = 25: 83 us
+# against O1's 97 and the light level's 108; n = 50: 2.1 ms against 2.5 and 3.2 ms). Small
+# sizes pay for it: at n = 10 the light level took 0.2 s, for calls no slower (6-6.5 us).
+def _windows_in_loops(block, in_loop: bool = False) -> bool:
+    """Whether a window of run-time length (dynamic_window, window_update) is read or
+    written inside a for or while loop of `block`."""
+    for u in block.units:
+        if isinstance(u, ControlUnit):
+            loop = in_loop or u.op.prim is not cond_p
+            if any(_windows_in_loops(b, loop) for b in u.blocks):
+                return True
+        elif in_loop and isinstance(u, OpUnit) and u.op is not None and \
+                u.op.prim in _WINDOWS:
+            return True
+    return False
 
 
 class _Trips:
@@ -247,6 +280,7 @@ def _touched(u, inner: int = 1) -> int:
     return sum(sizes)
 
 
+_WINDOWS = frozenset({dynamic_window_p, window_update_p})
 _SLICING = frozenset({"index", "tape", "codegen"})  # (codegen: plan.py's accumulate)
 
 
