@@ -175,7 +175,7 @@ def _is_llgrad_context(resolve: Callable[..., Any], locals_: set[str]):
 def _convert(fn: Callable) -> ConvertedFunction:
     from .. import operators
     k = None
-    if stored.STORE[0] is not None:  # Note [Converted code on disk] (stored.py)
+    if stored.current() is not None:  # Note [Converted code on disk] (stored.py)
         try:
             k = stored.key(fn, *source_lines(fn))
         except (OSError, TypeError):

@@ -17,6 +17,7 @@ import inspect
 import marshal
 import os
 import sys
+import threading
 import types
 from contextlib import contextmanager
 from typing import Any, Callable
@@ -24,17 +25,23 @@ from typing import Any, Callable
 from . import calls
 
 _FORMAT = "conversion 1"
-STORE: list = [None]  # the store while a trace may use it (llgrad/api.py)
+_STATE = threading.local()  # .store: the store while this thread traces (llgrad/api.py)
 
 
 @contextmanager
 def using(store):
-    """Look conversions up in `store` (None: convert in memory only) inside the block."""
-    saved, STORE[0] = STORE[0], store
+    """Look conversions up in `store` (None: convert in memory only) while this thread
+    runs the block."""
+    saved, _STATE.store = current(), store
     try:
         yield
     finally:
-        STORE[0] = saved
+        _STATE.store = saved
+
+
+def current():
+    """The store conversions are looked up in on this thread, or None."""
+    return getattr(_STATE, "store", None)
 
 
 class Lookups:
@@ -127,7 +134,7 @@ def key(fn: Callable, lines: list[str], firstlineno: int) -> str:
 def load(k: str, fn: Callable) -> tuple[types.CodeType, str, str, int] | None:
     """(module code, converted source, filename, first line) stored under `k`, when every
     lookup it recorded gives the same fact for `fn` now; else None (convert again)."""
-    entry = STORE[0].load(k)
+    entry = current().load(k)
     if entry is None:
         return None
     meta, payload = entry
@@ -151,9 +158,11 @@ def load(k: str, fn: Callable) -> tuple[types.CodeType, str, str, int] | None:
 
 def save(k: str, lookups: Lookups, code: types.CodeType, source: str, filename: str,
          firstlineno: int) -> None:
-    meta = {"kind": "conversion", "lookups": [[list(path), f] for path, f in lookups.seen.items()],
-            "source": source, "filename": filename, "firstlineno": firstlineno}
-    STORE[0].store(k, meta, marshal.dumps(code))
+    """Keep a conversion (its module `code`) under `k`, with the facts `lookups` gave."""
+    meta = {"kind": "conversion", "source": source, "filename": filename,
+            "firstlineno": firstlineno,
+            "lookups": [[list(path), f] for path, f in lookups.seen.items()]}
+    current().store(k, meta, marshal.dumps(code))
 
 
 # Note [Converted code on disk]
