@@ -185,7 +185,8 @@ def _lower_triangular(n):
     (_cumsum, (np.ones(100_000),), 2),
     (unrolled_rnn, _rnn_args(5), 0),  # little work, much IR: the light pipeline
     (_staged_rnn, _rnn_args(5), 0),
-    (_staged_rnn, _rnn_args(80), 1),  # (not O2: its slab writes are no scatters)
+    (_staged_rnn, _rnn_args(80), 0),  # light per line of IR: the same level as at T=5
+    (_staged_rnn, _rnn_args(320), 1),  # (not O2: its slab writes are no scatters)
     (_forward_substitution, (np.eye(10) + 1.0, np.ones(10)), 0),
     (_triangular_solve, _lower_triangular(10), 2),  # Note [Loops over windows of run-time
     (_triangular_solve, _lower_triangular(50), 2),  # length]
