@@ -4,8 +4,11 @@ Each case runs in a fresh Python process (so each pays the process's one-time co
 apart), with a timeout per case so the script always finishes. For llgrad the table shows
 the first ``value_and_grad`` call's wall time and its phases from ``inspect().stats``
 (trace, IR passes + AD, lowering to LLVM IR, LLVM optimisation, machine code, one-time
-set-up), the path taken (staged / dynamic) and the second call; beside it JAX's
-``jit(value_and_grad)`` first and second call on the same function when JAX is installed.
+set-up), its CPU time (which a loaded machine inflates less), the path taken (staged /
+dynamic) and the second call; beside it JAX's ``jit(value_and_grad)`` first call (wall and
+CPU) and second call on the same function when JAX is installed. Below the table, issue 12's
+goals, by wall and by CPU time: every first call under 1 s, at most 1.3x growth per doubling
+of T or n along a staged series, no first call slower than JAX's.
 
 Options: ``--only a,b`` (case names or prefixes), ``--timeout S`` (per case, default 120),
 ``--no-jax``, ``--json PATH``. Every system runs on one thread, as in ``benchmarks.run``.
@@ -189,9 +192,9 @@ def _child_llgrad(name: str) -> dict:
     import llgrad
     fn, args, wrt, _ = CASES[name]()
     f = llgrad.differentiate(fn, wrt=wrt)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     f.value_and_grad(*args)
-    first = time.perf_counter() - t0
+    first, cpu = time.perf_counter() - t0, time.process_time() - c0
     t0 = time.perf_counter()
     f.value_and_grad(*args)
     second = time.perf_counter() - t0
@@ -199,7 +202,7 @@ def _child_llgrad(name: str) -> dict:
     staged = [c for c in f._cache.values() if isinstance(c, Compiled)]  # (not a signature
     graphs = staged or list(f._graphs.values())  # sent to the dynamic path): else its last graph
     stats = dict(graphs[-1].stats)
-    out = {"first": first, "second": second, "path": stats.get("path", "?").split(" (")[0],
+    out = {"first": first, "cpu": cpu, "second": second, "path": stats.get("path", "?").split(" (")[0],
            "ops": stats.get("ops (traced)"), "joint ops": stats.get("ops (forward+backward)"),
            "level": stats.get("opt level (joint)"),
            "once": sum(v for k, v in stats.items() if k.startswith("one-time: "))}
@@ -232,12 +235,12 @@ def _child_jax(name: str) -> dict:
     else:
         g = jax.jit(jax.value_and_grad(_jaxify(alt or fn), argnums=wrt))
         run = lambda: jax.block_until_ready(g(*args))  # noqa: E731
+    t0, c0 = time.perf_counter(), time.process_time()
+    run()
+    first, cpu = time.perf_counter() - t0, time.process_time() - c0
     t0 = time.perf_counter()
     run()
-    first = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    run()
-    return {"first": first, "second": time.perf_counter() - t0}
+    return {"first": first, "cpu": cpu, "second": time.perf_counter() - t0}
 
 
 def _spawn(name: str, impl: str, timeout: float) -> dict:
@@ -262,13 +265,14 @@ def _ms(v) -> str:
 
 def _row(name: str, lg: dict, jx: dict | None) -> str:
     if "error" in lg:
-        cells = [lg["error"]] + [""] * 10
+        cells = [lg["error"]] + [""] * 11
     else:
         cells = [lg["path"], f"{lg['ops']}/{lg['joint ops']}", f"O{lg['level']}"
-                 if lg["level"] is not None else "-", _ms(lg["first"])]
+                 if lg["level"] is not None else "-", _ms(lg["first"]), _ms(lg["cpu"])]
         cells += [_ms(lg[label]) for label, _ in _PHASES] + [_ms(lg["once"]), _ms(lg["second"])]
     if jx is not None:
-        cells += [jx["error"], ""] if "error" in jx else [_ms(jx["first"]), _ms(jx["second"])]
+        cells += [jx["error"], "", ""] if "error" in jx else \
+            [_ms(jx["first"]), _ms(jx["cpu"]), _ms(jx["second"])]
     return f"{name:20s} " + " ".join(f"{c:>9s}" for c in cells)
 
 
@@ -295,10 +299,10 @@ def main(argv=None) -> int:
         use_jax = not args.no_jax
     except ImportError:
         use_jax = False
-    head = ["path", "ops/joint", "level", "first", *(label for label, _ in _PHASES), "once",
-            "second"] + (["jax 1st", "jax 2nd"] if use_jax else [])
+    head = ["path", "ops/joint", "level", "first", "cpu", *(label for label, _ in _PHASES),
+            "once", "second"] + (["jax 1st", "jax cpu", "jax 2nd"] if use_jax else [])
     print("first-call wall time by phase, ms (each case in a fresh process; 'once' = one-time "
-          "imports and JIT set-up, included in 'first')")
+          "imports and JIT set-up, included in 'first'; 'cpu' = the first call's CPU time)")
     print(f"{'case':20s} " + " ".join(f"{h:>9s}" for h in head))
     results = {}
     for name in names:
@@ -306,10 +310,45 @@ def main(argv=None) -> int:
         jx = _spawn(name, "jax", args.timeout) if use_jax else None
         results[name] = {"llgrad": lg, "jax": jx}
         print(_row(name, lg, jx), flush=True)
+    for line in goals(results):
+        print(line)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(results, f, indent=1, default=str)
     return 0
+
+
+# The staged series and their sizes, for the growth goal.
+_SERIES = {"rnn_append_T": (5, 10, 20, 40, 80), "rnn_prealloc_T": (5, 10, 20, 40, 80),
+           "lstm_T": (8, 40), "cholesky_n": (10, 25, 50)}
+
+
+def goals(results: dict) -> list[str]:
+    """Issue 12's benchmark goals on `results`, by wall time and by CPU time (which a loaded
+    machine inflates less): every first call under 1 s; at most 1.3x growth per doubling of
+    T or n along a staged series; at least as fast as JAX's first call."""
+    out = ["goals (wall / cpu):"]
+    ok = {k: v["llgrad"] for k, v in results.items() if "error" not in v["llgrad"]}
+    for key in ("first", "cpu"):
+        slow = [f"{k} {_ms(v[key])} ms" for k, v in ok.items() if v[key] >= 1.0]
+        out.append(f"  first call < 1 s ({key}): " + ("PASS" if not slow else
+                                                      "FAIL: " + ", ".join(slow)))
+        worst = []
+        for prefix, sizes in _SERIES.items():
+            for a, b in zip(sizes, sizes[1:]):
+                ra, rb = ok.get(f"{prefix}{a}"), ok.get(f"{prefix}{b}")
+                if ra and rb and ra["path"] == rb["path"] == "staged":
+                    per_doubling = (rb[key] / ra[key]) ** (1 / np.log2(b / a))
+                    worst.append((per_doubling, f"{prefix}{a}->{b} {per_doubling:.2f}x"))
+        bad = [w for g, w in worst if g > 1.3]
+        out.append(f"  growth <= 1.3x per doubling ({key}): " + (
+            "PASS" if not bad else "FAIL: " + ", ".join(bad)) + (
+            f" (worst {max(worst)[1]})" if worst else ""))
+        slower = [k for k, v in results.items() if k in ok and v.get("jax")
+                  and "error" not in v["jax"] and ok[k][key] > v["jax"][key]]
+        out.append(f"  first call <= JAX's ({key}): " + ("PASS" if not slower else
+                                                         "FAIL: " + ", ".join(slower)))
+    return out
 
 
 if __name__ == "__main__":

@@ -148,6 +148,9 @@ class Impl:
     kind: str = "v+g"            # "v+g": value and gradient; "fwd": forward only; other: shown
     note: str = ""               # shown under the table (e.g. "fixed 12 iterations")
     check: bool = True           # False: do not compare results (e.g. a different algorithm)
+    # The seconds the last call took by its own account (e.g. a child process's time after
+    # its imports), instead of the wall time around the call.
+    timer: Optional[Callable[[], float]] = None
 
 
 @dataclass
@@ -353,6 +356,20 @@ def _short(exc: BaseException) -> str:
     return msg if len(msg) < 160 else msg[:157] + "..."
 
 
+def _seconds(fn, timer, inner: int = 1) -> float:
+    """Seconds per call of `inner` calls of `fn`: wall time, or what `timer` reports."""
+    if timer is not None:
+        total = 0.0
+        for _ in range(inner):
+            fn()
+            total += timer()
+        return total / inner
+    t0 = time.perf_counter()
+    for _ in range(inner):
+        fn()
+    return (time.perf_counter() - t0) / inner
+
+
 def run_workload(w: Workload, opts: Options) -> WorkloadResult:
     """Check and time every implementation of ``w`` (interleaved); evaluate its goals."""
     t_start = time.perf_counter()
@@ -360,6 +377,7 @@ def run_workload(w: Workload, opts: Options) -> WorkloadResult:
     inputs = w.make_inputs()
     checker = _Checker(w, inputs, opts.seed) if opts.check else None
     results, fns = [], {}
+    timers = {impl.name: impl.timer for impl in w.impls}
 
     # 1. setup + first call + check
     for impl in w.impls:
@@ -372,6 +390,8 @@ def run_workload(w: Workload, opts: Options) -> WorkloadResult:
             fn = impl.setup(inputs)
             out = fn()
             r.first_call = time.perf_counter() - t0 - (import_seconds - imp0)
+            if impl.timer is not None:
+                r.first_call = impl.timer()
         except Skip as exc:
             r.status, r.reason = "skipped", str(exc)
             _log(opts, f"   {impl.name:14s} skipped: {exc}")
@@ -402,22 +422,18 @@ def run_workload(w: Workload, opts: Options) -> WorkloadResult:
     for r in results:
         if r.name not in fns:
             continue
-        fn = fns[r.name]
-        t0 = time.perf_counter()
-        fn()                                  # second call: compile-free estimate
-        est = time.perf_counter() - t0
-        if est > opts.slow_call:              # slow: that call was the warm-up and sample 1
-            r.samples.append(est)
+        fn, timer = fns[r.name], timers[r.name]
+        est = _seconds(fn, timer)             # second call: compile-free estimate
+        if est > opts.slow_call or timer is not None:  # slow (a process): that call was
+            r.samples.append(est)                      # the warm-up and sample 1
         else:
             times, spent = [], 0.0
             while len(times) < 3 or (spent < 0.2 and len(times) < 50):
-                t0 = time.perf_counter()
-                fn()
-                dt = time.perf_counter() - t0
+                dt = _seconds(fn, timer)
                 times.append(dt)
                 spent += dt
             est = max(min(times), 1e-9)
-        r.inner = max(1, math.ceil(opts.min_sample / est))
+        r.inner = 1 if timer is not None else max(1, math.ceil(opts.min_sample / est))
         per_sample = est * r.inner
         nsamp = opts.samples
         if per_sample * opts.samples > opts.budget:
@@ -433,12 +449,8 @@ def run_workload(w: Workload, opts: Options) -> WorkloadResult:
         for r in order:
             if len(r.samples) >= plan[r.name]:
                 continue
-            fn, inner = fns[r.name], r.inner
             gc.collect()
-            t0 = time.perf_counter()
-            for _ in range(inner):
-                fn()
-            r.samples.append((time.perf_counter() - t0) / inner)
+            r.samples.append(_seconds(fns[r.name], timers[r.name], r.inner))
     fns.clear()
 
     ref = None

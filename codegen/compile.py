@@ -17,6 +17,7 @@ from llvmlite import ir
 from llgrad.runtime import config
 from llgrad.runtime.ops.control import cond_p, constant_p, for_loop_p
 from llgrad.runtime.ops.index import index_put_p, scatter_add_p
+from llgrad.runtime.ops.window import dynamic_window_p, window_update_p
 from llgrad.transform import control
 
 from . import abi, jit, outline
@@ -128,11 +129,13 @@ def opt_level(plans, ir_lines: int) -> int:
     forced = config.opt_level()
     if forced is not None:
         return forced
+    if any(_windows_in_loops(p.top) for p in plans):
+        return 2  # Note [Loops over windows of run-time length]
     plans = [(p, _Trips(p)) for p in plans]
     if sum(_estimate(p.top, _vectorizer_work, t) for p, t in plans) >= VECTORIZER_WORK:
         return 2
     light = ir_lines >= LIGHT_MIN_LINES and \
-        max([_estimate(p.top, _touched, t) for p, t in plans] or [0]) < LIGHT_WORK
+        max([_estimate(p.top, _touched, t) for p, t in plans] or [0]) < LIGHT_WORK * ir_lines
     return 0 if light else 1
 
 
@@ -149,13 +152,19 @@ def opt_level(plans, ir_lines: int) -> int:
 # `_Trips` counts them: a reverse sweep, whose count is the forward loop's, as often as the
 # static loop before it or the longest loop at its depth, so a hand-written Cholesky's
 # nested sweeps at n = 10 count 10 trips, not LOOP_GUESS) is optimised at O2.
-# A module whose entries each touch fewer than LIGHT_WORK array elements a call (every
-# operand and result of every unit, a slice for indexing and tapes, a unit in a loop once
-# per iteration, counted as for VECTORIZER_WORK) runs in at most ~100 us: its first call
-# costs as much as thousands of calls, so it gets the light pipeline (level 0; jit.py, Note
-# [The light pipeline]), which takes a quarter off its first call and costs up to ~15% a call
-# (tanh RNN, hidden 16, batch 8: T=5 touches 3*10^4 elements, 8.7 -> 9.3 us a call; T=40
-# 2.3*10^5, 102 -> 112 us; an LSTM at T=8, 1.6*10^5, and softmax regression: 1-3%). Unless
+# A module whose entries each touch fewer than LIGHT_WORK array elements a call per line of
+# its LLVM IR (every operand and result of every unit, a slice for indexing and tapes, a
+# unit in a loop once per iteration, counted as for VECTORIZER_WORK) runs in at most a few
+# hundred us: its first call costs as much as thousands of calls, so it gets the light
+# pipeline (level 0; jit.py, Note [The light pipeline]), which takes a quarter off its first
+# call and costs up to ~15% a call (tanh RNN, hidden 16, batch 8: T=5 touches 3*10^4
+# elements, 8.7 -> 9.3 us a call; T=40 2.1*10^5, 39 -> 44 us; T=80 4.2*10^5, 76 -> 84 us;
+# an LSTM at T=8, 1.6*10^5, and softmax regression: 1-3%). Per line, because what the light
+# pipeline saves grows with the IR (LLVM's time) and what it costs with the work: the calls
+# it takes to win back the time saved. A flat bound made the RNN (1469 lines) switch to O1
+# between T = 40 and 80, its staged loop's IR the same, and its first call grow 1.34x
+# (CPU, 132 -> 172 ms) for one doubling of T; per line, the switch comes at T ~ 110, and
+# the MLP (1032 lines, 4*10^5 elements) stays at O1. Unless
 # the module is small (under LIGHT_MIN_LINES lines of LLVM IR): O1 then costs only a few ms
 # more, and loops whose scalar state stays in memory without LICM run ~20% slower (the
 # benchmark's 100-op chain: 6.8 -> 8.3 us a call). The benchmark workloads touch 4*10^5
@@ -165,12 +174,43 @@ def opt_level(plans, ir_lines: int) -> int:
 # element access counts 8 per iteration. At O2 the 128x128 stencil of
 # benchmarks/workloads/numba_style.py runs its forward 1.8x faster, its gradient 1.15x (CPU
 # time); the GMM of scalar loops, whose loops run 10 and 25 times, would gain 5% for 50%
-# more LLVM time, and stays at O1 (issue 13).
+# more LLVM time, and stays at O1 (issue 13). Loops over windows of run-time length are
+# O2 at every size (Note [Loops over windows of run-time length]).
+
 VECTORIZER_WORK = 1 << 14
 LONG_LOOP = 64
-LIGHT_WORK = 1 << 18
+LIGHT_WORK = 320  # elements per line of LLVM IR
 LIGHT_MIN_LINES = 500
 LOOP_GUESS = 1000
+
+
+# Note [Loops over windows of run-time length]
+# A staged loop over slices whose length is a loop variable (`L[i, :j]`, `x[:i] @ y[:i]`:
+# runtime/padded.py) is the hand-written linear algebra of issue 12: a Cholesky
+# factorisation, triangular solves, Gram-Schmidt. Its windows (dynamic_window,
+# window_update) and their gradients' scatters are scalar loops LLVM's vectoriser speeds up,
+# each as long as the padded extent (n), run n^2 times by the nest, so the estimate above
+# passes VECTORIZER_WORK as n grows, between n = 10 and 25 for the benchmark's Cholesky +
+# solve: its IR, and the cost of each level, stay the same at every n, but its first call
+# jumped 2.5x (CPU 200 ms at the light level, 540 ms at O2) where the level switched. What
+# grew with n was the estimate of the work, not the program. Such modules are therefore
+# optimised at O2 whatever their size: the first call costs the same at n = 10, 25 and 50
+# (0.53, 0.61, 0.62 s CPU on a loaded machine) and the calls keep O2's gain (n = 25: 83 us
+# against O1's 97 and the light level's 108; n = 50: 2.1 ms against 2.5 and 3.2 ms). Small
+# sizes pay for it: at n = 10 the light level took 0.2 s, and its calls were as fast
+# (6-6.5 us at every level).
+def _windows_in_loops(block, in_loop: bool = False) -> bool:
+    """Whether a window of run-time length (dynamic_window, window_update) is read or
+    written inside a for or while loop of `block`."""
+    for u in block.units:
+        if isinstance(u, ControlUnit):
+            loop = in_loop or u.op.prim is not cond_p
+            if any(_windows_in_loops(b, loop) for b in u.blocks):
+                return True
+        elif in_loop and isinstance(u, OpUnit) and u.op is not None and \
+                u.op.prim in _WINDOWS:
+            return True
+    return False
 
 
 class _Trips:
@@ -246,6 +286,7 @@ def _touched(u, inner: int = 1) -> int:
     return sum(sizes)
 
 
+_WINDOWS = frozenset({dynamic_window_p, window_update_p})
 _SLICING = frozenset({"index", "tape", "codegen"})  # (codegen: plan.py's accumulate)
 
 

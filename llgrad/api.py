@@ -23,6 +23,7 @@ from llgrad.runtime.errors import (ConcretizationError, DTypeError, ShapeError, 
                                    _compose)
 from llgrad.tracer import signature as sig
 from llgrad.tracer.captures import failed, hold, note_function
+from llgrad.tracer.convert.stored import using as using_store
 from llgrad.tracer.dynamic import trace_dynamic
 from llgrad.tracer.tracing import _convertible, bind_arguments, call_with, trace
 from llgrad import compose, diagnostics
@@ -233,7 +234,7 @@ class Differentiable:
 
     def _trace(self, args, kwargs, wrt_args) -> Compiled:
         """A staged trace of this call, ready to differentiate and compile."""
-        with paused_gc():
+        with paused_gc(), using_store(self._conversion_store()):
             t0 = time.perf_counter()
             tr = trace(self.fn, args, kwargs)
             c = self._build(tr, wrt_args, time.perf_counter() - t0)
@@ -247,7 +248,7 @@ class Differentiable:
     def _dynamic(self, args, kwargs, struct, wrt_args, reason) -> tuple[Compiled, list]:
         """The dynamic path: trace this call eagerly; reuse the compiled code of its graph."""
         t0 = time.perf_counter()
-        with paused_gc():
+        with paused_gc(), using_store(self._conversion_store()):
             tr, values = trace_dynamic(self.fn, args, kwargs)
         dt = time.perf_counter() - t0
         self.trace_count += 1
@@ -304,9 +305,21 @@ class Differentiable:
             dump_compiled(config.dump_dir(), Inspection(c))
         return c
 
+    def _uses_disk(self) -> bool:
+        from llgrad import cache
+        return (self.use_disk_cache or cache.enabled()) and not config.disable_jit()
+
+    def _conversion_store(self):
+        """Where converted source is kept (Note [Converted code on disk] in
+        tracer/convert/stored.py): the disk cache, when this function uses it."""
+        if not self._uses_disk():
+            return None
+        from llgrad import cache
+        return cache
+
     def _disk_key(self, tr, wrt_args) -> str | None:
         from llgrad import cache
-        if not (self.use_disk_cache or cache.enabled()) or config.disable_jit():
+        if not self._uses_disk():
             return None
         extra = () if self.checkpoint is None else (f"checkpoint={self.checkpoint!r}",)
         return cache.key(fingerprint(tr.fn), repr(wrt_args), sig.describe(tr.in_struct), *extra)

@@ -1,6 +1,7 @@
 """The on-disk compile cache: native object code plus the IR it came from, so a script's
 second run skips optimisation, AD and LLVM (it still traces, to compute the key: Note
-[Warm starts]).
+[Warm starts]), and the converted source of the functions it traces, so it skips the gast
+conversion too (tracer/convert/stored.py).
 
 Key: the traced IR's structural fingerprint, the entries and `wrt`, llgrad's version, the
 LLVM version, the host CPU name and features, and what the support functions (the kernels'
@@ -392,10 +393,12 @@ def load_module(k: str):
 # cold start. Everything after the trace is a pure function of the IR, so a hit skips the
 # IR passes and AD as well as LLVM (llgrad/compiled.py, Note [Stages on first use]: the
 # stages are made only when something needs them; a joint entry is stored only after AD
-# succeeded on the same IR). What a warm start still pays: converting the source (gast, ~8
-# ms for a small function), the trace (~1 ms per 100 ops), the key, reading and loading the
-# object code (~4 ms with the calling trampoline), and loading llvmlite (~20-40 ms once per
-# process; it is needed to load object code at all). A key that skips the trace too
+# succeeded on the same IR). What a warm start still pays: the trace (~1 ms per 100 ops),
+# with the function's conversion read from the cache (tracer/convert/stored.py, Note
+# [Converted code on disk]: ~0.7 ms instead of ~3.4 for the benchmark's chain), the key,
+# reading and loading the object code (~2 ms), and loading the tracer and llvmlite (~45 ms
+# CPU once per process; llvmlite is needed to load object code at all): for cold_start,
+# ~5.3 ms CPU after every import against ~46 ms cold. A key that skips the trace too
 # (function source and signature) would have to cover every function the trace reaches and
 # every value it reads: the guards record only data globals (not helpers, modules,
 # attributes of objects), so it could load code for a changed helper. It is not done.
@@ -410,7 +413,9 @@ def load_module(k: str):
 # count, [[shape, dtype name], ...] for the arguments, the same for the results, the failure
 # sites (Note [Failure sites on disk]), the error record's offset, the number of tape headers
 # before it (Note [Workspaces] in codegen/compiled.py)]}, "support": {support name: symbol},
-# "llvm_ir", "stats", "workspace"}. Everything is checked as it is read (types, dtype names
+# "llvm_ir", "stats", "workspace"}; a converted function's entry has {"key", "kind":
+# "conversion", "lookups", "source", "filename", "firstlineno"} and a marshalled code object
+# for the object code (tracer/convert/stored.py). Everything is checked as it is read (types, dtype names
 # from a fixed list, buffer counts against the avals, symbol names), and the object code by
 # codegen/objfile.py, which also requires it to define the layout's and support's symbols.
 # Format 2 (a pickle), format 5 (the support functions were an entry of their own) and
@@ -427,7 +432,10 @@ def load_module(k: str):
 # followed; a FIFO or someone else's file is not read), and nothing in an entry is code
 # that runs when read (a fixed binary layout and JSON, no pickle). A directory that fails
 # the check is not used at all: a warning names it and says why, and the computation runs
-# without the disk cache. The sha256 in each entry is not a signature: it guards against
+# without the disk cache. The same holds for converted functions (marshalled code objects,
+# the format of Python's own __pycache__, read only after their checksum: marshal runs
+# nothing as it reads), which run when the function is traced as object code does when
+# called (tracer/convert/stored.py, Note [Converted code on disk]). The sha256 in each entry is not a signature: it guards against
 # corruption only (anyone who can write an entry can recompute it), and the object check
 # (codegen/objfile.py) guards LLVM against malformed code, not against malicious code.
 # Keys are not secret either: they hash public data (IR, versions, CPU), so keying the

@@ -9,7 +9,15 @@ what a user waits for when a script runs.
 * ``llgrad-cold``: ``@llgrad.differentiate(cache=True)`` with ``LLGRAD_CACHE_DIR`` pointing at a
   new empty directory for every call (trace + compile every time).
 * ``llgrad-warm``: the same, with one cache directory that the first call fills; later calls
-  should load the compiled object from disk. Goal: warm < 20% of cold.
+  load the converted source and the compiled object from disk.
+* ``llgrad-cold*``, ``llgrad-warm*``: the same two, counted after imports (issue 12's
+  restated goal: warm* <= 15% of cold*; from process start, the floor of starting Python and
+  importing numpy made the old goal, warm < 20% of cold, unreachable). Each is the first
+  call's wall time in the child (``differentiate`` + ``value_and_grad``) less the time it
+  spent importing modules, as ``python -X importtime`` reports it: llgrad loads its tracer
+  and llvmlite on first use, and the lowering only when something is compiled, so what a
+  call imports differs by path; the import of llgrad itself is measured by
+  ``python -X importtime -c "import llgrad"`` (goal: 50 ms of its own).
 * ``jax``: ``jit(value_and_grad)`` in a fresh process (JAX's persistent cache off, its default).
 * ``torch``: eager, in a fresh process.
 * ``python+numpy``: ``import numpy`` and nothing else: the floor.
@@ -61,6 +69,7 @@ def chain100(x):
 
 PACKAGES = ("llgrad", "runtime", "tracer", "transform", "codegen")  # the checkout's packages
 
+_MARK = "llgrad-bench: call"
 _PRELUDE = f"""
 import json, sys
 sys.path.insert(0, {ROOT!r})
@@ -70,12 +79,17 @@ x = np.linspace(-1.0, 1.0, 16)
 
 SCRIPTS = {
     "llgrad": _PRELUDE + """
+import time
 import llgrad
 from chain import chain100
+print(_MARK, file=sys.stderr, flush=True)  # (imports after this are the call's)
+t0 = time.perf_counter()
 f = llgrad.differentiate(chain100, cache=True)
 v, g = f.value_and_grad(x)
-print(json.dumps({"value": float(v), "grad": np.asarray(g).tolist()}))
-""",
+call = time.perf_counter() - t0
+print(_MARK, file=sys.stderr, flush=True)
+print(json.dumps({"value": float(v), "grad": np.asarray(g).tolist(), "call": call}))
+""".replace("_MARK", repr(_MARK)),
     "jax": _PRELUDE + """
 import types
 import jax
@@ -126,17 +140,38 @@ def _script_dir() -> str:
     return _SCRIPT_DIR[0]
 
 
+_AFTER_IMPORTS: list = [float("nan")]  # the last llgrad child's call, less its imports
+
+
 def _spawn(script: str, env_extra=None):
     env = dict(os.environ, **(env_extra or {}))
     env.pop("PYTHONDONTWRITEBYTECODE", None)  # run from bytecode, as installed (see above)
     path = os.path.join(_script_dir(), f"run_{script}.py")
-    proc = subprocess.run([sys.executable, path], capture_output=True, text=True,
+    timing = ["-X", "importtime"] if script == "llgrad" else []
+    proc = subprocess.run([sys.executable, *timing, path], capture_output=True, text=True,
                           env=env, timeout=600)
     if proc.returncode != 0:
         tail = proc.stderr.strip().splitlines()[-1:] or ["(no stderr)"]
         raise RuntimeError(f"subprocess failed: {tail[0]}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
+    if "call" in out:
+        _AFTER_IMPORTS[0] = out["call"] - _import_seconds(proc.stderr)
     return out["value"], (np.asarray(out["grad"]),)
+
+
+def _import_seconds(stderr: str) -> float:
+    """Seconds the child spent importing between its two marks: the cumulative times of the
+    outermost imports in ``-X importtime``'s report ("import time: self | cumulative |
+    name", the name indented by nesting)."""
+    total, inside = 0.0, False
+    for line in stderr.splitlines():
+        if line == _MARK:
+            inside = not inside
+        elif inside and line.startswith("import time:"):
+            _, cumulative, name = line[len("import time:"):].split("|")
+            if cumulative.strip().isdigit() and not name.startswith("  "):  # " name": outermost
+                total += int(cumulative) * 1e-6
+    return total
 
 
 def _llgrad(warm: bool):
@@ -176,13 +211,17 @@ cold_start = Workload(
     impls=[
         Impl("llgrad-cold", _llgrad(False), "v+g", "empty LLGRAD_CACHE_DIR each call"),
         Impl("llgrad-warm", _llgrad(True), "v+g", "cache filled by the first call"),
+        Impl("llgrad-cold*", _llgrad(False), "v+g", "* after imports: the call in the "
+             "child, less its imports", timer=lambda: _AFTER_IMPORTS[0]),
+        Impl("llgrad-warm*", _llgrad(True), "v+g", "* after imports",
+             timer=lambda: _AFTER_IMPORTS[0]),
         Impl("jax", _peer("jax", "jax"), "v+g", "jit(value_and_grad), no persistent cache"),
         Impl("torch", _peer("torch", "torch"), "v+g", "eager"),
         Impl("python+numpy", _peer("numpy", "numpy"), "start", "interpreter + numpy import only",
              check=False),
     ],
-    goals=[Goal.at_most("llgrad-warm", "llgrad-cold", 0.2,
-                        "warm-cache start to first gradient < 20% of cold")],
+    goals=[Goal.at_most("llgrad-warm*", "llgrad-cold*", 0.15,
+                        "after imports, a warm-cache start <= 15% of a cold one")],
     llgrad_ref="llgrad-cold",
     fallback_ref="python+numpy",
 )

@@ -166,6 +166,19 @@ def _forward_substitution(L, y):
     return np.sum(z ** 2)
 
 
+def _triangular_solve(L, y):
+    n = y.shape[0]
+    z = np.zeros_like(y)
+    for i in range(n):  # windows of run-time length, z[:i]: runtime/padded.py
+        z[i] = (y[i] - np.sum(L[i, :i] * z[:i])) / L[i, i]
+    return np.sum(z ** 2)
+
+
+def _lower_triangular(n):
+    r = np.random.default_rng(0)
+    return np.tril(r.standard_normal((n, n))) + n * np.eye(n), r.standard_normal(n)
+
+
 @pytest.mark.parametrize("fn, args, level", [
     (_elementwise, (np.ones(100_000),), 1),
     (_gather, (np.ones(100_000), np.arange(100_000) % 7), 2),
@@ -173,14 +186,34 @@ def _forward_substitution(L, y):
     (_cumsum, (np.ones(100_000),), 2),
     (unrolled_rnn, _rnn_args(5), 0),  # little work, much IR: the light pipeline
     (_staged_rnn, _rnn_args(5), 0),
-    (_staged_rnn, _rnn_args(80), 1),  # (not O2: its slab writes are no scatters)
+    (_staged_rnn, _rnn_args(80), 0),  # light per line of IR: the same level as at T=5
+    (_staged_rnn, _rnn_args(320), 1),  # (not O2: its slab writes are no scatters)
     (_forward_substitution, (np.eye(10) + 1.0, np.ones(10)), 0),
+    (_triangular_solve, _lower_triangular(10), 2),  # Note [Loops over windows of run-time
+    (_triangular_solve, _lower_triangular(50), 2),  # length]
 ])
 @pytest.mark.filterwarnings("ignore::llgrad.PerformanceWarning")
 def test_optimisation_level_is_chosen_from_the_plan(fn, args, level, native):
     f = llgrad.differentiate(fn)
     f.value_and_grad(*args)
     assert next(iter(f._cache.values())).stats["opt level (joint)"] == level
+
+
+def test_loops_over_windows_compile_the_same_code_at_every_size(native):
+    """Issue 12: the triangular solve's compile does not grow with n: the same IR and
+    optimisation level, as much LLVM IR, at n = 10, 25 and 50 (Note [Loops over windows of run-time
+    length] in codegen/compile.py), and the staged path."""
+    seen, lines_at = set(), []
+    for n in (10, 25, 50):
+        f = llgrad.differentiate(_triangular_solve, wrt=(0, 1))
+        f.value_and_grad(*_lower_triangular(n))
+        ins = f.inspect(*_lower_triangular(n))
+        st, lines = ins.stats, ins.llvm_ir.count("\n")
+        assert st["path"] == "staged"
+        seen.add((st["ops (traced)"], st["ops (forward+backward)"], st["opt level (joint)"]))
+        lines_at.append(lines)
+    assert len(seen) == 1, seen
+    assert max(lines_at) <= 1.05 * min(lines_at), lines_at  # (loop tails: shapes differ)
 
 
 def test_opt_level_can_be_forced(native, monkeypatch):

@@ -15,7 +15,7 @@ import llgrad
 from llgrad import cache
 from llgrad.__main__ import main
 from llgrad.codegen import abi
-from tests.e2e.test_disk_cache import SCRIPT, TRAMPOLINE_SCRIPT, run_script
+from tests.e2e.test_disk_cache import SCRIPT, TRAMPOLINE_SCRIPT, entries, run_script
 
 NOBODY = 65534
 
@@ -100,10 +100,10 @@ def test_a_planted_pickle_is_never_unpickled(tmp_path, cache_dir):
     pickle.loads(_old_format_entry(tmp_path / "proof", "k")[15 + 32:])
     assert (tmp_path / "proof").exists()  # the payload is live
     first, _ = _run(tmp_path, cache_dir)
-    entries = glob.glob(str(cache_dir / "??" / "*.llgc"))
-    assert len(entries) == 1  # the function's (with the support functions): replaced
-    marker = tmp_path / "marker"
-    for path in entries:
+    paths = entries(cache_dir, None)
+    assert len(paths) == 2  # the function's code (with the support functions) and its
+    marker = tmp_path / "marker"  # conversion: both replaced
+    for path in paths:
         with open(path, "wb") as fh:
             fh.write(_old_format_entry(marker, os.path.basename(path)[:-5]))
     assert _run(tmp_path, cache_dir)[0] == [first[0], "miss"]
@@ -113,7 +113,7 @@ def test_a_planted_pickle_is_never_unpickled(tmp_path, cache_dir):
 
 def test_links_and_fifos_inside_the_cache_are_not_followed(tmp_path, cache_dir):
     first, _ = _run(tmp_path, cache_dir, TRAMPOLINE_SCRIPT)
-    (kernel,) = sorted(glob.glob(str(cache_dir / "??" / "*.llgc")))
+    (kernel,) = entries(cache_dir)
     outside = tmp_path / "outside"
     outside.mkdir()
     copy = outside / os.path.basename(kernel)

@@ -51,7 +51,8 @@ def test_second_process_hits_the_cache(tmp_path, cache_dir):
     v2, state2 = _run(tmp_path, cache_dir)
     assert (state1, state2) == ("miss", "hit")
     assert v1 == v2
-    assert cache.info()["entries"] == 1  # the function's (with the support functions)
+    assert cache.info()["entries"] == 2  # the function's code (with the support functions) and
+    # its conversion (Note [Converted code on disk])
     assert oct(os.stat(cache_dir).st_mode & 0o777) == "0o700"
 
 
@@ -76,8 +77,7 @@ def test_corrupt_and_foreign_entries_are_ignored(cache_dir):
         return np.sum(x ** 3)
     x = np.arange(4.0)
     llgrad.differentiate(h, cache=True).grad(x)
-    (entry,) = [os.path.join(r, f) for r, _, fs in os.walk(cache_dir) for f in fs
-                if f.endswith(".llgc")]
+    (entry,) = entries(cache_dir)
     with open(entry, "r+b") as f:  # truncate the payload: a crash mid-write of a copy
         f.truncate(40)
     d = llgrad.differentiate(h, cache=True)
@@ -167,11 +167,15 @@ def test_warm_process_runs_neither_llvm_nor_the_lowering(tmp_path, cache_dir):
     assert (llvm1, llvm2) == ("llvm", "no-llvm")
     assert (lowering1, lowering2) == ("lowering", "no-lowering")
     assert v1 == v2
-    assert cache.info()["entries"] == 1
+    assert cache.info()["entries"] == 2  # its code and its conversion
 
 
-def _entries(cache_dir) -> list[str]:
-    return sorted(glob.glob(os.path.join(cache_dir, "??", "*.llgc")))
+def entries(cache_dir, kind: str | None = "module") -> list[str]:
+    """The paths of the cache's entries of `kind` ("module": compiled code, "conversion":
+    converted source, Note [Converted code on disk]; None: all)."""
+    paths = sorted(glob.glob(os.path.join(cache_dir, "??", "*.llgc")))
+    return [p for p in paths
+            if kind is None or cache.load(os.path.basename(p)[:-5])[0]["kind"] == kind]
 
 
 def _replace_object(path, damage) -> None:
@@ -183,7 +187,7 @@ def _replace_object(path, damage) -> None:
 
 def test_corrupt_entry_is_recompiled_with_its_support_functions(tmp_path, cache_dir):
     v1, *_ = _run_trampoline_script(tmp_path, cache_dir)
-    (entry,) = _entries(cache_dir)
+    (entry,) = entries(cache_dir)
     _flip_a_byte(entry)  # caught by the checksum
     v2, llvm2, _ = _run_trampoline_script(tmp_path, cache_dir)
     assert (v2, llvm2) == (v1, "llvm")  # recompiled, and rewritten:
@@ -199,7 +203,7 @@ def test_corrupt_entry_is_recompiled_with_its_support_functions(tmp_path, cache_
 
 def test_damaged_kernel_entry_with_a_valid_checksum_is_recompiled(tmp_path, cache_dir):
     v1, _ = _run(tmp_path, cache_dir)
-    (entry,) = _entries(cache_dir)
+    (entry,) = entries(cache_dir)
     _replace_object(entry, lambda obj: obj[:100])
     assert _run(tmp_path, cache_dir) == [v1, "miss"]  # recompiled, and rewritten:
     assert _run(tmp_path, cache_dir) == [v1, "hit"]
@@ -236,10 +240,10 @@ def test_damaged_object_code_is_a_miss_never_a_crash(tmp_path, cache_dir):
     an abort fails this test instead of killing pytest."""
     x = np.arange(4.0)
     llgrad.differentiate(lambda x: np.sum(x ** 3), cache=True).grad(x)
-    (path,) = _entries(cache_dir)
+    (path,) = entries(cache_dir)
     meta, obj = cache.load(os.path.basename(path)[:-5])
     llgrad.differentiate(lambda x: np.sum(np.sin(x) * x), cache=True).grad(x)
-    (elsewhere,) = [p for p in _entries(cache_dir) if p != path]
+    (elsewhere,) = [p for p in entries(cache_dir) if p != path]
     shoff, = struct.unpack_from("<Q", obj, 40)  # e_shoff: where the section headers start
     variants = {
         "truncated": obj[:len(obj) // 2],

@@ -10,7 +10,6 @@ operator calls (control_flow) -> compile with the original globals and closure (
 from __future__ import annotations
 
 import ast
-import builtins
 import dataclasses
 import linecache
 import sysconfig
@@ -20,12 +19,12 @@ from typing import Any, Callable
 
 import gast
 
-from . import calls, compile as compile_, fence, jumps, liveness, logical
+from . import calls, compile as compile_, fence, jumps, liveness, logical, stored
 from .activity import declared_names, local_names
 from .control_flow import convert_control_flow
 from .errors import SourceMap, UnsupportedSyntaxError
 from .naming import Namer
-from .parsing import parse_function
+from .parsing import parse_function, source_lines
 
 MARK = "__lg_converted__"
 
@@ -159,26 +158,7 @@ def warn_no_source(fn) -> None:
         loc.file if loc else "<unknown>", loc.line if loc else 0)
 
 
-def _resolver(fn: Callable) -> Callable[[str], Any]:
-    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__ or ()))
-    builtins_ns = fn.__globals__.get("__builtins__", builtins)
-    if isinstance(builtins_ns, types.ModuleType):
-        builtins_ns = builtins_ns.__dict__
-
-    def resolve(name: str) -> Any:
-        if name in cells:
-            try:
-                return cells[name].cell_contents
-            except ValueError:
-                return calls.MISSING
-        if name in fn.__globals__:
-            return fn.__globals__[name]
-        return builtins_ns.get(name, calls.MISSING)
-
-    return resolve
-
-
-def _is_llgrad_context(resolve: Callable[[str], Any], locals_: set[str]):
+def _is_llgrad_context(resolve: Callable[..., Any], locals_: set[str]):
     def check(expr: gast.expr) -> bool:
         while isinstance(expr, (gast.Call, gast.Attribute)):
             expr = expr.func if isinstance(expr, gast.Call) else expr.value
@@ -193,6 +173,25 @@ def _is_llgrad_context(resolve: Callable[[str], Any], locals_: set[str]):
 
 
 def _convert(fn: Callable) -> ConvertedFunction:
+    from .. import operators
+    k = None
+    if stored.current() is not None:  # Note [Converted code on disk] (stored.py)
+        try:
+            k = stored.key(fn, *source_lines(fn))
+        except (OSError, TypeError):
+            k = None  # no source: parse_function says so
+    if k is not None:
+        hit = stored.load(k, fn)
+        if hit is not None:
+            module_code, source, filename, firstlineno = hit
+            injected = {"__lg": operators, "__lg_src": SourceMap(filename, fn.__qualname__)}
+            try:
+                new_fn = compile_.from_module_code(module_code, fn, injected)
+            except (LookupError, KeyError):
+                pass  # not this function's code: convert it again (and overwrite the entry)
+            else:
+                setattr(new_fn, MARK, True)
+                return ConvertedFunction(weakref.ref(fn), new_fn, source, filename, firstlineno)
     parsed = parse_function(fn)
     node = parsed.node
     fence.check_static(node, parsed.loc)
@@ -200,7 +199,7 @@ def _convert(fn: Callable) -> ConvertedFunction:
     globals_, nonlocals = declared_names(node)
     locals_ = local_names(node)
     cells = liveness.closure_reads(node) & locals_
-    resolve = _resolver(fn)
+    resolve = stored.Lookups(fn)
     fence.insert_fences(node, locals_ | set(fn.__code__.co_freevars), globals_, nonlocals,
                         _is_llgrad_context(resolve, locals_))
     jumps.convert_jumps(node, namer)
@@ -211,10 +210,9 @@ def _convert(fn: Callable) -> ConvertedFunction:
 
     py_node = gast.gast_to_ast(node)
     source = ast.unparse(py_node)
-    from .. import operators
     injected = {"__lg": operators, "__lg_src": SourceMap(parsed.filename, parsed.qualname)}
-    new_fn = compile_.instantiate(py_node, fn, injected, parsed.filename)
+    new_fn, module_code = compile_.instantiate(py_node, fn, injected, parsed.filename)
     setattr(new_fn, MARK, True)
+    if k is not None:
+        stored.save(k, resolve, module_code, source, parsed.filename, parsed.firstlineno)
     return ConvertedFunction(weakref.ref(fn), new_fn, source, parsed.filename, parsed.firstlineno)
-
-

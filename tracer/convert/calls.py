@@ -98,7 +98,7 @@ def _has_traced_form(value: Any) -> bool:
 
 
 class _Calls(gast.NodeTransformer):
-    def __init__(self, locals_: set[str], resolve: Callable[[str], Any], writable: set[str],
+    def __init__(self, locals_: set[str], resolve: Callable[..., Any], writable: set[str],
                  namer):
         self.locals, self.resolve, self.writable, self.namer = locals_, resolve, writable, namer
 
@@ -115,12 +115,7 @@ class _Calls(gast.NodeTransformer):
             func = func.value
         if not isinstance(func, gast.Name) or func.id in self.locals:
             return _MISSING
-        value = self.resolve(func.id)
-        for attr in reversed(chain):
-            if not isinstance(value, types.ModuleType):
-                return _MISSING
-            value = getattr(value, attr, _MISSING)
-        return value
+        return self.resolve(func.id, tuple(reversed(chain)))  # (attributes of modules only)
 
     def visit_Call(self, node):
         self.generic_visit(node)
@@ -291,7 +286,7 @@ def _index(index):
 
 
 def convert_calls(fn: gast.FunctionDef, locals_: set[str], writable: set[str],
-                  resolve: Callable[[str], Any], namer) -> None:
+                  resolve: Callable[..., Any], namer) -> None:
     """Rewrite calls, range loops and element updates in ``fn``'s body (in place)."""
     t = _Calls(locals_, resolve, writable, namer)
     fn.body = [r for s in fn.body for r in _as_list(t.visit(s))]

@@ -19,7 +19,16 @@ FACTORY, INNER = "__lg_factory", "__lg_converted"
 
 
 def instantiate(node: ast.FunctionDef, original: Callable, injected: dict[str, Any],
-                filename: str) -> types.FunctionType:
+                filename: str) -> tuple[types.FunctionType, types.CodeType]:
+    """The converted function, and the module code it came from (what
+    `from_module_code` builds it from again: Note [Converted code on disk] in stored.py)."""
+    module_code = compile_factory(node, original, injected, filename)
+    return from_module_code(module_code, original, injected), module_code
+
+
+def compile_factory(node: ast.FunctionDef, original: Callable, injected: dict[str, Any],
+                    filename: str) -> types.CodeType:
+    """The code of a module defining the factory of the converted `node`."""
     code = original.__code__
     # Compiled under a reserved name: the factory must not bind the user's name, which the
     # body may use to reach the (global or enclosing) original, e.g. in recursion.
@@ -36,7 +45,15 @@ def instantiate(node: ast.FunctionDef, original: Callable, injected: dict[str, A
             n.lineno, n.col_offset = node.lineno, 0
             n.end_lineno, n.end_col_offset = node.lineno, 0
     module = ast.fix_missing_locations(ast.Module(body=[factory], type_ignores=[]))
-    module_code = compile(module, filename, "exec", dont_inherit=True)
+    return compile(module, filename, "exec", dont_inherit=True)
+
+
+def from_module_code(module_code: types.CodeType, original: Callable,
+                     injected: dict[str, Any]) -> types.FunctionType:
+    """The converted function in `module_code` (from `compile_factory`), with `original`'s
+    globals, closure cells, defaults and names. Raises LookupError or KeyError when the
+    code is not such a module for `original`."""
+    code = original.__code__
     factory_code = _const_code(module_code, FACTORY)
     fn_code = _renamed(_const_code(factory_code, INNER), original.__name__,
                        original.__qualname__)
