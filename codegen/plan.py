@@ -221,11 +221,13 @@ class FunctionPlan:
             if ra is not rb:
                 parent[ra] = rb
 
-        seeds = []
+        seeds, ragged = [], []
         for region, _, _ in regions:
             for op in self.flat[id(region)]:
                 if op.prim is tape_new_p:
                     seeds.append(op.outputs[0])
+                    if op.params.get("ragged"):
+                        ragged.append(op.outputs[0])
                 elif op.prim is tape_push_p:
                     union(op.outputs[0], op.inputs[0])
                 elif (cf := describe(op)) is not None:  # one class across the op's state
@@ -248,6 +250,8 @@ class FunctionPlan:
             if k is not None:
                 self.tape_class[v] = k
                 self.tape_rows[k] = (tuple(v.aval.shape[1:]), np.dtype(v.aval.dtype))
+        # the classes of ragged tapes (a row count per column: Note [Ragged tapes])
+        self.tape_ragged: set = {tape_roots[find(v)] for v in ragged}
 
     def _accumulations(self, region, kind, owner):
         ops = self.flat[id(region)]

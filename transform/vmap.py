@@ -11,13 +11,14 @@ import numpy as np
 
 from llgrad.runtime import ops
 from llgrad.runtime.aval import Aval
-from llgrad.runtime.ops.control import check_p, constant_p, tape_new_p, tape_push_p
+from llgrad.runtime.ops.control import check_p, constant_p, tape_get_p, tape_new_p, tape_push_p
 from llgrad.runtime.ops.index import getitem_p, index_put_p, scatter_add_p
 from llgrad.runtime.ops.linalg import matmul_p
 from llgrad.runtime.ops.shape import broadcast_to_p, concatenate_p, reshape_p, transpose_p
 from llgrad.transform import control, ir
 from llgrad.transform.builder import Builder
-from llgrad.transform.vmap_control import RULES, check, differs, tape_ids, tape_new
+from llgrad.transform.vmap_control import (RULES, Ragged, batched_tape, check, tape_groups,
+                                           tape_new)
 
 # Note [Batching rules]
 # A batched value holds the examples on axis 0. The rules, by primitive family:
@@ -56,22 +57,29 @@ def vmap_function(fn: ir.Function, batched: list[bool], n: int,
     Returns:
         (the batched function, whose params take (n, *aval.shape) where flagged; which of its
         outputs are batched).
-    Raises:
-        UnsupportedError: a gradient tape would be read at rows that differ across the batch
-            (Note [Batched tapes] in transform/vmap_control.py).
     """
-    return _Vmap(name or f"{fn.name}_vmap", n).run(fn, batched)
+    ragged: set = set()
+    while True:  # each walk that meets a tape needing a row count per example makes it so
+        try:
+            return _Vmap(name or f"{fn.name}_vmap", n, ragged).run(fn, batched)
+        except Ragged as r:  # Note [Ragged tapes]
+            assert r.group not in ragged, "vmap: a ragged tape asked to be made ragged"
+            ragged.add(r.group)
 
 
 class _Vmap:
-    def __init__(self, name: str, n: int):
+    def __init__(self, name: str, n: int, ragged: set):
         self.n, self.loc, self.mask = n, None, None
-        self.int_tapes: set = set()  # ids of fn's integer tapes (Note [Batched tapes])
+        self.ragged = ragged  # groups of the ragged tapes (Note [Ragged tapes])
+        self.groups: dict = {}  # tape value id -> its group (the id of its tape_new's output)
+        self.int_tapes: set = set()  # ids of the unbatched integer tapes (Note [Batched tapes])
         self.b = Builder(name, loc=lambda: self.loc)
 
     def run(self, fn, batched):
         b = self.b
-        tape_ids(fn.body, self.int_tapes)
+        tape_groups(fn.body, self.groups)
+        makers = {o.outputs[0].id: o for o in fn.walk() if o.prim is tape_new_p}
+        self.int_tapes = {v for v, g in self.groups.items() if not batched_tape(self, makers[g])}
         with b:
             env = {}
             for p, bt in zip(fn.params, batched):
@@ -92,7 +100,7 @@ class _Vmap:
         if bt:
             return x
         if old.id in self.int_tapes:
-            raise differs(self.loc)
+            raise Ragged(self.groups[old.id])
         return ops.broadcast_to(x, (self.n,) + tuple(old.aval.shape))
 
     def expand(self, x, rank: int):
@@ -117,8 +125,7 @@ class _Vmap:
         """Whether op reads a batched value (or its regions make a tape, always batched)."""
         return any(env[v.id][1] for v in op.inputs) or any(
             env[v.id][1] for r in op.regions for v in r.free_values() if v.id in env) or any(
-            o.prim is tape_new_p and np.dtype(o.params["dtype"]).kind == "f"
-            for r in op.regions for o in r.walk())
+            o.prim is tape_new_p and batched_tape(self, o) for r in op.regions for o in r.walk())
 
     # ---- the walk ---------------------------------------------------------------------------
     def ops(self, op_list, env) -> None:
@@ -128,8 +135,8 @@ class _Vmap:
                 check(self, op, env)
             elif op.prim is tape_new_p:
                 tape_new(self, op, env)
-            elif op.prim is tape_push_p and self.mask is not None:
-                raise differs(op.loc)  # rows pushed for examples that do not run here
+            elif op.prim in (tape_push_p, tape_get_p):  # Note [Ragged tapes]
+                RULES[op.prim](self, op, env)
             elif not self.free_batched(op, env):
                 self.clone(op, env)
             else:

@@ -77,39 +77,67 @@ class Tape:
 
     A tape value is linear (each push consumes the previous tape value), so pushing may mutate.
     The aval of a tape is `(rows, *row_shape)`, `rows` None when only known at run time.
+    A ragged tape (transform/vmap_control.py, Note [Ragged tapes]) holds a batch: its rows are
+    (n, *s) and column e has its own row count, `counts[e]`; a push writes the columns its
+    mask selects, each at its own next row, and a read of row k gives column e's row k[e]
+    (k 0-d or (n,)), zero where column e holds no such row.
     """
 
-    __slots__ = ("buf", "n")
+    __slots__ = ("buf", "n", "counts")
 
-    def __init__(self, shape, dtype, rows):
+    def __init__(self, shape, dtype, rows, ragged=False):
         self.buf = np.empty((rows if rows is not None else 16,) + tuple(shape), dtype)
         self.n = 0
+        self.counts = np.zeros(shape[0], np.int64) if ragged else None
 
-    def push(self, x) -> "Tape":
-        if self.n == self.buf.shape[0]:  # grow geometrically: O(1) amortised per push
-            new = np.empty((2 * self.n + 1,) + self.buf.shape[1:], self.buf.dtype)
+    def _room(self, rows: int) -> None:
+        if rows > self.buf.shape[0]:  # grow geometrically: O(1) amortised per push
+            new = np.empty((max(2 * self.n + 1, rows),) + self.buf.shape[1:], self.buf.dtype)
             new[:self.n] = self.buf[:self.n]
             self.buf = new
-        self.buf[self.n] = x
-        self.n += 1
+
+    def push(self, x, mask=None) -> "Tape":
+        if self.counts is None:
+            self._room(self.n + 1)
+            self.buf[self.n] = x
+            self.n += 1
+            return self
+        cols = np.arange(len(self.counts)) if mask is None else np.flatnonzero(mask)
+        self._room(self.n + 1)
+        self.buf[self.counts[cols], cols] = np.asarray(x)[cols]
+        self.counts[cols] += 1
+        self.n = max(self.n, int(self.counts.max(initial=0)))
         return self
 
     def get(self, k) -> np.ndarray:
-        k = int(k)
-        if not 0 <= k < self.n:
-            raise IndexError(f"tape row {k} of {self.n}")
-        return self.buf[k].copy()
+        k = np.asarray(k)
+        if self.counts is None and k.ndim == 0:
+            k = int(k)
+            if not 0 <= k < self.n:
+                raise IndexError(f"tape row {k} of {self.n}")
+            return self.buf[k].copy()
+        cols = np.arange(self.buf.shape[1])
+        k = np.broadcast_to(k, cols.shape)
+        held = self.n if self.counts is None else self.counts
+        ok = (k >= 0) & (k < held)
+        out = np.zeros(self.buf.shape[1:], self.buf.dtype)
+        out[ok] = self.buf[k[ok], cols[ok]]
+        return out
 
     @property
     def nbytes(self) -> int:
         return self.buf.nbytes
 
 
+# tape_new {shape, dtype, rows[, ragged]}; tape_push(tape, x[, mask]) (a mask only on a ragged
+# tape); tape_get(tape, k), k 0-d, or (n,) for a ragged or batched tape (Tape.get).
 tape_new_p = register(Primitive(
-    "tape_new", "tape", lambda shape, dtype, rows: Tape(shape, dtype, rows),
-    lambda shape, dtype, rows: Aval((rows,) + tuple(shape), np.dtype(dtype)), nondiff=True))
+    "tape_new", "tape", lambda shape, dtype, rows, ragged=False: Tape(shape, dtype, rows, ragged),
+    lambda shape, dtype, rows, ragged=False: Aval((rows,) + tuple(shape), np.dtype(dtype)),
+    nondiff=True))
 tape_push_p = register(Primitive(
-    "tape_push", "tape", lambda tape, x: tape.push(x), lambda tape, x: tape, nondiff=True))
+    "tape_push", "tape", lambda tape, x, mask=None: tape.push(x, mask),
+    lambda tape, x, mask=None: tape, nondiff=True))
 tape_get_p = register(Primitive(
     "tape_get", "tape", lambda tape, k: tape.get(k),
     lambda tape, k: Aval(tuple(tape.shape[1:]), tape.dtype), nondiff=True))
