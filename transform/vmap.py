@@ -17,8 +17,8 @@ from llgrad.runtime.ops.linalg import matmul_p
 from llgrad.runtime.ops.shape import broadcast_to_p, concatenate_p, reshape_p, transpose_p
 from llgrad.transform import control, ir
 from llgrad.transform.builder import Builder
-from llgrad.transform.vmap_control import (RULES, Ragged, batched_tape, check, tape_groups,
-                                           tape_new)
+from llgrad.transform.vmap_control import (RULES, Ragged, _batched_ids, batched_tape, check,
+                                           tape_groups, tape_new)
 
 # Note [Batching rules]
 # A batched value holds the examples on axis 0. The rules, by primitive family:
@@ -58,28 +58,51 @@ def vmap_function(fn: ir.Function, batched: list[bool], n: int,
         (the batched function, whose params take (n, *aval.shape) where flagged; which of its
         outputs are batched).
     """
-    ragged: set = set()
-    while True:  # each walk that meets a tape needing a row count per example makes it so
+    tapes = _Tapes(fn, batched)
+    while True:  # Note [Ragged tapes]: each walk that finds a tape to batch does so
         try:
-            return _Vmap(name or f"{fn.name}_vmap", n, ragged).run(fn, batched)
-        except Ragged as r:  # Note [Ragged tapes]
-            assert r.group not in ragged, "vmap: a ragged tape asked to be made ragged"
-            ragged.add(r.group)
+            return _Vmap(name or f"{fn.name}_vmap", n, tapes).run(fn, batched)
+        except Ragged as r:
+            tapes.add(r)
+
+
+class _Tapes:
+    """The tape groups made batched, and ragged, in a walk (Note [Ragged tapes]); at first
+    those whose pushes the batched-value analysis finds batched, to a fixed point."""
+
+    def __init__(self, fn, batched):
+        self.batched, self.ragged = set(), set()
+        self.groups: dict = {}  # tape value id -> its group (the id of its tape_new's output)
+        tape_groups(fn.body, self.groups)
+        pushes = [op for op in fn.walk() if op.prim is tape_push_p]
+        live = {p.id for p, b in zip(fn.params, batched) if b}
+        while True:
+            probe = _Vmap("probe", 1, self)
+            ids = _batched_ids(probe, fn.body, live, False)
+            new = {self.groups[op.inputs[0].id] for op in pushes if op.inputs[1].id in ids}
+            if new <= self.batched:
+                return
+            self.batched |= new
+
+    def add(self, r: Ragged) -> None:
+        assert r.group not in (self.ragged if r.ragged else self.batched), \
+            "vmap: a tape asked twice to be made batched"
+        self.batched.add(r.group)
+        if r.ragged:
+            self.ragged.add(r.group)
 
 
 class _Vmap:
-    def __init__(self, name: str, n: int, ragged: set):
+    def __init__(self, name: str, n: int, tapes: _Tapes):
         self.n, self.loc, self.mask = n, None, None
-        self.ragged = ragged  # groups of the ragged tapes (Note [Ragged tapes])
-        self.groups: dict = {}  # tape value id -> its group (the id of its tape_new's output)
-        self.int_tapes: set = set()  # ids of the unbatched integer tapes (Note [Batched tapes])
+        self.batched_tapes, self.ragged = tapes.batched, tapes.ragged  # groups
+        self.groups = tapes.groups
+        # ids of the values of unbatched tapes (Note [Batched tapes])
+        self.plain_tapes = {v for v, g in self.groups.items() if g not in tapes.batched}
         self.b = Builder(name, loc=lambda: self.loc)
 
     def run(self, fn, batched):
         b = self.b
-        tape_groups(fn.body, self.groups)
-        makers = {o.outputs[0].id: o for o in fn.walk() if o.prim is tape_new_p}
-        self.int_tapes = {v for v, g in self.groups.items() if not batched_tape(self, makers[g])}
         with b:
             env = {}
             for p, bt in zip(fn.params, batched):
@@ -99,8 +122,8 @@ class _Vmap:
         """x, the value of `old`, batched (broadcast along a new axis 0 when it is not)."""
         if bt:
             return x
-        if old.id in self.int_tapes:
-            raise Ragged(self.groups[old.id])
+        if old.id in self.plain_tapes:
+            raise Ragged(self.groups[old.id], ragged=False)
         return ops.broadcast_to(x, (self.n,) + tuple(old.aval.shape))
 
     def expand(self, x, rank: int):

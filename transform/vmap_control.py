@@ -31,7 +31,7 @@ def _batched_ids(self, region, live: set, masked: bool) -> set:
     live = set(live)
     for op in region.ops:
         live.update(o.id for o, b in zip(op.outputs, _outputs_batched(self, op, live, masked))
-                    if b and o.id not in self.int_tapes)
+                    if b and o.id not in self.plain_tapes)
     return live
 
 
@@ -301,23 +301,24 @@ def _cond(self, op, env):
 # zero where the example holds no such row (the reads of examples outside the mask, whose
 # results are not selected). The reverse sweep's loops then run to the largest trip count
 # under masks (transform/vmap_control.py's loop rules), each example reading its own rows:
-# the same numbers as a loop of llgrad.grad over the examples. A tape is made ragged when
-# the walk meets a masked push onto it, an unbatched integer tape where a batched value is
-# needed (a batched push, a batched row index, carried by a masked loop): `_Ragged` names
-# its group and vmap_function walks again with the group ragged (each tape at most once).
+# the same numbers as a loop of llgrad.grad over the examples. When the walk meets a masked
+# push onto a tape that is not ragged, or an unbatched tape where a batched value is needed
+# (a batched push, a batched row index, carried by a masked loop), `Ragged` names its group
+# and vmap_function walks again with the group ragged, or batched (each at most once).
 # Tapes are never selected by a mask (`_select`): a batched cond passes each tape from its
 # then branch to its else branch, each pushing under its own mask.
 class Ragged(Exception):
-    """The tape group `group` must be ragged (Note [Ragged tapes]): walk again."""
+    """The tape group `group` must be batched, or `ragged` (Note [Ragged tapes]): walk
+    again."""
 
-    def __init__(self, group):
+    def __init__(self, group, ragged: bool):
         super().__init__(group)
-        self.group = group
+        self.group, self.ragged = group, ragged
 
 
 def batched_tape(self, op) -> bool:
-    """Whether tape_new `op`'s tape is batched: float tapes, and ragged integer tapes."""
-    return op.outputs[0].aval.dtype.kind == "f" or op.outputs[0].id in self.ragged
+    """Whether tape_new `op`'s tape is batched (Note [Batched tapes])."""
+    return op.outputs[0].id in self.batched_tapes
 
 
 def tape_new(self, op, env):
@@ -337,8 +338,10 @@ def _tape_push(self, op, env):
     if group in self.ragged:
         mask = self.mask if self.mask is not None else self.b.const(np.ones(self.n, bool))
         out = self.emit(op, [t, self.force(*env[x.id], x), mask])
-    elif self.mask is not None or not tb and env[x.id][1]:
-        raise Ragged(group)
+    elif self.mask is not None:
+        raise Ragged(group, ragged=True)
+    elif not tb and env[x.id][1]:
+        raise Ragged(group, ragged=False)
     elif not tb:
         return self.clone(op, env)
     else:
@@ -351,7 +354,7 @@ def _tape_get(self, op, env):
     (t, tb), (row, kb) = env[tape.id], env[k.id]
     if not tb:
         if kb:
-            raise Ragged(self.groups[tape.id])
+            raise Ragged(self.groups[tape.id], ragged=False)
         return self.clone(op, env)
     self.bind(env, op.outputs, self.emit(op, [t, row]))
 
