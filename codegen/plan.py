@@ -133,6 +133,9 @@ MAX_SCATTERS = 64
 # workspace before the error record (abi.TAPE_HEADER bytes each; {null, 0} at first), and goes
 # back there when the call succeeds: the buffer outlives the call (Note [Workspaces] in
 # compiled.py). A call that fails, and a buffer over lowerings/control.KEEP_BYTES, free it.
+# A ragged tape (tape_new {ragged}, Note [Ragged tapes] in transform/vmap_control.py) also
+# has an alloca of its columns' row counts (`tape_ragged`); its header's rows used is the
+# largest count.
 
 
 class _AccumOp:
