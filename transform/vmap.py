@@ -17,7 +17,7 @@ from llgrad.runtime.ops.linalg import matmul_p
 from llgrad.runtime.ops.shape import broadcast_to_p, concatenate_p, reshape_p, transpose_p
 from llgrad.transform import control, ir
 from llgrad.transform.builder import Builder
-from llgrad.transform.vmap_control import (RULES, Ragged, _batched_ids, batched_tape, check,
+from llgrad.transform.vmap_control import (RULES, Ragged, batched_ids, batched_tape, check,
                                            tape_groups, tape_new)
 
 # Note [Batching rules]
@@ -78,7 +78,7 @@ class _Tapes:
         live = {p.id for p, b in zip(fn.params, batched) if b}
         while True:
             probe = _Vmap("probe", 1, self)
-            ids = _batched_ids(probe, fn.body, live, False)
+            ids = batched_ids(probe, fn.body, live, False)
             new = {self.groups[op.inputs[0].id] for op in pushes if op.inputs[1].id in ids}
             if new <= self.batched:
                 return
@@ -145,7 +145,7 @@ class _Vmap:
         return list(out) if isinstance(out, tuple) else [out]
 
     def free_batched(self, op, env) -> bool:
-        """Whether op reads a batched value (or its regions make a tape, always batched)."""
+        """Whether op reads a batched value (or its regions make a batched tape)."""
         return any(env[v.id][1] for v in op.inputs) or any(
             env[v.id][1] for r in op.regions for v in r.free_values() if v.id in env) or any(
             o.prim is tape_new_p and batched_tape(self, o) for r in op.regions for o in r.walk())
@@ -177,7 +177,7 @@ class _Vmap:
 
     def unbatched(self, env, v):
         x, bt = env[v.id]
-        if bt:  # a copied region reads no batched value and makes no float tape
+        if bt:  # a copied region reads no batched value and makes no batched tape
             raise AssertionError(f"vmap: unbatched region yields batched {v!r}")
         return x
 

@@ -21,11 +21,11 @@ from llgrad.transform import control
 # rules will make them: a plain op's outputs are batched when it reads a batched value; a
 # loop's carried positions are a fixed point over its body (`_loop_batched`), all of them when
 # a while_loop's predicate is batched or the loop runs masked; a cond's outputs are those a
-# branch yields batched, or all under a batched predicate. Integer tapes never are (Note
-# [Batched tapes]). A region result left unbatched at a batched position is broadcast.
+# branch yields batched, or all under a batched predicate. Tapes are as the walk decided
+# (Note [Batched tapes]). A region result left unbatched at a batched position is broadcast.
 
 
-def _batched_ids(self, region, live: set, masked: bool) -> set:
+def batched_ids(self, region, live: set, masked: bool) -> set:
     """`live` plus the ids of the values of `region` that the transformation makes batched
     given that those in `live` are (Note [Which values are batched])."""
     live = set(live)
@@ -48,7 +48,7 @@ def _outputs_batched(self, op, live: set, masked: bool) -> list[bool]:
         bt = _loop_batched(self, op, live, masked)
         if op.prim is while_loop_p:
             test = control.loop_test(op)
-            ids = _batched_ids(self, test, live | {p.id for p, b in zip(test.params, bt) if b},
+            ids = batched_ids(self, test, live | {p.id for p, b in zip(test.params, bt) if b},
                                masked)
             if test.results[0].id in ids:
                 return [True] * n
@@ -56,13 +56,13 @@ def _outputs_batched(self, op, live: set, masked: bool) -> list[bool]:
     if op.prim is cond_p and control.pred(op).id not in live:
         out = [False] * n
         for r in control.branches(op):
-            ids = _batched_ids(self, r, live | {q.id for q, v in zip(r.params, control.state(op))
+            ids = batched_ids(self, r, live | {q.id for q, v in zip(r.params, control.state(op))
                                                 if v.id in live}, masked)
             out = [o or v.id in ids for o, v in zip(out, r.results)]
         return out
     if not reads and any(o.prim is tape_new_p and batched_tape(self, o)
                          for r in op.regions for o in r.walk()):
-        return [True] * n  # a loop of the reverse sweep carrying a float tape
+        return [True] * n  # a loop of the reverse sweep carrying a batched tape
     return [reads] * n
 
 
@@ -131,7 +131,7 @@ def _loop_batched(self, op, outer: set, masked: bool) -> list[bool]:
     act = {k for k, v in enumerate(cf.state(op)) if v.id in outer}
     while True:
         live = outer | {ps[k].id for ps in cf.entries(op) for k in act}
-        ids = _batched_ids(self, cf.body(op), live, masked)
+        ids = batched_ids(self, cf.body(op), live, masked)
         new = act | {k for k, v in enumerate(cf.body(op).results) if v.id in ids}
         if new == act:
             return [k in act for k in range(len(op.outputs))]
@@ -198,7 +198,7 @@ def _while_loop(self, op, env):
     bt = _outputs_batched(self, op, _live(self, op, env), self.mask is not None)
     test, body = control.loop_test(op), control.body(op)
     # examples stop at different iterations: all state is per example
-    pred_batched = all(bt) and (self.mask is not None or test.results[0].id in _batched_ids(
+    pred_batched = all(bt) and (self.mask is not None or test.results[0].id in batched_ids(
         self, test, _live(self, op, env) | {p.id for p in test.params}, False))
     ins = [self.force(*env[v.id], v) if b else env[v.id][0]
            for v, b in zip(control.state(op), bt)]
@@ -283,13 +283,16 @@ def _cond(self, op, env):
 
 
 # Note [Batched tapes]
-# A loop's float gradient tape (transform/loop_ad.py) is made batched whatever is pushed on it
-# (the values pushed are broadcast): whether a push is batched is known only later, and tapes
-# are carried through loops and branches, so a per-tape decision would need a look ahead. Its
-# rows then hold (n, *shape), the batch on axis 1 of the tape's aval, which is why region
-# params take their operands' avals. Integer tapes (an inner loop's row counters, Note
-# [Stacked inner tapes]) stay unbatched, so loops whose trip counts are the same for all
-# examples stay unmasked in the reverse sweep, until they must not (Note [Ragged tapes]).
+# A loop's gradient tape (transform/loop_ad.py) is batched when a batched value is pushed on
+# it: its rows then hold (n, *shape), the batch on axis 1 of the tape's aval, which is why
+# region params take their operands' avals. Other tapes stay unbatched: jacrev's forward pass
+# is not batched (only the cotangent is), so its tapes keep one row per iteration, not n
+# copies of it (a tape made batched whatever was pushed cost jacrev of the 100 -> 100 loop
+# 100x the tape traffic); an inner loop's integer row counters (Note [Stacked inner tapes])
+# keep the reverse sweep's loops unmasked where trip counts are the same for all examples.
+# Whether a push is batched is known only when the walk reaches it, after the tape was made
+# and carried through loops and branches: the look ahead is a first guess from the
+# batched-value analysis (vmap.py `_Tapes`) and a walk again where it missed (below).
 
 # Note [Ragged tapes]
 # Where examples take different paths (a while loop's trip count, a for loop's batched
@@ -346,7 +349,7 @@ def _tape_push(self, op, env):
         return self.clone(op, env)
     else:
         out = self.emit(op, [t, self.force(*env[x.id], x)])
-    self.bind(env, op.outputs, out, tb or group in self.ragged)
+    self.bind(env, op.outputs, out)
 
 
 def _tape_get(self, op, env):
