@@ -1,7 +1,8 @@
 """vmap (issue 14): per-example gradients of a small MLP over a batch of 256, by
 `llgrad.vmap(llgrad.grad(loss))` (one native call, the gradient's IR batched), beside a Python
 loop of compiled `llgrad.grad` calls, JAX's `jit(vmap(grad))` and `torch.func.vmap(grad)`
-when importable.
+when importable; and per-example gradients through a while loop whose trip count differs
+across the batch (ragged tapes, Note [Ragged tapes]) beside a Python loop.
 
     python -m benchmarks.vmap [--quick]
 
@@ -82,6 +83,25 @@ def main() -> None:
         assert all(np.allclose(a, b, rtol=1e-8, atol=1e-10) for a, b in zip(out, ref["out"])), \
             name
     print(table("per-example gradients, MLP, batch 256", timed(rows, samples, check=check)))
+    ragged = llgrad.vmap(llgrad.grad(newton_root))
+    grad1 = llgrad.grad(newton_root)
+    cs = rng.uniform(0.5, 50.0, size=(BATCH, 2))  # 5 to 17 Newton steps per example
+    rows = {"llgrad vmap(grad) (ragged tapes)": lambda: ragged(cs),
+            "llgrad grad, Python loop": lambda: np.stack([grad1(c) for c in cs])}
+    ref.clear()
+    print(table("per-example gradients, while loop, batch 256", timed(rows, samples,
+                                                                      check=check)))
+
+
+def newton_root(c):
+    """The cube root of c[0] * c[1] by Newton steps until converged: a while loop whose trip
+    count differs across examples (no JAX or torch.func row: JAX's reverse mode refuses a
+    while_loop, torch.func.vmap data-dependent control flow)."""
+    a = c[0] * c[1]
+    x = a
+    while np.abs(x * x * x - a) > 1e-9 * a:
+        x = x - (x * x * x - a) / (3.0 * x * x)
+    return np.sin(x)
 
 
 if __name__ == "__main__":
