@@ -134,8 +134,8 @@ MAX_SCATTERS = 64
 # back there when the call succeeds: the buffer outlives the call (Note [Workspaces] in
 # compiled.py). A call that fails, and a buffer over lowerings/control.KEEP_BYTES, free it.
 # A ragged tape (tape_new {ragged}, Note [Ragged tapes] in transform/vmap_control.py) also
-# has an alloca of its columns' row counts (`tape_ragged`); its header's rows used is the
-# largest count.
+# has an alloca of its columns' row counts (`tape_ragged`: the number of leading column dims
+# of its rows); its header's rows used is the largest count.
 
 
 class _AccumOp:
@@ -230,7 +230,7 @@ class FunctionPlan:
                 if op.prim is tape_new_p:
                     seeds.append(op.outputs[0])
                     if op.params.get("ragged"):
-                        ragged.append(op.outputs[0])
+                        ragged.append((op.outputs[0], op.params["ragged"]))
                 elif op.prim is tape_push_p:
                     union(op.outputs[0], op.inputs[0])
                 elif (cf := describe(op)) is not None:  # one class across the op's state
@@ -253,8 +253,8 @@ class FunctionPlan:
             if k is not None:
                 self.tape_class[v] = k
                 self.tape_rows[k] = (tuple(v.aval.shape[1:]), np.dtype(v.aval.dtype))
-        # the classes of ragged tapes (a row count per column: Note [Ragged tapes])
-        self.tape_ragged: set = {tape_roots[find(v)] for v in ragged}
+        # ragged tape class -> its number of column dims (Note [Ragged tapes])
+        self.tape_ragged: dict = {tape_roots[find(v)]: r for v, r in ragged}
 
     def _accumulations(self, region, kind, owner):
         ops = self.flat[id(region)]

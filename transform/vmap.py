@@ -74,12 +74,16 @@ class _Tapes:
         self.batched, self.ragged = set(), set()
         self.groups: dict = {}  # tape value id -> its group (the id of its tape_new's output)
         tape_groups(fn.body, self.groups)
+        # each tape's column dims in fn (a tape ragged in fn: vmap of vmap)
+        self.inner = {op.outputs[0].id: op.params.get("ragged", 0) for op in fn.walk()
+                      if op.prim is tape_new_p}
         pushes = [op for op in fn.walk() if op.prim is tape_push_p]
         live = {p.id for p, b in zip(fn.params, batched) if b}
         while True:
             probe = _Vmap("probe", 1, self)
             ids = batched_ids(probe, fn.body, live, False)
-            new = {self.groups[op.inputs[0].id] for op in pushes if op.inputs[1].id in ids}
+            new = {self.groups[op.inputs[0].id] for op in pushes
+                   if any(v.id in ids for v in op.inputs[1:])}
             if new <= self.batched:
                 return
             self.batched |= new
@@ -96,7 +100,7 @@ class _Vmap:
     def __init__(self, name: str, n: int, tapes: _Tapes):
         self.n, self.loc, self.mask = n, None, None
         self.batched_tapes, self.ragged = tapes.batched, tapes.ragged  # groups
-        self.groups = tapes.groups
+        self.groups, self.inner_ragged = tapes.groups, tapes.inner
         # ids of the values of unbatched tapes (Note [Batched tapes])
         self.plain_tapes = {v for v, g in self.groups.items() if g not in tapes.batched}
         self.b = Builder(name, loc=lambda: self.loc)

@@ -324,26 +324,38 @@ def batched_tape(self, op) -> bool:
     return op.outputs[0].id in self.batched_tapes
 
 
+def ragged_dims(self, group) -> int:
+    """The column dims of tape `group` in the new function: 0 when it is not ragged, one more
+    than in fn when batched (a tape ragged in fn is ragged in each example)."""
+    inner = self.inner_ragged[group]
+    return inner + 1 if group in self.batched_tapes and (inner or group in self.ragged) else 0
+
+
 def tape_new(self, op, env):
     if not batched_tape(self, op):
         return self.clone(op, env)
     p = dict(op.params, shape=(self.n,) + tuple(op.params["shape"]))
-    if op.outputs[0].id in self.ragged:
-        p["ragged"] = True
+    if ragged_dims(self, op.outputs[0].id):
+        p["ragged"] = ragged_dims(self, op.outputs[0].id)
     self.bind(env, op.outputs, self.b.emit(op.prim, [], p, [Aval(
         (p["rows"],) + p["shape"], np.dtype(p["dtype"]))], loc=op.loc))
 
 
 def _tape_push(self, op, env):
-    tape, x = op.inputs
+    tape, x, *mask = op.inputs  # a mask: a tape ragged in fn (vmap of vmap)
     group = self.groups[tape.id]
     t, tb = env[tape.id]
-    if group in self.ragged:
-        mask = self.mask if self.mask is not None else self.b.const(np.ones(self.n, bool))
-        out = self.emit(op, [t, self.force(*env[x.id], x), mask])
+    dims = ragged_dims(self, group)
+    if dims:
+        m = self.force(*env[mask[0].id], mask[0]) if mask else self.mask
+        if m is None:
+            m = self.b.const(np.ones(self.n, bool))
+        elif mask and self.mask is not None:
+            m = ops.logical_and(m, self.expand(self.mask, dims - 1))
+        out = self.emit(op, [t, self.force(*env[x.id], x), m])
     elif self.mask is not None:
         raise Ragged(group, ragged=True)
-    elif not tb and env[x.id][1]:
+    elif not tb and any(env[v.id][1] for v in [x] + mask):
         raise Ragged(group, ragged=False)
     elif not tb:
         return self.clone(op, env)
@@ -359,6 +371,11 @@ def _tape_get(self, op, env):
         if kb:
             raise Ragged(self.groups[tape.id], ragged=False)
         return self.clone(op, env)
+    dims = ragged_dims(self, self.groups[tape.id])
+    if k.aval.shape or kb:  # row indices per column: one per example and column of fn
+        row = self.force(row, kb, k)
+        if dims > len(row.aval.shape):
+            row = ops.broadcast_to(self.expand(row, dims - 1), tuple(t.aval.shape[1:1 + dims]))
     self.bind(env, op.outputs, self.emit(op, [t, row]))
 
 

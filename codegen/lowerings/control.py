@@ -298,8 +298,12 @@ def init_tapes(ctx, at: int) -> None:
         b.store(b.load(kept_cap, typ=I64), cap)
         ctx.tapes[k] = (data, n, cap)
         if k in ctx.plan.tape_ragged:  # a row count per column (Note [Ragged tapes])
-            cols = ctx.plan.tape_rows[k][0][0]
+            cols = _columns(ctx.plan.tape_rows[k][0], ctx.plan.tape_ragged[k])
             ctx.tape_counts[k] = b.alloca(I64, size=max(cols, 1), name=f"tape{k}.counts")
+
+
+def _columns(row_shape, dims: int) -> int:
+    return int(np.prod(row_shape[:dims], dtype=np.int64))
 
 
 # A tape buffer larger than this is freed when the call returns rather than kept for the next.
@@ -362,7 +366,8 @@ def _lower_tape_new(ctx, op) -> None:
     ctx.b.store(ir.Constant(I64, 0), ctx.tape(out)[1])
     counts = _counts(ctx, out)
     if counts is not None:
-        with for_range(ctx.b, 0, out.aval.shape[1], name="col") as e:
+        with for_range(ctx.b, 0, _columns(out.aval.shape[1:], op.params["ragged"]),
+                       name="col") as e:
             store(ctx.b, ir.Constant(I64, 0), counts, e)
 
 
@@ -405,12 +410,13 @@ def _push_ragged(ctx, op, n) -> None:
     t, x, mask = op.inputs
     data, n_ptr, _ = ctx.tape(t)
     shape, dtype, elems, _ = _row(ctx, t)
-    sub, mem = elems // shape[0], ew.memtype(dtype)
+    cols = _columns(shape, len(mask.aval.shape))
+    sub, mem = elems // cols, ew.memtype(dtype)
     size = ir.Constant(I64, sub * dtype.itemsize)
     counts, base = _counts(ctx, t), b.load(data, typ=PTR)
     xs, ms = ctx.ptr(x), ctx.ptr(mask)
     memcpy = ctx.module.declare_intrinsic("llvm.memcpy", [PTR, PTR, I64])
-    with for_range(b, 0, shape[0], name="col") as e:
+    with for_range(b, 0, cols, name="col") as e:
         with b.if_then(ew._load(b, ms, e, np.bool_, 1)):
             c = load(b, counts, e, I64)
             at = b.add(b.mul(c, ir.Constant(I64, elems)), b.mul(e, ir.Constant(I64, sub)))
@@ -445,18 +451,21 @@ def _lower_tape_get(ctx, op) -> None:
 
 def _gather(ctx, op, counts) -> None:
     """Column e of row k[e] (k 0-d: of row k) of a batched tape, zero where column e holds
-    no such row: its count (a ragged tape) or the tape's rows (Note [Ragged tapes])."""
+    no such row: its count (a ragged tape) or the tape's rows (Note [Ragged tapes]). The
+    columns are the leading k.ndim dims of a row (k 0-d: the ragged tape's)."""
     b = ctx.b
     t, k = op.inputs
     data, n_ptr, _ = ctx.tape(t)
     shape, dtype, elems, _ = _row(ctx, t)
-    sub, mem = elems // shape[0], ew.memtype(dtype)
+    dims = len(k.aval.shape) or ctx.plan.tape_ragged[ctx.plan.storage[t][1]]
+    cols = _columns(shape, dims)
+    sub = elems // cols
     base, dst = b.load(data, typ=PTR), ctx.out(op.outputs[0])
     ks = ctx.ptr(k) if k.aval.shape else None
     row = ctx.load_scalar(k) if ks is None else None
     rows = b.load(n_ptr, typ=I64)
     zero = ir.Constant(ew.lltype(dtype), 0 if dtype.kind != "f" else 0.0)
-    with for_range(b, 0, shape[0], name="col") as e:
+    with for_range(b, 0, cols, name="col") as e:
         r = row if ks is None else load(b, ks, e, I64)
         held = rows if counts is None else load(b, counts, e, I64)
         ok = b.and_(b.icmp_signed(">=", r, ir.Constant(I64, 0)), b.icmp_signed("<", r, held))

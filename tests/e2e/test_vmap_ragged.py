@@ -147,6 +147,24 @@ def test_ragged_tape_reads_each_examples_own_rows():
     np.testing.assert_array_equal(t.get(np.array([0, 0, 1])), [[0, 1], [8, 9], [10, 11]])
     np.testing.assert_array_equal(t.get(1), [[0, 0], [0, 0], [10, 11]])
     np.testing.assert_array_equal(t.get(np.array([-1, 2, 0])), [[0, 0], [0, 0], [4, 5]])
+    t2 = Tape((2, 2), np.float64, 4, ragged=2)  # two column dims (vmap of vmap)
+    t2.push(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([[True, False], [False, True]]))
+    t2.push(np.array([[5.0, 6.0], [7.0, 8.0]]))
+    np.testing.assert_array_equal(t2.counts, [[2, 1], [1, 2]])
+    np.testing.assert_array_equal(t2.get(np.array([[1, 0], [0, 1]])), [[5, 6], [7, 8]])
+    np.testing.assert_array_equal(t2.get(1), [[5, 0], [0, 8]])
+
+
+@pytest.mark.parametrize("f", [_while_sin, _nested_while, _loop_in_branch])
+def test_vmap_of_vmapped_gradients(f, mode):
+    """The outer vmap batches tapes that are ragged already: a row count per example of both
+    batches, the inner masks and the outer ones combined."""
+    xs = np.array([[[1.0, 0.6, -0.3], [0.1, 0.2, 0.4], [4.8, 0.9, -1.0]],
+                   [[-0.5, 0.7, 0.2], [6.0, 0.1, 0.3], [0.3, 0.3, 0.3]]])
+    g = llgrad.grad(f)
+    got = llgrad.vmap(llgrad.vmap(g))(xs)
+    np.testing.assert_allclose(got, np.array([[g(x) for x in row] for row in xs]),
+                               rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.parametrize("f", [_while_sin, _nested_while])
