@@ -310,6 +310,9 @@ def _cond(self, op, env):
 # and vmap_function walks again with the group ragged, or batched (each at most once).
 # Tapes are never selected by a mask (`_select`): a batched cond passes each tape from its
 # then branch to its else branch, each pushing under its own mask.
+# A tape ragged in fn (vmap of vmap of grad) is ragged in each example too, so batching it
+# adds a column dim (`ragged_dims`): its counts, masks and row indices are per example and
+# column of fn.
 class Ragged(Exception):
     """The tape group `group` must be batched, or `ragged` (Note [Ragged tapes]): walk
     again."""
