@@ -5,14 +5,13 @@ the eager runtime's; JAX and torch.func when importable.
 
     python -m benchmarks.forward_mode [--quick]
 
-Prints seconds per call (median of interleaved samples) and the first call (trace +
-compile). Every result is checked against the others before timing.
+Prints wall and CPU time per call (medians of interleaved samples, benchmarks/_interleave.py)
+and the first call (trace + compile). Every system runs on one thread. Every result is
+checked against the first row's before timing.
 """
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 from benchmarks._threads import set_threads
 
@@ -21,6 +20,7 @@ set_threads(1)
 import numpy as np  # noqa: E402
 
 import llgrad  # noqa: E402
+from benchmarks._interleave import table, timed  # noqa: E402
 
 
 def rnn_map(x, w):
@@ -37,18 +37,6 @@ def loop_energy(x):
     for i in range(x.shape[0] - 1):
         s = s + np.sin(x[i] * x[i + 1]) + 0.5 * x[i] ** 2 * np.cos(s)
     return s
-
-
-def _timed(fn, samples):
-    t0 = time.perf_counter()
-    out = fn()
-    first = time.perf_counter() - t0
-    times = []
-    for _ in range(samples):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return out, first, statistics.median(times)
 
 
 def _peers_jacobian(x, w):
@@ -85,6 +73,45 @@ def _peers_jacobian(x, w):
     return out
 
 
+def _peers_hessian(x):
+    out = {}
+    try:
+        import jax
+        import jax.numpy as jnp
+        jax.config.update("jax_enable_x64", True)
+
+        def e(x):  # the staged loop as lax.fori_loop: JAX's one loop op with reverse mode
+            def body(i, s):
+                return s + jnp.sin(x[i] * x[i + 1]) + 0.5 * x[i] ** 2 * jnp.cos(s)
+            return jax.lax.fori_loop(0, x.shape[0] - 1, body, 0.0)
+        h = jax.jit(jax.hessian(e))
+        out["jax hessian (fori_loop)"] = lambda: np.asarray(h(x).block_until_ready())
+    except ImportError:
+        pass
+    try:
+        import torch
+        xt = torch.tensor(x)
+        out["torch.func hessian"] = lambda: torch.func.hessian(loop_energy_torch)(xt).numpy()
+    except ImportError:
+        pass
+    return out
+
+
+def loop_energy_torch(x):
+    import torch
+    s = torch.zeros((), dtype=x.dtype)
+    for i in range(x.shape[0] - 1):
+        s = s + torch.sin(x[i] * x[i + 1]) + 0.5 * x[i] ** 2 * torch.cos(s)
+    return s
+
+
+def _check(ref):
+    def check(name, out):
+        ref.setdefault("out", out)
+        assert np.allclose(out, ref["out"], rtol=1e-8, atol=1e-10), name
+    return check
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--quick", action="store_true")
@@ -97,24 +124,14 @@ def main() -> None:
             "per-row loop (jacobian before)": lambda: llgrad.jacobian(
                 llgrad.Differentiable(rnn_map))(x, w)}
     rows.update(_peers_jacobian(x, w))
-    ref = None
-    print(f"{'jacobian 100 -> 100, 8-step loop':40s} {'per call':>12s} {'first call':>12s}")
-    for name, fn in rows.items():
-        out, first, med = _timed(fn, samples)
-        ref = out if ref is None else ref
-        assert np.allclose(out, ref, rtol=1e-8, atol=1e-10), name
-        print(f"{name:40s} {med * 1e3:10.2f} ms {first:10.2f} s")
+    print(table("jacobian 100 -> 100, 8-step loop", timed(rows, samples, check=_check({}))))
     x = rng.normal(size=50)
-    rows = {"llgrad hessian (fwd over rev)": lambda: llgrad.hessian(loop_energy)(x),
-            "eager functional.hessian": lambda: llgrad.autograd.functional.hessian(
-                loop_energy, llgrad.tensor(x)).numpy()}
-    ref = None
-    print(f"{'hessian 50-d, staged loop':40s} {'per call':>12s} {'first call':>12s}")
-    for name, fn in rows.items():
-        out, first, med = _timed(fn, samples if "llgrad hessian" in name else 1)
-        ref = out if ref is None else ref
-        assert np.allclose(out, ref, rtol=1e-8, atol=1e-10), name
-        print(f"{name:40s} {med * 1e3:10.2f} ms {first:10.2f} s")
+    rows = {"llgrad hessian (fwd over rev)": lambda: llgrad.hessian(loop_energy)(x)}
+    rows.update(_peers_hessian(x))
+    print(table("hessian 50-d, staged loop", timed(rows, samples, check=_check({}))))
+    eager = {"eager functional.hessian": lambda: llgrad.autograd.functional.hessian(
+        loop_energy, llgrad.tensor(x)).numpy()}
+    print(table("", timed(eager, 1, reps=1, check=_check({"out": rows[next(iter(rows))]()}))))
 
 
 if __name__ == "__main__":

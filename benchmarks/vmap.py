@@ -1,18 +1,18 @@
 """vmap (issue 14): per-example gradients of a small MLP over a batch of 256, by
 `llgrad.vmap(llgrad.grad(loss))` (one native call, the gradient's IR batched), beside a Python
 loop of compiled `llgrad.grad` calls, JAX's `jit(vmap(grad))` and `torch.func.vmap(grad)`
-when importable.
+when importable; and per-example gradients through a while loop whose trip count differs
+across the batch (ragged tapes, Note [Ragged tapes]) beside a Python loop.
 
     python -m benchmarks.vmap [--quick]
 
-Prints seconds per call (median of samples) and the first call (trace + compile). Every
-result is checked against the per-example loop before timing.
+Prints wall and CPU time per call (medians of interleaved samples, benchmarks/_interleave.py)
+and the first call (trace + compile), every system on one thread. Every result is checked
+against the first row's before timing.
 """
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 from benchmarks._threads import set_threads
 
@@ -21,6 +21,7 @@ set_threads(1)
 import numpy as np  # noqa: E402
 
 import llgrad  # noqa: E402
+from benchmarks._interleave import table, timed  # noqa: E402
 
 BATCH, D_IN, HIDDEN, D_OUT = 256, 16, 32, 4
 
@@ -29,18 +30,6 @@ def loss(w1, b1, w2, b2, x, y):
     """Squared error of a 16 -> 32 -> 4 tanh MLP on one example."""
     h = np.tanh(w1 @ x + b1)
     return np.sum((w2 @ h + b2 - y) ** 2)
-
-
-def _timed(fn, samples):
-    t0 = time.perf_counter()
-    out = fn()
-    first = time.perf_counter() - t0
-    times = []
-    for _ in range(samples):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return out, first, statistics.median(times)
 
 
 def _peers(params, xs, ys):
@@ -53,9 +42,9 @@ def _peers(params, xs, ys):
         def jloss(w1, b1, w2, b2, x, y):
             h = jnp.tanh(w1 @ x + b1)
             return jnp.sum((w2 @ h + b2 - y) ** 2)
-        per = jax.jit(jax.vmap(jax.grad(jloss, (0, 1, 2, 3)), (None,) * 4 + (0, 0)))
+        jper = jax.jit(jax.vmap(jax.grad(jloss, (0, 1, 2, 3)), (None,) * 4 + (0, 0)))
         out["jax jit(vmap(grad))"] = lambda: [np.asarray(g) for g in jax.block_until_ready(
-            per(*params, xs, ys))]
+            jper(*params, xs, ys))]
     except ImportError:
         pass
     try:
@@ -66,8 +55,8 @@ def _peers(params, xs, ys):
         def tloss(w1, b1, w2, b2, x, y):
             h = torch.tanh(w1 @ x + b1)
             return torch.sum((w2 @ h + b2 - y) ** 2)
-        per = torch.func.vmap(torch.func.grad(tloss, (0, 1, 2, 3)), (None,) * 4 + (0, 0))
-        out["torch.func.vmap(grad)"] = lambda: [g.numpy() for g in per(*tp, tx, ty)]
+        tper = torch.func.vmap(torch.func.grad(tloss, (0, 1, 2, 3)), (None,) * 4 + (0, 0))
+        out["torch.func.vmap(grad)"] = lambda: [g.numpy() for g in tper(*tp, tx, ty)]
     except ImportError:
         pass
     return out
@@ -87,13 +76,32 @@ def main() -> None:
             "llgrad grad, Python loop": lambda: [np.stack(g) for g in zip(
                 *[grad(*params, x, y) for x, y in zip(xs, ys)])]}
     rows.update(_peers(params, xs, ys))
-    ref = None
-    print(f"{'per-example gradients, MLP, batch 256':40s} {'per call':>12s} {'first call':>12s}")
-    for name, fn in rows.items():
-        out, first, med = _timed(fn, samples)
-        ref = out if ref is None else ref
-        assert all(np.allclose(a, b, rtol=1e-8, atol=1e-10) for a, b in zip(out, ref)), name
-        print(f"{name:40s} {med * 1e3:10.3f} ms {first:10.2f} s")
+    ref = {}
+
+    def check(name, out):
+        ref.setdefault("out", out)
+        assert all(np.allclose(a, b, rtol=1e-8, atol=1e-10) for a, b in zip(out, ref["out"])), \
+            name
+    print(table("per-example gradients, MLP, batch 256", timed(rows, samples, check=check)))
+    ragged = llgrad.vmap(llgrad.grad(newton_root))
+    grad1 = llgrad.grad(newton_root)
+    cs = rng.uniform(0.5, 50.0, size=(BATCH, 2))  # 5 to 17 Newton steps per example
+    rows = {"llgrad vmap(grad) (ragged tapes)": lambda: ragged(cs),
+            "llgrad grad, Python loop": lambda: np.stack([grad1(c) for c in cs])}
+    ref.clear()
+    print(table("per-example gradients, while loop, batch 256", timed(rows, samples,
+                                                                      check=check)))
+
+
+def newton_root(c):
+    """The cube root of c[0] * c[1] by Newton steps until converged: a while loop whose trip
+    count differs across examples (no JAX or torch.func row: JAX's reverse mode refuses a
+    while_loop, torch.func.vmap data-dependent control flow)."""
+    a = c[0] * c[1]
+    x = a
+    while np.abs(x * x * x - a) > 1e-9 * a:
+        x = x - (x * x * x - a) / (3.0 * x * x)
+    return np.sin(x)
 
 
 if __name__ == "__main__":

@@ -29,6 +29,7 @@ class Ctx:
         self.n_params, self.n_results = len(plan.fn.params), len(plan.fn.outputs)
         self.slots: dict = {}   # slot number -> alloca (Note [Carried storage])
         self.tapes: dict = {}   # tape class -> (data, rows, capacity) allocas
+        self.tape_counts: dict = {}  # ragged tape class -> its columns' row counts (alloca)
         self.failures = failures
         self.ranges = ranges or Ranges(plan.fn)  # what the IR proves about ints (index checks)
         self.checked: set = set()      # (id of index array, axis size) checked in scope

@@ -132,6 +132,9 @@ MAX_SCATTERS = 64
 # workspace before the error record (abi.TAPE_HEADER bytes each; {null, 0} at first), and goes
 # back there when the call succeeds: the buffer outlives the call (Note [Workspaces] in
 # compiled.py). A call that fails, and a buffer over lowerings/control.KEEP_BYTES, free it.
+# A ragged tape (tape_new {ragged}, Note [Ragged tapes] in transform/vmap_control.py) also
+# has an alloca of its columns' row counts (`tape_ragged`: the number of leading column dims
+# of its rows); its header's rows used is the largest count.
 
 
 class _AccumOp:
@@ -212,11 +215,13 @@ class FunctionPlan:
             if ra is not rb:
                 parent[ra] = rb
 
-        seeds = []
+        seeds, ragged = [], []
         for region, _, _ in regions:
             for op in self.region_ops[id(region)]:
                 if op.prim is tape_new_p:
                     seeds.append(op.outputs[0])
+                    if op.params.get("ragged"):
+                        ragged.append((op.outputs[0], op.params["ragged"]))
                 elif op.prim is tape_push_p:
                     union(op.outputs[0], op.inputs[0])
                 elif op.prim is not fusion_p and (cf := describe(op)) is not None:
@@ -240,6 +245,8 @@ class FunctionPlan:
             if k is not None:
                 self.tape_class[v] = k
                 self.tape_rows[k] = (tuple(v.aval.shape[1:]), np.dtype(v.aval.dtype))
+        # ragged tape class -> its number of column dims (Note [Ragged tapes])
+        self.tape_ragged: dict = {tape_roots[find(v)]: r for v, r in ragged}
 
     def _accumulations(self, region, kind, owner):
         ops = self.region_ops[id(region)]

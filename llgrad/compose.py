@@ -23,7 +23,7 @@ from llgrad.runtime import pytree
 from llgrad.runtime.errors import AutogradError, UnsupportedError
 from llgrad.runtime.tensor import Tensor, _edge
 from llgrad.tracer import signature as sig
-from llgrad.tracer.tracing import bind_arguments, call_with, trace
+from llgrad.tracer.tracing import _convertible, bind_arguments, call_with, trace
 from llgrad.transform import ad, ir
 from llgrad.transform.inline import inline
 from llgrad.transform.passes.pipeline import optimize
@@ -97,6 +97,8 @@ _SLOT = "__lg_tensor_slot__"
 
 
 def _vjp_objective(fn):
+    fn = _convertible(fn)  # converted as a traced function is (its writes into new arrays)
+
     def vjp_objective(tensor_arrays, ct, names, template):
         it = iter(tensor_arrays)
         values = _fill(template, it)

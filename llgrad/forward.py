@@ -20,6 +20,7 @@ from llgrad.runtime.errors import DTypeError, ShapeError
 from llgrad.tracer import signature as sig
 from llgrad.tracer.tracing import bind_arguments, trace
 from llgrad.transform import ad
+from llgrad.transform.basis import peel_basis
 from llgrad.transform.builder import Builder, current
 from llgrad.transform.inline import inline
 from llgrad.transform.jvp import jvp_function
@@ -241,8 +242,11 @@ def _batched_sweep(fn, leaves, n: int, basis):
     `n` basis vectors `basis` fed to its last param; its outputs as (n, *aval) arrays (Note
     [Batched Jacobians])."""
     vfn, out_b = vmap_function(fn, [False] * len(leaves) + [True], n)
+    vfn = optimize(vfn, fuse=False)
+    if peel_basis(vfn, vfn.params[-1]):  # Note [Products with the basis]
+        vfn = optimize(vfn, fuse=False)
     b = current()
-    outs = inline(optimize(vfn, fuse=False), [b.lift(x) for x in leaves] + [b.const(basis)])
+    outs = inline(vfn, [b.lift(x) for x in leaves] + [b.const(basis)])
     return [o if bt else ops.broadcast_to(o, (n,) + tuple(v.aval.shape))
             for o, bt, v in zip(outs, out_b, fn.outputs)]
 

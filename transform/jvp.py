@@ -201,10 +201,11 @@ def _tape_new(self, op, env, tan):
 
 def _tape_push(self, op, env, tan):
     self.clone(op, env)
-    tape, x = op.inputs
+    tape, x, *mask = op.inputs  # a ragged tape's mask (Note [Ragged tapes])
     if tape.id in tan:
-        tan[op.outputs[0].id] = self.b.emit(tape_push_p, [tan[tape.id], self.tangent(tan, x)],
-                                            {}, [tape.aval], loc=op.loc)[0]
+        tan[op.outputs[0].id] = self.b.emit(
+            tape_push_p, [tan[tape.id], self.tangent(tan, x)] + [env[m.id] for m in mask], {},
+            [tape.aval], loc=op.loc)[0]
 
 
 def _tape_get(self, op, env, tan):

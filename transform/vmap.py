@@ -11,13 +11,14 @@ import numpy as np
 
 from llgrad.runtime import ops
 from llgrad.runtime.aval import Aval
-from llgrad.runtime.ops.control import check_p, constant_p, tape_new_p, tape_push_p
+from llgrad.runtime.ops.control import check_p, constant_p, tape_get_p, tape_new_p, tape_push_p
 from llgrad.runtime.ops.index import getitem_p, index_put_p, scatter_add_p
 from llgrad.runtime.ops.linalg import matmul_p
 from llgrad.runtime.ops.shape import broadcast_to_p, concatenate_p, reshape_p, transpose_p
 from llgrad.transform import control, ir
 from llgrad.transform.builder import Builder
-from llgrad.transform.vmap_control import RULES, check, differs, tape_ids, tape_new
+from llgrad.transform.vmap_control import (RULES, Ragged, batched_ids, batched_tape, check,
+                                           tape_groups, tape_new)
 
 # Note [Batching rules]
 # A batched value holds the examples on axis 0. The rules, by primitive family:
@@ -56,22 +57,56 @@ def vmap_function(fn: ir.Function, batched: list[bool], n: int,
     Returns:
         (the batched function, whose params take (n, *aval.shape) where flagged; which of its
         outputs are batched).
-    Raises:
-        UnsupportedError: a gradient tape would be read at rows that differ across the batch
-            (Note [Batched tapes] in transform/vmap_control.py).
     """
-    return _Vmap(name or f"{fn.name}_vmap", n).run(fn, batched)
+    tapes = _Tapes(fn, batched)
+    while True:  # Note [Ragged tapes]: each walk that finds a tape to batch does so
+        try:
+            return _Vmap(name or f"{fn.name}_vmap", n, tapes).run(fn, batched)
+        except Ragged as r:
+            tapes.add(r)
+
+
+class _Tapes:
+    """The tape groups made batched, and ragged, in a walk (Note [Ragged tapes]); at first
+    those whose pushes the batched-value analysis finds batched, to a fixed point."""
+
+    def __init__(self, fn, batched):
+        self.batched, self.ragged = set(), set()
+        self.groups: dict = {}  # tape value id -> its group (the id of its tape_new's output)
+        tape_groups(fn.body, self.groups)
+        # each tape's column dims in fn (a tape ragged in fn: vmap of vmap)
+        self.inner = {op.outputs[0].id: op.params.get("ragged", 0) for op in fn.walk()
+                      if op.prim is tape_new_p}
+        pushes = [op for op in fn.walk() if op.prim is tape_push_p]
+        live = {p.id for p, b in zip(fn.params, batched) if b}
+        while True:
+            probe = _Vmap("probe", 1, self)
+            ids = batched_ids(probe, fn.body, live, False)
+            new = {self.groups[op.inputs[0].id] for op in pushes
+                   if any(v.id in ids for v in op.inputs[1:])}
+            if new <= self.batched:
+                return
+            self.batched |= new
+
+    def add(self, r: Ragged) -> None:
+        assert r.group not in (self.ragged if r.ragged else self.batched), \
+            "vmap: a tape asked twice to be made batched"
+        self.batched.add(r.group)
+        if r.ragged:
+            self.ragged.add(r.group)
 
 
 class _Vmap:
-    def __init__(self, name: str, n: int):
+    def __init__(self, name: str, n: int, tapes: _Tapes):
         self.n, self.loc, self.mask = n, None, None
-        self.int_tapes: set = set()  # ids of fn's integer tapes (Note [Batched tapes])
+        self.batched_tapes, self.ragged = tapes.batched, tapes.ragged  # groups
+        self.groups, self.inner_ragged = tapes.groups, tapes.inner
+        # ids of the values of unbatched tapes (Note [Batched tapes])
+        self.plain_tapes = {v for v, g in self.groups.items() if g not in tapes.batched}
         self.b = Builder(name, loc=lambda: self.loc)
 
     def run(self, fn, batched):
         b = self.b
-        tape_ids(fn.body, self.int_tapes)
         with b:
             env = {}
             for p, bt in zip(fn.params, batched):
@@ -91,8 +126,8 @@ class _Vmap:
         """x, the value of `old`, batched (broadcast along a new axis 0 when it is not)."""
         if bt:
             return x
-        if old.id in self.int_tapes:
-            raise differs(self.loc)
+        if old.id in self.plain_tapes:
+            raise Ragged(self.groups[old.id], ragged=False)
         return ops.broadcast_to(x, (self.n,) + tuple(old.aval.shape))
 
     def expand(self, x, rank: int):
@@ -114,11 +149,10 @@ class _Vmap:
         return list(out) if isinstance(out, tuple) else [out]
 
     def free_batched(self, op, env) -> bool:
-        """Whether op reads a batched value (or its regions make a tape, always batched)."""
+        """Whether op reads a batched value (or its regions make a batched tape)."""
         return any(env[v.id][1] for v in op.inputs) or any(
             env[v.id][1] for r in op.regions for v in r.free_values() if v.id in env) or any(
-            o.prim is tape_new_p and np.dtype(o.params["dtype"]).kind == "f"
-            for r in op.regions for o in r.walk())
+            o.prim is tape_new_p and batched_tape(self, o) for r in op.regions for o in r.walk())
 
     # ---- the walk ---------------------------------------------------------------------------
     def ops(self, op_list, env) -> None:
@@ -128,8 +162,8 @@ class _Vmap:
                 check(self, op, env)
             elif op.prim is tape_new_p:
                 tape_new(self, op, env)
-            elif op.prim is tape_push_p and self.mask is not None:
-                raise differs(op.loc)  # rows pushed for examples that do not run here
+            elif op.prim in (tape_push_p, tape_get_p):  # Note [Ragged tapes]
+                RULES[op.prim](self, op, env)
             elif not self.free_batched(op, env):
                 self.clone(op, env)
             else:
@@ -147,7 +181,7 @@ class _Vmap:
 
     def unbatched(self, env, v):
         x, bt = env[v.id]
-        if bt:  # a copied region reads no batched value and makes no float tape
+        if bt:  # a copied region reads no batched value and makes no batched tape
             raise AssertionError(f"vmap: unbatched region yields batched {v!r}")
         return x
 

@@ -26,7 +26,7 @@ from .. import elementwise as ew
 from ..abi import TAPE_HEADER
 from ..distribute import plan_parts
 from ..layout import Layout, contiguous_strides
-from ..loops import I64, PTR
+from ..loops import I64, PTR, for_range, load, store
 from ..plan import ControlUnit, accumulate_p, skey
 from ..registry import lowers
 from .index import _index_map
@@ -354,6 +354,13 @@ def init_tapes(ctx, at: int) -> None:
         b.store(ir.Constant(I64, 0), n)
         b.store(b.load(kept_cap, typ=I64), cap)
         ctx.tapes[k] = (data, n, cap)
+        if k in ctx.plan.tape_ragged:  # a row count per column (Note [Ragged tapes])
+            cols = _columns(ctx.plan.tape_rows[k][0], ctx.plan.tape_ragged[k])
+            ctx.tape_counts[k] = b.alloca(I64, size=max(cols, 1), name=f"tape{k}.counts")
+
+
+def _columns(row_shape, dims: int) -> int:
+    return int(np.prod(row_shape[:dims], dtype=np.int64))
 
 
 # A tape buffer larger than this is freed when the call returns rather than kept for the next.
@@ -414,21 +421,36 @@ def _lower_tape_new(ctx, op) -> None:
     want = ir.Constant(I64, max(int(rows), 1) if rows is not None else _DYNAMIC_ROWS)
     _ensure(ctx, op, out, want, lambda have: want)
     ctx.b.store(ir.Constant(I64, 0), ctx.tape(out)[1])
+    counts = _counts(ctx, out)
+    if counts is not None:
+        with for_range(ctx.b, 0, _columns(out.aval.shape[1:], op.params["ragged"]),
+                       name="col") as e:
+            store(ctx.b, ir.Constant(I64, 0), counts, e)
 
 
-@lowers(tape_push_p, accepts=lambda op, i, layout: True)
-def _lower_tape_push(ctx, op) -> None:
-    b = ctx.b
-    t, x = op.inputs
-    data, n_ptr, _ = ctx.tape(t)
-    shape, dtype, elems, _ = _row(ctx, t)
-    n = b.load(n_ptr, typ=I64)
+def _counts(ctx, v):
+    """The row counts of ragged tape `v`'s columns (an alloca of i64), or None."""
+    return ctx.tape_counts.get(ctx.plan.storage[v][1])
 
+
+def _grow(b):
     def grow(have):
         doubled = b.mul(have, ir.Constant(I64, 2))
         return b.select(b.icmp_signed("<", doubled, ir.Constant(I64, _DYNAMIC_ROWS)),
                         ir.Constant(I64, _DYNAMIC_ROWS), doubled)
-    _ensure(ctx, op, t, b.add(n, ir.Constant(I64, 1)), grow)
+    return grow
+
+
+@lowers(tape_push_p, accepts=lambda op, i, layout: i == 0 or len(op.inputs) == 2)
+def _lower_tape_push(ctx, op) -> None:
+    b = ctx.b
+    t, x = op.inputs[:2]
+    data, n_ptr, _ = ctx.tape(t)
+    shape, dtype, elems, _ = _row(ctx, t)
+    n = b.load(n_ptr, typ=I64)
+    _ensure(ctx, op, t, b.add(n, ir.Constant(I64, 1)), _grow(b))
+    if len(op.inputs) == 3:
+        return _push_ragged(ctx, op, n)
     row = b.gep(b.load(data, typ=PTR), [b.mul(n, ir.Constant(I64, elems))], inbounds=True,
                 source_etype=ew.memtype(dtype))
     if x.aval.shape == ():
@@ -438,6 +460,32 @@ def _lower_tape_push(ctx, op) -> None:
     b.store(b.add(n, ir.Constant(I64, 1)), n_ptr)
 
 
+def _push_ragged(ctx, op, n) -> None:
+    """Column e of x, where the mask holds, to column e's next row (Note [Ragged tapes]);
+    the header's row count becomes the largest column's."""
+    b = ctx.b
+    t, x, mask = op.inputs
+    data, n_ptr, _ = ctx.tape(t)
+    shape, dtype, elems, _ = _row(ctx, t)
+    cols = _columns(shape, len(mask.aval.shape))
+    sub, mem = elems // cols, ew.memtype(dtype)
+    size = ir.Constant(I64, sub * dtype.itemsize)
+    counts, base = _counts(ctx, t), b.load(data, typ=PTR)
+    xs, ms = ctx.ptr(x), ctx.ptr(mask)
+    memcpy = ctx.module.declare_intrinsic("llvm.memcpy", [PTR, PTR, I64])
+    with for_range(b, 0, cols, name="col") as e:
+        with b.if_then(ew._load(b, ms, e, np.bool_, 1)):
+            c = load(b, counts, e, I64)
+            at = b.add(b.mul(c, ir.Constant(I64, elems)), b.mul(e, ir.Constant(I64, sub)))
+            b.call(memcpy, [b.gep(base, [at], inbounds=True, source_etype=mem),
+                            b.gep(xs, [b.mul(e, ir.Constant(I64, sub))], inbounds=True,
+                                  source_etype=mem), size, ir.Constant(I1, 0)])
+            c1 = b.add(c, ir.Constant(I64, 1))
+            store(b, c1, counts, e)
+            held = b.load(n_ptr, typ=I64)
+            b.store(b.select(b.icmp_signed(">", c1, held), c1, held), n_ptr)
+
+
 @lowers(tape_get_p)
 def _lower_tape_get(ctx, op) -> None:
     b = ctx.b
@@ -445,6 +493,9 @@ def _lower_tape_get(ctx, op) -> None:
     out = op.outputs[0]
     data = ctx.tape(t)[0]
     shape, dtype, elems, _ = _row(ctx, t)
+    counts = _counts(ctx, t)
+    if k.aval.shape or counts is not None:
+        return _gather(ctx, op, counts)
     row = b.gep(b.load(data, typ=PTR), [b.mul(ctx.load_scalar(k), ir.Constant(I64, elems))],
                 inbounds=True, source_etype=ew.memtype(dtype))
     if out.aval.shape == ():
@@ -453,6 +504,35 @@ def _lower_tape_get(ctx, op) -> None:
         ew.emit_loops(b, shape, [ew.Operand(ptr=row, strides=contiguous_strides(shape),
                                             dtype=dtype)],
                       [(ctx.out(out), dtype)], lambda em, vals: vals)
+
+
+def _gather(ctx, op, counts) -> None:
+    """Column e of row k[e] (k 0-d: of row k) of a batched tape, zero where column e holds
+    no such row: its count (a ragged tape) or the tape's rows (Note [Ragged tapes]). The
+    columns are the leading k.ndim dims of a row (k 0-d: the ragged tape's)."""
+    b = ctx.b
+    t, k = op.inputs
+    data, n_ptr, _ = ctx.tape(t)
+    shape, dtype, elems, _ = _row(ctx, t)
+    dims = len(k.aval.shape) or ctx.plan.tape_ragged[ctx.plan.storage[t][1]]
+    cols = _columns(shape, dims)
+    sub = elems // cols
+    base, dst = b.load(data, typ=PTR), ctx.out(op.outputs[0])
+    ks = ctx.ptr(k) if k.aval.shape else None
+    row = ctx.load_scalar(k) if ks is None else None
+    rows = b.load(n_ptr, typ=I64)
+    zero = ir.Constant(ew.lltype(dtype), 0 if dtype.kind != "f" else 0.0)
+    with for_range(b, 0, cols, name="col") as e:
+        r = row if ks is None else load(b, ks, e, I64)
+        held = rows if counts is None else load(b, counts, e, I64)
+        ok = b.and_(b.icmp_signed(">=", r, ir.Constant(I64, 0)), b.icmp_signed("<", r, held))
+        at = b.add(b.mul(b.select(ok, r, ir.Constant(I64, 0)), ir.Constant(I64, elems)),
+                   b.mul(e, ir.Constant(I64, sub)))
+        with for_range(b, 0, sub, name="el") as j:
+            src = b.add(at, j)
+            v = ew._load(b, base, src, dtype, 1)
+            ew._store(b, b.select(ok, v, zero), dst,
+                      b.add(b.mul(e, ir.Constant(I64, sub)), j), dtype)
 
 
 # ---- accumulate (Note [In-place accumulation]) --------------------------------------------

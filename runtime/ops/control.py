@@ -77,39 +77,69 @@ class Tape:
 
     A tape value is linear (each push consumes the previous tape value), so pushing may mutate.
     The aval of a tape is `(rows, *row_shape)`, `rows` None when only known at run time.
+    A ragged tape (transform/vmap_control.py, Note [Ragged tapes]) holds a batch: its rows are
+    (*cols, *s), `ragged` = len(cols) leading column dims, and each column has its own row
+    count, `counts[cols]`; a push writes the columns its mask (of shape cols) selects, each at
+    its own next row. A read of row k, k of shape cols (or 0-d, for every column), gives
+    each column's row k[c], zero where the column holds no such row; a batched tape that is
+    not ragged is read so too where k is not 0-d (its leading k.ndim dims the columns).
     """
 
-    __slots__ = ("buf", "n")
+    __slots__ = ("buf", "n", "counts")
 
-    def __init__(self, shape, dtype, rows):
+    def __init__(self, shape, dtype, rows, ragged=0):
         self.buf = np.empty((rows if rows is not None else 16,) + tuple(shape), dtype)
         self.n = 0
+        self.counts = np.zeros(tuple(shape[:ragged]), np.int64) if ragged else None
 
-    def push(self, x) -> "Tape":
-        if self.n == self.buf.shape[0]:  # grow geometrically: O(1) amortised per push
-            new = np.empty((2 * self.n + 1,) + self.buf.shape[1:], self.buf.dtype)
+    def _room(self, rows: int) -> None:
+        if rows > self.buf.shape[0]:  # grow geometrically: O(1) amortised per push
+            new = np.empty((max(2 * self.n + 1, rows),) + self.buf.shape[1:], self.buf.dtype)
             new[:self.n] = self.buf[:self.n]
             self.buf = new
-        self.buf[self.n] = x
-        self.n += 1
+
+    def push(self, x, mask=None) -> "Tape":
+        self._room(self.n + 1)
+        if self.counts is None:
+            self.buf[self.n] = x
+            self.n += 1
+            return self
+        cols = np.nonzero(np.ones(self.counts.shape, bool) if mask is None else mask)
+        self.buf[(self.counts[cols],) + cols] = np.asarray(x)[cols]
+        self.counts[cols] += 1
+        self.n = max(self.n, int(self.counts.max(initial=0)))
         return self
 
     def get(self, k) -> np.ndarray:
-        k = int(k)
-        if not 0 <= k < self.n:
-            raise IndexError(f"tape row {k} of {self.n}")
-        return self.buf[k].copy()
+        k = np.asarray(k)
+        if self.counts is None and k.ndim == 0:
+            k = int(k)
+            if not 0 <= k < self.n:
+                raise IndexError(f"tape row {k} of {self.n}")
+            return self.buf[k].copy()
+        lead = self.buf.shape[1:1 + (k.ndim or self.counts.ndim)]
+        k = np.broadcast_to(k, lead)
+        held = self.n if self.counts is None else self.counts
+        ok = (k >= 0) & (k < held)
+        cols = np.nonzero(ok)
+        out = np.zeros(self.buf.shape[1:], self.buf.dtype)
+        out[cols] = self.buf[(k[cols],) + cols]
+        return out
 
     @property
     def nbytes(self) -> int:
         return self.buf.nbytes
 
 
+# tape_new {shape, dtype, rows[, ragged]}; tape_push(tape, x[, mask]) (a mask only on a ragged
+# tape); tape_get(tape, k), k 0-d or of the columns' shape (Tape.get).
 tape_new_p = register(Primitive(
-    "tape_new", "tape", lambda shape, dtype, rows: Tape(shape, dtype, rows),
-    lambda shape, dtype, rows: Aval((rows,) + tuple(shape), np.dtype(dtype)), nondiff=True))
+    "tape_new", "tape", lambda shape, dtype, rows, ragged=0: Tape(shape, dtype, rows, ragged),
+    lambda shape, dtype, rows, ragged=0: Aval((rows,) + tuple(shape), np.dtype(dtype)),
+    nondiff=True))
 tape_push_p = register(Primitive(
-    "tape_push", "tape", lambda tape, x: tape.push(x), lambda tape, x: tape, nondiff=True))
+    "tape_push", "tape", lambda tape, x, mask=None: tape.push(x, mask),
+    lambda tape, x, mask=None: tape, nondiff=True))
 tape_get_p = register(Primitive(
     "tape_get", "tape", lambda tape, k: tape.get(k),
     lambda tape, k: Aval(tuple(tape.shape[1:]), tape.dtype), nondiff=True))

@@ -207,3 +207,20 @@ def test_double_backward_through_a_compiled_node_raises_instead_of_dropping(mode
     assert "test_composition.py" in str(e.value) and "create_graph=True" in str(e.value)
     (gx1,) = lg.autograd.grad(cf(x), x)  # without create_graph: a plain constant
     assert gx1.grad_fn is None
+
+
+def test_per_row_jacobian_and_eager_backward_convert_the_function(mode):
+    """The compiled vector-Jacobian product (llgrad.jacobian of a Differentiable, the
+    backward of a compiled node in an eager graph) converts the user's function as a trace
+    does: a traced value written into a new numpy array is an update, not a conversion."""
+    def f(x):
+        y = np.zeros(4)
+        y[np.array([0, 2])] = x * 2.0
+        return np.sin(y)
+    x = np.array([0.3, 0.5])
+    want = np.zeros((4, 2))
+    want[0, 0], want[2, 1] = 2 * np.cos(0.6), 2 * np.cos(1.0)
+    np.testing.assert_allclose(llgrad.jacobian(llgrad.Differentiable(f))(x), want, rtol=1e-12)
+    t = lg.tensor(x, requires_grad=True)
+    llgrad.differentiate(f)(t).sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), want.sum(axis=0), rtol=1e-12)
