@@ -148,7 +148,7 @@ def test_gmm_nest_is_not_peeled_and_grows_with_the_source():
     """The forward IR has one index_put per element assignment of the source (a peeled
     iteration would add its own), one for_loop per `for`, and the same ops whatever the
     sizes (all distinct, and none 1: equal constants are one op)."""
-    small = llgrad.differentiate(gmm_loops, wrt=(0, 1, 2)).inspect(*_gmm_args(2, 3, 4))
+    small = llgrad.differentiate(gmm_loops, wrt=(0, 1, 2)).inspect(*_gmm_args(3, 5, 7))
     big = llgrad.differentiate(gmm_loops, wrt=(0, 1, 2)).inspect(*_gmm_args(6, 9, 40))
     for ins in (small, big):
         text = str(ins.forward_ir)
