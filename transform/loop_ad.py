@@ -90,10 +90,15 @@ from llgrad.transform.builder import Builder
 # order. The outer body tapes, per iteration, the inner loop's outputs and its counter before
 # and after (`base`, end); the outer reverse sweep reads them for iteration j, does not rerun
 # the inner loop (`forward(given=...)`), and runs its reverse sweep over rows base..end-1.
+# An inner loop with constant bounds runs the same T iterations in every outer iteration, so
+# its first row for outer row q is q * T: its counter before it is not taped either (with
+# Note [Trip counts], a loop nest of constant bounds tapes no counter at all).
+# When every loop from the outermost one stacking it has constant bounds, its tapes have
+# static rows (the product of the trip counts) like a flat loop's, and never grow.
 # Memory is then O(total inner iterations x stored values), as for a single flat loop, where
 # rerunning needed only one outer iteration's worth at a time; time drops by one run of every
-# inner loop. Stacked loops use no exit-state row (`next_carried`), and their for-loop tapes
-# grow even when the trip count is static.
+# inner loop. Stacked loops use no exit-state row (`next_carried`); their tapes grow unless
+# every loop from the outermost one stacking them has constant bounds.
 
 
 class _Slot:
@@ -111,8 +116,9 @@ class _Stack:
     """The slots a loop body carries for the inner loops it stacks: per slot, the body's param
     (its value at the iteration's entry) and result (at its exit)."""
 
-    def __init__(self, b: Builder):
+    def __init__(self, b: Builder, runs: int | None):
         self.b, self.region = b, None
+        self.runs = runs  # how many times the body runs in all, when the IR says
         self.slots, self.params, self.finals = [], [], []
 
     def carry(self, aval, slot: _Slot | None = None) -> ir.Value:
@@ -159,11 +165,14 @@ class LoopAD:
         ext = set(nxt.values())
         var = facts.variant(body)
         ins = [env[v.id] for v in op.inputs]
-        rows = None
-        if cf.counter and stack is None:
+        trips = None  # the trip count, when the bounds are constants
+        if cf.counter:
             consts = [facts.const_int(env[v.id]) for v in control.bounds(op)]
             if None not in consts and consts[2] != 0:
-                rows = len(range(*consts))
+                trips = len(range(*consts))
+        # rows: this loop's iterations in all (per run of the outermost loop not stacked)
+        rows = trips if stack is None or stack.runs is None or trips is None \
+            else stack.runs * trips
         b = self.b
         self.loc = op.loc
 
@@ -182,7 +191,7 @@ class LoopAD:
         env2 = self.bind_params(env, body.params, params)
         extra_vals, saved, resid, inner = [], {}, {}, {}
         updated = {p.id for p in carried if p.aval.shape}  # arrays of the entry state
-        mine = _Stack(b)
+        mine = _Stack(b, rows)
         with b.open_region(params + xs) as rb:
             mine.region = rb
             for iop in body.ops:
@@ -261,7 +270,7 @@ class LoopAD:
                                  [tapes[k].aval])[0]
         etapes = refs[1 + len(stored):]
         return {"n": added[0], "base": counter if stack is not None else None,
-                "tapes": tapes, "next": nxt, "counted": counted,
+                "trips": trips, "tapes": tapes, "next": nxt, "counted": counted,
                 "saved": {vid: etapes[i] for vid, i in saved.items()},
                 "resid": {key: (info, [etapes[i] for i in idx])
                           for key, (info, idx) in resid.items()},
@@ -429,8 +438,9 @@ class LoopAD:
             for vid, t in rec["saved"].items():
                 pre[vid] = get(t)
             given = {key: (info, [get(t) for t in ts]) for key, (info, ts) in rec["resid"].items()}
-            for key, (irec, tb, te) in rec["inner"].items():
-                ib = get(tb)
+            for key, (irec, tb, te) in rec["inner"].items():  # Note [Stacked inner tapes]
+                ib = get(tb) if irec["trips"] is None else \
+                    ops.mul(row, self.const(irec["trips"], I64))
                 given[key] = dict(irec, n=ops.sub(get(te), ib), base=ib)
             seeds = [None] * len(body.results)
             for k, g in zip(pos, cts):
