@@ -386,8 +386,10 @@ class LoopAD:
         return ops.maximum(span, np.asarray(0, np.int64))
 
     def backward_loop(self, op, env, rec, ct) -> None:
-        """The reverse sweep: a for_loop of n (the recorded trip count) iterations carrying the
-        outputs' cotangents back to the iteration's entry, plus those of captured values. When
+        """The reverse sweep: a for_loop of n iterations (the forward's trip count: from the
+        bounds, Note [Trip counts], or as counted) carrying the outputs' cotangents back to
+        the iteration's entry, plus those of captured values (of elements read at indices the
+        body does not change: scalars, Note [Element cotangents]). When
         n == 0 the outputs' cotangents reach the init unchanged (the loop yields its init; see
         the init -> output edge in _activity); otherwise the init gets the cotangent of the
         first iteration's carried values (zero for those the body does not read)."""
