@@ -17,7 +17,7 @@ from llgrad.inspection import Stats
 from llgrad.runtime import config
 from llgrad.runtime.errors import DTypeError, ShapeError
 from llgrad.transform import ad, interp
-from llgrad.transform.loop_ad import tape_stats
+from llgrad.transform.loop_facts import tape_stats
 from llgrad.transform.passes.pipeline import optimize
 from llgrad.transform.printers.text import print_function
 

@@ -23,6 +23,7 @@ from llgrad.tracer import captures
 from llgrad.tracer.aliasing import check_unaliased
 from llgrad.tracer.custom import trace_custom
 from llgrad.transform.builder import Builder, ScopeError, Value
+from llgrad.transform.passes.dce import check_unread_indices
 
 
 @dataclass
@@ -223,6 +224,7 @@ def _trace_once(fn: Callable, args: tuple, kwargs: dict, call: Callable) -> Trac
             builder.fn.body.results = out_leaves
     finally:
         captures.stop(rec)
+    check_unread_indices(builder.fn)  # Note [Unread element reads keep their checks]
     return Trace(builder.fn, a.struct, out_struct, a.names, a.owner, fn, rec.guards)
 
 

@@ -24,7 +24,8 @@ from llgrad.transform.control import (body, custom_bwd, custom_parts, describe, 
                                       state)
 from llgrad.transform.builder import Builder
 from llgrad.transform.checkpoint import segment_loops
-from llgrad.transform.loop_ad import LoopAD, describe_tapes
+from llgrad.transform.loop_ad import LoopAD
+from llgrad.transform.loop_facts import describe_tapes
 
 
 def grad_function(fn: ir.Function, wrt: list[int], name: str | None = None,
@@ -269,9 +270,12 @@ class _AD(LoopAD):
             new.results = [env2[v.id] for v in r.results]
         return new
 
-    def backward(self, op_list, env, rec, ct) -> None:
+    def backward(self, op_list, env, rec, ct, stop=()) -> None:
+        """The adjoints of `op_list`, last op first, adding into `ct`; the ops in `stop` (ids)
+        are skipped: their outputs' cotangents are wanted as they are (Note [Element
+        cotangents] in loop_facts.py)."""
         for op in reversed(op_list):
-            if not any(o.id in ct for o in op.outputs):
+            if not any(o.id in ct for o in op.outputs) or id(op) in stop:
                 continue
             self.loc = op.loc
             if op.prim in (for_loop_p, while_loop_p):
@@ -319,19 +323,20 @@ class _AD(LoopAD):
             self.accum(ct, v, gi)
 
     def adjoint_region(self, region, env, head_values, seeds, wanted, pre=None,
-                       extra_rec=None, running=None) -> list:
+                       extra_rec=None, running=None, stop=()) -> list:
         """Recompute `region`'s forward from `head_values`, run its adjoint seeded with
         `seeds` (cotangents of its results, None = zero) and return the cotangents of `wanted`
         (original values; zeros where none flows). `running` maps ids of values the region
         reads from outside to their cotangents so far, which the region's adjoint adds to
-        (Note [Running cotangents] in loop_ad.py)."""
+        (Note [Running cotangents] in loop_ad.py); the adjoints of the ops in `stop` (ids of
+        top-level ops) are not run."""
         env2 = self.bind_params(env, region.params, head_values)
         rec = self.forward(region.ops, env2, taped=True, pre=pre, given=extra_rec or ())
         rec.update(extra_rec or {})
         ct2: dict[int, ir.Value] = dict(running or {})
         for r, g in zip(region.results, seeds):
             self.accum(ct2, r, g)
-        self.backward(region.ops, env2, rec, ct2)
+        self.backward(region.ops, env2, rec, ct2, stop)
         return [self.ct_or_zeros(ct2, w) for w in wanted]
 
     def backward_custom(self, op, env, ct) -> None:

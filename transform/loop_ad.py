@@ -3,19 +3,19 @@ them (Note [Loop tapes], Note [Stacked inner tapes]).
 
 `LoopAD` holds the loop rules of transform/ad.py's `_AD` (it is mixed into it): `forward_loop`
 emits a loop with its counter and tapes, `backward_loop` its reverse sweep, `split_rule` and
-`backward_resid` the split of an elementwise op's VJP around a tape. `describe_tapes` and
-`tape_stats` read the tapes back off a joint function for `inspect()`.
+`backward_resid` the split of an elementwise op's VJP around a tape. What they read off a
+loop body (what to tape, counters, element reads) is in transform/loop_facts.py.
 """
 from __future__ import annotations
 
 import numpy as np
 
 from llgrad.runtime import ops
-from llgrad.runtime.aval import I64, Aval, aval_str
+from llgrad.runtime.aval import I64, Aval
 from llgrad.runtime.ops.control import (constant_p, for_loop_p, tape_get_p, tape_new_p,
                                         tape_push_p, while_loop_p)
-from llgrad.runtime.ops.elementwise import add_p, sub_p
 from llgrad.transform import control, ir
+from llgrad.transform import loop_facts as facts
 from llgrad.transform.control import CONTROL
 from llgrad.transform.builder import Builder
 
@@ -26,8 +26,8 @@ from llgrad.transform.builder import Builder
 # `tape_push`; the loop also counts its iterations, the trip count n, for- and while-loops alike):
 #   (a) the loop-carried values at the entry of the iteration that the body reads (but not
 #       integer counters it advances by a fixed step, `pos += 1`: the reverse sweep computes
-#       them as init + j * step, `_induction`);
-#   (b) the outputs of the body's expensive top-level ops (`_expensive`: transcendental
+#       them as init + j * step, `induction`);
+#   (b) the outputs of the body's expensive top-level ops (`expensive`: transcendental
 #       elementwise ops, matmul, reductions) that depend on the carried values or the index;
 #   (c) the residuals of the expensive elementwise ops: `split_rule` runs the op's own VJP rules
 #       in the forward body with a placeholder cotangent g; the ops that do not depend on g stay
@@ -38,7 +38,7 @@ from llgrad.transform.builder import Builder
 # The reverse sweep is a for_loop over k = 0..n-1 that, for iteration j = n-1-k, reads the entry
 # state back (`tape_get`), recomputes the body's forward from it *except* the values it can read
 # (`forward(pre=...)`): the taped (b) values (row j), and the body's results that are the next
-# iteration's carried values, read from row j+1 of the carried tape (`_next_carried`; such a
+# iteration's carried values, read from row j+1 of the carried tape (`next_carried`; such a
 # tape gets one more row, the loop's exit state, pushed after the loop; only for results whose
 # op's rule reads its output or which the body reads itself, so that e.g. tanh's output in an
 # RNN is never recomputed). Then it runs the body's adjoint. Cheap arithmetic is recomputed.
@@ -67,13 +67,18 @@ from llgrad.transform.builder import Builder
 # 25x55 cotangent 250,000 times. Now codegen accumulates in place (Note [In-place
 # accumulation]) and gives the inner loop the buffer of its init (Note [Updates in place]).
 
-# Note [Static sweeps]
-# A for-loop whose bounds are constants runs its reverse sweep over the constant trip count,
-# not over the count the forward loop recorded (the same number): a stacked inner loop's count
-# is otherwise read back from a tape per outer iteration (Note [Stacked inner tapes]), which
-# hides from LLVM and codegen/ranges.py the bounds that let them drop index checks, poll
-# less and vectorise (the stencil's reverse sweep, issue 13); the count's tape is then unread
-# and dce drops it.
+# Note [Trip counts]
+# A reverse sweep runs as many iterations as its forward loop. For a for_loop with a constant
+# step that count follows from the bounds (`trip_count`), which the sweep has anyway (the
+# forward values of the enclosing region, recomputed or read), so it is not taped: constant
+# bounds give a reverse loop with a constant trip count (which LLVM sees: `range(d)` in a
+# GMM body is 10 iterations backwards too), and an inner loop's `range(c + 1, d)` is
+# recomputed from c. Only while loops and loops with a traced step use the counted n. A
+# stacked inner loop then needs its counter only for the rows of its tapes: one whose tapes
+# the reverse sweep does not read (dce drops them) loses its counter too, and its enclosing
+# loops no longer tape the counter before and after it (Note [Stacked inner tapes]). In the
+# GMM written as loops, that was 3 of 4 integers taped per iteration of the triangle's
+# middle loop, and 5.1 -> 3.3 ms for its value and gradient.
 
 # Note [Stacked inner tapes]
 # A loop nested in a loop body (Newton iterations per element, an inner time loop) would
@@ -85,148 +90,15 @@ from llgrad.transform.builder import Builder
 # order. The outer body tapes, per iteration, the inner loop's outputs and its counter before
 # and after (`base`, end); the outer reverse sweep reads them for iteration j, does not rerun
 # the inner loop (`forward(given=...)`), and runs its reverse sweep over rows base..end-1.
+# An inner loop with constant bounds runs the same T iterations in every outer iteration, so
+# its first row for outer row q is q * T: its counter before it is not taped either (with
+# Note [Trip counts], a loop nest of constant bounds tapes no counter at all).
+# When every loop from the outermost one stacking it has constant bounds, its tapes have
+# static rows (the product of the trip counts) like a flat loop's, and never grow.
 # Memory is then O(total inner iterations x stored values), as for a single flat loop, where
 # rerunning needed only one outer iteration's worth at a time; time drops by one run of every
-# inner loop. Stacked loops use no exit-state row (`_next_carried`), and their for-loop tapes
-# grow even when the trip count is static.
-
-
-def describe_tapes(fn: ir.Function) -> list[dict]:
-    """One entry per `tape_new` op of `fn`, in program order: "row" (the row aval), "rows"
-    (the trip count, or "grows" when only known at run time), "row bytes", "bytes" (rows x
-    row bytes, or "grows") and "in loop" (True when the tape is allocated once per
-    iteration of an enclosing loop, e.g. an inner loop's tape in an outer loop's reverse sweep;
-    "bytes" is then per allocation)."""
-    out = []
-
-    def visit(region, depth):
-        for op in region.ops:
-            if op.prim is tape_new_p:
-                shape, dtype, rows = op.params["shape"], np.dtype(op.params["dtype"]), \
-                    op.params["rows"]
-                row = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-                out.append({"row": aval_str(shape, dtype),
-                            "rows": "grows" if rows is None else rows, "row bytes": row,
-                            "bytes": "grows" if rows is None else rows * row,
-                            "in loop": depth > 0})
-            inner = depth + (op.prim in (for_loop_p, while_loop_p))
-            for r in op.regions:
-                visit(r, inner)
-
-    visit(fn.body, 0)
-    return out
-
-
-def tape_stats(fn: ir.Function | None) -> dict:
-    """`inspect().stats` entries for the tapes of a joint function: "tapes" (how many
-    tape_new ops) and "tape bytes (static)" (the sum of the rows x row bytes known at compile
-    time; growing tapes, counted in "tapes (growing)", are not included). Read off the IR, so
-    it reflects the passes run after AD (dce drops tapes the reverse sweep never reads);
-    fn.meta["tapes"] is the AD output's description (describe_tapes)."""
-    tapes = describe_tapes(fn) if fn is not None else []
-    stats = {"tapes": len(tapes),
-             "tape bytes (static)": sum(t["bytes"] for t in tapes if t["rows"] != "grows")}
-    growing = sum(t["rows"] == "grows" for t in tapes)
-    if growing:
-        stats["tapes (growing)"] = growing
-    return stats
-
-
-def _reads(region: ir.Region) -> set:
-    """Ids of the values the ops of `region` (nested regions included) read: their operands
-    and what nested regions yield (a cond branch may yield an enclosing value unchanged, e.g.
-    a loop-carried flag; recomputing the cond then needs that value). The region's own
-    results are not reads: the reverse sweep does not re-yield them."""
-    ids = set()
-    for op in region.walk():
-        ids.update(v.id for v in op.inputs)
-        for r in op.regions:
-            ids.update(v.id for v in r.results)
-    return ids
-
-
-def _const_int(v):
-    op = v.op
-    if op is not None and op.prim is constant_p and op.params["value"].ndim == 0:
-        return int(op.params["value"])
-    return None
-
-
-def _expensive(op) -> bool:
-    """Ops whose output a loop's forward sweep tapes rather than the reverse sweep recomputing
-    (`Primitive.expensive`: transcendental elementwise ops, reductions, linear algebra); see
-    Note [Loop tapes]."""
-    return not op.regions and len(op.outputs) == 1 and op.outputs[0].aval.dtype.kind == "f" \
-        and op.prim.expensive
-
-
-def _rule_reads_output(prim) -> bool:
-    """Whether some VJP rule of `prim` may read its output (conservative)."""
-    if callable(prim.saves):
-        return True
-    if prim.saves is not None:
-        return -1 in prim.saves
-    if prim.reads is None:
-        return True
-    return any(r is None or -1 in r for r in prim.reads)
-
-
-def _variant(body: ir.Region) -> set:
-    """Ids of the values of `body`'s top-level ops that depend on its params (the index and the
-    carried values): the loop-invariant rest is never taped."""
-    var = {p.id for p in body.params}
-    for op in body.ops:
-        reads = [v.id for v in op.inputs] + [v.id for r in op.regions for v in r.free_values()]
-        if any(k in var for k in reads):
-            var.update(o.id for o in op.outputs)
-    return var
-
-
-def _next_carried(body: ir.Region, carried, stored) -> dict:
-    """{id of body result k: k} for the carried values k on the tape whose next value (the
-    body's result k) is computed by a plain top-level op of the body and may be read by the
-    adjoint (the op's VJP reads its output, or another op of the body reads it): the reverse
-    sweep reads it from the tape's row j+1 (the next iteration's entry state) instead of
-    recomputing it."""
-    top = {id(op) for op in body.ops}
-    read = _reads(body)
-    out = {}
-    for k in stored:
-        res = body.results[k]
-        op = res.op
-        if op is None or id(op) not in top or op.regions or res.id in out:
-            continue
-        if res.id in read or _rule_reads_output(op.prim):
-            out[res.id] = k
-    return out
-
-
-def _induction(body: ir.Region, carried) -> dict:
-    """{k: (step, sign)} for the integer carried values k that the body advances by a step
-    it does not change (`pos += 1`, `pos -= d`; the step a constant or a value from outside
-    the body): at iteration j such a value is init + sign * j * step, which the reverse sweep
-    computes instead of taping it every iteration (Note [Loop tapes])."""
-    top = {id(op) for op in body.ops}
-    inside = {v.id for op in body.ops for v in op.outputs} | {p.id for p in body.params}
-    out = {}
-    for k, p in enumerate(carried):
-        r = body.results[k]
-        op = r.op
-        if op is None or id(op) not in top or r.aval != p.aval or p.aval.shape \
-                or p.aval.dtype != np.int64:
-            continue
-        if op.prim is add_p:  # `is`: IR values compare elementwise
-            steps = [(v, 1) for v in op.inputs if v is not p]
-        elif op.prim is sub_p and op.inputs[0] is p:
-            steps = [(op.inputs[1], -1)]
-        else:
-            continue
-        if len(steps) == 1 and any(v is p for v in op.inputs) and steps[0][0] is not p:
-            c, sign = steps[0]
-            const = c.op is not None and c.op.prim is constant_p and not c.aval.shape
-            if const or c.id not in inside:
-                out[k] = (c, sign)
-    return out
+# inner loop. Stacked loops use no exit-state row (`next_carried`); their tapes grow unless
+# every loop from the outermost one stacking them has constant bounds.
 
 
 class _Slot:
@@ -244,8 +116,9 @@ class _Stack:
     """The slots a loop body carries for the inner loops it stacks: per slot, the body's param
     (its value at the iteration's entry) and result (at its exit)."""
 
-    def __init__(self, b: Builder):
+    def __init__(self, b: Builder, runs: int | None):
         self.b, self.region = b, None
+        self.runs = runs  # how many times the body runs in all, when the IR says
         self.slots, self.params, self.finals = [], [], []
 
     def carry(self, aval, slot: _Slot | None = None) -> ir.Value:
@@ -285,19 +158,21 @@ class LoopAD:
         body = cf.body(op)
         carried = cf.carried(body)
         head = 1 if cf.counter else 0
-        used = _reads(body)
-        counted = _induction(body, carried)
+        used = facts.reads(body)
+        counted = facts.induction(body, carried)
         stored = [k for k, p in enumerate(carried) if p.id in used and k not in counted]
-        nxt = _next_carried(body, carried, stored) if stack is None else {}
+        nxt = facts.next_carried(body, carried, stored) if stack is None else {}
         ext = set(nxt.values())
-        var = _variant(body)
+        var = facts.variant(body)
         ins = [env[v.id] for v in op.inputs]
-        trips = None  # the static trip count: the reverse sweep's bound (Note [Static sweeps])
+        trips = None  # the trip count, when the bounds are constants
         if cf.counter:
-            consts = [_const_int(env[v.id]) for v in control.bounds(op)]
+            consts = [facts.const_int(env[v.id]) for v in control.bounds(op)]
             if None not in consts and consts[2] != 0:
                 trips = len(range(*consts))
-        rows = trips if stack is None else None
+        # rows: this loop's iterations in all (per run of the outermost loop not stacked)
+        rows = trips if stack is None or stack.runs is None or trips is None \
+            else stack.runs * trips
         b = self.b
         self.loc = op.loc
 
@@ -315,7 +190,8 @@ class LoopAD:
         xs = [b.new_value(v.aval) for v in [counter] + ctapes]
         env2 = self.bind_params(env, body.params, params)
         extra_vals, saved, resid, inner = [], {}, {}, {}
-        mine = _Stack(b)
+        updated = {p.id for p in carried if p.aval.shape}  # arrays of the entry state
+        mine = _Stack(b, rows)
         with b.open_region(params + xs) as rb:
             mine.region = rb
             for iop in body.ops:
@@ -329,7 +205,12 @@ class LoopAD:
                     extra_vals += [irec["base"], irec["n"]]
                     continue
                 self.clone(iop, env2)
-                if not _expensive(iop) or iop.outputs[0].id not in var:
+                if facts.updates(iop, updated):
+                    updated.add(iop.outputs[0].id)
+                elif facts.reads_part(iop, updated):  # Note [Element reads of work arrays]
+                    saved[iop.outputs[0].id] = len(extra_vals)
+                    extra_vals.append(env2[iop.outputs[0].id])
+                if not facts.expensive(iop) or iop.outputs[0].id not in var:
                     continue
                 if iop.outputs[0].id not in nxt:
                     saved[iop.outputs[0].id] = len(extra_vals)
@@ -388,8 +269,8 @@ class LoopAD:
             tapes[k] = self.emit(tape_push_p, [tapes[k], env[op.outputs[k].id]],
                                  [tapes[k].aval])[0]
         etapes = refs[1 + len(stored):]
-        return {"n": added[0], "trips": trips, "base": counter if stack is not None else None,
-                "tapes": tapes, "next": nxt, "counted": counted,
+        return {"n": added[0], "base": counter if stack is not None else None,
+                "trips": trips, "tapes": tapes, "next": nxt, "counted": counted,
                 "saved": {vid: etapes[i] for vid, i in saved.items()},
                 "resid": {key: (info, [etapes[i] for i in idx])
                           for key, (info, idx) in resid.items()},
@@ -487,9 +368,28 @@ class LoopAD:
         for i, r in info["results"]:
             self.accum(ct, op.inputs[i], env3[r.id])
 
+    def trip_count(self, op, env) -> ir.Value | None:
+        """A for_loop's trip count from its bounds (Python `range`), for its reverse sweep:
+        a constant when they are, so the sweep's bounds are static; else computed from the
+        bounds the sweep recomputed or read, so no tape holds it (Note [Trip counts]). None
+        when the step is not a constant."""
+        start, stop, step = (env[v.id] for v in control.bounds(op))
+        s, a, z = facts.const_int(step), facts.const_int(start), facts.const_int(stop)
+        if not s:
+            return None
+        if a is not None and z is not None:
+            return self.const(len(range(a, z, s)), I64)
+        span = ops.sub(stop, start) if s > 0 else ops.sub(start, stop)
+        if abs(s) != 1:
+            span = ops.floor_divide(ops.add(span, np.asarray(abs(s) - 1, np.int64)),
+                                    np.asarray(abs(s), np.int64))
+        return ops.maximum(span, np.asarray(0, np.int64))
+
     def backward_loop(self, op, env, rec, ct) -> None:
-        """The reverse sweep: a for_loop of n (the recorded trip count) iterations carrying the
-        outputs' cotangents back to the iteration's entry, plus those of captured values. When
+        """The reverse sweep: a for_loop of n iterations (the forward's trip count: from the
+        bounds, Note [Trip counts], or as counted) carrying the outputs' cotangents back to
+        the iteration's entry, plus those of captured values (of elements read at indices the
+        body does not change: scalars, Note [Element cotangents]). When
         n == 0 the outputs' cotangents reach the init unchanged (the loop yields its init; see
         the init -> output edge in _activity); otherwise the init gets the cotangent of the
         first iteration's carried values (zero for those the body does not read)."""
@@ -500,12 +400,18 @@ class LoopAD:
         pos = [k for k in range(len(op.outputs))
                if {op.outputs[k].id, carried[k].id, body.results[k].id} & self.act]
         captured = [v for v in body.free_values() if v.id in self.act]
+        elems, index_ops = facts.element_reads(body, captured)  # Note [Element cotangents]
+        read = {o.inputs[0].id for o in elems}
+        captured = [v for v in captured if v.id not in read]
         b = self.b
-        n, base = rec["n"], rec["base"]
-        if rec["trips"] is not None:  # See Note [Static sweeps]
-            n = self.const(rec["trips"], I64)
+        base = rec["base"]
+        n = self.trip_count(op, env) if cf.counter else None
+        if n is None:
+            n = rec["n"]
         seeds0 = [self.ct_or_zeros(ct, op.outputs[k]) for k in pos]
         caps0 = [self.ct_or_zeros(ct, v) for v in captured]  # Note [Running cotangents]
+        caps0 += [self.const(0, o.outputs[0].aval.dtype) for o in elems]
+        captured += [o.outputs[0] for o in elems]
         k_param = b.new_value(((), I64), "k")
         cts = [b.new_value(op.outputs[k].aval, "ct") for k in pos]
         caps = [b.new_value(v.aval, "ct") for v in captured]
@@ -519,7 +425,7 @@ class LoopAD:
 
             head = [get(rec["tapes"][k]) if k in rec["tapes"] else None
                     for k in range(len(carried))]
-            for k, (c, sign) in rec["counted"].items():  # See _induction
+            for k, (c, sign) in rec["counted"].items():  # See induction
                 by = ops.mul(j, self.const(c.op.params["value"], c.aval.dtype)
                              if c.op is not None and c.op.prim is constant_p else env[c.id])
                 head[k] = (ops.add if sign > 0 else ops.sub)(env[init[k].id], by)
@@ -534,20 +440,33 @@ class LoopAD:
             for vid, t in rec["saved"].items():
                 pre[vid] = get(t)
             given = {key: (info, [get(t) for t in ts]) for key, (info, ts) in rec["resid"].items()}
-            for key, (irec, tb, te) in rec["inner"].items():
-                ib = get(tb)
+            for key, (irec, tb, te) in rec["inner"].items():  # Note [Stacked inner tapes]
+                ib = get(tb) if irec["trips"] is None else \
+                    ops.mul(row, self.const(irec["trips"], I64))
                 given[key] = dict(irec, n=ops.sub(get(te), ib), base=ib)
             seeds = [None] * len(body.results)
             for k, g in zip(pos, cts):
                 seeds[k] = g
             got = self.adjoint_region(body, env, head, seeds,
                                       [carried[k] for k in pos] + captured, pre, given,
-                                      {v.id: c for v, c in zip(captured, caps)})
+                                      {v.id: c for v, c in zip(captured, caps)},
+                                      stop={id(o) for o in elems})
             self.loc = op.loc
             r.results = got
         outs = self.emit(for_loop_p, [self.const(0, I64), n, self.const(1, I64)] + seeds0 + caps0,
                          [v.aval for v in cts + caps], [r], loc=op.loc)
-        for v, g in zip(captured, outs[len(pos):]):
+        m = len(captured) - len(elems)
+        for v, g in zip(captured[:m], outs[len(pos):]):
             ct[v.id] = g  # the running cotangent, this loop's share added
+        ran, env3 = facts.const_int(n), dict(env)
+        for iop in index_ops:
+            self.clone(iop, env3)
+        for o, g in zip(elems, outs[len(pos) + m:]):
+            idx = [env3[x.id] for x in o.inputs[1:]]
+            if not ran:  # n may be 0: then g is 0 and the index may be out of range
+                idx = [ops.where(ops.gt(n, np.asarray(0, np.int64)), i,
+                                 np.asarray(0, np.int64)) for i in idx]
+            x = o.inputs[0]
+            self.accum(ct, x, o.prim.vjp_rule(0)(g, None, env[x.id], *idx, **o.params))
         for k, g in zip(pos, outs):  # after: an init may be a captured value too
             self.accum(ct, init[k], g)

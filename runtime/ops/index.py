@@ -68,9 +68,28 @@ def _checked(op) -> bool:
     never read, as numpy does (Note [Index checks] in codegen). Not for 0-d traced indices
     (`x[k]`, `a[i] = v` in Numba-style loops): kept unread, each read would hold its whole
     array live past later updates in place, and loop AD would tape the array per iteration
-    (issue 13); an unread element read at an out-of-range scalar goes unreported."""
+    (issue 13); dce replaces such an unread op by checks of its indices alone
+    (`scalar_index_axes`; transform/passes/dce.py)."""
     indices = op.inputs[2:] if op.prim is index_put_p else op.inputs[1:]
     return any(v.aval.shape != () for v in indices)
+
+
+def scalar_index_axes(op) -> list:
+    """(index operand, axis, axis length) for each 0-d index operand of an indexing op
+    (getitem, scatter_add, index_put): what numpy checks of it; [] for other ops."""
+    if op.prim not in (getitem_p, scatter_add_p, index_put_p):
+        return []
+    shape = op.params["shape"] if op.prim is scatter_add_p else op.inputs[0].aval.shape
+    indices = op.inputs[2:] if op.prim is index_put_p else op.inputs[1:]
+    key, axis, out = op.params["key"], 0, []
+    for e in key:
+        if e[0] == "e":
+            axis += len(shape) - sum(1 for f in key if f[0] in "isa")
+        elif e[0] in "isa":
+            if e[0] == "a" and not indices[e[1]].aval.shape:
+                out.append((indices[e[1]], axis, int(shape[axis])))
+            axis += 1
+    return out
 
 
 def _getitem_vjp(g, out, x, *idx, key):

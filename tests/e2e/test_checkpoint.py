@@ -141,9 +141,10 @@ def test_checkpointed_helper_in_a_loop(mode):
                                rtol=1e-6, atol=1e-8)
     if mode == "native":
         tc, tp = (f.inspect(w, h).stats for f in (fc, fp))
-        assert tc["tape bytes (static)"] + tc.get("tapes (growing)", 0) < \
-            tp["tape bytes (static)"] + tp.get("tapes (growing)", 0)
-        assert tp.get("tapes (growing)", 0) > tc.get("tapes (growing)", 0)  # cell's own loop
+        # the plain loop tapes cell's own loop (2 tanh per step, static rows: Note [Stacked
+        # inner tapes]); the checkpointed one its argument per step and one step's inside
+        assert "tapes (growing)" not in tc and "tapes (growing)" not in tp
+        assert tc["tape bytes (static)"] < tp["tape bytes (static)"]
 
 
 def test_checkpointed_helper_with_pytrees_second_derivative():

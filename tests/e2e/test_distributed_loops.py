@@ -133,7 +133,7 @@ def test_split_loops_vectorise(fn, args, entry, monkeypatch):
 
 def test_the_stencil_s_reverse_sweep_tapes_nothing():
     """The stencil is linear in u: its reverse sweep reads no tape of u, and the trip counts
-    of its inner loops are constants, not read back from tapes (Note [Static sweeps] in
+    of its inner loops are constants, not read back from tapes (Note [Trip counts] in
     transform/loop_ad.py)."""
     d = llgrad.differentiate(stencil)
     stats = d.inspect(*CASES[-1][1]).stats

@@ -137,3 +137,45 @@ def test_a_static_index_out_of_bounds_is_an_index_error_when_traced(mode):
     with pytest.raises(IndexError, match="index 5 is out of bounds for axis 0 with size 5") as e:
         llgrad.differentiate(static_index)(np.arange(5.0))
     assert f"{FILE}:{line_of(static_index, 'x[5]')}" in str(e.value)
+
+
+def unread_reads(x, k):
+    """Element reads whose values nothing uses (numpy still checks them): in a loop, in a
+    branch, after it."""
+    s = 0.0
+    for i in range(3):
+        v = x[i + k]  # unread
+        s += x[i] * x[i]
+    if s > 0:
+        w = x[k - 1]  # unread
+    t = x[2 * k]  # unread
+    return s
+
+
+@pytest.mark.parametrize("k, text", [(3, "x[i + k]"), (-6, "x[i + k]"), (-5, "x[k - 1]"),
+                                     (-3, "x[2 * k]")])
+def test_unread_element_reads_at_traced_indices_raise_index_error(mode, k, text):
+    """They keep their checks, of the indices alone (transform/passes/dce.py, Note [Unread
+    element reads keep their checks])."""
+    x, k = np.arange(5.0) + 1.0, np.array(k)
+    with pytest.raises(IndexError):
+        unread_reads(x, k)
+    f = llgrad.differentiate(unread_reads)
+    for call in (f, f.grad):
+        with pytest.raises(IndexError, match="out of bounds for axis 0 with size 5") as e:
+            call(x, k)
+        assert f"{FILE}:{line_of(unread_reads, text)} (in unread_reads)" in \
+            "".join(getattr(e.value, "__notes__", [])) + str(e.value)
+
+
+def test_unread_element_reads_in_range_cost_no_tape(mode):
+    """In range they give numpy's values and gradients, and the loop tapes nothing for the
+    read it does not use (the array would be read, and taped per iteration, if it were
+    kept: runtime/ops/index.py `_checked`)."""
+    x, k = np.arange(5.0) + 1.0, np.array(2)
+    f = llgrad.differentiate(unread_reads)
+    value, grad = f.value_and_grad(x, k)
+    np.testing.assert_allclose(value, unread_reads(x, k), rtol=1e-12)
+    np.testing.assert_allclose(grad, finite_differences(unread_reads, (x, k), (0,))[0],
+                               rtol=1e-6, atol=1e-8)
+    assert "tape_new" not in str(f.inspect(x, k).backward_ir)

@@ -305,9 +305,6 @@ def check(program: Program, engines=("interp", "native"), fd: bool = True) -> Ou
         out.failures.sort(key=lambda f: order.index(f.status))
         out.status = out.failures[0].status
         out.known = program.known_bugs()
-        if "oob_index" in program.features and any(  # (a generated index out of range)
-                "IndexError" in f.detail or "out of bounds" in f.detail for f in out.failures):
-            out.known = sorted(set(out.known) | {"oob_index"})
     return out
 
 

@@ -32,10 +32,6 @@ KNOWN_BUGS: dict[str, str] = {
                      "alias, on one path of a traced if, or from another loop iteration) is "
                      "refused: UnsupportedError at its line (Note [In-place updates are by "
                      "value]; numpy would change what every name sees)",
-    "oob_index": "an unread element read at an out-of-range traced scalar index (`v = x[k]`, "
-                 "v never used) raises no IndexError: such reads are not kept for their check "
-                 "(runtime/ops/index.py _checked: kept, they made loop AD tape whole arrays "
-                 "per iteration); read results and index arrays are checked",
 }
 DEFAULT_FEATURES = FEATURES - set(KNOWN_BUGS)
 

@@ -10,7 +10,7 @@ from llgrad.runtime.errors import ShapeError
 from llgrad.runtime.ops import elementwise as ew, index as ix, linalg, reduce as rd, shape as sh
 from llgrad.runtime.prim import REGISTRY
 from llgrad.transform import ad, control, interp
-from llgrad.transform.loop_ad import tape_stats
+from llgrad.transform.loop_facts import tape_stats
 from llgrad.transform.passes.pipeline import optimize
 from llgrad.transform.verify import verify
 

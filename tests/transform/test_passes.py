@@ -186,3 +186,42 @@ def test_fuse_does_bounded_work_per_op(monkeypatch):
     assert steps[0] < 40 * n_ops, (steps[0], n_ops)
     for a, b in zip(interp.run(fused, x, w), interp.run(joint, x, w)):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def _restore(x, i, j):
+    """x with element i zeroed, plus x[i] scattered back at i: x (the reverse sweep of
+    `q[i] += v`); at j, or at an index array (which may repeat), it is not x."""
+    from llgrad.runtime.ops import index as ix
+    key = (("a", 0),)
+    zeroed = ix.index_put_p.bind(x, np.float64(0.0), i, key=key)
+    back = lambda at: ix.scatter_add_p.bind(ix.getitem_p.bind(x, at, key=key), at,  # noqa: E731
+                                            key=key, shape=x.shape)
+    pair = np.stack([i, i])
+    twice = ix.index_put_p.bind(x, np.zeros(2), pair, key=key) + back(pair)
+    return zeroed + back(i), back(j) + zeroed, twice
+
+
+def test_simplify_sees_an_element_zeroed_and_restored():
+    args = (X, np.int64(2), np.int64(4))
+    fn = build(_restore, *args)
+    simple = dce(simplify(clone_function(fn)))
+    assert simple.outputs[0] is simple.params[0]
+    assert all(v.op is not None and v.op.prim.name == "add" for v in simple.outputs[1:])
+    for a, b in zip(interp.run(simple, *args), interp.run(fn, *args)):
+        np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(interp.run(fn, *args)[2][2], 2 * X[2])  # not x
+
+
+def test_cse_keeps_scatters_apart():
+    """Two equal scatter_adds stay two: each is added in place into its own sum (Note
+    [In-place accumulation] in codegen/plan.py), where one shared would be materialised."""
+    from llgrad.runtime.ops import index as ix
+    key = (("a", 0),)
+
+    def f(x, i):
+        g = ix.getitem_p.bind(x, i, key=key)
+        return (x + ix.scatter_add_p.bind(g, i, key=key, shape=x.shape),
+                x * 2.0 + ix.scatter_add_p.bind(g, i, key=key, shape=x.shape))
+
+    names = [op.name for op in cse(build(f, X, np.int64(1))).walk()]
+    assert names.count("scatter_add") == 2 and names.count("getitem") == 1

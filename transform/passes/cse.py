@@ -1,8 +1,11 @@
 """Common-subexpression elimination, keyed by (primitive, inputs, params); constants by value.
 
 Requires: any verified IR. Produces: the same IR where no two pure ops in scope compute the same
-thing (an op in a nested region reuses an equal op of an enclosing region). Region ops and
-tapes (which are linear buffers) are never merged. Leaves the dropped ops' users rewired; run
+thing (an op in a nested region reuses an equal op of an enclosing region). Region ops,
+tapes (which are linear buffers) and scatter_adds are never merged: the reverse sweep adds
+one scatter into each of several cotangents (`a[j]` and `b[j]` read with one cotangent), and
+codegen adds each in place into its sum only when the scatter has no other use (Note [In-place
+accumulation] in codegen/plan.py); shared, it was a zeroed array and a whole add per sum. Leaves the dropped ops' users rewired; run
 dce afterwards only to clean up nothing (cse removes the duplicates itself).
 """
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from llgrad.runtime.ops.control import constant_p
+from llgrad.runtime.ops.index import scatter_add_p
 from llgrad.transform import ir
 from llgrad.transform.passes import Pass
 
@@ -43,7 +47,7 @@ def _region(region: ir.Region, avail: dict, subst: dict) -> None:
         if op.regions:
             for r in op.regions:
                 _region(r, avail, subst)
-        elif op.prim.family != "tape":
+        elif op.prim.family != "tape" and op.prim is not scatter_add_p:
             k = key(op)
             prev = avail.get(k)
             if prev is not None:
