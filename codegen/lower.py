@@ -140,7 +140,7 @@ def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stat
         for v, (kind, where) in plan.storage.items():
             if kind == "slot":
                 slot_types[where] = ew.memtype(v.aval.dtype)
-        from .lowerings.control import init_tapes, keep_tapes
+        from .lowerings.tapes import init_tapes, keep_tapes
         if any(isinstance(u, ControlUnit) and u.op.prim is not cond_p
                for u in plan.all_units()):
             ctx.failures.begin_polling()

@@ -131,7 +131,7 @@ MAX_SCATTERS = 64
 # {data, rows allocated} its tape had when the last call in this thread returned, kept in the
 # workspace before the error record (abi.TAPE_HEADER bytes each; {null, 0} at first), and goes
 # back there when the call succeeds: the buffer outlives the call (Note [Workspaces] in
-# compiled.py). A call that fails, and a buffer over lowerings/control.KEEP_BYTES, free it.
+# compiled.py). A call that fails, and a buffer over lowerings/tapes.KEEP_BYTES, free it.
 # A ragged tape (tape_new {ragged}, Note [Ragged tapes] in transform/vmap_control.py) also
 # has an alloca of its columns' row counts (`tape_ragged`: the number of leading column dims
 # of its rows); its header's rows used is the largest count.

@@ -4,7 +4,7 @@ from llgrad.runtime import ops as _ops  # noqa: F401  (declares every primitive)
 from llgrad.runtime.prim import REGISTRY as _REGISTRY
 
 from .. import registry as _registry
-from . import control, index, lapack, linalg, reduce, shape  # noqa: F401
+from . import control, index, lapack, linalg, reduce, shape, tapes  # noqa: F401
 from . import scan, sort  # noqa: F401  (issue 11: scans and argsort)
 
 

@@ -12,7 +12,7 @@ import pytest
 
 import llgrad
 from llgrad.codegen import abi, compiled
-from llgrad.codegen.lowerings.control import KEEP_BYTES
+from llgrad.codegen.lowerings.tapes import KEEP_BYTES
 
 
 def recurrence(x):
