@@ -437,6 +437,25 @@ def attention_einsum(Wq, Wk, x):
     return np.sum(out ** 2)
 
 
+def _sgd_args(rng):
+    X = rng.standard_normal((12, 3))
+    return 0.1 * rng.standard_normal(3), X, X @ np.array([1.0, -2.0, 0.5]) + 0.1 * rng.standard_normal(12)
+
+
+@program(_sgd_args)
+def meta_gradient_of_one_gd_step(w, X, y):
+    """The least-squares gradient summed sample by sample into a numpy accumulator (the way a
+    course exercise writes it), one gradient-descent step, then the loss at the new weights:
+    its gradient with respect to the starting weights is a meta-gradient."""
+    grad = np.zeros(w.shape[0])
+    for i in range(X.shape[0]):
+        r = X[i] @ w - y[i]
+        grad += r * X[i]
+    grad /= X.shape[0]
+    w_new = w - 0.1 * grad
+    return 0.5 * np.mean((X @ w_new - y) ** 2)
+
+
 def _huber_args(rng):
     X = rng.standard_normal((40, 3))
     y = X @ np.array([1.0, -1.0, 2.0]) + rng.standard_normal(40) * 2
