@@ -505,15 +505,18 @@ class FunctionPlan:
                 for op in g.ops:
                     for v in op.outputs:
                         writer[v] = g
+        heirs = set(self.alias.values())  # storage another value already took over
         for r, p in zip(body.results, carried):
             g = writer.get(r)
             if (g is None or r.aval.shape == () or r.aval.shape != p.aval.shape
                     or r in self.alias or r in self.storage or p in self.tape_class
+                    or p in heirs
                     or self.uses.get(r) != 1 or self.uses.get(p) != 1
                     or not any(v is p for v in g.reads)
                     or sum(1 for s in body.results if s is r) != 1):
                 continue
             self.alias[r] = p
+            heirs.add(p)
 
     def same_storage(self, a, b) -> bool:
         s = self.storage

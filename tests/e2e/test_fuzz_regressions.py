@@ -428,3 +428,26 @@ def test_numpy_in_place_update_in_a_staged_loop_runs_every_iteration(mode):
         v, g = llgrad.differentiate(numpy_update_in_a_loop).value_and_grad(x)
     assert v == pytest.approx(numpy_update_in_a_loop(x), rel=1e-12)
     np.testing.assert_allclose(g, [3.0, 6.0, 9.0])
+
+
+# ---- two carried arrays written by one fused loop (fuzzer seed 22, programs 712 and 1923) --
+def carried_pair_in_one_loop(x):
+    a = x * 0.5
+    b = x * 1.5
+    for _ in range(3):
+        a = np.sin(b)      # a's old value is dead: computed where b's element was ...
+        b = np.sin(2 * a)  # ... and b's new value in b's own buffer too: a read b's (was: 0.99)
+    return a
+
+
+def carried_pair_over_rows(x):
+    v = np.tanh(x)
+    for row in np.outer(x, x):
+        w = np.cos(v)
+        v = np.tanh(row + w)
+    return v
+
+
+@pytest.mark.parametrize("fn", [carried_pair_in_one_loop, carried_pair_over_rows])
+def test_two_carried_arrays_of_one_fused_loop(fn, mode):
+    check(fn)
