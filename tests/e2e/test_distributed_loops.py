@@ -14,6 +14,8 @@ import pytest
 import llgrad
 from llgrad.codegen import distribute, jit
 from tests.e2e.conftest import finite_differences
+# the issue's stencil, 3 sweeps: on a 5x66 grid its inner loops have 64 trips (distributed)
+from tests.e2e.test_numba_style import stencil
 
 RNG = np.random.default_rng(37)
 
@@ -63,20 +65,6 @@ def with_a_carried_sum(x):
         z[j - 1] = z[j - 1] + y[j] * s
         s = s + x[j]
     return np.sum(y) + np.sum(z * z) + s
-
-
-def stencil(u0, c):
-    """The issue's stencil on a 5x66 grid (inner loops of 64 trips: distributed), 3 sweeps."""
-    n, m = u0.shape
-    u = u0.copy()
-    u_new = u0.copy()
-    for s in range(3):
-        for i in range(1, n - 1):
-            for j in range(1, m - 1):
-                u_new[i, j] = c * (u[i - 1, j] + u[i + 1, j] + u[i, j - 1] + u[i, j + 1]) \
-                    + (1 - 4 * c) * u[i, j]
-        u, u_new = u_new, u
-    return np.sum(u * u)
 
 
 CASES = [
