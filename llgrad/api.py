@@ -234,6 +234,7 @@ class Differentiable:
 
     def _trace(self, args, kwargs, wrt_args) -> Compiled:
         """A staged trace of this call, ready to differentiate and compile."""
+        _jit_beside_trace()
         with paused_gc(), using_store(self._conversion_store()):
             t0 = time.perf_counter()
             tr = trace(self.fn, args, kwargs)
@@ -247,6 +248,7 @@ class Differentiable:
 
     def _dynamic(self, args, kwargs, struct, wrt_args, reason) -> tuple[Compiled, list]:
         """The dynamic path: trace this call eagerly; reuse the compiled code of its graph."""
+        _jit_beside_trace()
         t0 = time.perf_counter()
         with paused_gc(), using_store(self._conversion_store()):
             tr, values = trace_dynamic(self.fn, args, kwargs)
@@ -500,6 +502,14 @@ def _check_scalar_output(tr, fn) -> None:
 def _rebuild_outputs(struct, arrays):
     """Results as plain Python gives them: arrays, numpy scalars, Python numbers."""
     return sig.unflatten(struct, [s.to_python(a) for a, s in zip(arrays, sig.leaf_specs(struct))])
+
+
+def _jit_beside_trace() -> None:
+    """Start the JIT's set-up beside the trace that comes before the first compile
+    (codegen/jit.py, Note [JIT set-up in the background])."""
+    if not config.disable_jit():
+        from llgrad.codegen import jit
+        jit.set_up_in_background()
 
 
 def differentiate(fn: Callable | None = None, *, wrt=0, cache: bool = False, checkpoint=None):

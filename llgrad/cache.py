@@ -396,9 +396,11 @@ def load_module(k: str):
 # succeeded on the same IR). What a warm start still pays: the trace (~1 ms per 100 ops),
 # with the function's conversion read from the cache (tracer/convert/stored.py, Note
 # [Converted code on disk]: ~0.7 ms instead of ~3.4 for the benchmark's chain), the key,
-# reading and loading the object code (~2 ms), and loading the tracer and llvmlite (~45 ms
-# CPU once per process; llvmlite is needed to load object code at all): for cold_start,
-# ~5.3 ms CPU after every import against ~46 ms cold. A key that skips the trace too
+# reading and loading the object code (~1 ms: codegen/jit.py, Note [The engine's empty
+# module]), the JIT's set-up (~1.3 ms, beside the trace: Note [JIT set-up in the
+# background]), and loading the tracer and llvmlite (~45 ms CPU once per process; llvmlite is
+# needed to load object code at all): for cold_start, ~4.5 ms wall after every import
+# against ~42 ms cold. A key that skips the trace too
 # (function source and signature) would have to cover every function the trace reaches and
 # every value it reads: the guards record only data globals (not helpers, modules,
 # attributes of objects), so it could load code for a changed helper. It is not done.

@@ -87,3 +87,47 @@ def test_import_and_compiling_do_not_load_scipy():
         f.grad(np.ones(3))
         assert "scipy" not in sys.modules, sorted(m for m in sys.modules if "scipy" in m)
     """)
+
+
+def test_the_first_compiled_call_sets_up_the_jit_on_a_thread_once():
+    # Note [JIT set-up in the background]: one JIT, made whichever thread gets there first,
+    # and the engine holds no module of its own (Note [The engine's empty module]).
+    _run("""
+        import threading
+        import numpy as np
+        import llgrad
+        from llgrad.codegen import jit
+        made = []
+        class Spy(jit.Jit):
+            def __init__(self, *a, **k):
+                made.append(threading.current_thread().name)
+                super().__init__(*a, **k)
+                assert not self._engine._modules
+        jit.Jit = Spy
+        f = llgrad.differentiate(lambda x: np.sum(np.sin(x)))
+        v, g = f.value_and_grad(np.ones(3))
+        assert np.allclose(g, np.cos(np.ones(3))) and np.isclose(v, 3 * np.sin(1.0))
+        assert jit._started and len(made) == 1, made
+        assert made[0] in ("llgrad-jit-set-up", "MainThread"), made
+    """)
+
+
+def test_a_jit_set_up_that_fails_on_its_thread_is_made_again_by_the_caller():
+    _run("""
+        import threading
+        from llgrad.codegen import jit
+        real, calls = jit._host_target, []
+        def flaky():
+            calls.append(threading.current_thread().name)
+            if len(calls) == 1:
+                raise RuntimeError("no target")
+            return real()
+        jit._host_target = flaky
+        jit.set_up_in_background()
+        for t in threading.enumerate():
+            if t.name == "llgrad-jit-set-up":
+                t.join()
+        assert jit._jit is None and calls == ["llgrad-jit-set-up"], calls
+        jit.set_up_in_background()  # once per process
+        assert jit.get_jit() is jit.get_jit() and calls[1:] == ["MainThread"], calls
+    """)
