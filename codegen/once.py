@@ -1,16 +1,22 @@
 """What code generation pays once per process (imports, the JIT's set-up, shared libraries,
-the support module: calling trampoline and SIGINT hook), recorded where it is paid so the compile that paid it can say so.
+the support module: calling trampoline and SIGINT hook), recorded where it is paid so the
+compile that paid it can say so.
 
-`paid(name)` times a one-time step; `costs()` returns the totals so far, and a compile
-reports the difference across it (llgrad/api.py puts it in `inspect().stats`). This module
-imports nothing heavy: it is used before llvmlite is loaded.
+`paid(name)` times a one-time step; `claim()` returns what was paid since the last claim, and
+a compile claims at its end (llgrad/compiled.py puts it in `inspect().stats`): a step paid
+beside a trace, on another thread (the JIT's set-up: Note [JIT set-up in the background] in
+jit.py), is reported by the compile that comes after it. This module imports nothing heavy:
+it is used before llvmlite is loaded.
 """
 from __future__ import annotations
 
+import threading
 import time
 from contextlib import contextmanager
 
 _COSTS: dict[str, float] = {}
+_CLAIMED: dict[str, float] = {}
+_lock = threading.Lock()
 
 
 @contextmanager
@@ -20,9 +26,14 @@ def paid(name: str):
     try:
         yield
     finally:
-        _COSTS[name] = _COSTS.get(name, 0.0) + time.perf_counter() - t0
+        with _lock:
+            _COSTS[name] = _COSTS.get(name, 0.0) + time.perf_counter() - t0
 
 
-def costs() -> dict[str, float]:
-    """Seconds paid so far for each one-time step of this process."""
-    return dict(_COSTS)
+def claim() -> dict[str, float]:
+    """Seconds paid for each one-time step since the last claim (by any thread)."""
+    with _lock:
+        new = {k: v - _CLAIMED.get(k, 0.0) for k, v in _COSTS.items()
+               if v > _CLAIMED.get(k, 0.0)}
+        _CLAIMED.update(_COSTS)
+    return new

@@ -166,7 +166,6 @@ class Compiled:
 
     def _native(self, entry: str):
         from llgrad import cache, codegen
-        before = codegen.once.costs()
         key = None if self.disk_key is None else self.disk_key + ":" + entry
         t0 = time.perf_counter()
         m, hit = None, False
@@ -194,8 +193,7 @@ class Compiled:
         dt = 0.0 if hit else time.perf_counter() - t0
         self.stats[f"codegen time ({entry})"] = dt
         self._add("codegen time", dt)
-        once = {k: v - before.get(k, 0.0) for k, v in codegen.once.costs().items()
-                if v > before.get(k, 0.0)}
+        once = codegen.once.claim()
         for k, v in once.items():  # what this process paid once, here
             self.stats[f"one-time: {k}"] = v
         diagnostics.log_compiled(self.name, entry, self.stats, once, not self.modules)
