@@ -10,6 +10,7 @@ about the llgrad IR; lowering lives in the other codegen files.
 """
 from __future__ import annotations
 
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -269,7 +270,9 @@ def set_up_in_background() -> None:
     global _started
     if _jit is None and not _started:
         _started = True
-        threading.Thread(target=_set_up_quietly, name="llgrad-jit-set-up", daemon=True).start()
+        _set_up_thread[0] = threading.Thread(target=_set_up_quietly, name="llgrad-jit-set-up",
+                                             daemon=True)
+        _set_up_thread[0].start()
 
 
 def _set_up_quietly() -> None:
@@ -279,7 +282,17 @@ def _set_up_quietly() -> None:
         pass
 
 
+def _finish_set_up() -> None:
+    """Wait for a set-up under way: a process forked in its middle would inherit llvmlite's
+    lock held by a thread that does not exist in the child."""
+    t = _set_up_thread[0]
+    if t is not None and t.is_alive() and t is not threading.current_thread():
+        t.join()
+
+
 _started = False
+_set_up_thread: list = [None]
+os.register_at_fork(before=_finish_set_up)
 
 
 # Note [JIT set-up in the background]

@@ -131,3 +131,20 @@ def test_a_jit_set_up_that_fails_on_its_thread_is_made_again_by_the_caller():
         jit.set_up_in_background()  # once per process
         assert jit.get_jit() is jit.get_jit() and calls[1:] == ["MainThread"], calls
     """)
+
+
+def test_a_fork_during_the_jit_set_up_leaves_the_child_a_working_compiler():
+    _run("""
+        import os
+        import numpy as np
+        import llgrad
+        from llgrad.codegen import jit
+        jit.set_up_in_background()
+        pid = os.fork()
+        if pid == 0:
+            f = llgrad.differentiate(lambda x: np.sum(np.sin(x)))
+            g = f.grad(np.ones(3))
+            os._exit(0 if np.allclose(g, np.cos(1.0)) else 1)
+        _, status = os.waitpid(pid, 0)
+        assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    """)
