@@ -56,20 +56,59 @@ def enabled() -> bool:
     return os.environ.get("LLGRAD_CACHE", "").lower() not in ("", "0", "false", "no", "off")
 
 
-def _environment() -> str:
-    import llvmlite
-    import llvmlite.binding as llvm
+def environment() -> str:
+    """This process's compiler environment, part of every key."""
+    from llgrad.codegen import threads
+    if not _FIXED:
+        import llvmlite
+        import llvmlite.binding as llvm
 
-    from llgrad import __version__
-    from llgrad.codegen import abi, jit, threads
-    return "|".join([__version__, llvmlite.__version__, ".".join(map(str, llvm.llvm_version_info)),
-                     jit.host_cpu_name(), jit.host_cpu_features(), abi.support_tag(),
-                     f"threads={threads.num_threads()}"])
+        from llgrad import __version__
+        from llgrad.codegen import abi, jit
+        _FIXED.append("|".join([__version__, _code_stamp(), llvmlite.__version__,
+                                ".".join(map(str, llvm.llvm_version_info)), jit.host_cpu_name(),
+                                jit.host_cpu_features(), abi.support_tag()]))
+    return f"{_FIXED[0]}|threads={threads.num_threads()}"
+
+
+_FIXED: list = []  # what cannot change in a process
+_PACKAGES = ("llgrad", "codegen", "runtime", "tracer", "transform")  # llgrad's source folders
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _code_stamp(root: str = _ROOT) -> str:
+    """The size and time of change of every Python file of llgrad's folders under `root` (Note
+    [Object code made by other code])."""
+    h = hashlib.sha256()
+    todo = [os.path.join(root, p) for p in _PACKAGES]
+    while todo:
+        try:
+            entries = sorted(os.scandir(todo.pop()), key=lambda e: e.name)
+        except OSError:
+            continue
+        for e in entries:
+            if e.name.endswith(".py"):
+                st = e.stat()
+                h.update(f"{e.path}:{st.st_size}:{st.st_mtime_ns}\0".encode())
+            elif e.is_dir(follow_symlinks=False) and e.name != "__pycache__":
+                todo.append(e.path)
+    return h.hexdigest()[:16]
+
+
+# Note [Object code made by other code]
+# The object code of an entry is a function of the traced IR and of the code that turned it
+# into machine code: IR passes, AD, the lowering, the ABI of the calling code. llgrad's
+# version names that code only for a release; a checkout (`pip install -e .`, where the
+# tests and benchmarks run) or a build installed over another with the same version would
+# load object code made by the code it replaced, with a stale lowering or another buffer
+# layout: wrong values or a crash. So the key includes the size and time of change of every
+# Python file of the package (~200 stats, ~0.3 ms once per process; a change of either
+# makes every entry a miss, as for the converter's own files in tracer/convert/stored.py).
 
 
 def key(*parts: str) -> str:
     """The entry key for a compile: its IR parts plus this machine's compiler environment."""
-    h = hashlib.sha256(_environment().encode())
+    h = hashlib.sha256(environment().encode())
     for p in parts:
         h.update(b"\0" + p.encode())
     return h.hexdigest()

@@ -376,3 +376,32 @@ def test_a_warm_start_keeps_index_checks_and_a_users_raise(tmp_path, cache_dir):
     line = CHECKED_SCRIPT.splitlines().index("    return np.sum(np.cos(y)[i] * 3.0)") + 1
     failures = ["IndexError", "7", str(line), "Negative", "below", "zero"] * 2
     assert cold[4:] == warm[4:] == failures
+
+
+def test_a_change_to_llgrads_own_code_is_a_new_key(tmp_path):
+    # Note [Object code made by other code]: the version alone does not name the code.
+    for pkg in cache._PACKAGES:
+        (tmp_path / pkg / "sub").mkdir(parents=True)
+        (tmp_path / pkg / "sub" / "a.py").write_text("x = 1\n")
+    (tmp_path / "codegen" / "notes.txt").write_text("not code")
+    before = cache._code_stamp(str(tmp_path))
+    assert cache._code_stamp(str(tmp_path)) == before
+    (tmp_path / "codegen" / "notes.txt").write_text("still not code")
+    assert cache._code_stamp(str(tmp_path)) == before
+    lowering = tmp_path / "codegen" / "sub" / "a.py"
+    lowering.write_text("x = 2\n")  # same size: the time of change tells
+    os.utime(lowering, ns=(0, os.stat(lowering).st_mtime_ns + 1))
+    assert cache._code_stamp(str(tmp_path)) != before
+    assert cache._code_stamp() in cache.environment()
+
+
+def test_a_checkout_changed_since_an_entry_was_stored_recompiles(tmp_path, cache_dir,
+                                                                monkeypatch):
+    def fresh():
+        f = llgrad.differentiate(lambda x: np.sum(np.sin(x)), cache=True)
+        f.grad(np.ones(3))
+        return f.inspect(np.ones(3)).stats.get("disk cache", "miss")
+
+    assert [fresh(), fresh()] == ["miss", "hit"]
+    monkeypatch.setattr(cache, "_FIXED", [cache._FIXED[0].replace(cache._code_stamp(), "0" * 16)])
+    assert fresh() == "miss"
