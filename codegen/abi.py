@@ -199,6 +199,7 @@ def adopt_support(addresses: dict[str, int]) -> None:
 def _define_trampoline(module: ir.Module, name: str) -> None:
     size_off, items_off, data_off = _offsets()
     fn = ir.Function(module, ir.FunctionType(I64, [PTR, PTR]), name)
+    fn.attributes.add("optsize")  # Note [The trampoline is not vectorised]
     target, tup = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
     i8 = ir.IntType(8)
@@ -238,6 +239,13 @@ def fast_path_available() -> bool:
                 _fast_path = fast
     return _fast_path
 
+
+# Note [The trampoline is not vectorised]
+# In a kernel module (Note [Support functions in kernel modules]) the trampoline goes through
+# the module's O2 pipeline, whose loop vectoriser turned its loop over a handful of arrays
+# into AVX-512 gathers: ~4 ms of pipeline and more machine code in every process's first
+# compile (a logistic regression's whole joint module took ~25 ms of O2). `optsize` keeps
+# the loop scalar (LLVM does not vectorise or unroll for size): the same few loads a call.
 
 # Note [The support module unoptimised]
 # The support module's IR is already what LLVM's pipeline would make of it (a phi loop of
