@@ -45,6 +45,15 @@ def current() -> "Builder":
     return stack[-1]
 
 
+# Conversions to Python numbers, and what the dynamic path does with them (DESIGN: a value
+# the user concretises is a constant from then on, as in PyTorch): said where it happens, so
+# a gradient without the terms through `float(x[0])` is never a surprise.
+_TO_NUMBER = ("float()", ".item()", ".tolist()")
+_NUMBER_FIX = ("keep it an array (x[0] rather than float(x[0]) or x[0].item(); np.where "
+               "instead of if). On the dynamic path the number it gives is a constant: no "
+               "gradient flows through it, as in PyTorch")
+
+
 class Value(ir.Value, ArrayOperators, NumpyMethods):
     """An IR value with array behaviour (the compiler's counterpart of Tensor). It follows
     numpy's promotion; `_lg_weak` marks a value standing for a Python number (a loop counter,
@@ -153,8 +162,8 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
         e = ConcretizationError(
             f"{what} of a traced value: its value is not known while llgrad compiles the "
             f"function", loc=user_loc(),
-            fix="keep it an array (use np.where instead of if, or pass the value as a static "
-            "Python argument)")
+            fix=_NUMBER_FIX if what in _TO_NUMBER else "keep it an array (use np.where "
+            "instead of if, or pass the value as a static Python argument)")
         e.value = self  # the tracer may react (e.g. unroll a loop whose index is needed)
         raise e
 

@@ -134,6 +134,25 @@ def test_dynamic_path_warns_once_with_line_cost_and_fix():
     assert f.inspect(np.ones(3)).path.startswith("dynamic")
 
 
+def number_then_math(x):
+    return float(x[0]) ** 2 + np.sum(x)
+
+
+def test_dynamic_path_of_a_conversion_to_a_number_says_no_gradient_flows_through_it():
+    # DESIGN: a concretised value is a constant from then on (as in PyTorch); the warning
+    # says so where it happens, so the missing term of the gradient is never a surprise.
+    f = llgrad.differentiate(number_then_math)
+    x = np.array([3.0, 1.0, 2.0])
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("always")
+        v, g = f.value_and_grad(x)
+    assert v == number_then_math(x) and np.array_equal(g, np.ones(3))
+    got = [str(m.message) for m in w if issubclass(m.category, DynamicPathWarning)]
+    assert len(got) == 1 and re.search(
+        r"because float\(\) of a traced value.* To stay compiled: keep it an array \(x\[0\] "
+        r"rather than float\(x\[0\]\).*no gradient flows through it, as in PyTorch", got[0]), got
+
+
 def test_performance_warnings_can_be_silenced_by_category():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
