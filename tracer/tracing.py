@@ -191,12 +191,12 @@ def trace(fn: Callable, args: tuple, kwargs: dict) -> Trace:
 
 
 def _convertible(fn: Callable) -> Callable:
-    """The gast-converted function; lambdas and callable objects run as they are (a lambda
-    holds no statements to convert, so tracing it directly is exact)."""
+    """The gast-converted function (lambdas too: Note [Converting lambdas]); callable objects
+    run as they are."""
     import types
     from llgrad.tracer.convert import convert, source_lines
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
-    if not isinstance(target, types.FunctionType) or target.__name__ == "<lambda>":
+    if not isinstance(target, types.FunctionType):
         return fn
     try:
         source_lines(target)  # read once: convert() below reuses it

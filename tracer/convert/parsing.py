@@ -49,22 +49,24 @@ def parse_function(fn: Callable) -> ParsedFunction:
     source = "".join(lines)
     dedented = textwrap.dedent(source)
     indent = _indent(lines[0]) - _indent(dedented.splitlines()[0])
-    if fn.__name__ == "<lambda>":
-        raise UnsupportedSyntaxError(
-            "lambda functions cannot be converted",
-            SourceLoc(filename, firstlineno, indent, fn.__qualname__),
-            "use a `def` function",
-        )
     module = gast.parse(dedented)
-    defs = [n for n in module.body if isinstance(n, (gast.FunctionDef, gast.AsyncFunctionDef))]
-    node = defs[0]
-    for n in gast.walk(node):
+    for n in gast.walk(module):
         if getattr(n, "lineno", None) is not None:
             n.lineno += firstlineno - 1
             n.col_offset += indent
         if getattr(n, "end_lineno", None) is not None:
             n.end_lineno += firstlineno - 1
             n.end_col_offset += indent
+    if fn.__name__ == "<lambda>":
+        node = _lambda_def(module, code)
+        if node is None:
+            raise UnsupportedSyntaxError(
+                "cannot find this lambda in its source line",
+                SourceLoc(filename, firstlineno, indent, fn.__qualname__),
+                "use a `def` function")
+    else:
+        node = [n for n in module.body
+                if isinstance(n, (gast.FunctionDef, gast.AsyncFunctionDef))][0]
     parsed = ParsedFunction(node, filename, firstlineno, fn.__qualname__)
     if isinstance(node, gast.AsyncFunctionDef):
         raise UnsupportedSyntaxError(
@@ -72,6 +74,46 @@ def parse_function(fn: Callable) -> ParsedFunction:
             "make it a plain `def` function")
     node.decorator_list = []
     return parsed
+
+
+# Note [Converting lambdas]
+# A lambda's source is the statement holding it, which may hold other lambdas. Its code object
+# knows where its body is: the positions (line, column, end line, end column) of its
+# instructions span the body's expression, so the lambda is the smallest one whose body
+# contains that span. It is converted as `def <lambda>(args): return body`: a lambda has no
+# statements, but its calls must go through converted_call like any other, or the functions
+# it calls run unconverted (`differentiate(lambda w: loss(w, X, y))` took the dynamic path on
+# loss's `if`, and scipy's Python functions failed on traced values).
+def code_span(code: types.CodeType) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """((line, column), (end line, end column)) of the instructions of `code` that have a
+    source span (not the zero-width ones of RESUME and the implicit return)."""
+    spans = [((l, c), (el, ec)) for l, el, c, ec in code.co_positions()
+             if l is not None and c is not None and (el, ec) > (l, c)]
+    if not spans:
+        return None
+    return min(s for s, _ in spans), max(e for _, e in spans)
+
+
+def _lambda_def(module: gast.Module, code: types.CodeType) -> gast.FunctionDef | None:
+    """The lambda of `code` in `module` as a FunctionDef (Note [Converting lambdas])."""
+    span = code_span(code)
+    if span is None:
+        return None
+    found = []
+    for n in gast.walk(module):
+        if isinstance(n, gast.Lambda):
+            b = n.body
+            start, end = (b.lineno, b.col_offset), (b.end_lineno, b.end_col_offset)
+            if start <= span[0] and span[1] <= end:
+                found.append(((end[0] - start[0], end[1] - start[1]), n))
+    if not found:
+        return None
+    lam = min(found, key=lambda t: t[0])[1]
+    ret = gast.Return(value=lam.body)
+    gast.copy_location(ret, lam.body)
+    node = gast.FunctionDef(name="__lg_lambda", args=lam.args, body=[ret], decorator_list=[],
+                            returns=None, type_comment=None, type_params=[])
+    return gast.copy_location(node, lam)
 
 
 def _indent(line: str) -> int:
