@@ -108,6 +108,67 @@ def _pad(array, pad_width, mode="constant", **kw):
     return ops.pad(array, pad_width, mode, kw.get("constant_values", 0))
 
 
+def _correlate_valid_or_padded(a, v, mode, name):
+    """numpy's 1-d cross-correlation sum_n a[n + k] v[n] of `a` with a `v` no longer than it,
+    `a` zero-padded as numpy's modes say, as one 1-d convolution (ops.conv correlates)."""
+    n, m = shape_of(a)[0], shape_of(v)[0]
+    if mode not in ("full", "same", "valid"):
+        raise ValueError(f"np.{name}: mode must be 'full', 'same' or 'valid', got {mode!r}")
+    pad = {"full": (m - 1, m - 1), "same": (m // 2, m - 1 - m // 2), "valid": (0, 0)}[mode]
+    out = ops.conv(ops.reshape(a, (1, 1, n)), ops.reshape(v, (1, 1, m)), padding=(pad,))
+    return ops.reshape(out, shape_of(out)[2:])
+
+
+def _vectors(a, v, name):
+    a, v = (ops.ravel(as_operand(x)) for x in (a, v))
+    if 0 in (shape_of(a)[0], shape_of(v)[0]):
+        raise ValueError(f"np.{name}: neither argument can be empty")
+    return a, v
+
+
+def _convolve(a, v, mode="full"):
+    """np.convolve: the correlation of the longer argument with the shorter one reversed."""
+    a, v = _vectors(a, v, "convolve")
+    if shape_of(v)[0] > shape_of(a)[0]:
+        a, v = v, a
+    return _correlate_valid_or_padded(a, ops.flip(v, 0), mode, "convolve")
+
+
+def _correlate(a, v, mode="valid"):
+    """np.correlate (real arrays): c[k] = sum_n a[n + k] v[n]; reversed when v is longer."""
+    a, v = _vectors(a, v, "correlate")
+    if shape_of(v)[0] > shape_of(a)[0]:
+        return ops.flip(_correlate_valid_or_padded(v, a, mode, "correlate"), 0)
+    return _correlate_valid_or_padded(a, v, mode, "correlate")
+
+
+def _insert(arr, obj, values, axis=None):
+    """np.insert at one index (numpy's a[:, i:i+1, :] broadcasting of `values`)."""
+    if not isinstance(obj, (int, np.integer)) or isinstance(obj, (bool, np.bool_)):
+        raise UnsupportedError("np.insert at several indices (a slice or a sequence) is not "
+                               "supported on llgrad values", loc=user_loc(),
+                               fix="insert at one index, or build the result with "
+                               "np.concatenate")
+    arr = as_operand(arr)
+    if axis is None:
+        arr, axis = ops.ravel(arr), 0
+    shape = shape_of(arr)
+    axis = axis + len(shape) if axis < 0 else axis
+    n = shape[axis]
+    if not -n <= obj <= n:
+        raise IndexError(f"index {obj} is out of bounds for axis {axis} with size {n}")
+    index = int(obj) + n if obj < 0 else int(obj)
+    values = ops.astype(as_operand(values), dtype_of(arr))
+    vshape = shape_of(values)
+    values = ops.reshape(values, (1,) * (len(shape) - len(vshape)) + vshape)
+    values = ops.moveaxis(values, 0, axis)
+    k = shape_of(values)[axis]
+    values = ops.broadcast_to(values, shape[:axis] + (k,) + shape[axis + 1:])
+    before = (slice(None),) * axis
+    return ops.concatenate([arr[before + (slice(None, index),)], values,
+                            arr[before + (slice(index, None),)]], axis)
+
+
 def _atleast(fn):
     def impl(*arys):
         out = [fn(a) for a in arys]
@@ -174,6 +235,7 @@ FUNCTIONS = {
     np.flip: lambda m, axis=None: ops.flip(m, axis), np.fliplr: lambda m: ops.flip(m, 1),
     np.flipud: lambda m: ops.flip(m, 0), np.roll: lambda a, shift, axis=None: ops.roll(
         a, shift, axis), np.pad: _pad, np.tile: A.tile, np.repeat: G.repeat,
+    np.insert: _insert,
     np.vstack: _stack(A.vstack), np.hstack: _stack(A.hstack), np.dstack: _stack(A.dstack),
     np.column_stack: lambda tup: A.column_stack(list(tup)),
     np.atleast_1d: _atleast(A.atleast_1d), np.atleast_2d: _atleast(A.atleast_2d),
@@ -186,7 +248,7 @@ FUNCTIONS = {
         arr, indices, axis),
     # contractions
     np.einsum: _einsum, np.tensordot: ops.tensordot, np.inner: ops.inner, np.vdot: ops.vdot,
-    np.kron: ops.kron, np.cross: _cross,
+    np.kron: ops.kron, np.cross: _cross, np.convolve: _convolve, np.correlate: _correlate,
     # construction from traced arrays
     np.full_like: _full_like, np.empty_like: _like(0),
     np.meshgrid: lambda *xi, copy=True, sparse=False, indexing="xy": A.meshgrid(

@@ -132,6 +132,39 @@ def test_median_and_quantile_of_data_with_nan_are_nan():
 
 
 # ---- errors -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("fn", [np.convolve, np.correlate], ids=["convolve", "correlate"])
+@pytest.mark.parametrize("n,m", [(7, 3), (7, 4), (3, 7), (4, 4), (1, 1), (6, 1)], ids=str)
+def test_convolve_and_correlate_match_numpy_in_every_mode(fn, n, m, mode):
+    """numpy's modes (same: the longer length, centred as numpy centres it) and its swap when
+    the second argument is the longer."""
+    a, v = R.standard_normal(n), R.standard_normal(m)
+    for kind in ("full", "same", "valid"):
+        w = R.standard_normal(fn(a, v, kind).shape)
+
+        def f(a, v):
+            return np.sum(w * fn(a, v, mode=kind))
+        value, grads = llgrad.differentiate(f, wrt=(0, 1)).value_and_grad(a, v)
+        np.testing.assert_allclose(value, f(a, v), rtol=1e-12, atol=1e-12)
+        for g, e in zip(grads, numerical_vjp(f, [a, v], np.ones(()), (0, 1))):
+            np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("shape,obj,values,axis", [
+    ((4,), 1, 5.0, None), ((4,), -1, [1.0, 2.0], None), ((4,), 4, 0, None),
+    ((2, 3), 0, 3.0, 1), ((2, 3), 2, [7.0, 8.0, 9.0], 0), ((2, 3), 3, [[1.0], [2.0]], 1),
+    ((2, 3), 2, 1.5, None)], ids=str)
+def test_insert_at_one_index_matches_numpy(shape, obj, values, axis, mode):
+    x = R.standard_normal(shape)
+    w = R.standard_normal(np.insert(x, obj, values, axis=axis).shape)
+
+    def f(x):
+        return np.sum(w * np.insert(x, obj, values, axis=axis))
+    value, grad = llgrad.differentiate(f).value_and_grad(x)
+    np.testing.assert_allclose(value, f(x), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(grad, numerical_vjp(f, [x], np.ones(()), (0,))[0], rtol=1e-6,
+                               atol=1e-8)
+
+
 def _line_of(fn, text):
     import inspect
     lines, start = inspect.getsourcelines(fn)
@@ -177,7 +210,12 @@ def test_errors_name_the_line(fn, error, message, fix):
     (lambda x: np.sort(x, order="a"), "np.sort(order=...) is not supported"),
     (lambda x: np.max(x, where=x > 1), "to use a where mask one has to specify 'initial'"),
     (lambda x: np.einsum("ij", x), "has 1 dimensions, but its subscripts 'ij' name 2"),
+    (lambda x: np.insert(x, [0, 2], 1.0), "np.insert at several indices"),
+    (lambda x: np.insert(x, 5, 1.0), "index 5 is out of bounds for axis 0 with size 4"),
+    (lambda x: np.convolve(x, x[:0]), "neither argument can be empty"),
+    (lambda x: np.correlate(x, x, "wide"), "mode must be 'full', 'same' or 'valid'"),
 ])
 def test_unsupported_arguments_are_errors(call, message):
-    with pytest.raises((LLGradError, ValueError, NotImplementedError), match=re.escape(message)):
+    with pytest.raises((LLGradError, ValueError, NotImplementedError, IndexError),
+                       match=re.escape(message)):
         llgrad.differentiate(lambda x: np.sum(call(x))).grad(np.arange(1.0, 5.0))
