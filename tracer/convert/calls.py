@@ -12,6 +12,8 @@ Output invariants:
 - ``for x in range(...)`` (the builtin) iterates ``__lg.range_(...)``, which a staged loop
   can read bounds from (also marked: ``llgrad.checkpointed(range(...))``), and ``for x in
   reversed(range(...))`` ``__lg.reversed_range_(...)``;
+- a read ``y[i]`` whose index is not all constants becomes ``__lg.item(y, i)`` (Note [Numpy
+  arrays indexed by traced values]);
 - ``y[i] = v`` and ``y[i] op= v`` on a local name ``y`` become ``y = __lg.setitem(y, i, v)``
   and ``y = __lg.setitem(y, i, __lg.iop(__lg.item(y, i), v))``, and the statement
   ``np.add.at(y, i, v)`` becomes ``y = __lg.ufunc_at(np.add.at, (y, i, v))``, so a traced
@@ -192,7 +194,19 @@ class _Calls(gast.NodeTransformer):
         anno.fill_loc(notes, node)
         return notes
 
+    def visit_Subscript(self, node):
+        """`y[i]` read with an index that may be traced -> `__lg.item(y, i)` (Note [Numpy
+        arrays indexed by traced values])."""
+        self.generic_visit(node)
+        if not isinstance(node.ctx, gast.Load) or getattr(node, "_lg_target", False) or \
+                _constant_index(node.slice):
+            return node
+        new = templates.replace_expr("__lg.item(y, i)", y=node.value, i=_index(node.slice))
+        anno.fill_loc(new, node)
+        return new
+
     def visit_Assign(self, node):
+        _mark_targets(node.targets)
         self.generic_visit(node)
         t = node.targets[0]
         converted = t if len(node.targets) == 1 and self._target(t) else None
@@ -209,11 +223,13 @@ class _Calls(gast.NodeTransformer):
         return new
 
     def visit_AnnAssign(self, node):
+        _mark_targets([node.target])
         self.generic_visit(node)
         notes = self._notes(node, [node.target]) if node.value is not None else []
         return notes + [node] if notes else node
 
     def visit_Delete(self, node):
+        _mark_targets(node.targets)
         self.generic_visit(node)
         notes = self._notes(node, node.targets, delete=True)
         return notes + [node] if notes else node
@@ -234,6 +250,7 @@ class _Calls(gast.NodeTransformer):
         return new
 
     def visit_AugAssign(self, node):
+        _mark_targets([node.target])
         self.generic_visit(node)
         if isinstance(node.target, gast.Name) and type(node.op) in _WHOLE:
             # `acc += x` on a numpy `acc` (Note [Traced values added into numpy arrays])
@@ -256,6 +273,28 @@ class _Calls(gast.NodeTransformer):
             y=t.value.id, i=_index(index), j=_index(index), v=node.value)
         anno.fill_loc(pre + new, node)
         return pre + new
+
+
+# Note [Numpy arrays indexed by traced values]
+# numpy cannot index an ndarray with a traced value: it concretises the index. A numpy array
+# in a traced function is a constant (data a lambda or a closure holds, an array the function
+# made), and `X[i]` with a staged loop's counter `i` made the loop unroll (one copy of its
+# body per iteration). Reads whose index is not written with constants alone therefore go
+# through `__lg.item` (tracer/updates.py), which reads a numpy array at a traced index as a
+# graph op and is `y[i]` otherwise. Subscripts inside assignment targets stay as written
+# (their stores are converted above).
+def _mark_targets(targets) -> None:
+    for t in targets:
+        for n in gast.walk(t):
+            if isinstance(n, gast.Subscript):
+                n._lg_target = True
+
+
+def _constant_index(index) -> bool:
+    """An index written with constants only (x[0], x[1:-1, ::2], x[..., 0])."""
+    return all(isinstance(n, (gast.Constant, gast.Slice, gast.Tuple, gast.UnaryOp, gast.USub,
+                              gast.UAdd, gast.Load))
+               for n in gast.walk(index))
 
 
 def _list_argument(node: gast.Call) -> bool:
