@@ -11,8 +11,6 @@ import numpy as np
 import llgrad
 from tests.corpus.programs import Program
 
-RTOL, ATOL = 1e-9, 1e-11
-
 
 def _leaves(x):
     """Float leaves of a pytree argument (tuples, lists, dicts, namedtuples, dataclasses)."""
@@ -79,7 +77,8 @@ def run(p: Program, rng_seed: int = 0) -> dict:
         t0 = time.perf_counter()
         value, grads = f.value_and_grad(*args)
         first = time.perf_counter() - t0
-    np.testing.assert_allclose(value, expected, rtol=RTOL, atol=ATOL, err_msg="value")
+    np.testing.assert_allclose(value, expected, rtol=p.value_tol[0], atol=p.value_tol[1],
+                               err_msg="value")
     grads = (grads,) if isinstance(p.wrt, int) else grads
     fd = _finite_differences(p.fn, list(args), wrt, p.fd_eps)
     for i, g, n in zip(wrt, grads, fd):

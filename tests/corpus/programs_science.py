@@ -114,10 +114,13 @@ def black_scholes_vega_weighted(spot, vol, strike=100.0, T=0.75, r=0.03):
 
 
 def _binomial_args(rng):
-    return 100.0, 0.25
+    return 97.0, 0.25  # (not at the strike, where the price has a kink)
 
 
-@program(_binomial_args, wrt=(0, 1))
+# Not in PROGRAMS: its arrays shrink by one each step (V[1:], np.arange(i + 1)), which one
+# compiled loop with static shapes cannot hold, so the loop is unrolled (an UnrollWarning
+# naming np.arange's line): 40 copies, ~1.3 s to the first gradient. Value and gradient are
+# right (tests/corpus/test_corpus.py checks that it stays so).
 def american_put_binomial(S0, sigma, K=100.0, T=1.0, r=0.05, N=40):
     """An American put on a Cox-Ross-Rubinstein tree: the terminal payoffs by np.arange powers,
     backward induction by slicing, early exercise by np.maximum."""
@@ -141,7 +144,7 @@ def _portfolio_args(rng):
     return np.array([0.4, 0.3, 0.2, 0.1]), returns
 
 
-@program(_portfolio_args)
+@program(_portfolio_args, value_tol=(1e-6, 0.0))  # float32 sums: numpy's order differs
 def sharpe_ratio_float32_returns(weights, returns, periods=252):
     """The annualised Sharpe ratio of a long-only portfolio: returns loaded as float32 (as
     from a CSV), weights in float64, the covariance by the centred product."""

@@ -16,6 +16,7 @@ class Program:
     wrt: object = 0
     fd_eps: float = 1e-6
     fd_tol: tuple = (1e-5, 1e-7)
+    value_tol: tuple = (1e-9, 1e-11)  # (rtol, atol) against plain numpy: float32 needs more
 
     @property
     def name(self) -> str:
