@@ -169,6 +169,75 @@ def _insert(arr, obj, values, axis=None):
                             arr[before + (slice(index, None),)]], axis)
 
 
+# Note [searchsorted by counting]
+# np.searchsorted(a, v) on a sorted 1-d `a` is the number of entries of `a` that sort before v
+# (side='left': a < v; 'right': a <= v), counted over a (len(v), len(a)) comparison: no
+# gradient flows through an index, and numpy's order puts NaN last (a NaN v comes after every
+# number; a NaN in `a` after every number v). The comparison is O(len(a) * len(v)): grids of
+# thousands of knots, as np.interp's, not searches in millions of entries.
+def _searchsorted(a, v, side="left", sorter=None):
+    if sorter is not None:
+        a = ops.take(as_operand(a), sorter)
+    a, v = as_operand(a), as_operand(v)
+    if len(shape_of(a)) != 1:
+        raise ValueError("np.searchsorted: the array searched must be 1-d")
+    if side not in ("left", "right"):
+        raise ValueError(f"np.searchsorted: side must be 'left' or 'right', got {side!r}")
+    col = ops.unsqueeze(v, -1)
+    nan_v = ops.isnan(col)
+    if side == "left":
+        before = ops.logical_or(ops.lt(a, col), ops.logical_and(nan_v, ops.logical_not(
+            ops.isnan(a))))
+    else:
+        before = ops.logical_or(ops.le(a, col), nan_v)
+    return ops.sum(ops.astype(before, np.int64), -1)
+
+
+def _interp(x, xp, fp, left=None, right=None, period=None):
+    """np.interp with numpy's formula (slope * (x - xp[j]) + fp[j] on the interval xp[j] <= x
+    < xp[j + 1]; fp[-1] at xp[-1]; `left` / `right` outside); differentiable in x and fp."""
+    if period is not None:
+        raise UnsupportedError("np.interp(period=...) is not supported on llgrad values",
+                               loc=user_loc(), fix="reduce x modulo the period first")
+    x, xp, fp = as_operand(x), as_operand(xp), as_operand(fp)
+    n = shape_of(xp)[0]
+    if n == 0 or shape_of(fp) != (n,):
+        raise ValueError("np.interp: xp and fp must be 1-d sequences of the same, non-zero "
+                         "length")
+    first, last = fp[0], fp[n - 1]
+    if n == 1:
+        out = ops.broadcast_to(ops.astype(first, "float64"), shape_of(x))
+    else:
+        j = ops.clip(ops.sub(_searchsorted(xp, x, "right"), 1), 0, n - 2)
+        x0, f0 = ops.take(xp, j), ops.take(fp, j)
+        slope = ops.div(ops.sub(ops.take(fp, ops.add(j, 1)), f0),
+                        ops.sub(ops.take(xp, ops.add(j, 1)), x0))
+        out = ops.add(ops.mul(slope, ops.sub(x, x0)), f0)
+        out = ops.where(ops.eq(x, xp[n - 1]), last, out)
+    out = ops.where(ops.lt(x, xp[0]), first if left is None else left, out)
+    return ops.where(ops.gt(x, xp[n - 1]), last if right is None else right, out)
+
+
+def _trapezoid(y, x=None, dx=1.0, axis=-1):
+    """np.trapezoid (np.trapz): numpy's sum of d * (y[1:] + y[:-1]) / 2 along `axis`."""
+    y = as_operand(y)
+    nd = len(shape_of(y))
+    if x is None:
+        d = dx
+    else:
+        x = as_operand(x)
+        if len(shape_of(x)) == 1:
+            d = ops.diff(x)
+            shape = [1] * nd
+            shape[axis] = shape_of(d)[0]
+            d = ops.reshape(d, tuple(shape))
+        else:
+            d = ops.diff(x, 1, axis)
+    hi, lo = [slice(None)] * nd, [slice(None)] * nd
+    hi[axis], lo[axis] = slice(1, None), slice(None, -1)
+    return ops.sum(ops.div(ops.mul(d, ops.add(y[tuple(hi)], y[tuple(lo)])), 2.0), axis)
+
+
 def _atleast(fn):
     def impl(*arys):
         out = [fn(a) for a in arys]
@@ -235,7 +304,9 @@ FUNCTIONS = {
     np.flip: lambda m, axis=None: ops.flip(m, axis), np.fliplr: lambda m: ops.flip(m, 1),
     np.flipud: lambda m: ops.flip(m, 0), np.roll: lambda a, shift, axis=None: ops.roll(
         a, shift, axis), np.pad: _pad, np.tile: A.tile, np.repeat: G.repeat,
-    np.insert: _insert,
+    np.insert: _insert, np.searchsorted: _searchsorted, np.interp: _interp,
+    **{f: _trapezoid for f in (getattr(np, "trapezoid", None), getattr(np, "trapz", None))
+       if f is not None},
     np.vstack: _stack(A.vstack), np.hstack: _stack(A.hstack), np.dstack: _stack(A.dstack),
     np.column_stack: lambda tup: A.column_stack(list(tup)),
     np.atleast_1d: _atleast(A.atleast_1d), np.atleast_2d: _atleast(A.atleast_2d),

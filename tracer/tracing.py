@@ -201,9 +201,11 @@ def _convertible(fn: Callable) -> Callable:
     try:
         source_lines(target)  # read once: convert() below reuses it
     except (OSError, TypeError):
-        # No source (exec, `python -c`): trace as written (Note [Code without a source file])
-        from llgrad.tracer.convert.api import warn_no_source
-        warn_no_source(target)
+        # No source (exec, `python -c`): trace as written (Note [Code without a source file];
+        # a lambda typed at a prompt has no statements of its own: no warning)
+        if target.__name__ != "<lambda>":
+            from llgrad.tracer.convert.api import warn_no_source
+            warn_no_source(target)
         return fn
     return convert(fn)
 
