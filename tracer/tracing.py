@@ -207,6 +207,12 @@ def _convertible(fn: Callable) -> Callable:
             from llgrad.tracer.convert.api import warn_no_source
             warn_no_source(target)
         return fn
+    if target.__name__ == "<lambda>":
+        from llgrad.tracer.convert import UnsupportedSyntaxError
+        try:
+            return convert(fn)
+        except UnsupportedSyntaxError:  # (a body its code's positions do not locate)
+            return fn
     return convert(fn)
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import linecache
 import re
 import textwrap
 import types
@@ -46,27 +47,20 @@ def parse_function(fn: Callable) -> ParsedFunction:
             SourceLoc(filename, code.co_firstlineno, 0, fn.__qualname__),
             "define the function in a .py file (not in exec/eval or an interactive prompt)",
         ) from None
+    if fn.__name__ == "<lambda>":
+        node = _lambda_def(code, filename, fn.__qualname__)
+        return ParsedFunction(node, filename, node.lineno, fn.__qualname__)
     source = "".join(lines)
     dedented = textwrap.dedent(source)
     indent = _indent(lines[0]) - _indent(dedented.splitlines()[0])
-    module = gast.parse(dedented)
-    for n in gast.walk(module):
+    node = gast.parse(dedented).body[0]
+    for n in gast.walk(node):
         if getattr(n, "lineno", None) is not None:
             n.lineno += firstlineno - 1
             n.col_offset += indent
         if getattr(n, "end_lineno", None) is not None:
             n.end_lineno += firstlineno - 1
             n.end_col_offset += indent
-    if fn.__name__ == "<lambda>":
-        node = _lambda_def(module, code)
-        if node is None:
-            raise UnsupportedSyntaxError(
-                "cannot find this lambda in its source line",
-                SourceLoc(filename, firstlineno, indent, fn.__qualname__),
-                "use a `def` function")
-    else:
-        node = [n for n in module.body
-                if isinstance(n, (gast.FunctionDef, gast.AsyncFunctionDef))][0]
     parsed = ParsedFunction(node, filename, firstlineno, fn.__qualname__)
     if isinstance(node, gast.AsyncFunctionDef):
         raise UnsupportedSyntaxError(
@@ -77,13 +71,15 @@ def parse_function(fn: Callable) -> ParsedFunction:
 
 
 # Note [Converting lambdas]
-# A lambda's source is the statement holding it, which may hold other lambdas. Its code object
-# knows where its body is: the positions (line, column, end line, end column) of its
-# instructions span the body's expression, so the lambda is the smallest one whose body
-# contains that span. It is converted as `def <lambda>(args): return body`: a lambda has no
-# statements, but its calls must go through converted_call like any other, or the functions
-# it calls run unconverted (`differentiate(lambda w: loss(w, X, y))` took the dynamic path on
-# loss's `if`, and scipy's Python functions failed on traced values).
+# A lambda's code object knows where its body is: the positions (line, column, end line, end
+# column) of its instructions span the body's expression. That text alone is parsed (inside
+# parentheses, so it may span lines), whatever surrounds it: a lambda in a decorator's
+# argument list, two lambdas on one line, a lambda in another. Its parameters are the code
+# object's; defaults need no source, as the converted function takes the original's
+# __defaults__ (compile.py). It is converted as `def <lambda>(params): return body`: a lambda
+# has no statements, but its calls must go through converted_call like any other, or the
+# functions it calls run unconverted (`differentiate(lambda w: loss(w, X, y))` took the
+# dynamic path on loss's `if`, and scipy's Python functions failed on traced values).
 def code_span(code: types.CodeType) -> tuple[tuple[int, int], tuple[int, int]] | None:
     """((line, column), (end line, end column)) of the instructions of `code` that have a
     source span (not the zero-width ones of RESUME and the implicit return)."""
@@ -94,26 +90,42 @@ def code_span(code: types.CodeType) -> tuple[tuple[int, int], tuple[int, int]] |
     return min(s for s, _ in spans), max(e for _, e in spans)
 
 
-def _lambda_def(module: gast.Module, code: types.CodeType) -> gast.FunctionDef | None:
-    """The lambda of `code` in `module` as a FunctionDef (Note [Converting lambdas])."""
-    span = code_span(code)
-    if span is None:
-        return None
-    found = []
-    for n in gast.walk(module):
-        if isinstance(n, gast.Lambda):
-            b = n.body
-            start, end = (b.lineno, b.col_offset), (b.end_lineno, b.end_col_offset)
-            if start <= span[0] and span[1] <= end:
-                found.append(((end[0] - start[0], end[1] - start[1]), n))
-    if not found:
-        return None
-    lam = min(found, key=lambda t: t[0])[1]
-    ret = gast.Return(value=lam.body)
-    gast.copy_location(ret, lam.body)
-    node = gast.FunctionDef(name="__lg_lambda", args=lam.args, body=[ret], decorator_list=[],
+def _lambda_def(code: types.CodeType, filename: str, qualname: str) -> gast.FunctionDef:
+    """The lambda of `code` as a FunctionDef (Note [Converting lambdas])."""
+    span, lines = code_span(code), linecache.getlines(filename)
+    try:
+        (l0, c0), (l1, c1) = span
+        raw = [line.encode() for line in lines[l0 - 1:l1]]  # columns count UTF-8 bytes
+        text = raw[0][c0:c1] if l0 == l1 else raw[0][c0:] + b"".join(raw[1:-1]) + raw[-1][:c1]
+        body = gast.parse("(" + text.decode() + ")", mode="eval").body
+    except (TypeError, ValueError, IndexError, SyntaxError):
+        raise UnsupportedSyntaxError(
+            "cannot find this lambda's body in its source",
+            SourceLoc(filename, code.co_firstlineno, 0, qualname), "use a `def` function",
+        ) from None
+    for n in gast.walk(body):
+        for line, col in (("lineno", "col_offset"), ("end_lineno", "end_col_offset")):
+            if getattr(n, line, None) is not None:
+                if getattr(n, line) == 1:
+                    setattr(n, col, getattr(n, col) + c0 - 1)  # (after the "(")
+                setattr(n, line, getattr(n, line) + l0 - 1)
+    names = code.co_varnames
+
+    def param(k):
+        return gast.Name(id=names[k], ctx=gast.Param(), annotation=None, type_comment=None)
+    n_pos, n_args, n_kw = code.co_posonlyargcount, code.co_argcount, code.co_kwonlyargcount
+    k = n_args + n_kw
+    vararg = param(k) if code.co_flags & inspect.CO_VARARGS else None
+    kwarg = param(k + (vararg is not None)) if code.co_flags & inspect.CO_VARKEYWORDS else None
+    args = gast.arguments(
+        args=[param(i) for i in range(n_pos, n_args)],
+        posonlyargs=[param(i) for i in range(n_pos)], vararg=vararg,
+        kwonlyargs=[param(i) for i in range(n_args, k)], kw_defaults=[None] * n_kw,
+        kwarg=kwarg, defaults=[])
+    ret = gast.copy_location(gast.Return(value=body), body)
+    node = gast.FunctionDef(name="__lg_lambda", args=args, body=[ret], decorator_list=[],
                             returns=None, type_comment=None, type_params=[])
-    return gast.copy_location(node, lam)
+    return gast.copy_location(node, body)
 
 
 def _indent(line: str) -> int:
