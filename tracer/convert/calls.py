@@ -128,7 +128,7 @@ class _Calls(gast.NodeTransformer):
             anno.fill_loc(new, node)
             return new
         if value is not _MISSING and is_library_object(value) and not _has_traced_form(value) \
-                and not _is_random(value) and not _list_argument(node) and \
+                and not _is_random(value) and not _list_argument(node, self.lists) and \
                 value is not print and value is not len:
             return node  # (a random draw, print and len go through converted_call's checks)
         args = gast.Tuple(elts=node.args, ctx=gast.Load())
@@ -297,14 +297,35 @@ def _constant_index(index) -> bool:
                for n in gast.walk(index))
 
 
-def _list_argument(node: gast.Call) -> bool:
-    """A list written among the arguments (`np.sum([1, a * a])`, or a tuple of names): the
+def _list_argument(node: gast.Call, lists: set[str]) -> bool:
+    """A list among the arguments, written there (`np.sum([1, a * a])`, or a tuple of names)
+    or a name the function binds to a list (`np.mean(losses)` after `losses.append(l)`): the
     call may need its list built as one traced array (Note [Lists of traced values] in
     operators.py)."""
     def listish(a):
         return isinstance(a, (gast.List, gast.ListComp)) or isinstance(a, gast.Tuple) and \
-            not all(isinstance(e, gast.Constant) for e in a.elts)
+            not all(isinstance(e, gast.Constant) for e in a.elts) or \
+            isinstance(a, gast.Name) and a.id in lists
     return any(listish(a) for a in node.args + [k.value for k in node.keywords])
+
+
+def list_names(fn: gast.FunctionDef) -> set[str]:
+    """Names `fn` binds to a list (`xs = []`, `xs = [...]`, a list comprehension,
+    `list(...)`) or grows (`xs.append(v)`, `xs.extend(vs)`, `xs += [v]`)."""
+    out = set()
+    for n in gast.walk(fn):
+        if isinstance(n, gast.Assign) and (
+                isinstance(n.value, (gast.List, gast.ListComp)) or
+                isinstance(n.value, gast.Call) and isinstance(n.value.func, gast.Name) and
+                n.value.func.id == "list"):
+            out.update(t.id for t in n.targets if isinstance(t, gast.Name))
+        elif isinstance(n, gast.AugAssign) and isinstance(n.target, gast.Name) and \
+                isinstance(n.value, (gast.List, gast.ListComp)):
+            out.add(n.target.id)
+        elif isinstance(n, gast.Call) and isinstance(n.func, gast.Attribute) and \
+                n.func.attr in ("append", "extend") and isinstance(n.func.value, gast.Name):
+            out.add(n.func.value.id)
+    return out
 
 
 def _pure(expr) -> bool:
@@ -328,6 +349,7 @@ def convert_calls(fn: gast.FunctionDef, locals_: set[str], writable: set[str],
                   resolve: Callable[..., Any], namer) -> None:
     """Rewrite calls, range loops and element updates in ``fn``'s body (in place)."""
     t = _Calls(locals_, resolve, writable, namer)
+    t.lists = list_names(fn) & locals_
     fn.body = [r for s in fn.body for r in _as_list(t.visit(s))]
 
 
