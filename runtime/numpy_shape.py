@@ -238,6 +238,15 @@ def _trapezoid(y, x=None, dx=1.0, axis=-1):
     return ops.sum(ops.div(ops.mul(d, ops.add(y[tuple(hi)], y[tuple(lo)])), 2.0), axis)
 
 
+def _polyval(p, x):
+    """np.polyval by numpy's Horner loop (y = y * x + p[k], from zeros like x)."""
+    p, x = as_operand(p), as_operand(x)
+    y = np.zeros(shape_of(x), dtype_of(x))
+    for k in range(shape_of(p)[0]):
+        y = ops.add(ops.mul(y, x), p[k])
+    return y
+
+
 def _atleast(fn):
     def impl(*arys):
         out = [fn(a) for a in arys]
@@ -305,6 +314,7 @@ FUNCTIONS = {
     np.flipud: lambda m: ops.flip(m, 0), np.roll: lambda a, shift, axis=None: ops.roll(
         a, shift, axis), np.pad: _pad, np.tile: A.tile, np.repeat: G.repeat,
     np.insert: _insert, np.searchsorted: _searchsorted, np.interp: _interp,
+    np.polyval: _polyval,
     **{f: _trapezoid for f in (getattr(np, "trapezoid", None), getattr(np, "trapz", None))
        if f is not None},
     np.vstack: _stack(A.vstack), np.hstack: _stack(A.hstack), np.dstack: _stack(A.dstack),

@@ -5,8 +5,9 @@ differences (tests/corpus/test_corpus.py). A program that fails, compiles slowly
 unclear error is a bug.
 
 Each entry is a `Program` (tests/corpus/registry.py); this module holds the first programs and
-imports the others (programs_ml.py: learning and statistics, programs_science.py: physics,
-finance, optimisation, geometry and signals), so PROGRAMS here is the whole corpus.
+imports the others (programs_ml.py: learning, statistics and Python styles; programs_numerics.py:
+linear algebra and interpolation; programs_science.py: physics, finance, optimisation,
+geometry and signals), so PROGRAMS here is the whole corpus.
 """
 from __future__ import annotations
 
@@ -502,4 +503,6 @@ def kalman_local_level_loglik(log_vars, obs):
     return nll
 
 
-from tests.corpus import programs_ml, programs_science  # noqa: E402,F401 (register theirs)
+from tests.corpus import (  # noqa: E402,F401 (register theirs)
+    programs_ml, programs_numerics, programs_science,
+)

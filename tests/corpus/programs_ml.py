@@ -3,6 +3,7 @@ the way course notes and papers write them, likelihoods with scipy.special, and 
 models filtered in log space."""
 from __future__ import annotations
 
+import math
 from collections import namedtuple
 from dataclasses import dataclass
 
@@ -253,3 +254,65 @@ def arma11_conditional_nll(params, y):
     e = np.array(errors[1:])
     n = len(e)
     return 0.5 * n * (np.log(2 * np.pi) + log_s2) + 0.5 * np.sum(e ** 2) / np.exp(log_s2)
+
+
+# ---- Python styles -------------------------------------------------------------------------------
+Params = namedtuple("Params", ["w", "b"])
+
+
+def _gen_args(rng):
+    return Params(rng.standard_normal(3), 0.1), rng.standard_normal((10, 3)), rng.standard_normal(10)
+
+
+@program(_gen_args)
+def generator_sum_loss(params, X, y):
+    """Squared error as Python's sum() of a generator over zip(X, y), the scale math.exp of a
+    float field of a namedtuple."""
+    scale = math.exp(params.b)
+    return sum((scale * xi @ params.w - yi) ** 2 for xi, yi in zip(X, y)) / len(y)
+
+
+def _gauss_ll(x, mu, log_sigma, **unused):
+    return -0.5 * np.sum(((x - mu) / np.exp(log_sigma)) ** 2) - np.sum(log_sigma) * x.shape[0]
+
+
+def _kw_args(rng):
+    return {"mu": rng.standard_normal(3), "log_sigma": np.zeros(3)}, rng.standard_normal((12, 3))
+
+
+@program(_kw_args)
+def kwargs_unpacked_params(params, x):
+    """A dict of parameters passed on as **params to a helper that takes **unused."""
+    return -_gauss_ll(x, **params)
+
+
+def _f32_args(rng):
+    return rng.standard_normal((5, 4)).astype(np.float32), rng.integers(0, 4, 5)
+
+
+@program(_f32_args, value_tol=(1e-5, 1e-6), fd_eps=1e-3, fd_tol=(2e-2, 1e-3))
+def float32_logits_cross_entropy(logits, labels):
+    """float32 logits all the way (finite differences in float32 too): the methods .max /
+    .sum / .clip, a one-hot by np.eye(..., dtype=np.float32)[labels]."""
+    z = logits - logits.max(axis=1, keepdims=True)
+    p = np.exp(z) / np.exp(z).sum(axis=1, keepdims=True)
+    onehot = np.eye(4, dtype=np.float32)[labels]
+    return -(onehot * np.log(p.clip(1e-7, 1.0))).sum() / len(labels)
+
+
+def _enum_args(rng):
+    return rng.standard_normal(6),
+
+
+@program(_enum_args)
+def enumerate_with_continue(x):
+    """enumerate with `continue` on odd positions and an if on each traced element."""
+    total = 0.0
+    for k, v in enumerate(x):
+        if k % 2 == 1:
+            continue
+        if v > 0:
+            total += v ** 2
+        else:
+            total -= 0.5 * v
+    return total

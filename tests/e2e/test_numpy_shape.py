@@ -218,6 +218,21 @@ def test_trapezoid_matches_numpy(mode):
         np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-8)
 
 
+def test_polyval_matches_numpy(mode):
+    p, x = R.standard_normal(4), R.standard_normal((2, 3))
+    for args in [(p, x), (p, 0.5), (np.array([1.0, -2.0]), x), (p[:1], x)]:
+        got = llgrad.differentiate(lambda *a: np.polyval(*a), wrt=())(*args)
+        want = np.polyval(*args)
+        assert np.shape(got) == np.shape(want)
+        np.testing.assert_allclose(got, want, rtol=1e-15)
+
+    def f(p, x):
+        return np.sum(np.polyval(p, x) ** 2)
+    grads = llgrad.differentiate(f, wrt=(0, 1)).grad(p, x)
+    for g, e in zip(grads, numerical_vjp(f, [p, x], np.ones(()), (0, 1))):
+        np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-8)
+
+
 def _line_of(fn, text):
     import inspect
     lines, start = inspect.getsourcelines(fn)
