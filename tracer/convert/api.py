@@ -93,9 +93,9 @@ def try_convert(fn: types.FunctionType, library: bool = False) -> Callable | Non
 
     Library code, already converted code (and the lambdas it makes) and functions whose
     source cannot be converted (e.g. helper generators) are called unconverted: that is
-    exactly Python. With
-    ``library`` (a call passing traced values), the functions of the libraries in
-    calls.CONVERTED_LIBRARIES are converted too (See Note [Library code on traced values]).
+    exactly Python. With ``library`` (a call passing traced values), the functions of the
+    libraries in calls.CONVERTED_LIBRARIES are converted too (See Note [Library code on
+    traced values]).
     """
     if getattr(fn, MARK, False) or _FAILED.get(fn) or not (
             _is_user_function(fn) or library and calls.is_converted_library(fn)):

@@ -198,7 +198,7 @@ class _Calls(gast.NodeTransformer):
         """`y[i]` read with an index that may be traced -> `__lg.item(y, i)` (Note [Numpy
         arrays indexed by traced values])."""
         self.generic_visit(node)
-        if not isinstance(node.ctx, gast.Load) or getattr(node, "_lg_target", False) or \
+        if not isinstance(node.ctx, gast.Load) or anno.get(node, anno.Key.IN_TARGET) or \
                 _constant_index(node.slice):
             return node
         new = templates.replace_expr("__lg.item(y, i)", y=node.value, i=_index(node.slice))
@@ -287,7 +287,7 @@ def _mark_targets(targets) -> None:
     for t in targets:
         for n in gast.walk(t):
             if isinstance(n, gast.Subscript):
-                n._lg_target = True
+                anno.set_(n, anno.Key.IN_TARGET, True)
 
 
 def _constant_index(index) -> bool:

@@ -53,7 +53,8 @@ def parse_function(fn: Callable) -> ParsedFunction:
     source = "".join(lines)
     dedented = textwrap.dedent(source)
     indent = _indent(lines[0]) - _indent(dedented.splitlines()[0])
-    node = gast.parse(dedented).body[0]
+    node = [n for n in gast.parse(dedented).body
+            if isinstance(n, (gast.FunctionDef, gast.AsyncFunctionDef))][0]
     for n in gast.walk(node):
         if getattr(n, "lineno", None) is not None:
             n.lineno += firstlineno - 1
