@@ -263,6 +263,11 @@ def resolve_lazy() -> None:
         for attr in path:
             f = getattr(f, attr)
         FUNCTIONS[f] = _typed_like(f, fn) if isinstance(f, np.ufunc) else fn
+        if ":" in name:  # (numpy_name: the object's own names say scipy.stats.cdf)
+            _OBJECT_NAMES[f] = name.replace(":", ".")
+
+
+_OBJECT_NAMES: dict = {}
 
 
 def _typed_like(ufunc, fn):
@@ -294,6 +299,11 @@ def traced_forms() -> dict:
 
 def numpy_name(func) -> str:
     """How the user wrote `func`: np.exp, np.fft.fft, np.linalg.inv, np.add.reduce."""
+    try:
+        if func in _OBJECT_NAMES:  # scipy.stats.norm.cdf
+            return _OBJECT_NAMES[func]
+    except TypeError:  # (unhashable)
+        pass
     owner = getattr(func, "__self__", None)
     if isinstance(owner, np.ufunc):  # a ufunc method (np.add.reduce)
         return f"{numpy_name(owner)}.{func.__name__}"

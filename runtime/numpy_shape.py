@@ -199,14 +199,14 @@ def _interp(x, xp, fp, left=None, right=None, period=None):
     if period is not None:
         raise UnsupportedError("np.interp(period=...) is not supported on llgrad values",
                                loc=user_loc(), fix="reduce x modulo the period first")
-    x, xp, fp = as_operand(x), as_operand(xp), as_operand(fp)
+    x, xp, fp = (ops.astype(as_operand(v), "float64") for v in (x, xp, fp))  # (as numpy)
     n = shape_of(xp)[0]
     if n == 0 or shape_of(fp) != (n,):
         raise ValueError("np.interp: xp and fp must be 1-d sequences of the same, non-zero "
                          "length")
     first, last = fp[0], fp[n - 1]
     if n == 1:
-        out = ops.broadcast_to(ops.astype(first, "float64"), shape_of(x))
+        out = ops.broadcast_to(first, shape_of(x))
     else:
         j = ops.clip(ops.sub(_searchsorted(xp, x, "right"), 1), 0, n - 2)
         x0, f0 = ops.take(xp, j), ops.take(fp, j)
