@@ -120,7 +120,11 @@ def _correlate_valid_or_padded(a, v, mode, name):
 
 
 def _vectors(a, v, name):
-    a, v = (ops.ravel(as_operand(x)) for x in (a, v))
+    a, v = as_operand(a), as_operand(v)
+    if len(shape_of(a)) > 1 or len(shape_of(v)) > 1:
+        raise ValueError(f"np.{name}: the arguments must be 1-d, got shapes {shape_of(a)} "
+                         f"and {shape_of(v)}")
+    a, v = ops.ravel(a), ops.ravel(v)
     if 0 in (shape_of(a)[0], shape_of(v)[0]):
         raise ValueError(f"np.{name}: neither argument can be empty")
     return a, v

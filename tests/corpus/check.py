@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 
 import llgrad
-from tests.corpus.programs import Program
+from tests.corpus.registry import Program
 
 
 def _leaves(x):

@@ -20,7 +20,7 @@ import scipy.linalg
 import scipy.optimize
 import scipy.special
 
-from tests.corpus.registry import PROGRAMS, Program, program  # noqa: F401 (re-exported)
+from tests.corpus.registry import PROGRAMS, program  # noqa: F401 (PROGRAMS: the corpus)
 
 
 # ---- statistics and machine learning ---------------------------------------------------------

@@ -49,7 +49,8 @@ def binary_focal_loss(logits, targets, alpha=0.25, gamma=2.0):
 
 def _triplet_args(rng):
     anchors = [rng.standard_normal(5) for _ in range(6)]
-    return 0.3 * rng.standard_normal((5, 3)), anchors, rng.standard_normal((6, 5)), rng.standard_normal((6, 5))
+    return (0.3 * rng.standard_normal((5, 3)), anchors, rng.standard_normal((6, 5)),
+            rng.standard_normal((6, 5)))
 
 
 def _embed(W, x):
@@ -88,7 +89,8 @@ def info_nce_loss(z1, z2, temperature=0.5):
 def _vae_args(rng):
     D, H, Z = 6, 5, 2
     params = {"enc_W": 0.3 * rng.standard_normal((D, H)), "enc_b": np.zeros(H),
-              "mu_W": 0.3 * rng.standard_normal((H, Z)), "logvar_W": 0.3 * rng.standard_normal((H, Z)),
+              "mu_W": 0.3 * rng.standard_normal((H, Z)),
+              "logvar_W": 0.3 * rng.standard_normal((H, Z)),
               "dec_W": 0.3 * rng.standard_normal((Z, D)), "dec_b": np.zeros(D)}
     x = (rng.random((10, D)) > 0.5).astype(np.float64)
     return params, x, rng.standard_normal((10, Z))
@@ -261,7 +263,8 @@ Params = namedtuple("Params", ["w", "b"])
 
 
 def _gen_args(rng):
-    return Params(rng.standard_normal(3), 0.1), rng.standard_normal((10, 3)), rng.standard_normal(10)
+    X = rng.standard_normal((10, 3))
+    return Params(rng.standard_normal(3), 0.1), X, rng.standard_normal(10)
 
 
 @program(_gen_args)

@@ -271,7 +271,8 @@ def de_casteljau(points, t):
 
 
 def _bezier_args(rng):
-    return np.array([[0.0, 0.0], [1.0, 2.0], [3.0, 2.5], [4.0, 0.0]]) + 0.1 * rng.standard_normal((4, 2)),
+    control = np.array([[0.0, 0.0], [1.0, 2.0], [3.0, 2.5], [4.0, 0.0]])
+    return control + 0.1 * rng.standard_normal((4, 2)),
 
 
 @program(_bezier_args)

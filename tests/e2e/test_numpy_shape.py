@@ -281,6 +281,7 @@ def test_errors_name_the_line(fn, error, message, fix):
     (lambda x: np.insert(x, [0, 2], 1.0), "np.insert at several indices"),
     (lambda x: np.insert(x, 5, 1.0), "index 5 is out of bounds for axis 0 with size 4"),
     (lambda x: np.convolve(x, x[:0]), "neither argument can be empty"),
+    (lambda x: np.convolve(x.reshape(2, 2), x), "the arguments must be 1-d"),
     (lambda x: np.correlate(x, x, "wide"), "mode must be 'full', 'same' or 'valid'"),
     (lambda x: np.interp(x, x, x, period=2.0), "np.interp(period=...) is not supported"),
 ])
