@@ -26,6 +26,7 @@ import numpy as np
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "numpy_support.md")
 SECTIONS = [("np.linalg.", "numpy.linalg"), ("np.fft.", "numpy.fft"),
             ("scipy.special.", "scipy.special"), ("scipy.linalg.", "scipy.linalg"),
+            ("scipy.stats.", "scipy.stats"),
             ("np.", "numpy")]
 
 
@@ -92,6 +93,7 @@ def entries() -> list[tuple[str, str, str, str]]:
     """(name, compiled, eager, gradient) for every supported function, sorted by name."""
     import scipy.linalg  # noqa: F401 - LAZY names of imported modules join FUNCTIONS
     import scipy.special  # noqa: F401
+    import scipy.stats  # noqa: F401
 
     import llgrad as lg
     from llgrad.runtime import numpy_api as api
@@ -103,7 +105,9 @@ def entries() -> list[tuple[str, str, str, str]]:
             # scipy's Python functions do not dispatch: eagerly they compute in numpy
             eager = "no (a numpy array)" if name.startswith("scipy.") and not isinstance(
                 f, np.ufunc) else "yes"
-            rows[name] = ("yes", eager, gradient(lg, impl))
+            # (a class, scipy.stats.norm(loc, scale): what it makes has the methods)
+            grad = "its methods'" if isinstance(impl, type) else gradient(lg, impl)
+            rows[name] = ("yes", eager, grad)
     for f, impl in api.CONVERSIONS.items():
         rows.setdefault(api.numpy_name(f), ("yes", "no (a numpy array)", gradient(lg, impl)))
     return sorted((n, *cols) for n, cols in rows.items())

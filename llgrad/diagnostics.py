@@ -122,9 +122,12 @@ def _warn(text: str, category, loc: SourceLoc | None) -> None:
 
 
 _UNROLL_FIXES = (
-    ("uses the loop index as a Python value",
+    ("indexes a Python list with the loop index",
      "index arrays, not Python lists, with the loop index (stack the list once, "
      "W = np.stack(Ws), and read W[k] in the loop)"),
+    ("uses the loop index as a Python value",
+     "give the loop's arrays one shape in every iteration (keep them full length and mask "
+     "the part in use: np.where(np.arange(n) <= i, ...)); short loops may stay unrolled"),
     ("stores traced values in a Python container",
      "preallocate the result and write it by index (out = np.zeros((n, ...)) before the "
      "loop, out[t] = h inside) instead of appending to a list"),

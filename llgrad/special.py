@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from llgrad.runtime.functions import logit
 from llgrad.runtime.ops import (
-    digamma, erf, erfc, exp2, expm1, log1p, log_softmax, logsumexp, polygamma, sigmoid, sinc,
-    softmax, xlog1py, xlogy,
+    digamma, erf, erfc, exp2, expm1, log1p, log_softmax, logsumexp, ndtr, polygamma, sigmoid,
+    sinc, softmax, xlog1py, xlogy,
 )
 from llgrad.runtime.ops import lgamma as gammaln
 from llgrad.runtime.ops import round  # noqa: A004
@@ -13,5 +13,5 @@ expit = sigmoid
 psi = digamma
 
 __all__ = ["expit", "logit", "erf", "erfc", "gammaln", "digamma", "psi", "polygamma", "xlogy",
-           "xlog1py", "logsumexp", "softmax", "log_softmax", "sinc", "exp2", "expm1", "log1p",
-           "round"]
+           "xlog1py", "ndtr", "logsumexp", "softmax", "log_softmax", "sinc", "exp2", "expm1",
+           "log1p", "round"]

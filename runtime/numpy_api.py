@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import sys
+import types
 
 import numpy as np
 
@@ -222,7 +223,7 @@ from llgrad.runtime.numpy_shape import FUNCTIONS as _SHAPE_FUNCTIONS  # noqa: E4
 FUNCTIONS.update(_SHAPE_FUNCTIONS)
 
 # ---- numpy.linalg and scipy.linalg (issue 11, linalg) ------------------------------------------
-from llgrad.runtime import numpy_linalg  # noqa: E402
+from llgrad.runtime import numpy_linalg, scipy_stats  # noqa: E402
 
 FUNCTIONS.update(numpy_linalg.FUNCTIONS)
 
@@ -231,6 +232,8 @@ FUNCTIONS.update(numpy_linalg.FUNCTIONS)
 # `numpy="scipy.special.erf"`), so `import llgrad` stays fast. Such names wait in LAZY (with
 # FUNCTIONS-style wrappers, or an adapter to the library's signature) and move to FUNCTIONS
 # once their module has been imported by someone: before that, no user code can hold one.
+# "module:object.method" names a method of an object of the module (scipy.stats.norm.cdf: a
+# bound method, equal and of equal hash each time `norm.cdf` is read).
 LAZY = {f: FUNCTIONS.pop(f) for f in [f for f in FUNCTIONS if isinstance(f, str)]}
 LAZY.update({
     "scipy.special.logsumexp": _sp_logsumexp,
@@ -238,14 +241,33 @@ LAZY.update({
     "scipy.special.log_softmax": _sp_softmax(ops.log_softmax),
 })
 LAZY.update(numpy_linalg.SCIPY)  # scipy.linalg's functions
+LAZY.update(scipy_stats.SCIPY)  # "module:object.method": scipy.stats.norm's methods
+
+
+def _module_and_path(name: str) -> tuple[str, list[str]]:
+    """"scipy.special.erf" -> ("scipy.special", ["erf"]); "scipy.stats:norm.cdf" ->
+    ("scipy.stats", ["norm", "cdf"]) (a method of an object of the module)."""
+    mod, sep, path = name.partition(":")
+    if not sep:
+        mod, _, path = name.rpartition(".")
+    return mod, path.split(".")
 
 
 def resolve_lazy() -> None:
     """Move the LAZY names of modules imported by now into FUNCTIONS."""
-    for name in [n for n in LAZY if n.rpartition(".")[0] in sys.modules]:
-        mod, _, attr = name.rpartition(".")
-        f, fn = getattr(sys.modules[mod], attr), LAZY.pop(name)
+    for name in list(LAZY):
+        mod, path = _module_and_path(name)
+        if mod not in sys.modules:
+            continue
+        f, fn = sys.modules[mod], LAZY.pop(name)
+        for attr in path:
+            f = getattr(f, attr)
         FUNCTIONS[f] = _typed_like(f, fn) if isinstance(f, np.ufunc) else fn
+        if ":" in name:  # (numpy_name: the object's own names say scipy.stats.cdf)
+            _OBJECT_NAMES[f] = name.replace(":", ".")
+
+
+_OBJECT_NAMES: dict = {}
 
 
 def _typed_like(ufunc, fn):
@@ -268,11 +290,20 @@ def traced_forms() -> dict:
     out = dict(CONVERSIONS)
     out.update((f, fn) for f, fn in FUNCTIONS.items() if not isinstance(f, np.ufunc)
                and (getattr(f, "__module__", None) or "").startswith("scipy"))
+    # methods of library objects also by (class, name): a copy of the object has them too
+    out.update(((type(f.__self__), f.__name__), fn) for f, fn in list(out.items())
+               if isinstance(f, types.MethodType)
+               and not isinstance(f.__self__, (type, types.ModuleType)))
     return out
 
 
 def numpy_name(func) -> str:
     """How the user wrote `func`: np.exp, np.fft.fft, np.linalg.inv, np.add.reduce."""
+    try:
+        if func in _OBJECT_NAMES:  # scipy.stats.norm.cdf
+            return _OBJECT_NAMES[func]
+    except TypeError:  # (unhashable)
+        pass
     owner = getattr(func, "__self__", None)
     if isinstance(owner, np.ufunc):  # a ufunc method (np.add.reduce)
         return f"{numpy_name(owner)}.{func.__name__}"

@@ -108,6 +108,149 @@ def _pad(array, pad_width, mode="constant", **kw):
     return ops.pad(array, pad_width, mode, kw.get("constant_values", 0))
 
 
+def _correlate_valid_or_padded(a, v, mode, name):
+    """numpy's 1-d cross-correlation sum_n a[n + k] v[n] of `a` with a `v` no longer than it,
+    `a` zero-padded as numpy's modes say, as one 1-d convolution (ops.conv correlates)."""
+    n, m = shape_of(a)[0], shape_of(v)[0]
+    if mode not in ("full", "same", "valid"):
+        raise ValueError(f"np.{name}: mode must be 'full', 'same' or 'valid', got {mode!r}")
+    pad = {"full": (m - 1, m - 1), "same": (m // 2, m - 1 - m // 2), "valid": (0, 0)}[mode]
+    out = ops.conv(ops.reshape(a, (1, 1, n)), ops.reshape(v, (1, 1, m)), padding=(pad,))
+    return ops.reshape(out, shape_of(out)[2:])
+
+
+def _vectors(a, v, name):
+    a, v = as_operand(a), as_operand(v)
+    if len(shape_of(a)) > 1 or len(shape_of(v)) > 1:
+        raise ValueError(f"np.{name}: the arguments must be 1-d, got shapes {shape_of(a)} "
+                         f"and {shape_of(v)}")
+    a, v = ops.ravel(a), ops.ravel(v)
+    if 0 in (shape_of(a)[0], shape_of(v)[0]):
+        raise ValueError(f"np.{name}: neither argument can be empty")
+    return a, v
+
+
+def _convolve(a, v, mode="full"):
+    """np.convolve: the correlation of the longer argument with the shorter one reversed."""
+    a, v = _vectors(a, v, "convolve")
+    if shape_of(v)[0] > shape_of(a)[0]:
+        a, v = v, a
+    return _correlate_valid_or_padded(a, ops.flip(v, 0), mode, "convolve")
+
+
+def _correlate(a, v, mode="valid"):
+    """np.correlate (real arrays): c[k] = sum_n a[n + k] v[n]; reversed when v is longer."""
+    a, v = _vectors(a, v, "correlate")
+    if shape_of(v)[0] > shape_of(a)[0]:
+        return ops.flip(_correlate_valid_or_padded(v, a, mode, "correlate"), 0)
+    return _correlate_valid_or_padded(a, v, mode, "correlate")
+
+
+def _insert(arr, obj, values, axis=None):
+    """np.insert at one index (numpy's a[:, i:i+1, :] broadcasting of `values`)."""
+    if not isinstance(obj, (int, np.integer)) or isinstance(obj, (bool, np.bool_)):
+        raise UnsupportedError("np.insert at several indices (a slice or a sequence) is not "
+                               "supported on llgrad values", loc=user_loc(),
+                               fix="insert at one index, or build the result with "
+                               "np.concatenate")
+    arr = as_operand(arr)
+    if axis is None:
+        arr, axis = ops.ravel(arr), 0
+    shape = shape_of(arr)
+    axis = axis + len(shape) if axis < 0 else axis
+    n = shape[axis]
+    if not -n <= obj <= n:
+        raise IndexError(f"index {obj} is out of bounds for axis {axis} with size {n}")
+    index = int(obj) + n if obj < 0 else int(obj)
+    values = ops.astype(as_operand(values), dtype_of(arr))
+    vshape = shape_of(values)
+    values = ops.reshape(values, (1,) * (len(shape) - len(vshape)) + vshape)
+    values = ops.moveaxis(values, 0, axis)
+    k = shape_of(values)[axis]
+    values = ops.broadcast_to(values, shape[:axis] + (k,) + shape[axis + 1:])
+    before = (slice(None),) * axis
+    return ops.concatenate([arr[before + (slice(None, index),)], values,
+                            arr[before + (slice(index, None),)]], axis)
+
+
+# Note [searchsorted by counting]
+# np.searchsorted(a, v) on a sorted 1-d `a` is the number of entries of `a` that sort before v
+# (side='left': a < v; 'right': a <= v), counted over a (len(v), len(a)) comparison: no
+# gradient flows through an index, and numpy's order puts NaN last (a NaN v comes after every
+# number; a NaN in `a` after every number v). The comparison is O(len(a) * len(v)): grids of
+# thousands of knots, as np.interp's, not searches in millions of entries.
+def _searchsorted(a, v, side="left", sorter=None):
+    if sorter is not None:
+        a = ops.take(as_operand(a), sorter)
+    a, v = as_operand(a), as_operand(v)
+    if len(shape_of(a)) != 1:
+        raise ValueError("np.searchsorted: the array searched must be 1-d")
+    if side not in ("left", "right"):
+        raise ValueError(f"np.searchsorted: side must be 'left' or 'right', got {side!r}")
+    col = ops.unsqueeze(v, -1)
+    nan_v = ops.isnan(col)
+    if side == "left":
+        before = ops.logical_or(ops.lt(a, col), ops.logical_and(nan_v, ops.logical_not(
+            ops.isnan(a))))
+    else:
+        before = ops.logical_or(ops.le(a, col), nan_v)
+    return ops.sum(ops.astype(before, np.int64), -1)
+
+
+def _interp(x, xp, fp, left=None, right=None, period=None):
+    """np.interp with numpy's formula (slope * (x - xp[j]) + fp[j] on the interval xp[j] <= x
+    < xp[j + 1]; fp[-1] at xp[-1]; `left` / `right` outside); differentiable in x and fp."""
+    if period is not None:
+        raise UnsupportedError("np.interp(period=...) is not supported on llgrad values",
+                               loc=user_loc(), fix="reduce x modulo the period first")
+    x, xp, fp = (ops.astype(as_operand(v), "float64") for v in (x, xp, fp))  # (as numpy)
+    n = shape_of(xp)[0]
+    if n == 0 or shape_of(fp) != (n,):
+        raise ValueError("np.interp: xp and fp must be 1-d sequences of the same, non-zero "
+                         "length")
+    first, last = fp[0], fp[n - 1]
+    if n == 1:
+        out = ops.broadcast_to(first, shape_of(x))
+    else:
+        j = ops.clip(ops.sub(_searchsorted(xp, x, "right"), 1), 0, n - 2)
+        x0, f0 = ops.take(xp, j), ops.take(fp, j)
+        slope = ops.div(ops.sub(ops.take(fp, ops.add(j, 1)), f0),
+                        ops.sub(ops.take(xp, ops.add(j, 1)), x0))
+        out = ops.add(ops.mul(slope, ops.sub(x, x0)), f0)
+        out = ops.where(ops.eq(x, xp[n - 1]), last, out)
+    out = ops.where(ops.lt(x, xp[0]), first if left is None else left, out)
+    return ops.where(ops.gt(x, xp[n - 1]), last if right is None else right, out)
+
+
+def _trapezoid(y, x=None, dx=1.0, axis=-1):
+    """np.trapezoid (np.trapz): numpy's sum of d * (y[1:] + y[:-1]) / 2 along `axis`."""
+    y = as_operand(y)
+    nd = len(shape_of(y))
+    if x is None:
+        d = dx
+    else:
+        x = as_operand(x)
+        if len(shape_of(x)) == 1:
+            d = ops.diff(x)
+            shape = [1] * nd
+            shape[axis] = shape_of(d)[0]
+            d = ops.reshape(d, tuple(shape))
+        else:
+            d = ops.diff(x, 1, axis)
+    hi, lo = [slice(None)] * nd, [slice(None)] * nd
+    hi[axis], lo[axis] = slice(1, None), slice(None, -1)
+    return ops.sum(ops.div(ops.mul(d, ops.add(y[tuple(hi)], y[tuple(lo)])), 2.0), axis)
+
+
+def _polyval(p, x):
+    """np.polyval by numpy's Horner loop (y = y * x + p[k], from zeros like x)."""
+    p, x = as_operand(p), as_operand(x)
+    y = np.zeros(shape_of(x), dtype_of(x))
+    for k in range(shape_of(p)[0]):
+        y = ops.add(ops.mul(y, x), p[k])
+    return y
+
+
 def _atleast(fn):
     def impl(*arys):
         out = [fn(a) for a in arys]
@@ -174,6 +317,10 @@ FUNCTIONS = {
     np.flip: lambda m, axis=None: ops.flip(m, axis), np.fliplr: lambda m: ops.flip(m, 1),
     np.flipud: lambda m: ops.flip(m, 0), np.roll: lambda a, shift, axis=None: ops.roll(
         a, shift, axis), np.pad: _pad, np.tile: A.tile, np.repeat: G.repeat,
+    np.insert: _insert, np.searchsorted: _searchsorted, np.interp: _interp,
+    np.polyval: _polyval,
+    **{f: _trapezoid for f in (getattr(np, "trapezoid", None), getattr(np, "trapz", None))
+       if f is not None},
     np.vstack: _stack(A.vstack), np.hstack: _stack(A.hstack), np.dstack: _stack(A.dstack),
     np.column_stack: lambda tup: A.column_stack(list(tup)),
     np.atleast_1d: _atleast(A.atleast_1d), np.atleast_2d: _atleast(A.atleast_2d),
@@ -186,7 +333,7 @@ FUNCTIONS = {
         arr, indices, axis),
     # contractions
     np.einsum: _einsum, np.tensordot: ops.tensordot, np.inner: ops.inner, np.vdot: ops.vdot,
-    np.kron: ops.kron, np.cross: _cross,
+    np.kron: ops.kron, np.cross: _cross, np.convolve: _convolve, np.correlate: _correlate,
     # construction from traced arrays
     np.full_like: _full_like, np.empty_like: _like(0),
     np.meshgrid: lambda *xi, copy=True, sparse=False, indexing="xy": A.meshgrid(

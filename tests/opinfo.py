@@ -503,6 +503,7 @@ NUMPY_MATH_DB: list[OpSpec] = [
     _math("trigamma", lambda x: x.detach().polygamma(1), _trigamma_ref, "gamma", order=0,
           tol={np.dtype(np.float32): (1e-4, 1e-5)}),
     _math("logit", lambda x: x.logit(), _special("logit"), "prob"),
+    _math("ndtr", lambda x: lg.special.ndtr(x), _special("ndtr")),
     _math("xlogy", lambda x, y: lg.xlogy(x, y), _special("xlogy"), ("real", "positive")),
     _math("xlog1py", lambda x, y: lg.special.xlog1py(x, y), _special("xlog1py"),
           ("real", "unit")),

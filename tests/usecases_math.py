@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.optimize
 import scipy.special
+import scipy.stats
 from scipy.special import expit
 
 from tests.usecases import usecase
@@ -69,7 +70,8 @@ def scipy_special_ufuncs(x, p, w):
             + np.sum(scipy.special.gammaln(p + x * 0.1)) + np.sum(scipy.special.digamma(p))
             + np.sum(scipy.special.psi(p + 1.0)) + np.sum(scipy.special.logit(p / 3.0))
             + np.sum(expit(x) * w) + np.sum(scipy.special.expit(w))
-            + np.sum(scipy.special.xlogy(x, p)) + np.sum(scipy.special.xlog1py(w, p)))
+            + np.sum(scipy.special.xlogy(x, p)) + np.sum(scipy.special.xlog1py(w, p))
+            + np.sum(scipy.special.ndtr(x) * w))
 
 
 @usecase(eager=SCIPY_PYTHON)
@@ -79,6 +81,14 @@ def scipy_special_functions(m, x, w):
             + np.sum(scipy.special.logsumexp(m, axis=0, keepdims=True) * x)
             + np.sum(scipy.special.softmax(m, axis=0) * m) + np.sum(scipy.special.softmax(x) * w)
             + np.sum(scipy.special.log_softmax(m, axis=1) * m))
+
+
+@usecase(eager=SCIPY_PYTHON)
+def scipy_stats_norm(x, w, p):
+    d = scipy.stats.norm(w[0], p[0])
+    return (np.sum(scipy.stats.norm.cdf(x) * w) + np.sum(scipy.stats.norm.sf(x, w, p))
+            + np.sum(scipy.stats.norm.pdf(x, loc=w[1])) + np.sum(scipy.stats.norm.logpdf(x, w, p))
+            + np.sum(d.logpdf(x)) + np.sum(d.cdf(x) * w))
 
 
 @usecase(eager=SCIPY_PYTHON)

@@ -124,3 +124,21 @@ def construction_from_traced(x, m, a):
     return (np.sum(gx * gy) + np.sum(np.full_like(m, a) * m)
             + np.sum(x + np.empty_like(x).shape[0]) + np.sum(np.eye(4) @ x)
             + np.sum(np.tri(3, 4) * m) + np.sum(np.linspace(0.0, 1.0, 4) * x))
+
+
+# ---- signals, interpolation and quadrature -----------------------------------------------
+@usecase
+def signals_and_insertions(x, w, m):
+    return (np.sum(np.convolve(x, w[:3]) * np.arange(6.0)) + np.sum(np.convolve(x, w, "same") ** 2)
+            + np.sum(np.correlate(x, w[:2], mode="full") * x[0]) + np.sum(np.correlate(x, w))
+            + np.sum(np.insert(x, 2, w[0]) ** 2) + np.sum(np.insert(m, 1, x[:3], axis=1) * 0.5)
+            + np.sum(np.polyval(w, x)))
+
+
+@usecase
+def interpolation_and_quadrature(x, w, p, m):
+    grid = np.cumsum(p)  # increasing knots
+    return (np.sum(np.interp(x, grid, w) ** 2)
+            + np.sum(np.interp(3.0 * x, grid, w, left=0.0, right=1.0))
+            + np.sum(np.searchsorted(grid, 3.0 * x) * x) + np.sum(np.searchsorted(grid, x, "right"))
+            + np.trapezoid(x ** 2) + np.trapezoid(m, axis=0).sum() + np.trapezoid(x, grid))

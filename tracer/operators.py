@@ -735,7 +735,10 @@ def _converted_target(f: Callable, args=()) -> Callable:
         return static_shape(f)
     if traced:
         try:
-            g = traced_builtins().get(f)
+            forms = traced_builtins()
+            g = forms.get(f)
+            if g is None and isinstance(f, types.MethodType):  # (a copy of a scipy object)
+                g = forms.get((type(f.__self__), f.__name__))
         except TypeError:
             g = None
         if g is not None and (f not in (max, min) or len(args) == 2):

@@ -284,7 +284,7 @@ class IRStager:
                 raise
             if optional:  # Note [Static loops over traced state]: run it as Python
                 return False
-            reason = "its body uses the loop index as a Python value (e.g. to index a list)"
+            reason = _index_use(e)
             self.unroll.add((loc, reason))
             raise Unroll(loc, reason) from None
 
@@ -637,6 +637,17 @@ def _int_bound(v, loc) -> Value:
                          loc=loc, fix="convert explicitly: range(int(n)) with an integer n, "
                          "or n.astype(np.int64)")
     return v if v.aval.dtype == I64 else ops.astype(v, I64)
+
+
+def _index_use(e: ConcretizationError) -> str:
+    """Why a loop whose body needs its index as a Python value is unrolled, naming the line
+    of that use: a Python list indexed, or a shape (np.arange(i + 1), x[:i]: the arrays'
+    shapes change from one iteration to the next, which one compiled loop cannot hold)."""
+    at = f" at line {e.loc.line}" if getattr(e, "loc", None) is not None else ""
+    if getattr(e, "what", "").startswith("use as an index"):
+        return f"its body indexes a Python list with the loop index{at}"
+    return (f"its body uses the loop index as a Python value{at} (as a shape or a size, e.g. "
+            f"np.arange(i + 1), so its arrays change shape from one iteration to the next)")
 
 
 def _cannot_unroll(what, loc, reason) -> LLGradError:

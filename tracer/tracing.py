@@ -191,20 +191,28 @@ def trace(fn: Callable, args: tuple, kwargs: dict) -> Trace:
 
 
 def _convertible(fn: Callable) -> Callable:
-    """The gast-converted function; lambdas and callable objects run as they are (a lambda
-    holds no statements to convert, so tracing it directly is exact)."""
+    """The gast-converted function (lambdas too: Note [Converting lambdas]); callable objects
+    run as they are."""
     import types
     from llgrad.tracer.convert import convert, source_lines
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
-    if not isinstance(target, types.FunctionType) or target.__name__ == "<lambda>":
+    if not isinstance(target, types.FunctionType):
         return fn
     try:
         source_lines(target)  # read once: convert() below reuses it
     except (OSError, TypeError):
-        # No source (exec, `python -c`): trace as written (Note [Code without a source file])
-        from llgrad.tracer.convert.api import warn_no_source
-        warn_no_source(target)
+        # No source (exec, `python -c`): trace as written (Note [Code without a source file];
+        # a lambda typed at a prompt has no statements of its own: no warning)
+        if target.__name__ != "<lambda>":
+            from llgrad.tracer.convert.api import warn_no_source
+            warn_no_source(target)
         return fn
+    if target.__name__ == "<lambda>":
+        from llgrad.tracer.convert import UnsupportedSyntaxError
+        try:
+            return convert(fn)
+        except UnsupportedSyntaxError:  # (a body its code's positions do not locate)
+            return fn
     return convert(fn)
 
 

@@ -1,5 +1,6 @@
 """Special functions (scipy.special's, PyTorch's torch.special): erf, erfc, lgamma (gammaln),
-digamma (psi) and trigamma, logit, xlogy, xlog1py. (expit is `sigmoid` in elementwise.py.)
+digamma (psi) and trigamma, logit, ndtr (the normal CDF), xlogy, xlog1py. (expit is `sigmoid`
+in elementwise.py.)
 
 Declared like every elementwise primitive; their `numpy` entries name scipy.special's ufuncs
 as strings, resolved only once the user has imported scipy (runtime imports numpy alone).
@@ -179,8 +180,27 @@ xlog1py_p = elementwise("xlog1py", formula_impl(_xlog_rule("log1p")),
                         _xlog_rule("log1p"), numpy="scipy.special.xlog1py",
                         node_name="SpecialXlog1PyBackward0")
 
-erf, erfc, lgamma, digamma, trigamma, logit = (
-    _unary(p) for p in (erf_p, erfc_p, lgamma_p, digamma_p, trigamma_p, logit_p))
+
+# the standard normal's CDF; d/dx = exp(-x^2 / 2) / sqrt(2 pi)
+_SQRT1_2, _INV_SQRT_2PI = math.sqrt(0.5), 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def _ndtr_rule(s, a):
+    # scipy's (cephes') ndtr: 1/2 + erf / 2 near 0; erfc in the tails, which keeps the lower
+    # tail's relative accuracy (1/2 + erf / 2 would cancel to 0 there)
+    x = s.mul(a, _SQRT1_2)
+    z = s.abs(x)
+    tail = s.mul(s.call("erfc", z), 0.5)
+    tail = s.select(s.cmp(">", x, 0.0), s.sub(1.0, tail), tail)
+    return s.select(s.cmp("<", z, _SQRT1_2), s.add(s.mul(s.call("erf", x), 0.5), 0.5), tail)
+
+
+ndtr_p = elementwise("ndtr", formula_impl(_ndtr_rule),
+                     (lambda g, out, x: mul(g, mul(exp(mul(mul(x, x), -0.5)), _INV_SQRT_2PI)),),
+                     _ndtr_rule, numpy="scipy.special.ndtr", node_name="SpecialNdtrBackward0")
+
+erf, erfc, lgamma, digamma, trigamma, logit, ndtr = (
+    _unary(p) for p in (erf_p, erfc_p, lgamma_p, digamma_p, trigamma_p, logit_p, ndtr_p))
 xlogy, xlog1py = _float_binary(xlogy_p), _float_binary(xlog1py_p)
 
 

@@ -2,20 +2,18 @@
 against central differences, and time the first compiled call."""
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 
 import numpy as np
 
 import llgrad
-from tests.corpus.programs import Program
-
-RTOL, ATOL = 1e-9, 1e-11
+from tests.corpus.registry import Program
 
 
 def _leaves(x):
     """Float leaves of a pytree argument (tuples, lists, dicts, namedtuples, dataclasses)."""
-    import dataclasses
     if isinstance(x, dict):
         return [l for k in sorted(x) for l in _leaves(x[k])]
     if isinstance(x, (tuple, list)):
@@ -25,19 +23,34 @@ def _leaves(x):
     return [x]
 
 
+def _rebuild(x, leaves):
+    """`x` with its leaves (in _leaves' order) taken from the iterator `leaves`."""
+    if isinstance(x, dict):
+        new = {k: _rebuild(x[k], leaves) for k in sorted(x)}
+        return {k: new[k] for k in x}
+    if isinstance(x, (tuple, list)):
+        items = [_rebuild(v, leaves) for v in x]
+        return type(x)(*items) if hasattr(x, "_fields") else type(x)(items)
+    if dataclasses.is_dataclass(x):
+        return dataclasses.replace(x, **{f.name: _rebuild(getattr(x, f.name), leaves)
+                                         for f in dataclasses.fields(x)})
+    return next(leaves)
+
+
 def _finite_differences(fn, args, wrt, eps):
-    """d fn / d (every float leaf of args[i]) for i in wrt, by central differences; leaves are
-    perturbed in place (arrays) or by rebuilding (Python floats)."""
+    """d fn / d (every float leaf of args[i]) for i in wrt, by central differences; array
+    leaves are perturbed in place, Python floats (alone or in a pytree) by rebuilding."""
     grads = []
     for i in wrt:
-        a = args[i]
-        if isinstance(a, float):
-            hi = fn(*args[:i], a + eps, *args[i + 1:])
-            lo = fn(*args[:i], a - eps, *args[i + 1:])
-            grads.append([(hi - lo) / (2 * eps)])
-            continue
+        leaves = _leaves(args[i])
         per_leaf = []
-        for leaf in _leaves(a):
+        for j, leaf in enumerate(leaves):
+            if isinstance(leaf, float):
+                def at(v):
+                    new = _rebuild(args[i], iter(leaves[:j] + [v] + leaves[j + 1:]))
+                    return fn(*args[:i], new, *args[i + 1:])
+                per_leaf.append((at(leaf + eps) - at(leaf - eps)) / (2 * eps))
+                continue
             g = np.zeros_like(leaf, dtype=np.float64)
             flat, gf = leaf.reshape(-1), g.reshape(-1)
             for k in range(flat.size):
@@ -64,11 +77,12 @@ def run(p: Program, rng_seed: int = 0) -> dict:
         t0 = time.perf_counter()
         value, grads = f.value_and_grad(*args)
         first = time.perf_counter() - t0
-    np.testing.assert_allclose(value, expected, rtol=RTOL, atol=ATOL, err_msg="value")
+    np.testing.assert_allclose(value, expected, rtol=p.value_tol[0], atol=p.value_tol[1],
+                               err_msg="value")
     grads = (grads,) if isinstance(p.wrt, int) else grads
     fd = _finite_differences(p.fn, list(args), wrt, p.fd_eps)
     for i, g, n in zip(wrt, grads, fd):
-        got = [g] if isinstance(g, float) else _leaves(g)
+        got = _leaves(g)
         assert len(got) == len(n), f"gradient of argument {i} has {len(got)} leaves"
         for a, b in zip(got, n):
             np.testing.assert_allclose(a, b, rtol=p.fd_tol[0], atol=p.fd_tol[1],

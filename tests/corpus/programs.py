@@ -4,46 +4,23 @@ them (not for llgrad): each runs as plain Python on numpy and compiled with
 differences (tests/corpus/test_corpus.py). A program that fails, compiles slowly or gives an
 unclear error is a bug.
 
-Each entry is a `Program`: the function, a maker of its arguments from a seeded generator, and
-the arguments differentiated (`wrt`, as in `llgrad.differentiate`).
+Each entry is a `Program` (tests/corpus/registry.py); this module holds the first programs and
+imports the others (programs_ml.py: learning, statistics and Python styles; programs_numerics.py:
+linear algebra and interpolation; programs_science.py: physics, finance, optimisation,
+geometry and signals), so PROGRAMS here is the whole corpus.
 """
 from __future__ import annotations
 
 import math
 from collections import namedtuple
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import scipy.linalg
 import scipy.optimize
 import scipy.special
 
-
-@dataclass
-class Program:
-    fn: Callable
-    make_args: Callable[[np.random.Generator], tuple]
-    wrt: object = 0
-    fd_eps: float = 1e-6
-    fd_tol: tuple = (1e-5, 1e-7)
-
-    @property
-    def name(self) -> str:
-        return self.fn.__name__
-
-    def __repr__(self) -> str:
-        return self.name
-
-
-PROGRAMS: list[Program] = []
-
-
-def program(make_args, wrt=0, **kw):
-    def register(fn):
-        PROGRAMS.append(Program(fn, make_args, wrt, **kw))
-        return fn
-    return register
+from tests.corpus.registry import PROGRAMS, program  # noqa: F401 (PROGRAMS: the corpus)
 
 
 # ---- statistics and machine learning ---------------------------------------------------------
@@ -524,3 +501,8 @@ def kalman_local_level_loglik(log_vars, obs):
         m = m + K * v
         P = (1 - K) * P
     return nll
+
+
+from tests.corpus import (  # noqa: E402,F401 (register theirs)
+    programs_ml, programs_numerics, programs_science,
+)

@@ -173,6 +173,36 @@ def test_unroll_reasons(monkeypatch):
         llgrad.differentiate(cf_corpus.growing_carry)(np.ones(3))
 
 
+def _shrinking_tree(s0, n=4):
+    v = np.maximum(1.0 - s0 * np.ones(n + 1), 0.0)
+    for i in range(n - 1, -1, -1):
+        s = s0 * 1.1 ** np.arange(i + 1)  # a shape from the counter
+        v = np.maximum(0.5 * (v[1:] + v[:-1]), 1.0 - s)
+    return v[0]
+
+
+def _indexes_a_list(w, n=3):
+    ws = [w * k for k in range(n)]
+    t = 0.0
+    for i in range(n):
+        t = t + np.sum(ws[i] ** 2)  # a Python list at the counter
+    return t
+
+
+def test_unroll_reasons_name_the_line_that_needs_the_counter(monkeypatch):
+    """A shape taken from the loop counter and a Python list indexed by it get different
+    reasons and fixes (before, both said 'e.g. to index a list' and advised np.stack)."""
+    monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
+    line = _shrinking_tree.__code__.co_firstlineno + 3
+    with pytest.warns(UnrollWarning, match=rf"as a Python value at line {line} \(as a shape .*"
+                                           r"mask the part in use"):
+        llgrad.differentiate(_shrinking_tree)(0.5)
+    line = _indexes_a_list.__code__.co_firstlineno + 4
+    with pytest.warns(UnrollWarning, match=rf"indexes a Python list with the loop index at line "
+                                           rf"{line}.*np\.stack\(Ws\)"):
+        llgrad.differentiate(_indexes_a_list)(np.ones(2))
+
+
 # ---- memory of long loops -----------------------------------------------------------------------
 def long_scalar_loop(x):
     s = 0.0

@@ -166,13 +166,33 @@ def test_shape_tuples_are_not_built_as_arrays(mode):
     assert llgrad.differentiate(integer_list_shape)(x) == integer_list_shape(x)
 
 
+def _terms(x):
+    return [x[0], 2.0]
+
+
 def test_a_list_variable_holding_traced_values_names_the_fix():
     def f(x):
-        terms = [x[0], 2.0]
+        terms = _terms(x)  # (a list made elsewhere: the converter does not see a list)
         return np.sum(terms)
     with pytest.raises(ConcretizationError, match="np.stack") as e:
         llgrad.differentiate(f)(np.ones(2))
-    assert "terms = [x[0], 2.0]" not in str(e.value) and "np.sum(terms)" in str(e.value)
+    assert "terms = _terms(x)" not in str(e.value) and "np.sum(terms)" in str(e.value)
+
+
+def mean_of_appended_losses(w, X):
+    losses = []
+    for i in range(X.shape[0]):
+        losses.append(np.sum((X[i] * w) ** 2))
+    parts = [w[0], w[1] * 2.0]
+    parts += [np.sum(w)]
+    return np.mean(losses) + np.max(parts) + np.sum(np.square(parts))
+
+
+def test_lists_the_function_builds_are_arrays_for_numpy(mode):
+    """A name bound to a list display or grown by append / += is built as an array when passed
+    to numpy (`np.mean(losses)`): before, numpy converted it and the trace failed."""
+    _value_and_grad_match_numpy(mean_of_appended_losses, np.array([0.5, -1.5]),
+                                np.arange(6.0).reshape(3, 2))
 
 
 def lists_in_ufuncs_and_operators(x, a):

@@ -37,10 +37,10 @@ def uses_item(x):
     return np.sum(x) * m
 
 
-relu = lambda v: v if v > 0 else 0.0 * v  # noqa: E731  (a lambda: never converted)
+relu = lambda v: v * bool(v > 0)  # noqa: E731  (bool() of a traced value, in a lambda)
 
 
-def bool_in_unconverted_lambda(x):
+def bool_in_lambda(x):
     s = 0.0
     for i in range(x.shape[0]):
         s = s + relu(x[i]) * (i + 1)
@@ -79,7 +79,7 @@ def branchy_python(x):
     return s
 
 
-CASES = [uses_float, uses_item, bool_in_unconverted_lambda, int_range_bound, int_shape,
+CASES = [uses_float, uses_item, bool_in_lambda, int_range_bound, int_shape,
          list_indexed_by_traced, branchy_python]
 
 
@@ -136,7 +136,7 @@ def test_dynamic_and_staged_give_the_same_numbers(mode):
 @pytest.mark.parametrize("fn, text, why", [
     (uses_float, "c = float(np.sum(x))", r"float\(\)"),
     (uses_item, "m = np.max(x).item()", r"\.item\(\)"),
-    (bool_in_unconverted_lambda, "relu = lambda", r"bool\(\)"),
+    (bool_in_lambda, "relu = lambda", r"bool\(\)"),
     (int_range_bound, "n = int(np.sum(x > 0))", r"int\(\)"),
     (list_indexed_by_traced, "return COEFS[k]", r"index"),
 ], ids=lambda v: getattr(v, "__name__", None))
@@ -146,7 +146,7 @@ def test_inspect_path_names_the_concretisation(fn, text, why, monkeypatch):
     d = llgrad.differentiate(fn)
     path = str(d.inspect(x).path)
     assert path.startswith("dynamic"), path
-    assert f"{FILE}:{line_of(fn, text) if fn is not bool_in_unconverted_lambda else _lambda_line()}" \
+    assert f"{FILE}:{line_of(fn, text) if fn is not bool_in_lambda else _lambda_line()}" \
         in path, path
     import re
     assert re.search(why, path), path

@@ -28,7 +28,7 @@ UNARY = [
     ("nan_to_num", np.nan_to_num, (-5, 5)), ("erf", scipy.special.erf, (-3, 3)),
     ("erfc", scipy.special.erfc, (-3, 3)), ("gammaln", scipy.special.gammaln, (0.2, 6)),
     ("digamma", scipy.special.digamma, (0.2, 6)), ("logit", scipy.special.logit, (0.05, 0.95)),
-    ("expit", scipy.special.expit, (-5, 5)),
+    ("expit", scipy.special.expit, (-5, 5)), ("ndtr", scipy.special.ndtr, (-6, 6)),
 ]
 PREDICATES = [np.isnan, np.isinf, np.isfinite, np.signbit]
 BINARY = [

@@ -132,6 +132,107 @@ def test_median_and_quantile_of_data_with_nan_are_nan():
 
 
 # ---- errors -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("fn", [np.convolve, np.correlate], ids=["convolve", "correlate"])
+@pytest.mark.parametrize("n,m", [(7, 3), (7, 4), (3, 7), (4, 4), (1, 1), (6, 1)], ids=str)
+def test_convolve_and_correlate_match_numpy_in_every_mode(fn, n, m, mode):
+    """numpy's modes (same: the longer length, centred as numpy centres it) and its swap when
+    the second argument is the longer."""
+    a, v = R.standard_normal(n), R.standard_normal(m)
+    for kind in ("full", "same", "valid"):
+        w = R.standard_normal(fn(a, v, kind).shape)
+
+        def f(a, v):
+            return np.sum(w * fn(a, v, mode=kind))
+        value, grads = llgrad.differentiate(f, wrt=(0, 1)).value_and_grad(a, v)
+        np.testing.assert_allclose(value, f(a, v), rtol=1e-12, atol=1e-12)
+        for g, e in zip(grads, numerical_vjp(f, [a, v], np.ones(()), (0, 1))):
+            np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("shape,obj,values,axis", [
+    ((4,), 1, 5.0, None), ((4,), -1, [1.0, 2.0], None), ((4,), 4, 0, None),
+    ((2, 3), 0, 3.0, 1), ((2, 3), 2, [7.0, 8.0, 9.0], 0), ((2, 3), 3, [[1.0], [2.0]], 1),
+    ((2, 3), 2, 1.5, None)], ids=str)
+def test_insert_at_one_index_matches_numpy(shape, obj, values, axis, mode):
+    x = R.standard_normal(shape)
+    w = R.standard_normal(np.insert(x, obj, values, axis=axis).shape)
+
+    def f(x):
+        return np.sum(w * np.insert(x, obj, values, axis=axis))
+    value, grad = llgrad.differentiate(f).value_and_grad(x)
+    np.testing.assert_allclose(value, f(x), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(grad, numerical_vjp(f, [x], np.ones(()), (0,))[0], rtol=1e-6,
+                               atol=1e-8)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+def test_searchsorted_counts_in_numpys_order(side, mode):
+    """Note [searchsorted by counting]: ties, values past both ends, NaN (last in numpy's
+    order) in the queries and in the array, and a sorter."""
+    a = np.sort(R.random(8))
+    a[3] = a[4]
+    v = np.concatenate([R.random(10), a[:3], [np.nan, -1.0, 2.0, a[-1]]])
+    for arr in (a, np.append(a, np.nan)):
+        f = llgrad.differentiate(lambda arr, v: np.searchsorted(arr, v, side=side), wrt=())
+        got, want = f(arr, v), np.searchsorted(arr, v, side=side)
+        assert got.dtype == want.dtype and np.array_equal(got, want), (got, want)
+    perm = R.permutation(8)
+    f = llgrad.differentiate(lambda arr: np.searchsorted(arr, v, side, np.argsort(arr)), wrt=())
+    np.testing.assert_array_equal(f(a[perm]), np.searchsorted(a, v, side))
+
+
+def test_interp_is_numpys_formula_and_differentiable(mode):
+    xp, fp = np.sort(R.random(6)), R.standard_normal(6)
+    x = np.concatenate([R.uniform(-0.2, 1.2, 12), xp, [np.nan]])
+    for kw in ({}, {"left": -5.0, "right": 7.0}):
+        got = llgrad.differentiate(lambda x, xp, fp: np.interp(x, xp, fp, **kw), wrt=())(
+            x, xp, fp)
+        want = np.interp(x, xp, fp, **kw)
+        assert got.dtype == want.dtype and np.array_equal(got, want, equal_nan=True)
+    one = llgrad.differentiate(lambda x: np.interp(x, [0.5], [2.0]), wrt=())(x[:5])
+    np.testing.assert_array_equal(one, np.interp(x[:5], [0.5], [2.0]))
+
+    def f(x, fp):
+        return np.sum(np.interp(x, xp, fp) ** 2)
+    xs = np.array([-0.1, 0.5 * (xp[0] + xp[1]), 0.5 * (xp[3] + xp[4]), 1.5])
+    value, grads = llgrad.differentiate(f, wrt=(0, 1)).value_and_grad(xs, fp)
+    np.testing.assert_allclose(value, f(xs, fp), rtol=1e-14)
+    for g, e in zip(grads, numerical_vjp(f, [xs, fp], np.ones(()), (0, 1))):
+        np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-8)
+
+
+def test_trapezoid_matches_numpy(mode):
+    y, x = R.standard_normal((3, 5)), np.sort(R.random(5))
+    x2 = np.sort(R.random((3, 5)), axis=1)
+    for args, kw in [((y,), {}), ((y,), {"dx": 0.3}), ((y, x), {}), ((y, x2), {}),
+                     ((y.T,), {"axis": 0}), ((y[0], x), {})]:
+        got = llgrad.differentiate(lambda *a: np.trapezoid(*a, **kw), wrt=())(*args)
+        want = np.trapezoid(*args, **kw)
+        assert np.shape(got) == np.shape(want)
+        np.testing.assert_allclose(got, want, rtol=1e-15)
+
+    def f(y, x):
+        return np.trapezoid(y ** 2, x)
+    grads = llgrad.differentiate(f, wrt=(0, 1)).grad(y[0], x)
+    for g, e in zip(grads, numerical_vjp(f, [y[0], x], np.ones(()), (0, 1))):
+        np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-8)
+
+
+def test_polyval_matches_numpy(mode):
+    p, x = R.standard_normal(4), R.standard_normal((2, 3))
+    for args in [(p, x), (p, 0.5), (np.array([1.0, -2.0]), x), (p[:1], x)]:
+        got = llgrad.differentiate(lambda *a: np.polyval(*a), wrt=())(*args)
+        want = np.polyval(*args)
+        assert np.shape(got) == np.shape(want)
+        np.testing.assert_allclose(got, want, rtol=1e-15)
+
+    def f(p, x):
+        return np.sum(np.polyval(p, x) ** 2)
+    grads = llgrad.differentiate(f, wrt=(0, 1)).grad(p, x)
+    for g, e in zip(grads, numerical_vjp(f, [p, x], np.ones(()), (0, 1))):
+        np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-8)
+
+
 def _line_of(fn, text):
     import inspect
     lines, start = inspect.getsourcelines(fn)
@@ -177,7 +278,14 @@ def test_errors_name_the_line(fn, error, message, fix):
     (lambda x: np.sort(x, order="a"), "np.sort(order=...) is not supported"),
     (lambda x: np.max(x, where=x > 1), "to use a where mask one has to specify 'initial'"),
     (lambda x: np.einsum("ij", x), "has 1 dimensions, but its subscripts 'ij' name 2"),
+    (lambda x: np.insert(x, [0, 2], 1.0), "np.insert at several indices"),
+    (lambda x: np.insert(x, 5, 1.0), "index 5 is out of bounds for axis 0 with size 4"),
+    (lambda x: np.convolve(x, x[:0]), "neither argument can be empty"),
+    (lambda x: np.convolve(x.reshape(2, 2), x), "the arguments must be 1-d"),
+    (lambda x: np.correlate(x, x, "wide"), "mode must be 'full', 'same' or 'valid'"),
+    (lambda x: np.interp(x, x, x, period=2.0), "np.interp(period=...) is not supported"),
 ])
 def test_unsupported_arguments_are_errors(call, message):
-    with pytest.raises((LLGradError, ValueError, NotImplementedError), match=re.escape(message)):
+    with pytest.raises((LLGradError, ValueError, NotImplementedError, IndexError),
+                       match=re.escape(message)):
         llgrad.differentiate(lambda x: np.sum(call(x))).grad(np.arange(1.0, 5.0))

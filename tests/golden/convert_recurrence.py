@@ -28,7 +28,7 @@ def recurrence(x, n):
 
         def __lg_else_body():
             nonlocal __lg_continue, s
-            s = 0.9 * s + np.sin(x[i]) * x[i - 1]
-        __lg.if_stmt(x[i] < 0, __lg_if_body, __lg_else_body, __lg_get_state_1, __lg_set_state_1, ('s', '__lg_continue'), 1, __lg_src.loc(19, 8))
+            s = 0.9 * s + np.sin(__lg.item(x, i)) * __lg.item(x, i - 1)
+        __lg.if_stmt(__lg.item(x, i) < 0, __lg_if_body, __lg_else_body, __lg_get_state_1, __lg_set_state_1, ('s', '__lg_continue'), 1, __lg_src.loc(19, 8))
     __lg.for_stmt(__lg.range_(1, n), None, __lg_loop_body, __lg_get_state, __lg_set_state, ('s',), __lg_src.loc(18, 4))
     return s

@@ -11,7 +11,7 @@ def search(x, tol):
         __lg_do_return, __lg_retval, i, x = __lg_vars
 
     def __lg_loop_test():
-        return __lg.and_(lambda: __lg.not_(__lg_do_return), lambda: __lg.and_(lambda: i < __lg.len_(x), lambda: __lg.not_(abs(x[i]) < tol)))
+        return __lg.and_(lambda: __lg.not_(__lg_do_return), lambda: __lg.and_(lambda: i < __lg.len_(x), lambda: __lg.not_(abs(__lg.item(x, i)) < tol)))
 
     def __lg_loop_body():
         nonlocal __lg_do_return, __lg_retval, i, x
@@ -30,9 +30,9 @@ def search(x, tol):
 
         def __lg_else_body():
             nonlocal __lg_do_return, __lg_retval, i, x
-            x = __lg.setitem(x, i, x[i] / 2)
+            x = __lg.setitem(x, i, __lg.item(x, i) / 2)
             i = __lg.iadd(i, 1, 'i')
-        __lg.if_stmt(x[i] > 10, __lg_if_body, __lg_else_body, __lg_get_state_1, __lg_set_state_1, ('__lg_do_return', '__lg_retval', 'i', 'x'), 4, __lg_src.loc(28, 8))
+        __lg.if_stmt(__lg.item(x, i) > 10, __lg_if_body, __lg_else_body, __lg_get_state_1, __lg_set_state_1, ('__lg_do_return', '__lg_retval', 'i', 'x'), 4, __lg_src.loc(28, 8))
     __lg.while_stmt(__lg_loop_test, __lg_loop_body, __lg_get_state, __lg_set_state, ('__lg_do_return', '__lg_retval', 'i', 'x'), __lg_src.loc(27, 4))
 
     def __lg_get_state_2():

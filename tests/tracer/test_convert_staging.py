@@ -120,6 +120,17 @@ def test_yield_is_a_static_error():
     assert info.value.offset == 5  # 1-based column of `yield`
 
 
-def test_lambda_cannot_be_converted():
-    with pytest.raises(UnsupportedSyntaxError, match="lambda functions cannot be converted"):
-        convert(lambda v: v)
+def _twice(v):
+    return v * 2
+
+
+def test_each_lambda_of_a_line_is_converted_from_its_own_body():
+    """Note [Converting lambdas]: two lambdas of one line, and a lambda inside another, each
+    convert to their own body; their calls go through converted_call."""
+    f, g = (lambda v: _twice(v) + 1, lambda v: (lambda u: _twice(u) - v)(v)
+            + 10)
+    cf, cg = convert(f), convert(g)
+    assert cf(3.0) == 7.0 and cg(3.0) == 13.0
+    assert "converted_call" in cf.source and "return" in cf.source
+    assert "+ 1" in cf.source and "- v" not in cf.source
+    assert "+ 10" in cg.source and "lambda u" in cg.source

@@ -77,7 +77,7 @@ SAMPLES.update({
     "fmod": B(uf.fmod_p, X * 3, POS), "ceil": U(uf.ceil_p, X + 0.5),
     "trunc": U(uf.trunc_p, X + 0.5), "rint": U(uf.rint_p, X + 0.25), "erf": U(sp.erf_p),
     "erfc": U(sp.erfc_p), "lgamma": U(sp.lgamma_p, GAMMA), "digamma": U(sp.digamma_p, GAMMA),
-    "logit": U(sp.logit_p, POS / 2), "xlogy": B(sp.xlogy_p, X, POS),
+    "logit": U(sp.logit_p, POS / 2), "ndtr": U(sp.ndtr_p), "xlogy": B(sp.xlogy_p, X, POS),
     "xlog1py": B(sp.xlog1py_p, X, POS),
 })
 # linear algebra (issue 11): inputs made invertible / positive definite / with spread-out

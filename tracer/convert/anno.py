@@ -22,6 +22,7 @@ class Key(enum.Enum):
     DEFINED_IN = "names possibly defined on entry to a statement"
     DEFINITELY_IN = "names definitely defined on entry to a statement"
     MODIFIED = "names a statement may bind (excluding global/nonlocal declared names)"
+    IN_TARGET = "a subscript inside an assignment target (calls.py leaves it as written)"
 
 
 def get(node: Any, key: Key, default: Any = None) -> Any:

@@ -91,10 +91,11 @@ def convert(fn: Callable) -> ConvertedFunction:
 def try_convert(fn: types.FunctionType, library: bool = False) -> Callable | None:
     """The converted callable for a user function, or None to call ``fn`` as it is.
 
-    Library code, lambdas, already converted code and functions whose source cannot be
-    converted (e.g. helper generators) are called unconverted: that is exactly Python. With
-    ``library`` (a call passing traced values), the functions of the libraries in
-    calls.CONVERTED_LIBRARIES are converted too (See Note [Library code on traced values]).
+    Library code, already converted code (and the lambdas it makes) and functions whose
+    source cannot be converted (e.g. helper generators) are called unconverted: that is
+    exactly Python. With ``library`` (a call passing traced values), the functions of the
+    libraries in calls.CONVERTED_LIBRARIES are converted too (See Note [Library code on
+    traced values]).
     """
     if getattr(fn, MARK, False) or _FAILED.get(fn) or not (
             _is_user_function(fn) or library and calls.is_converted_library(fn)):
@@ -113,10 +114,11 @@ _LIBRARY_DIRS = tuple({sysconfig.get_paths()[k] for k in ("stdlib", "purelib", "
 
 
 def _is_user_function(fn: types.FunctionType) -> bool:
-    """Not a lambda nor library code; a `<...>` file counts when linecache has its lines
-    (an IPython cell, or code exec'd with its source registered: Note [Code without a
-    source file])."""
-    if fn.__name__ == "<lambda>" or calls.is_library_object(fn):
+    """Not library code nor a lambda made by converted code (whose calls are converted
+    already); a `<...>` file counts when linecache has its lines (an IPython cell, or code
+    exec'd with its source registered: Note [Code without a source file])."""
+    if calls.is_library_object(fn) or fn.__name__ == "<lambda>" and \
+            compile_.FACTORY in fn.__qualname__:
         return False
     filename = fn.__code__.co_filename
     if filename.startswith("<"):

@@ -12,6 +12,8 @@ Output invariants:
 - ``for x in range(...)`` (the builtin) iterates ``__lg.range_(...)``, which a staged loop
   can read bounds from (also marked: ``llgrad.checkpointed(range(...))``), and ``for x in
   reversed(range(...))`` ``__lg.reversed_range_(...)``;
+- a read ``y[i]`` whose index is not all constants becomes ``__lg.item(y, i)`` (Note [Numpy
+  arrays indexed by traced values]);
 - ``y[i] = v`` and ``y[i] op= v`` on a local name ``y`` become ``y = __lg.setitem(y, i, v)``
   and ``y = __lg.setitem(y, i, __lg.iop(__lg.item(y, i), v))``, and the statement
   ``np.add.at(y, i, v)`` becomes ``y = __lg.ufunc_at(np.add.at, (y, i, v))``, so a traced
@@ -126,7 +128,7 @@ class _Calls(gast.NodeTransformer):
             anno.fill_loc(new, node)
             return new
         if value is not _MISSING and is_library_object(value) and not _has_traced_form(value) \
-                and not _is_random(value) and not _list_argument(node) and \
+                and not _is_random(value) and not _list_argument(node, self.lists) and \
                 value is not print and value is not len:
             return node  # (a random draw, print and len go through converted_call's checks)
         args = gast.Tuple(elts=node.args, ctx=gast.Load())
@@ -192,7 +194,19 @@ class _Calls(gast.NodeTransformer):
         anno.fill_loc(notes, node)
         return notes
 
+    def visit_Subscript(self, node):
+        """`y[i]` read with an index that may be traced -> `__lg.item(y, i)` (Note [Numpy
+        arrays indexed by traced values])."""
+        self.generic_visit(node)
+        if not isinstance(node.ctx, gast.Load) or anno.get(node, anno.Key.IN_TARGET) or \
+                _constant_index(node.slice):
+            return node
+        new = templates.replace_expr("__lg.item(y, i)", y=node.value, i=_index(node.slice))
+        anno.fill_loc(new, node)
+        return new
+
     def visit_Assign(self, node):
+        _mark_targets(node.targets)
         self.generic_visit(node)
         t = node.targets[0]
         converted = t if len(node.targets) == 1 and self._target(t) else None
@@ -209,11 +223,13 @@ class _Calls(gast.NodeTransformer):
         return new
 
     def visit_AnnAssign(self, node):
+        _mark_targets([node.target])
         self.generic_visit(node)
         notes = self._notes(node, [node.target]) if node.value is not None else []
         return notes + [node] if notes else node
 
     def visit_Delete(self, node):
+        _mark_targets(node.targets)
         self.generic_visit(node)
         notes = self._notes(node, node.targets, delete=True)
         return notes + [node] if notes else node
@@ -234,6 +250,7 @@ class _Calls(gast.NodeTransformer):
         return new
 
     def visit_AugAssign(self, node):
+        _mark_targets([node.target])
         self.generic_visit(node)
         if isinstance(node.target, gast.Name) and type(node.op) in _WHOLE:
             # `acc += x` on a numpy `acc` (Note [Traced values added into numpy arrays])
@@ -258,14 +275,57 @@ class _Calls(gast.NodeTransformer):
         return pre + new
 
 
-def _list_argument(node: gast.Call) -> bool:
-    """A list written among the arguments (`np.sum([1, a * a])`, or a tuple of names): the
+# Note [Numpy arrays indexed by traced values]
+# numpy cannot index an ndarray with a traced value: it concretises the index. A numpy array
+# in a traced function is a constant (data a lambda or a closure holds, an array the function
+# made), and `X[i]` with a staged loop's counter `i` made the loop unroll (one copy of its
+# body per iteration). Reads whose index is not written with constants alone therefore go
+# through `__lg.item` (tracer/updates.py), which reads a numpy array at a traced index as a
+# graph op and is `y[i]` otherwise. Subscripts inside assignment targets stay as written
+# (their stores are converted above).
+def _mark_targets(targets) -> None:
+    for t in targets:
+        for n in gast.walk(t):
+            if isinstance(n, gast.Subscript):
+                anno.set_(n, anno.Key.IN_TARGET, True)
+
+
+def _constant_index(index) -> bool:
+    """An index written with constants only (x[0], x[1:-1, ::2], x[..., 0])."""
+    return all(isinstance(n, (gast.Constant, gast.Slice, gast.Tuple, gast.UnaryOp, gast.USub,
+                              gast.UAdd, gast.Load))
+               for n in gast.walk(index))
+
+
+def _list_argument(node: gast.Call, lists: set[str]) -> bool:
+    """A list among the arguments, written there (`np.sum([1, a * a])`, or a tuple of names)
+    or a name the function binds to a list (`np.mean(losses)` after `losses.append(l)`): the
     call may need its list built as one traced array (Note [Lists of traced values] in
     operators.py)."""
     def listish(a):
         return isinstance(a, (gast.List, gast.ListComp)) or isinstance(a, gast.Tuple) and \
-            not all(isinstance(e, gast.Constant) for e in a.elts)
+            not all(isinstance(e, gast.Constant) for e in a.elts) or \
+            isinstance(a, gast.Name) and a.id in lists
     return any(listish(a) for a in node.args + [k.value for k in node.keywords])
+
+
+def list_names(fn: gast.FunctionDef) -> set[str]:
+    """Names `fn` binds to a list (`xs = []`, `xs = [...]`, a list comprehension,
+    `list(...)`) or grows (`xs.append(v)`, `xs.extend(vs)`, `xs += [v]`)."""
+    out = set()
+    for n in gast.walk(fn):
+        if isinstance(n, gast.Assign) and (
+                isinstance(n.value, (gast.List, gast.ListComp)) or
+                isinstance(n.value, gast.Call) and isinstance(n.value.func, gast.Name) and
+                n.value.func.id == "list"):
+            out.update(t.id for t in n.targets if isinstance(t, gast.Name))
+        elif isinstance(n, gast.AugAssign) and isinstance(n.target, gast.Name) and \
+                isinstance(n.value, (gast.List, gast.ListComp)):
+            out.add(n.target.id)
+        elif isinstance(n, gast.Call) and isinstance(n.func, gast.Attribute) and \
+                n.func.attr in ("append", "extend") and isinstance(n.func.value, gast.Name):
+            out.add(n.func.value.id)
+    return out
 
 
 def _pure(expr) -> bool:
@@ -289,6 +349,7 @@ def convert_calls(fn: gast.FunctionDef, locals_: set[str], writable: set[str],
                   resolve: Callable[..., Any], namer) -> None:
     """Rewrite calls, range loops and element updates in ``fn``'s body (in place)."""
     t = _Calls(locals_, resolve, writable, namer)
+    t.lists = list_names(fn) & locals_
     fn.body = [r for s in fn.body for r in _as_list(t.visit(s))]
 
 

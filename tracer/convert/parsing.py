@@ -11,6 +11,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import inspect
+import linecache
 import re
 import textwrap
 import types
@@ -46,18 +47,14 @@ def parse_function(fn: Callable) -> ParsedFunction:
             SourceLoc(filename, code.co_firstlineno, 0, fn.__qualname__),
             "define the function in a .py file (not in exec/eval or an interactive prompt)",
         ) from None
+    if fn.__name__ == "<lambda>":
+        node = _lambda_def(code, filename, fn.__qualname__)
+        return ParsedFunction(node, filename, node.lineno, fn.__qualname__)
     source = "".join(lines)
     dedented = textwrap.dedent(source)
     indent = _indent(lines[0]) - _indent(dedented.splitlines()[0])
-    if fn.__name__ == "<lambda>":
-        raise UnsupportedSyntaxError(
-            "lambda functions cannot be converted",
-            SourceLoc(filename, firstlineno, indent, fn.__qualname__),
-            "use a `def` function",
-        )
-    module = gast.parse(dedented)
-    defs = [n for n in module.body if isinstance(n, (gast.FunctionDef, gast.AsyncFunctionDef))]
-    node = defs[0]
+    node = [n for n in gast.parse(dedented).body
+            if isinstance(n, (gast.FunctionDef, gast.AsyncFunctionDef))][0]
     for n in gast.walk(node):
         if getattr(n, "lineno", None) is not None:
             n.lineno += firstlineno - 1
@@ -72,6 +69,64 @@ def parse_function(fn: Callable) -> ParsedFunction:
             "make it a plain `def` function")
     node.decorator_list = []
     return parsed
+
+
+# Note [Converting lambdas]
+# A lambda's code object knows where its body is: the positions (line, column, end line, end
+# column) of its instructions span the body's expression. That text alone is parsed (inside
+# parentheses, so it may span lines), whatever surrounds it: a lambda in a decorator's
+# argument list, two lambdas on one line, a lambda in another. Its parameters are the code
+# object's; defaults need no source, as the converted function takes the original's
+# __defaults__ (compile.py). It is converted as `def <lambda>(params): return body`: a lambda
+# has no statements, but its calls must go through converted_call like any other, or the
+# functions it calls run unconverted (`differentiate(lambda w: loss(w, X, y))` took the
+# dynamic path on loss's `if`, and scipy's Python functions failed on traced values).
+def code_span(code: types.CodeType) -> tuple[tuple[int, int], tuple[int, int]] | None:
+    """((line, column), (end line, end column)) of the instructions of `code` that have a
+    source span (not the zero-width ones of RESUME and the implicit return)."""
+    spans = [((l, c), (el, ec)) for l, el, c, ec in code.co_positions()
+             if l is not None and c is not None and (el, ec) > (l, c)]
+    if not spans:
+        return None
+    return min(s for s, _ in spans), max(e for _, e in spans)
+
+
+def _lambda_def(code: types.CodeType, filename: str, qualname: str) -> gast.FunctionDef:
+    """The lambda of `code` as a FunctionDef (Note [Converting lambdas])."""
+    span, lines = code_span(code), linecache.getlines(filename)
+    try:
+        (l0, c0), (l1, c1) = span
+        raw = [line.encode() for line in lines[l0 - 1:l1]]  # columns count UTF-8 bytes
+        text = raw[0][c0:c1] if l0 == l1 else raw[0][c0:] + b"".join(raw[1:-1]) + raw[-1][:c1]
+        body = gast.parse("(" + text.decode() + ")", mode="eval").body
+    except (TypeError, ValueError, IndexError, SyntaxError):
+        raise UnsupportedSyntaxError(
+            "cannot find this lambda's body in its source",
+            SourceLoc(filename, code.co_firstlineno, 0, qualname), "use a `def` function",
+        ) from None
+    for n in gast.walk(body):
+        for line, col in (("lineno", "col_offset"), ("end_lineno", "end_col_offset")):
+            if getattr(n, line, None) is not None:
+                if getattr(n, line) == 1:
+                    setattr(n, col, getattr(n, col) + c0 - 1)  # (after the "(")
+                setattr(n, line, getattr(n, line) + l0 - 1)
+    names = code.co_varnames
+
+    def param(k):
+        return gast.Name(id=names[k], ctx=gast.Param(), annotation=None, type_comment=None)
+    n_pos, n_args, n_kw = code.co_posonlyargcount, code.co_argcount, code.co_kwonlyargcount
+    k = n_args + n_kw
+    vararg = param(k) if code.co_flags & inspect.CO_VARARGS else None
+    kwarg = param(k + (vararg is not None)) if code.co_flags & inspect.CO_VARKEYWORDS else None
+    args = gast.arguments(
+        args=[param(i) for i in range(n_pos, n_args)],
+        posonlyargs=[param(i) for i in range(n_pos)], vararg=vararg,
+        kwonlyargs=[param(i) for i in range(n_args, k)], kw_defaults=[None] * n_kw,
+        kwarg=kwarg, defaults=[])
+    ret = gast.copy_location(gast.Return(value=body), body)
+    node = gast.FunctionDef(name="__lg_lambda", args=args, body=[ret], decorator_list=[],
+                            returns=None, type_comment=None, type_params=[])
+    return gast.copy_location(node, body)
 
 
 def _indent(line: str) -> int:

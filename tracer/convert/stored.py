@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any, Callable
 
 from . import calls
+from .parsing import code_span
 
 _FORMAT = "conversion 1"
 _STATE = threading.local()  # .store: the store while this thread traces (llgrad/api.py)
@@ -126,7 +127,7 @@ def key(fn: Callable, lines: list[str], firstlineno: int) -> str:
     filename = inspect.getsourcefile(fn) or code.co_filename
     h = hashlib.sha256(_stamp().encode())
     for part in (filename, str(firstlineno), fn.__name__, fn.__qualname__,
-                 " ".join(code.co_freevars), "".join(lines)):
+                 " ".join(code.co_freevars), "".join(lines), str(code_span(code))):
         h.update(b"\0" + part.encode())
     return h.hexdigest()
 
