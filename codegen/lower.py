@@ -9,6 +9,7 @@ from llgrad.runtime.errors import UnsupportedError
 from llgrad.runtime.ops.control import cond_p, constant_p
 
 from . import elementwise as ew
+from .abi import ALIGN
 from .layout import Layout
 from .loops import I64, PTR
 from .native_errors import Failures, Site
@@ -28,6 +29,7 @@ class Ctx:
         self._consts, self.stats = consts, stats
         self.n_params, self.n_results = len(plan.fn.params), len(plan.fn.outputs)
         self.slots: dict = {}   # slot number -> alloca (Note [Carried storage])
+        self.stack: dict = _Stack(builder, plan.stack)  # Note [Small arrays on the stack]
         self.tapes: dict = {}   # tape class -> (data, rows, capacity) allocas
         self.tape_counts: dict = {}  # ragged tape class -> its columns' row counts (alloca)
         self.failures = failures
@@ -74,7 +76,7 @@ class Ctx:
 
     def _storage_ptr(self, v) -> ir.Value:
         kind, where = self.plan.storage[v]
-        if self.redirect and kind in ("temp", "out") and (kind, where) in self.redirect:
+        if self.redirect and kind in ("temp", "stack", "out") and (kind, where) in self.redirect:
             return self.redirect[(kind, where)]
         if kind == "param":
             return self.buffers[where]
@@ -84,6 +86,8 @@ class Ctx:
             return self._consts(where)
         if kind == "slot":
             return self.slots[where]
+        if kind == "stack":
+            return self.stack[where]
         if kind == "tape":
             raise AssertionError(f"{v} is a tape; use ctx.tape(v)")
         ws = self.buffers[-1]
@@ -134,6 +138,7 @@ def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stat
     tapes_at = -(-plan.workspace // 8) * 8
     record = tapes_at + TAPE_HEADER * len(plan.tape_rows)
     with define_kernel(module, name, n) as (builder, buffers):
+        _allocas_first(builder)
         ctx = Ctx(plan, builder, buffers, consts, stats, Failures(builder, buffers[-1], record))
         stats.setdefault("array copies in loops", 0)
         slot_types = {}
@@ -206,8 +211,9 @@ def _segments(units) -> list:
 def _emit_segments(ctx: Ctx, name: str, n_slots: int, parts: list) -> None:
     b = ctx.b
     area = b.alloca(ir.ArrayType(I64, max(n_slots, 1)), name="slots")
+    stack = _Stack(b, ctx.plan.stack, area=True).area
     start = ctx.failures.start if ctx.failures.start is not None else ir.Constant(I64, 0)
-    fnty = ir.FunctionType(I64, [PTR] * (len(ctx.buffers) + 1) + [I64])
+    fnty = ir.FunctionType(I64, [PTR] * (len(ctx.buffers) + 2) + [I64])
     for k, units in enumerate(parts):
         fn = ir.Function(ctx.module, fnty, f"{name}.part{k}")
         fn.linkage = "internal"
@@ -215,15 +221,27 @@ def _emit_segments(ctx: Ctx, name: str, n_slots: int, parts: list) -> None:
         for arg in fn.args[:-1]:
             arg.add_attribute("noalias")
         sb = ir.IRBuilder(fn.append_basic_block("entry"))
-        buffers = list(fn.args[:-2])
+        _allocas_first(sb)
+        buffers = list(fn.args[:-3])
         seg = Ctx(ctx.plan, sb, buffers, ctx._consts, ctx.stats,
                   ctx.failures.segment(sb, buffers[-1], fn.args[-1]), ctx.ranges)
-        seg.slots = _Slots(sb, fn.args[-2])
+        seg.slots = _Slots(sb, fn.args[-3])
+        seg.stack = _Stack(sb, ctx.plan.stack, base=fn.args[-2])
         for u in units:
             _emit_unit(seg, u)
         sb.ret(ir.Constant(I64, 0))
         seg.failures.finish(lambda _: None)  # a segment holds no heap buffer
-        ctx.failures.propagate(b.call(fn, [*ctx.buffers, area, start]))
+        ctx.failures.propagate(b.call(fn, [*ctx.buffers, area, stack, start]))
+
+
+def _allocas_first(b: ir.IRBuilder) -> None:
+    """Continue in a new block after the entry block, so that allocas made later through
+    `goto_entry_block` stay in the entry block, before any code: an outlined loop called
+    there and inlined by LLVM splits its block, and an alloca left after the call is no
+    longer static, so SROA never promotes it."""
+    start = b.append_basic_block("start")
+    b.branch(start)
+    b.position_at_end(start)
 
 
 class _Slots(dict):
@@ -238,6 +256,39 @@ class _Slots(dict):
             p = self[k] = self.b.gep(self.area, [ir.Constant(I64, k)], inbounds=True,
                                      source_etype=I64)
         return p
+
+
+class _Stack(dict):
+    """Pointers to the stack arrays (Note [Small arrays on the stack]), made on first use in
+    the entry block: one alloca each, or, with `area`, one alloca holding them all (made now,
+    `.area`), or offsets into `base`, the area a segment is given."""
+
+    def __init__(self, builder: ir.IRBuilder, sizes: list, area: bool = False,
+                 base: ir.Value | None = None):
+        super().__init__()
+        self.b, self.sizes, self.base = builder, sizes, base
+        self.offsets = [sum(sizes[:k]) for k in range(len(sizes))]
+        self.area = None
+        if area:
+            self.area = _alloca(builder, max(sum(sizes), 1), "stack")
+
+    def __missing__(self, k: int) -> ir.Value:
+        with self.b.goto_entry_block():
+            if self.base is not None:
+                p = self.b.gep(self.base, [ir.Constant(I64, self.offsets[k])], inbounds=True,
+                               source_etype=ew.I8)
+            else:
+                p = _alloca(self.b, self.sizes[k], f"stack{k}")
+        self[k] = p
+        return p
+
+
+def _alloca(b: ir.IRBuilder, size: int, name: str) -> ir.Value:
+    """An opaque pointer to `size` bytes of the frame, on a cache line."""
+    p = b.alloca(ir.ArrayType(ew.I8, size), name=name)
+    p.align = ALIGN
+    p.type = PTR  # opaque, as the buffers' pointers (llvmlite types an alloca's pointer)
+    return p
 
 
 def _emit_unit(ctx: Ctx, u: Unit):

@@ -137,6 +137,20 @@ MAX_SCATTERS = 64
 # of its rows); its header's rows used is the largest count.
 
 
+# Note [Small arrays on the stack]
+# An array of at most STACK_BYTES (a work array of a Numba-style loop: `xc = np.zeros(d)`
+# updated element by element, d = 10) lives in an alloca of the kernel's entry block, not in
+# the workspace, up to STACK_TOTAL bytes a kernel; each such value (with the values that share
+# its storage: carried, in-place) has an alloca of its own. LLVM knows an alloca whose address
+# escapes only into calls made during the kernel aliases no parameter, result, workspace
+# temporary or other alloca, so loads of loop invariants leave loops that store into the work
+# array (`xc[c]` in `Qxc[r] += icf[j, pos] * xc[c]`), and once a loop over it is unrolled SROA
+# keeps its elements in registers. The workspace is one buffer: LLVM cannot tell its
+# temporaries apart. A kernel run in segments (Note [Kernel segments] in lower.py) keeps its
+# stack arrays in one area of its frame, passed to every segment, like its slots.
+STACK_BYTES, STACK_TOTAL = 512, 8192
+
+
 class _AccumOp:
     """Codegen's `accumulate` op (Note [In-place accumulation]): out = sum(bases), then
     out[key_j] += g_j for each scatter. inputs = bases + (g_j, *idx_j) per scatter; params
@@ -169,6 +183,7 @@ class FunctionPlan:
         self.alias: dict = {}      # value -> value whose storage it shares (in-place)
         self.scratch: dict = {}    # id(op) -> its scratch values (Lowering.scratch)
         self.slots = 0
+        self.stack: list = []      # bytes of each stack array (Note [Small arrays on the stack])
         self._prepare()
         for v in fn.params:
             self.layout[v] = _dense(v)
@@ -534,6 +549,10 @@ class FunctionPlan:
             return
         size = max(_size(v), 1) * np.dtype(v.aval.dtype).itemsize
         size = -(-size // ALIGN) * ALIGN
+        if size <= STACK_BYTES and sum(self.stack) + size <= STACK_TOTAL:
+            self.storage[v] = ("stack", len(self.stack))  # Note [Small arrays on the stack]
+            self.stack.append(size)
+            return
         self.storage[v] = ("temp", self._arena.alloc(size, self._last.get(v, -1)))
 
 

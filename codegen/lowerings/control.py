@@ -24,7 +24,7 @@ from .. import elementwise as ew
 from ..distribute import plan_parts
 from ..layout import Layout, contiguous_strides
 from ..loops import I64
-from ..plan import ControlUnit, accumulate_p, skey
+from ..plan import ControlUnit, GroupUnit, accumulate_p, skey
 from ..registry import lowers
 from .index import _index_map
 from .shape import copy_layout
@@ -172,7 +172,9 @@ def _emit_for(ctx, u) -> None:
     for part in plan_parts(ctx, u) or [outer]:  # See Note [Distributed element loops]
         ctx.only = part
         if short:
-            with _counted(b, start, lambda i: before(i, stop), step) as i:
+            ops = _unrolled_ops(ctx, [body]) if trips <= UNROLL_TRIPS else None
+            unroll = ops is not None and trips * ops <= UNROLL_OPS
+            with _counted(b, start, lambda i: before(i, stop), step, unroll) as i:
                 iteration(i)  # a short loop: no poll
         elif _heavy(work):
             with _counted(b, start, lambda i: before(i, stop), step) as i:
@@ -235,12 +237,13 @@ def _emit_swapping_for(ctx, u, iteration, before, bounds, short: bool) -> None:
 # either keeps LLVM's loop-access analysis off the loop, and a light scalar loop loses its
 # store-to-load forwarding and vectorisation (the reverse sweep of `recurrence` ran 25%
 # slower). So a loop polls by what an iteration does (`_work`: the elements its ops write,
-# None when it runs loops of its own) and how often it runs:
+# an inner for-loop's as often as the IR bounds it; None when it runs a while-loop or a
+# for-loop of unknown bounds) and how often it runs:
 # - a for-loop writing at most _SHORT elements over all its iterations (a few ms), by the
 #   bounds the IR proves (codegen/ranges.py; a reverse sweep runs as often as its forward
 #   loop), does not poll;
-# - a heavy body (loops of its own, or more than _LIGHT elements) polls every iteration: the
-#   poll's cost disappears next to the body, and LLVM does not analyse such loops anyway;
+# - a heavy body (unbounded loops of its own, or more than _LIGHT elements) polls every
+#   iteration: the poll's cost disappears next to the body;
 # - a light body: a for-loop runs in chunks of _CHUNK iterations, an inner counted loop with
 #   the body alone (which LLVM analyses as before) and a poll per chunk; a while-loop (its
 #   trip count unknown, so never analysed) counts down _CHUNK iterations between polls.
@@ -253,11 +256,17 @@ def _heavy(work: int | None) -> bool:
 
 
 def _work(ctx, *blocks) -> int | None:
-    """Elements one run of `blocks` writes (at least 1); None when they run loops of their
-    own."""
+    """Elements one run of `blocks` writes (at least 1), inner for-loops as often as the IR
+    bounds them; None when they run a loop whose trip count is not bounded."""
     total = 1
     for u in (u for blk in blocks for u in blk.units):
         if isinstance(u, ControlUnit):
+            if u.op.prim is for_loop_p:
+                trips, inner = ctx.ranges.most_trips(u.op), _work(ctx, *u.blocks)
+                if trips is None or inner is None:
+                    return None
+                total += max(trips, 0) * inner
+                continue
             if u.op.prim is not cond_p:
                 return None
             branches = [_work(ctx, c) for c in u.blocks]
@@ -277,9 +286,48 @@ def _elements(ctx, v) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
+# Note [Unrolled small loops]
+# A for-loop the IR bounds to at most UNROLL_TRIPS iterations writing at most UNROLL_WORK
+# elements in all (the loops over d = 10 dimensions and the triangle of a 10x10 matrix in a
+# Numba-style GMM) asks LLVM to unroll it fully (`llvm.loop.unroll.full`), which it does at
+# every level once the trip count is a constant, the inner loops of an unrolled loop
+# included. Unrolled, the work arrays such loops update element by element have constant
+# offsets, and SROA keeps those on the stack in registers (Note [Small arrays on the stack] in
+# plan.py); the short inner loops' exits, mispredicted each time their trip count changes
+# (the triangle's 9, 8, ..., 1), disappear. At O1 (Note [Choosing the optimisation level])
+# LLVM unrolls nothing it is not asked to.
+UNROLL_TRIPS, UNROLL_OPS = 16, 1200
+
+
+def _unrolled_ops(ctx, blocks) -> int | None:
+    """Ops `blocks` run with their inner for-loops unrolled; None when a loop is unbounded."""
+    total = 0
+    for u in (u for blk in blocks for u in blk.units):
+        if isinstance(u, ControlUnit):
+            trips = ctx.ranges.most_trips(u.op) if u.op.prim is for_loop_p else 1
+            inner = _unrolled_ops(ctx, u.blocks) if u.op.prim is not while_loop_p else None
+            if trips is None or inner is None:
+                return None
+            total += 1 + max(trips, 0) * inner
+        else:
+            total += len(u.ops) + len(u.reds) if isinstance(u, GroupUnit) else 1
+    return total
+
+
+def _unroll_fully(b, latch) -> None:
+    """Mark the loop whose back edge is `latch` for full unrolling (Note [Unrolled small
+    loops]): a loop ID is a metadata node whose first operand is itself."""
+    m = b.module
+    full = m.add_metadata([ir.MetaDataString(m, "llvm.loop.unroll.full")])
+    loop_id = ir.values.MDValue(m, [], name=str(len(m.metadata)))
+    loop_id.operands = (loop_id, full)
+    latch.set_metadata("llvm.loop", loop_id)
+
+
 @contextmanager
-def _counted(b, start, go, step):
-    """`for (i = start; go(i); i += step)`: yields i; the builder ends in the exit block."""
+def _counted(b, start, go, step, unroll: bool = False):
+    """`for (i = start; go(i); i += step)`: yields i; the builder ends in the exit block;
+    `unroll`: see Note [Unrolled small loops]."""
     fn = b.function
     header, loop, exit_ = (fn.append_basic_block(f"for.{s}") for s in ("header", "body", "exit"))
     pre = b.block
@@ -291,7 +339,9 @@ def _counted(b, start, go, step):
     b.position_at_end(loop)
     yield i
     i.add_incoming(b.add(i, step, name="for.next"), b.block)
-    b.branch(header)
+    latch = b.branch(header)
+    if unroll:
+        _unroll_fully(b, latch)
     b.position_at_end(exit_)
 
 
