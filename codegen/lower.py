@@ -36,6 +36,8 @@ class Ctx:
         self.ranges = ranges or Ranges(plan.fn)  # what the IR proves about ints (index checks)
         self.checked: set = set()      # (id of index array, axis size) checked in scope
         self.loop_depth = 0            # loops around the code being emitted
+        self.unrolled = 0              # loops marked for unrolling so far, and their
+        self.fixed: set = set()        # counters (Note [Unrolled small loops] in unroll.py)
         self.redirect: dict = {}       # storage key -> the buffer it stands for now (Note
         #                                [Swapped carried arrays] in inplace.py)
         self.only: dict | None = None  # the statement a copy of a distributed loop performs

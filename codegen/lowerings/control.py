@@ -24,8 +24,9 @@ from .. import elementwise as ew
 from ..distribute import plan_parts
 from ..layout import Layout, contiguous_strides
 from ..loops import I64
-from ..plan import ControlUnit, GroupUnit, accumulate_p, skey
+from ..plan import ControlUnit, accumulate_p, skey
 from ..registry import lowers
+from ..unroll import loop_options, set_loop_options, wanted
 from .index import _index_map
 from .shape import copy_layout
 
@@ -171,13 +172,12 @@ def _emit_for(ctx, u) -> None:
     outer = ctx.only
     for part in plan_parts(ctx, u) or [outer]:  # See Note [Distributed element loops]
         ctx.only = part
+        options = loop_options(ctx, op, short and wanted(ctx, op, body, trips))
         if short:
-            ops = _unrolled_ops(ctx, [body]) if trips <= UNROLL_TRIPS else None
-            unroll = ops is not None and trips * ops <= UNROLL_OPS
-            with _counted(b, start, lambda i: before(i, stop), step, unroll) as i:
+            with _counted(b, start, lambda i: before(i, stop), step, options) as i:
                 iteration(i)  # a short loop: no poll
         elif _heavy(work):
-            with _counted(b, start, lambda i: before(i, stop), step) as i:
+            with _counted(b, start, lambda i: before(i, stop), step, options) as i:
                 iteration(i)
                 ctx.failures.poll(op.loc)
         else:
@@ -185,7 +185,7 @@ def _emit_for(ctx, u) -> None:
             with _counted(b, start, lambda c: before(c, stop), chunk) as c:
                 end = b.add(c, chunk)
                 end = b.select(before(end, stop), end, stop)
-                with _counted(b, c, lambda i: before(i, end), step) as i:
+                with _counted(b, c, lambda i: before(i, end), step, options) as i:
                     iteration(i)
                 ctx.failures.poll(op.loc)
     ctx.only = outer
@@ -286,48 +286,10 @@ def _elements(ctx, v) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
-# Note [Unrolled small loops]
-# A for-loop the IR bounds to at most UNROLL_TRIPS iterations writing at most UNROLL_WORK
-# elements in all (the loops over d = 10 dimensions and the triangle of a 10x10 matrix in a
-# Numba-style GMM) asks LLVM to unroll it fully (`llvm.loop.unroll.full`), which it does at
-# every level once the trip count is a constant, the inner loops of an unrolled loop
-# included. Unrolled, the work arrays such loops update element by element have constant
-# offsets, and SROA keeps those on the stack in registers (Note [Small arrays on the stack] in
-# plan.py); the short inner loops' exits, mispredicted each time their trip count changes
-# (the triangle's 9, 8, ..., 1), disappear. At O1 (Note [Choosing the optimisation level])
-# LLVM unrolls nothing it is not asked to.
-UNROLL_TRIPS, UNROLL_OPS = 16, 1200
-
-
-def _unrolled_ops(ctx, blocks) -> int | None:
-    """Ops `blocks` run with their inner for-loops unrolled; None when a loop is unbounded."""
-    total = 0
-    for u in (u for blk in blocks for u in blk.units):
-        if isinstance(u, ControlUnit):
-            trips = ctx.ranges.most_trips(u.op) if u.op.prim is for_loop_p else 1
-            inner = _unrolled_ops(ctx, u.blocks) if u.op.prim is not while_loop_p else None
-            if trips is None or inner is None:
-                return None
-            total += 1 + max(trips, 0) * inner
-        else:
-            total += len(u.ops) + len(u.reds) if isinstance(u, GroupUnit) else 1
-    return total
-
-
-def _unroll_fully(b, latch) -> None:
-    """Mark the loop whose back edge is `latch` for full unrolling (Note [Unrolled small
-    loops]): a loop ID is a metadata node whose first operand is itself."""
-    m = b.module
-    full = m.add_metadata([ir.MetaDataString(m, "llvm.loop.unroll.full")])
-    loop_id = ir.values.MDValue(m, [], name=str(len(m.metadata)))
-    loop_id.operands = (loop_id, full)
-    latch.set_metadata("llvm.loop", loop_id)
-
-
 @contextmanager
-def _counted(b, start, go, step, unroll: bool = False):
+def _counted(b, start, go, step, options=None):
     """`for (i = start; go(i); i += step)`: yields i; the builder ends in the exit block;
-    `unroll`: see Note [Unrolled small loops]."""
+    `options()`: the loop's options, asked at its back edge (unroll.loop_options)."""
     fn = b.function
     header, loop, exit_ = (fn.append_basic_block(f"for.{s}") for s in ("header", "body", "exit"))
     pre = b.block
@@ -340,8 +302,8 @@ def _counted(b, start, go, step, unroll: bool = False):
     yield i
     i.add_incoming(b.add(i, step, name="for.next"), b.block)
     latch = b.branch(header)
-    if unroll:
-        _unroll_fully(b, latch)
+    if options is not None and (names := options()):
+        set_loop_options(b, latch, names)
     b.position_at_end(exit_)
 
 
