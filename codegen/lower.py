@@ -29,7 +29,8 @@ class Ctx:
         self._consts, self.stats = consts, stats
         self.n_params, self.n_results = len(plan.fn.params), len(plan.fn.outputs)
         self.slots: dict = {}   # slot number -> alloca (Note [Carried storage])
-        self.stack: dict = _Stack(builder, plan.stack)  # Note [Small arrays on the stack]
+        self.stack: dict = {}   # stack array number -> pointer (Note [Small arrays on the
+        #                         stack] in plan.py)
         self.tapes: dict = {}   # tape class -> (data, rows, capacity) allocas
         self.tape_counts: dict = {}  # ragged tape class -> its columns' row counts (alloca)
         self.failures = failures
@@ -140,7 +141,6 @@ def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stat
     tapes_at = -(-plan.workspace // 8) * 8
     record = tapes_at + TAPE_HEADER * len(plan.tape_rows)
     with define_kernel(module, name, n) as (builder, buffers):
-        _allocas_first(builder)
         ctx = Ctx(plan, builder, buffers, consts, stats, Failures(builder, buffers[-1], record))
         stats.setdefault("array copies in loops", 0)
         slot_types = {}
@@ -157,6 +157,7 @@ def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stat
         else:
             for k in sorted(slot_types):
                 ctx.slots[k] = builder.alloca(slot_types[k], name=f"slot{k}")
+            ctx.stack = _Stack(builder, plan.stack)
             init_tapes(ctx, tapes_at)
             for u in plan.units:
                 _emit_unit(ctx, u)
@@ -223,7 +224,6 @@ def _emit_segments(ctx: Ctx, name: str, n_slots: int, parts: list) -> None:
         for arg in fn.args[:-1]:
             arg.add_attribute("noalias")
         sb = ir.IRBuilder(fn.append_basic_block("entry"))
-        _allocas_first(sb)
         buffers = list(fn.args[:-3])
         seg = Ctx(ctx.plan, sb, buffers, ctx._consts, ctx.stats,
                   ctx.failures.segment(sb, buffers[-1], fn.args[-1]), ctx.ranges)
@@ -234,16 +234,6 @@ def _emit_segments(ctx: Ctx, name: str, n_slots: int, parts: list) -> None:
         sb.ret(ir.Constant(I64, 0))
         seg.failures.finish(lambda _: None)  # a segment holds no heap buffer
         ctx.failures.propagate(b.call(fn, [*ctx.buffers, area, stack, start]))
-
-
-def _allocas_first(b: ir.IRBuilder) -> None:
-    """Continue in a new block after the entry block, so that allocas made later through
-    `goto_entry_block` stay in the entry block, before any code: an outlined loop called
-    there and inlined by LLVM splits its block, and an alloca left after the call is no
-    longer static, so SROA never promotes it."""
-    start = b.append_basic_block("start")
-    b.branch(start)
-    b.position_at_end(start)
 
 
 class _Slots(dict):
@@ -261,27 +251,25 @@ class _Slots(dict):
 
 
 class _Stack(dict):
-    """Pointers to the stack arrays (Note [Small arrays on the stack]), made on first use in
-    the entry block: one alloca each, or, with `area`, one alloca holding them all (made now,
-    `.area`), or offsets into `base`, the area a segment is given."""
+    """Pointers to the stack arrays (Note [Small arrays on the stack]): one alloca each, or,
+    with `area`, one alloca holding them all (`.area`), made now, where the kernel starts:
+    an alloca after a call LLVM inlines (an outlined loop) is no longer in the entry block,
+    and SROA leaves it in memory; or offsets into `base`, the area a segment is given, made
+    on first use."""
 
     def __init__(self, builder: ir.IRBuilder, sizes: list, area: bool = False,
                  base: ir.Value | None = None):
         super().__init__()
-        self.b, self.sizes, self.base = builder, sizes, base
+        self.b, self.base = builder, base
         self.offsets = [sum(sizes[:k]) for k in range(len(sizes))]
-        self.area = None
-        if area:
-            self.area = _alloca(builder, max(sum(sizes), 1), "stack")
+        self.area = _alloca(builder, max(sum(sizes), 1), "stack") if area else None
+        if base is None and not area:
+            self.update((k, _alloca(builder, n, f"stack{k}")) for k, n in enumerate(sizes))
 
     def __missing__(self, k: int) -> ir.Value:
         with self.b.goto_entry_block():
-            if self.base is not None:
-                p = self.b.gep(self.base, [ir.Constant(I64, self.offsets[k])], inbounds=True,
-                               source_etype=ew.I8)
-            else:
-                p = _alloca(self.b, self.sizes[k], f"stack{k}")
-        self[k] = p
+            p = self[k] = self.b.gep(self.base, [ir.Constant(I64, self.offsets[k])],
+                                     inbounds=True, source_etype=ew.I8)
         return p
 
 
