@@ -68,6 +68,9 @@ def test_work_arrays_are_promoted_to_registers_and_loops_unrolled():
         assert m.stats["opt level"] == 2  # Note [Choosing the optimisation level]
         # unrolled, y's elements are registers: SROA removed its alloca
         assert not re.search(r"%stack\d+(\.i)? = alloca \[64 x i8\]", m.optimized_ir)
+        # a nest of loops this small never polls for Ctrl-C (Note [Where loops poll]): the
+        # counter is read once, at the kernel's entry
+        assert m.llvm_ir.count('load volatile i64, i64* @"llgrad_interrupts"') == 1
 
 
 def test_a_work_array_over_the_limit_stays_in_the_workspace():
