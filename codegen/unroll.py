@@ -28,17 +28,18 @@ from .plan import ControlUnit, GroupUnit
 # their elements with gathers (forward 0.34 -> 0.49 ms). A module with unrolled loops is
 # optimised at O2 (codegen/compile.py, Note [Choosing the optimisation level]).
 # Bounds LLVM cannot see as constants after unrolling are not marked: LLVM warns on stderr
-# about every loop it was asked to unroll and could not.
-# gmm_loops (d=10, k=25, n=1000; CPU time, load ~3): forward 0.90 -> 0.34 ms, value and
-# gradient 2.57 -> 1.17 ms; the joint module's LLVM time 210 -> 430 ms (first call ~0.5 ->
-# ~0.75 s). A smaller UNROLL_OPS (700) leaves the reverse sweep's triangle rolled: 1.64 ms.
+# about every loop it was asked to unroll and could not (it unrolled loops of 5600 ops).
+# gmm_loops (d=10, k=25, n=1000; CPU time, load ~3-5, with the small arrays on the stack):
+# forward 0.94 -> 0.35 ms, value and gradient 2.65 -> 1.2 ms; the first value_and_grad
+# call's CPU time 0.33 -> 0.50 s (LLVM 210 -> 430 ms). With UNROLL_OPS = 700 the reverse
+# sweep's triangle stays rolled (1.64 ms); unrolling nothing: 2.43 ms.
 UNROLL_TRIPS, UNROLL_OPS = 16, 1200
 _FIXED_OPS = (add_p, sub_p, mul_p, neg_p, maximum_p, minimum_p)
 
 
 def wanted(ctx, loop, body, trips: int) -> bool:
-    """Whether for-loop `loop` (running `body` at most `trips` times, polling not) is to be
-    unrolled."""
+    """Whether for-loop `loop`, which does not poll and runs `body` at most `trips` times,
+    is to be unrolled."""
     if trips > UNROLL_TRIPS or not fixed_bounds(ctx, loop):
         return False
     ops = unrolled_ops(ctx, [body])
