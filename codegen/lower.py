@@ -9,6 +9,7 @@ from llgrad.runtime.errors import UnsupportedError
 from llgrad.runtime.ops.control import cond_p, constant_p
 
 from . import elementwise as ew
+from .abi import ALIGN
 from .layout import Layout
 from .loops import I64, PTR
 from .native_errors import Failures, Site
@@ -28,12 +29,16 @@ class Ctx:
         self._consts, self.stats = consts, stats
         self.n_params, self.n_results = len(plan.fn.params), len(plan.fn.outputs)
         self.slots: dict = {}   # slot number -> alloca (Note [Carried storage])
+        self.stack: dict = {}   # stack array number -> pointer (Note [Small arrays on the
+        #                         stack] in plan.py)
         self.tapes: dict = {}   # tape class -> (data, rows, capacity) allocas
         self.tape_counts: dict = {}  # ragged tape class -> its columns' row counts (alloca)
         self.failures = failures
         self.ranges = ranges or Ranges(plan.fn)  # what the IR proves about ints (index checks)
         self.checked: set = set()      # (id of index array, axis size) checked in scope
         self.loop_depth = 0            # loops around the code being emitted
+        self.unrolled = 0              # loops marked for unrolling so far, and their
+        self.fixed: set = set()        # counters (Note [Unrolled small loops] in unroll.py)
         self.redirect: dict = {}       # storage key -> the buffer it stands for now (Note
         #                                [Swapped carried arrays] in inplace.py)
         self.only: dict | None = None  # the statement a copy of a distributed loop performs
@@ -74,7 +79,7 @@ class Ctx:
 
     def _storage_ptr(self, v) -> ir.Value:
         kind, where = self.plan.storage[v]
-        if self.redirect and kind in ("temp", "out") and (kind, where) in self.redirect:
+        if self.redirect and kind in ("temp", "stack", "out") and (kind, where) in self.redirect:
             return self.redirect[(kind, where)]
         if kind == "param":
             return self.buffers[where]
@@ -84,6 +89,8 @@ class Ctx:
             return self._consts(where)
         if kind == "slot":
             return self.slots[where]
+        if kind == "stack":
+            return self.stack[where]
         if kind == "tape":
             raise AssertionError(f"{v} is a tape; use ctx.tape(v)")
         ws = self.buffers[-1]
@@ -150,6 +157,7 @@ def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stat
         else:
             for k in sorted(slot_types):
                 ctx.slots[k] = builder.alloca(slot_types[k], name=f"slot{k}")
+            ctx.stack = _Stack(builder, plan.stack)
             init_tapes(ctx, tapes_at)
             for u in plan.units:
                 _emit_unit(ctx, u)
@@ -206,8 +214,9 @@ def _segments(units) -> list:
 def _emit_segments(ctx: Ctx, name: str, n_slots: int, parts: list) -> None:
     b = ctx.b
     area = b.alloca(ir.ArrayType(I64, max(n_slots, 1)), name="slots")
+    stack = _Stack(b, ctx.plan.stack, area=True).area
     start = ctx.failures.start if ctx.failures.start is not None else ir.Constant(I64, 0)
-    fnty = ir.FunctionType(I64, [PTR] * (len(ctx.buffers) + 1) + [I64])
+    fnty = ir.FunctionType(I64, [PTR] * (len(ctx.buffers) + 2) + [I64])
     for k, units in enumerate(parts):
         fn = ir.Function(ctx.module, fnty, f"{name}.part{k}")
         fn.linkage = "internal"
@@ -215,15 +224,16 @@ def _emit_segments(ctx: Ctx, name: str, n_slots: int, parts: list) -> None:
         for arg in fn.args[:-1]:
             arg.add_attribute("noalias")
         sb = ir.IRBuilder(fn.append_basic_block("entry"))
-        buffers = list(fn.args[:-2])
+        buffers = list(fn.args[:-3])
         seg = Ctx(ctx.plan, sb, buffers, ctx._consts, ctx.stats,
                   ctx.failures.segment(sb, buffers[-1], fn.args[-1]), ctx.ranges)
-        seg.slots = _Slots(sb, fn.args[-2])
+        seg.slots = _Slots(sb, fn.args[-3])
+        seg.stack = _Stack(sb, ctx.plan.stack, base=fn.args[-2])
         for u in units:
             _emit_unit(seg, u)
         sb.ret(ir.Constant(I64, 0))
         seg.failures.finish(lambda _: None)  # a segment holds no heap buffer
-        ctx.failures.propagate(b.call(fn, [*ctx.buffers, area, start]))
+        ctx.failures.propagate(b.call(fn, [*ctx.buffers, area, stack, start]))
 
 
 class _Slots(dict):
@@ -238,6 +248,37 @@ class _Slots(dict):
             p = self[k] = self.b.gep(self.area, [ir.Constant(I64, k)], inbounds=True,
                                      source_etype=I64)
         return p
+
+
+class _Stack(dict):
+    """Pointers to the stack arrays (Note [Small arrays on the stack]): one alloca each, or,
+    with `area`, one alloca holding them all (`.area`), made now, where the kernel starts:
+    an alloca after a call LLVM inlines (an outlined loop) is no longer in the entry block,
+    and SROA leaves it in memory; or offsets into `base`, the area a segment is given, made
+    on first use."""
+
+    def __init__(self, builder: ir.IRBuilder, sizes: list, area: bool = False,
+                 base: ir.Value | None = None):
+        super().__init__()
+        self.b, self.base = builder, base
+        self.offsets = [sum(sizes[:k]) for k in range(len(sizes))]
+        self.area = _alloca(builder, max(sum(sizes), 1), "stack") if area else None
+        if base is None and not area:
+            self.update((k, _alloca(builder, n, f"stack{k}")) for k, n in enumerate(sizes))
+
+    def __missing__(self, k: int) -> ir.Value:
+        with self.b.goto_entry_block():
+            p = self[k] = self.b.gep(self.base, [ir.Constant(I64, self.offsets[k])],
+                                     inbounds=True, source_etype=ew.I8)
+        return p
+
+
+def _alloca(b: ir.IRBuilder, size: int, name: str) -> ir.Value:
+    """An opaque pointer to `size` bytes of the frame, on a cache line."""
+    p = b.alloca(ir.ArrayType(ew.I8, size), name=name)
+    p.align = ALIGN
+    p.type = PTR  # opaque, as the buffers' pointers (llvmlite types an alloca's pointer)
+    return p
 
 
 def _emit_unit(ctx: Ctx, u: Unit):

@@ -137,6 +137,23 @@ MAX_SCATTERS = 64
 # of its rows); its header's rows used is the largest count.
 
 
+# Note [Small arrays on the stack]
+# An array of at most STACK_BYTES made by a loop or inside one (a work array of a
+# Numba-style loop: `xc = np.zeros(d)` updated element by element, d = 10) lives in an
+# alloca of the kernel's entry block, not in the workspace, up to STACK_TOTAL bytes a
+# kernel; each such value (with the values that share its storage: carried, in-place) has an
+# alloca of its own. LLVM knows that an alloca whose address escapes only into calls made
+# during the kernel aliases no parameter, result, workspace temporary or other alloca: the
+# workspace is one buffer, whose temporaries LLVM cannot tell apart. So loads of loop
+# invariants leave loops that store into the work array (`xc[c]` in `Qxc[r] += icf[j, pos]
+# * xc[c]`), and once the loops over it are unrolled (Note [Unrolled small loops] in
+# unroll.py) SROA keeps its elements in registers. Arrays outside loops stay in the
+# workspace: in vectorised code (gmm) allocas bought nothing and cost 25% more LLVM time.
+# A kernel run in segments (Note [Kernel segments] in lower.py) keeps its stack arrays in
+# one area of its frame, passed to every segment, like its slots.
+STACK_BYTES, STACK_TOTAL = 512, 8192
+
+
 class _AccumOp:
     """Codegen's `accumulate` op (Note [In-place accumulation]): out = sum(bases), then
     out[key_j] += g_j for each scatter. inputs = bases + (g_j, *idx_j) per scatter; params
@@ -169,6 +186,7 @@ class FunctionPlan:
         self.alias: dict = {}      # value -> value whose storage it shares (in-place)
         self.scratch: dict = {}    # id(op) -> its scratch values (Lowering.scratch)
         self.slots = 0
+        self.stack: list = []      # bytes of each stack array (Note [Small arrays on the stack])
         self._prepare()
         for v in fn.params:
             self.layout[v] = _dense(v)
@@ -447,17 +465,23 @@ class FunctionPlan:
                 last[self._sroot(v)] = t
         from .inplace import extend_lifetimes
         extend_lifetimes(self, last)
-        self._last, self._arena = last, Arena()
+        self._last, self._arena, self._loops = last, Arena(), 0
         for t, u in enumerate(self.top.units):
             self._allocate_unit(u)
             self._arena.expire(t)
         self.workspace = self._arena.size
 
     def _allocate_unit(self, u):
+        looping = isinstance(u, ControlUnit) and CONTROL[u.op.prim].loop
+        self._loops += looping  # a loop's results are its carried buffers: in the loop
         for v in u.writes:
             self._assign(v)
         if not isinstance(u, ControlUnit):
             return
+        self._allocate_regions(u)
+        self._loops -= looping
+
+    def _allocate_regions(self, u):
         op = u.op
         cf = CONTROL[op.prim]
         if cf.counter:
@@ -534,6 +558,10 @@ class FunctionPlan:
             return
         size = max(_size(v), 1) * np.dtype(v.aval.dtype).itemsize
         size = -(-size // ALIGN) * ALIGN
+        if self._loops and size <= STACK_BYTES and sum(self.stack) + size <= STACK_TOTAL:
+            self.storage[v] = ("stack", len(self.stack))  # Note [Small arrays on the stack]
+            self.stack.append(size)
+            return
         self.storage[v] = ("temp", self._arena.alloc(size, self._last.get(v, -1)))
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from llgrad.runtime.ops.control import constant_p, for_loop_p, fusion_p
-from llgrad.runtime.ops.elementwise import add_p, remainder_p, sub_p
+from llgrad.runtime.ops.elementwise import add_p, maximum_p, minimum_p, remainder_p, sub_p
 from llgrad.transform import control
 
 _DEPTH = 12
@@ -46,6 +46,12 @@ class Ranges:
             if a is None or b is None:
                 return None
             return (a[0] + b[0], a[1] + b[1]) if op.prim is add_p else (a[0] - b[1], a[1] - b[0])
+        if op.prim in (maximum_p, minimum_p) and v.aval.shape == ():
+            a, b = (self.known_range(w, env, depth + 1) for w in op.inputs)
+            if a is None or b is None:
+                return None
+            pick = max if op.prim is maximum_p else min
+            return pick(a[0], b[0]), pick(a[1], b[1])
         if op.prim is remainder_p and v.aval.shape == ():  # Python's %: the divisor's sign
             d = self.known_range(op.inputs[1], env, depth + 1)
             return (0, d[1] - 1) if d is not None and d[0] > 0 else None

@@ -26,6 +26,7 @@ from ..layout import Layout, contiguous_strides
 from ..loops import I64
 from ..plan import ControlUnit, accumulate_p, skey
 from ..registry import lowers
+from ..unroll import loop_options, set_loop_options, wanted
 from .index import _index_map
 from .shape import copy_layout
 
@@ -171,11 +172,12 @@ def _emit_for(ctx, u) -> None:
     outer = ctx.only
     for part in plan_parts(ctx, u) or [outer]:  # See Note [Distributed element loops]
         ctx.only = part
+        options = loop_options(ctx, op, short and wanted(ctx, op, body, trips))
         if short:
-            with _counted(b, start, lambda i: before(i, stop), step) as i:
+            with _counted(b, start, lambda i: before(i, stop), step, options) as i:
                 iteration(i)  # a short loop: no poll
         elif _heavy(work):
-            with _counted(b, start, lambda i: before(i, stop), step) as i:
+            with _counted(b, start, lambda i: before(i, stop), step, options) as i:
                 iteration(i)
                 ctx.failures.poll(op.loc)
         else:
@@ -183,7 +185,7 @@ def _emit_for(ctx, u) -> None:
             with _counted(b, start, lambda c: before(c, stop), chunk) as c:
                 end = b.add(c, chunk)
                 end = b.select(before(end, stop), end, stop)
-                with _counted(b, c, lambda i: before(i, end), step) as i:
+                with _counted(b, c, lambda i: before(i, end), step, options) as i:
                     iteration(i)
                 ctx.failures.poll(op.loc)
     ctx.only = outer
@@ -235,12 +237,13 @@ def _emit_swapping_for(ctx, u, iteration, before, bounds, short: bool) -> None:
 # either keeps LLVM's loop-access analysis off the loop, and a light scalar loop loses its
 # store-to-load forwarding and vectorisation (the reverse sweep of `recurrence` ran 25%
 # slower). So a loop polls by what an iteration does (`_work`: the elements its ops write,
-# None when it runs loops of its own) and how often it runs:
+# an inner for-loop's as often as the IR bounds it; None when it runs a while-loop or a
+# for-loop of unknown bounds) and how often it runs:
 # - a for-loop writing at most _SHORT elements over all its iterations (a few ms), by the
 #   bounds the IR proves (codegen/ranges.py; a reverse sweep runs as often as its forward
 #   loop), does not poll;
-# - a heavy body (loops of its own, or more than _LIGHT elements) polls every iteration: the
-#   poll's cost disappears next to the body, and LLVM does not analyse such loops anyway;
+# - a heavy body (unbounded loops of its own, or more than _LIGHT elements) polls every
+#   iteration: the poll's cost disappears next to the body;
 # - a light body: a for-loop runs in chunks of _CHUNK iterations, an inner counted loop with
 #   the body alone (which LLVM analyses as before) and a poll per chunk; a while-loop (its
 #   trip count unknown, so never analysed) counts down _CHUNK iterations between polls.
@@ -253,11 +256,17 @@ def _heavy(work: int | None) -> bool:
 
 
 def _work(ctx, *blocks) -> int | None:
-    """Elements one run of `blocks` writes (at least 1); None when they run loops of their
-    own."""
+    """Elements one run of `blocks` writes (at least 1), inner for-loops as often as the IR
+    bounds them; None when they run a loop whose trip count is not bounded."""
     total = 1
     for u in (u for blk in blocks for u in blk.units):
         if isinstance(u, ControlUnit):
+            if u.op.prim is for_loop_p:
+                trips, inner = ctx.ranges.most_trips(u.op), _work(ctx, *u.blocks)
+                if trips is None or inner is None:
+                    return None
+                total += max(trips, 0) * inner
+                continue
             if u.op.prim is not cond_p:
                 return None
             branches = [_work(ctx, c) for c in u.blocks]
@@ -278,8 +287,9 @@ def _elements(ctx, v) -> int:
 
 
 @contextmanager
-def _counted(b, start, go, step):
-    """`for (i = start; go(i); i += step)`: yields i; the builder ends in the exit block."""
+def _counted(b, start, go, step, options=None):
+    """`for (i = start; go(i); i += step)`: yields i; the builder ends in the exit block;
+    `options()`: the loop's options, asked at its back edge (unroll.loop_options)."""
     fn = b.function
     header, loop, exit_ = (fn.append_basic_block(f"for.{s}") for s in ("header", "body", "exit"))
     pre = b.block
@@ -291,7 +301,9 @@ def _counted(b, start, go, step):
     b.position_at_end(loop)
     yield i
     i.add_incoming(b.add(i, step, name="for.next"), b.block)
-    b.branch(header)
+    latch = b.branch(header)
+    if options is not None and (names := options()):
+        set_loop_options(b, latch, names)
     b.position_at_end(exit_)
 
 
