@@ -552,7 +552,7 @@ class IRStager:
             elif v is not s0[k] and not isinstance(v, Undefined):
                 if _is_val(v):
                     grow[k] = t
-                elif t is not None and not (type(v) is type(s0[k]) and v == s0[k]):
+                elif t is not None and not _same_value(v, s0[k]):
                     grow[k] = t
                 elif operators.is_record(v) and (s0[k] is None or isinstance(s0[k], Undefined)):
                     set_state(s0)  # carried as its leaves from the start
@@ -675,3 +675,14 @@ def _same_loc(a, b) -> bool:
 
 STAGER = IRStager()
 operators.register_stager(Value, STAGER)
+
+
+def _same_value(a, b) -> bool:
+    """Whether a name the loop state does not carry yet still holds its value after the body:
+    a number equal to it, or a numpy array equal to it whole (`u, v = v, u` of two numpy work
+    arrays: elementwise `==` has no truth value)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        return a.shape == b.shape and a.dtype == b.dtype and bool(np.array_equal(a, b))
+    return bool(a == b)

@@ -197,3 +197,25 @@ def test_counters_are_recomputed_not_taped(mode):
         np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
     tapes = str(d.inspect(w, x).backward_ir).count("tape_new")
     assert tapes == 0, d.inspect(w, x).backward_ir
+
+
+def relax_swap(x):
+    """Two numpy work arrays made inside, updated element by element, exchanged each step."""
+    u = np.zeros(3)
+    v = np.ones(3)
+    for s in range(x.shape[0]):
+        for r in range(3):
+            v[r] = 0.5 * u[r] + x[s] * (r + 1)
+        u, v = v, u
+    return np.sum(u * u)
+
+
+def test_numpy_work_arrays_exchanged_in_a_staged_loop(mode):
+    # before: a bare "truth value of an array is ambiguous" ValueError from the stager
+    x = np.array([0.5, -1.0, 2.0, 0.25])
+    d = llgrad.differentiate(relax_swap)
+    value, grad = d.value_and_grad(x)
+    assert value == pytest.approx(relax_swap(x.copy()), rel=1e-14)
+    np.testing.assert_allclose(grad, finite_differences(relax_swap, (x,), (0,))[0],
+                               rtol=1e-6, atol=1e-8)
+    assert d.inspect(x).stats["path"] == "staged"
