@@ -13,7 +13,7 @@ from llgrad.runtime import ops
 from llgrad.runtime.arraylike import as_array
 from llgrad.runtime.aval import normalize_axes
 from llgrad.runtime.conversions import array_from, numpy_operands, stand_in
-from llgrad.runtime.errors import UnsupportedError, user_loc
+from llgrad.runtime.errors import DTypeError, UnsupportedError, user_loc
 from llgrad.runtime.ops._util import dtype_of, shape_of
 from llgrad.runtime.prim import REGISTRY, is_value
 from llgrad.runtime.promotion import all_weak, coerce, numpy_call, strong
@@ -133,6 +133,26 @@ FUNCTIONS = {
 
 
 # ---- elementwise math, scipy.special, conversions ---------------------------------------------
+def _on_booleans(name: str, op):
+    """np.bitwise_and/or/xor and np.invert, which compute logically on booleans (masks):
+    on integers they are bitwise, which llgrad does not compute (an error, as for `&`)."""
+    def impl(*xs):
+        for x in xs:
+            dt = dtype_of(x)
+            if dt != np.bool_:
+                raise DTypeError(f"np.{name} on {dt}: llgrad computes it on booleans only "
+                                 f"(on integers numpy computes it bitwise)", loc=user_loc(),
+                                 fix="use it on masks (comparisons, np.isnan, ...), or "
+                                 "np.logical_and / np.logical_or / np.logical_not")
+        return op(*xs)
+    return _ufunc_call(impl)
+
+
+def _logical_xor(a, b):
+    """np.logical_xor: a and b taken as truth values (nonzero is true), then !=."""
+    return ops.ne(*(x if dtype_of(x) == np.bool_ else ops.ne(x, 0) for x in (a, b)))
+
+
 def _round(a, decimals=0, out=None):
     _no_out(out)
     return ops.round(a, decimals)
@@ -199,6 +219,11 @@ FUNCTIONS.update({
     np.isfinite: _ufunc_call(ops.isfinite), np.signbit: _ufunc_call(ops.signbit),
     np.heaviside: _ufunc_call(ops.heaviside), np.nan_to_num: _nan_to_num,
     np.copy: lambda a, order="K", subok=False: ops.copy(a),
+    np.logical_xor: _ufunc_call(_logical_xor),
+    np.bitwise_and: _on_booleans("bitwise_and", ops.logical_and),
+    np.bitwise_or: _on_booleans("bitwise_or", ops.logical_or),
+    np.bitwise_xor: _on_booleans("bitwise_xor", ops.ne),
+    np.invert: _on_booleans("invert", ops.logical_not),
     np.result_type: lambda *a: np.result_type(*stand_in(list(a))),
 })
 

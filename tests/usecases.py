@@ -160,6 +160,14 @@ def ufunc_comparisons(x, w):
     return np.sum(np.where(mask, x * w, x + w)) + np.sum(np.not_equal(x, w) * x)
 
 
+@usecase
+def ufunc_masks_bitwise(x, w):
+    # on booleans numpy's bitwise functions are logical (llgrad refuses them on integers)
+    a, b = x > 0, w < 0.5
+    mask = np.bitwise_or(np.bitwise_and(a, b), np.invert(a)) ^ np.bitwise_xor(a, ~b)
+    return np.sum(np.where(mask, x * w, x - w)) + np.sum(np.where(np.logical_xor(x, a), x, w))
+
+
 # ---- Python operators --------------------------------------------------------------------
 @usecase
 def operators(x, w):

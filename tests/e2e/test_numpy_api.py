@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import llgrad
-from llgrad.runtime.errors import UnsupportedError
+from llgrad.runtime.errors import DTypeError, UnsupportedError
 from llgrad.runtime.numpy_api import CONVERSIONS, FUNCTIONS, LAZY, numpy_name
 from tests import usecases, usecases_math
 
@@ -114,3 +114,15 @@ def test_norms_of_more_than_two_axes_are_refused():
         llgrad.differentiate(lambda a: np.linalg.norm(a, axis=(0, 1, 2))).grad(t)
     with pytest.raises(ValueError, match="Invalid norm order 'fro' for vectors"):
         llgrad.differentiate(lambda a: np.linalg.norm(a, "fro", axis=0)).grad(t)
+
+
+@pytest.mark.parametrize("fn", [np.bitwise_and, np.bitwise_xor, np.invert])
+def test_bitwise_functions_on_integers_are_refused_at_the_users_line(fn):
+    # logical on booleans (a use case); bitwise on integers, which llgrad does not compute
+    def f(x):
+        k = (x > 0).astype(np.int64)
+        return np.sum(x * fn(k) if fn is np.invert else x * fn(k, k))
+
+    with pytest.raises(DTypeError, match=rf"np\.{fn.__name__} on int64: llgrad "
+                       r"computes it on booleans only(.|\n)*test_numpy_api\.py"):
+        llgrad.differentiate(f)(np.ones(3))
