@@ -185,8 +185,8 @@ class Padded(ArrayOperators):
         method.__name__ = name
         return method
 
-    sum, mean, max, min, prod, dot, transpose = map(
-        _method, ("sum", "mean", "max", "min", "prod", "dot", "transpose"))
+    sum, mean, max, min, prod, var, std, dot, transpose = map(
+        _method, ("sum", "mean", "max", "min", "prod", "var", "std", "dot", "transpose"))
     del _method
 
     @property
