@@ -524,3 +524,6 @@ def kalman_local_level_loglik(log_vars, obs):
         m = m + K * v
         P = (1 - K) * P
     return nll
+
+
+from tests.corpus import programs_masks  # noqa: E402,F401 (registers its programs)
