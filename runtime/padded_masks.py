@@ -121,8 +121,8 @@ def setitem(x, key, v):
     v = ops.astype(v if type(v) is Padded else as_operand(v), dtype_of(x))
     nd = v.ndim if type(v) is Padded else len(shape_of(v))
     if nd > target:
-        raise IndexingError(f"x[mask] = v: a value of {nd} axes does not fit the {target} of "
-                            f"the selection", loc=user_loc())
+        raise ShapeError(f"x[mask] = v: a value of {nd} axes does not fit the {target} of "
+                         f"the selection", loc=user_loc())
     if type(v) is Padded and set(v.lengths) != {axis - (target - nd)}:
         raise _unsupported("written a value of run-time length along other axes")
     data = v.data if type(v) is Padded else v
@@ -140,6 +140,8 @@ def setitem(x, key, v):
                 f"NumPy boolean array indexing assignment cannot assign {have} input values "
                 f"to the output values where the mask is true",))
         last = shape_of(data)[axis] - 1
+        if last < 0:  # nothing to write (and the count was checked to be 0)
+            return x
         at = ops.reshape(ops.minimum(ops.maximum(ops.sub(cum, np.int64(1)), np.int64(0)),
                                      np.int64(last)), shape_of(m))
         new = ops.getitem(data, (slice(None),) * axis + (at,))

@@ -38,8 +38,10 @@ def agree(first, other, what: str):
     if first[1] == other[1]:
         return
     from llgrad.runtime.ops.control import check_p
+    of = "values selected by boolean masks" if "mask" in (first[1][0], other[1][0]) else \
+        "slices with traced bounds"
     bind(check_p, ops.ne(first[0], other[0]), exc=ValueError,
-         args=(f"{what}: the lengths of slices with traced bounds differ",))
+         args=(f"{what}: the lengths of {of} differ (operands could not be broadcast)",))
 
 
 def _require(length, extent: int, what: str):

@@ -192,6 +192,12 @@ def test_a_mask_of_the_wrong_shape_raises_as_numpy_at_the_line():
     assert f"test_masks.py:{_line_of(mask_of_another_length, 'x[x[:3]')}" in str(info.value)
 
 
+def writes_nothing(x):
+    x = x * 1.0
+    x[x > 2] = np.zeros(0)
+    return np.sum(x)
+
+
 def test_writing_a_wrong_count_raises_at_run_time(mode):
     f = llgrad.differentiate(writes_too_few)
     assert f(np.array([-1.0, 2.0, 3.0])) == writes_too_few(np.array([-1.0, 2.0, 3.0]))
@@ -199,7 +205,28 @@ def test_writing_a_wrong_count_raises_at_run_time(mode):
     with pytest.raises(ValueError, match="cannot assign 2 input values"):
         writes_too_few(x + 0.5)
     with pytest.raises(ValueError, match="cannot assign 2 input values"):
-        llgrad.differentiate(writes_too_few)(x + 0.5)
+        f(x + 0.5)
+    g = llgrad.differentiate(writes_nothing)
+    assert g(x) == writes_nothing(x) == 2.0
+    with pytest.raises(ValueError, match="cannot assign 0 input values"):
+        writes_nothing(x + 0.5)
+    with pytest.raises(ValueError, match="cannot assign 0 input values"):
+        g(x + 0.5)
+
+
+def different_masks(x):
+    return np.sum(x[x > 0] * x[x < 1])
+
+
+def test_selections_of_different_lengths_raise_at_run_time(mode):
+    f = llgrad.differentiate(different_masks)
+    x = np.array([-1.0, 0.5, 2.0])  # two entries in each selection; then three and two
+    assert f(x) == different_masks(x)
+    x = np.array([0.25, 0.5, 2.0])
+    with pytest.raises(ValueError, match="operands could not be broadcast"):
+        different_masks(x)
+    with pytest.raises(ValueError, match="lengths of values selected by boolean masks differ"):
+        f(x)
 
 
 # ---- uses that need the real length: the dynamic path, as before -------------------------------
