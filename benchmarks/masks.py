@@ -8,7 +8,8 @@ and beside plain numpy's value alone.
     python -m benchmarks.masks [--sizes 1000,100000] [--samples 15]
 
 Prints wall and CPU time per call (medians of interleaved samples, benchmarks/_interleave.py)
-and the first call (trace + compile, an empty disk cache); llgrad on one thread. Every result is checked against the first row's.
+and the first call (trace + compile, an empty disk cache); llgrad on one thread. Every result
+is checked against the first row's.
 """
 from __future__ import annotations
 

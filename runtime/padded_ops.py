@@ -1,8 +1,8 @@
 """What a Padded value (runtime/padded.py, Note [Slices of loop-dependent length]) supports:
 elementwise ops, dot/matmul/vdot/inner/outer, sum/mean/prod/max/min/var/std, np.linalg.norm
 (2-norm), transposes, indexing of its static axes and adding axes; everything else raises
-naming the line. Each operation works on the padded data and returns a Padded, or a plain value once no
-axis of run-time length is left.
+naming the line. Each operation works on the padded data and returns a Padded, or a plain
+value once no axis of run-time length is left.
 """
 from __future__ import annotations
 
@@ -374,8 +374,9 @@ _FUNCTIONS = {
     np.transpose: lambda a, axes=None: transpose(a, axes),
 }
 _ELEMENTWISE = (np.where, np.clip, np.copy)  # numpy functions that map to elementwise ops
+# functions of their first argument: that is the Padded
 _OF_FIRST = (np.sum, np.mean, np.prod, np.max, np.amax, np.min, np.amin, np.transpose,
-             np.var, np.std, np.linalg.norm)  # functions of their first argument: that is the Padded
+             np.var, np.std, np.linalg.norm)
 _VECTOR_ONLY = (np.vdot, np.inner)
 
 

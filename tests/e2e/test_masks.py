@@ -34,7 +34,9 @@ def hinge(w, X, y):
 def reductions(x):
     pos, small = x[x > 0], x[np.abs(x) < 1.0]
     return (pos.sum() * pos.mean() + np.max(small) - np.min(pos ** 3) + np.linalg.norm(pos)
-            + np.prod(np.cos(small)) + np.std(pos) + small.var(ddof=1))
+            + np.prod(np.cos(small)) + np.std(pos) + small.var(ddof=1)
+            + np.sum(x ** 2, where=x > 0) + np.mean(x, where=x < 1)  # (no selection)
+            + np.sum(np.where(x > 0, x, 0.1 * x)))
 
 
 def rows_and_columns(w, X):
