@@ -86,6 +86,13 @@ def row_writes(X, w):
     return np.sum(X ** 3)
 
 
+def add_at_through_masks(x, v):
+    y = x * 1.0
+    np.add.at(y, y > 0, y[y > 0] * v[x > 0])
+    np.subtract.at(y, x < 0, 1.0)
+    return np.sum(y ** 2)
+
+
 def writes_every_selected(x, v):
     y = np.zeros(x.shape[0])
     y[x > 0] = v  # v has one entry per positive x, as numpy requires
@@ -110,6 +117,7 @@ def _cases():
         (rows_in_a_staged_loop, (X,), (0,)),
         (writes, (2 * x, y), (0, 1)),
         (row_writes, (X, w), (0, 1)),
+        (add_at_through_masks, (x, y), (0, 1)),
         (writes_every_selected, (x, np.arange(1.0, 1 + np.sum(x > 0))), (0, 1)),
     ]
 
