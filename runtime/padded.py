@@ -76,16 +76,29 @@ class Padded(ArrayOperators):
     def ndim(self) -> int:
         return len(self.data.shape)
 
+    @property
+    def masked(self) -> bool:
+        """Whether a length is a mask's count of True (runtime/padded_masks.py)."""
+        return any(key[0] == "mask" for _, key in self.lengths.values())
+
     def describe(self) -> str:
         from llgrad.runtime.aval import aval_str
         extents = [f"<={d}" if a in self.lengths else d for a, d in enumerate(self.data.shape)]
         where = f" (made at {self.loc})" if self.loc is not None else ""
-        return f"a slice of loop-dependent length, {aval_str(extents, self.dtype)}{where}"
+        what = "a value selected by a boolean mask (x[mask]), of data-dependent length" \
+            if self.masked else "a slice of loop-dependent length"
+        return f"{what}, {aval_str(extents, self.dtype)}{where}"
 
     def refuse(self, use: str, shape: bool = True, loc=None):
-        """The error for a use the padding could change, or that needs the real shape."""
+        """The error for a use the padding could change, or that needs the real shape; for
+        x[mask], the dynamic path's ConcretizationError (Note [Boolean masks of
+        data-dependent length] in runtime/padded_masks.py)."""
         what = f"{use} needs the shape of {self.describe()}, which is known only at run time" \
             if shape else f"{use} is not supported on {self.describe()}"
+        if self.masked:
+            from llgrad.runtime.errors import ConcretizationError
+            from llgrad.runtime.padded_masks import MASK_FIX
+            return ConcretizationError(what, loc=loc or user_loc(), fix=MASK_FIX)
         return (ShapeError if shape else UnsupportedError)(what, loc=loc or user_loc(),
                                                            fix=_FIX)
 
@@ -172,8 +185,8 @@ class Padded(ArrayOperators):
         method.__name__ = name
         return method
 
-    sum, mean, max, min, prod, dot, transpose = map(
-        _method, ("sum", "mean", "max", "min", "prod", "dot", "transpose"))
+    sum, mean, max, min, prod, var, std, dot, transpose = map(
+        _method, ("sum", "mean", "max", "min", "prod", "var", "std", "dot", "transpose"))
     del _method
 
     @property

@@ -1,8 +1,8 @@
 """What a Padded value (runtime/padded.py, Note [Slices of loop-dependent length]) supports:
-elementwise ops, dot/matmul/vdot/inner/outer, sum/mean/prod/max/min, np.linalg.norm (2-norm),
-transposes, indexing of its static axes and adding axes; everything else raises naming the
-line. Each operation works on the padded data and returns a Padded, or a plain value once no
-axis of run-time length is left.
+elementwise ops, dot/matmul/vdot/inner/outer, sum/mean/prod/max/min/var/std, np.linalg.norm
+(2-norm), transposes, indexing of its static axes and adding axes; everything else raises
+naming the line. Each operation works on the padded data and returns a Padded, or a plain
+value once no axis of run-time length is left.
 """
 from __future__ import annotations
 
@@ -38,8 +38,10 @@ def agree(first, other, what: str):
     if first[1] == other[1]:
         return
     from llgrad.runtime.ops.control import check_p
+    of = "values selected by boolean masks" if "mask" in (first[1][0], other[1][0]) else \
+        "slices with traced bounds"
     bind(check_p, ops.ne(first[0], other[0]), exc=ValueError,
-         args=(f"{what}: the lengths of slices with traced bounds differ",))
+         args=(f"{what}: the lengths of {of} differ (operands could not be broadcast)",))
 
 
 def _require(length, extent: int, what: str):
@@ -224,17 +226,41 @@ def reduce(p: Padded, kind: str, axis=None, dtype=None, out=None, keepdims=False
         from llgrad.runtime.promotion import NUMPY
         ft = NUMPY.float_of(dt)
         total = FUNCTIONS[np.sum](data, axis=axes, dtype=ft, keepdims=keepdims)
-        count = np.int64(np.prod([p.data.shape[a] for a in axes if a not in p.lengths],
-                                 dtype=np.int64))
-        for length in empty:
-            count = ops.mul(count, length)
-        result = ops.div(total, ops.astype(count, ft))
+        result = ops.div(total, ops.astype(_count(p, axes), ft))
     else:
         result = FUNCTIONS[getattr(np, kind)](data, axis=axes, dtype=dtype, keepdims=keepdims)
     lengths = {(a if keepdims else a - sum(r < a for r in axes)): n
                for a, n in p.lengths.items() if a not in axes}
     pad = 0 if kind == "sum" and p.pad == 0 else None
     return _wrap(result, lengths, pad, p)
+
+
+def _count(p: Padded, axes):
+    """How many entries of p the reduction over `axes` takes (an int64 value)."""
+    count = np.int64(np.prod([p.data.shape[a] for a in axes if a not in p.lengths],
+                             dtype=np.int64))
+    for a in axes:
+        if a in p.lengths:
+            count = ops.mul(count, p.lengths[a][0])
+    return count
+
+
+def var(p: Padded, axis=None, dtype=None, out=None, ddof=0, keepdims=False, std=False, **kw):
+    """np.var/np.std: the masked sum of squared deviations from the mean over the run-time
+    count less ddof (numpy's formula: inf or nan when ddof >= count, as numpy)."""
+    from llgrad.runtime.aval import normalize_axes
+    from llgrad.runtime.promotion import NUMPY
+    name = "std" if std else "var"
+    if out is not None or kw:
+        raise p.refuse(f"np.{name}({', '.join(['out'] * (out is not None) + list(kw))}=...)",
+                       shape=False)
+    axes = tuple(range(p.ndim)) if axis is None else normalize_axes(axis, p.ndim)
+    ft = NUMPY.float_of(np.dtype(dtype) if dtype is not None else p.dtype)
+    d = ops.sub(ops.astype(p, ft), reduce(p, "mean", axes, ft, keepdims=True))
+    total = reduce(ops.mul(d, d), "sum", axes, keepdims=keepdims)
+    dof = ops.maximum(ops.sub(_count(p, axes), np.int64(ddof)), np.int64(0))
+    result = ops.div(total, ops.astype(dof, ft))
+    return ops.sqrt(result) if std else result
 
 
 def norm(p: Padded, ord=None, axis=None, keepdims=False):
@@ -343,12 +369,14 @@ _FUNCTIONS = {
     np.sum: _reduction("sum"), np.mean: _reduction("mean"), np.prod: _reduction("prod"),
     np.max: _reduction("max"), np.amax: _reduction("max"),
     np.min: _reduction("min"), np.amin: _reduction("min"),
+    np.var: var, np.std: lambda a, *args, **kw: var(a, *args, std=True, **kw),
     np.linalg.norm: lambda x, ord=None, axis=None, keepdims=False: norm(x, ord, axis, keepdims),
     np.transpose: lambda a, axes=None: transpose(a, axes),
 }
 _ELEMENTWISE = (np.where, np.clip, np.copy)  # numpy functions that map to elementwise ops
+# functions of their first argument: that is the Padded
 _OF_FIRST = (np.sum, np.mean, np.prod, np.max, np.amax, np.min, np.amin, np.transpose,
-             np.linalg.norm)  # functions of their first argument: that is the Padded
+             np.var, np.std, np.linalg.norm)
 _VECTOR_ONLY = (np.vdot, np.inner)
 
 

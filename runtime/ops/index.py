@@ -244,6 +244,16 @@ def has_traced_bounds(key) -> bool:
     return False
 
 
+def traced_mask(k) -> bool:
+    """A boolean index array (of at least one axis) known only at run time."""
+    return is_value(k) and dtype_of(k) == np.bool_ and shape_of(k) != () and _traced(k)
+
+
+def _has_mask(key) -> bool:
+    """Whether `key` holds a traced mask (runtime/padded_masks.py)."""
+    return any(traced_mask(k) for k in (key if type(key) is tuple else (key,)))
+
+
 def _traced(b) -> bool:
     """An IR value with no concrete value (eager Tensors are concrete, never traced)."""
     return getattr(type(b), "_lg_level", -1) >= 1 and _concrete(b) is None
@@ -320,6 +330,9 @@ def _bool_axes(x, key):
 
 
 def getitem(x, key):
+    if _has_mask(key):  # Note [Boolean masks of data-dependent length]
+        from llgrad.runtime import padded_masks
+        return padded_masks.getitem(x, key)
     if has_traced_bounds(key):  # Note [Slices of loop-dependent length] (runtime/padded.py)
         from llgrad.runtime import padded
         return padded.getitem(x, key)
@@ -337,10 +350,9 @@ def setitem(x, key, v):
     """Functional `x[key] = v`: a new value equal to x except at key (the last write wins
     where an index repeats: Note [Repeated indices])."""
     from llgrad.runtime.ops.shape import broadcast_to
-    if is_value(key) and dtype_of(key) == np.bool_ and shape_of(key) == shape_of(x) and \
-            not (shape_of(v) if is_value(v) else np.shape(v)) and _concrete(key) is None:
-        from llgrad.runtime.ops.elementwise import where  # x[mask] = scalar, mask traced
-        return where(key, v, x)
+    if _has_mask(key):  # Note [Boolean masks of data-dependent length]
+        from llgrad.runtime import padded_masks
+        return padded_masks.setitem(x, key, v)
     if has_traced_bounds(key) or getattr(type(v), "_lg_padded", False):
         from llgrad.runtime import padded  # Note [Slices of loop-dependent length]
         return padded.setitem(x, key, v)
@@ -367,7 +379,7 @@ def index_add(x, key, v):
     """Functional `np.add.at(x, key, v)`: x plus v at key, repeated indices accumulating."""
     from llgrad.runtime.ops.elementwise import add, astype
     from llgrad.runtime.ops.shape import broadcast_to
-    if has_traced_bounds(key):  # a slice: no index repeats
+    if has_traced_bounds(key) or _has_mask(key):  # a slice or a mask: no index repeats
         return setitem(x, key, add(getitem(x, key), v))
     shape, (xe, key) = shape_of(x), _bool_axes(x, key)
     k, idx = normalize_key(key)

@@ -504,5 +504,5 @@ def kalman_local_level_loglik(log_vars, obs):
 
 
 from tests.corpus import (  # noqa: E402,F401 (register theirs)
-    programs_ml, programs_numerics, programs_science,
+    programs_masks, programs_ml, programs_numerics, programs_science,
 )
