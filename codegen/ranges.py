@@ -19,16 +19,16 @@ from llgrad.runtime.ops.shape import broadcast_to_p, reshape_p
 from llgrad.transform import control
 from llgrad.transform.control import describe
 
-from .sums import RING, Sums, fits, position
+from .sums import RING, Sums, arith, fits, full_range, position, shift, union
 
 # Note [Integer ranges]
 # Interval arithmetic over constants and integer elementwise ops (add, sub, mul, neg,
 # maximum, minimum, clip, where, // and % by positive divisors, int casts), elements read
 # from arrays (`perm[i]` is in perm's range), seen through fusion bodies and cond branches
-# (a region param is the operand it receives). An unknown
-# int (a parameter, a value of a while loop) is in its dtype's range, and so is a result
-# whose interval leaves it: compiled integer arithmetic wraps around. Three additions make
-# it precise enough for Numba-style loops and their reverse sweeps:
+# (a region param is the operand it receives). An unknown int (a parameter, a value of a
+# while loop) is in its dtype's range, and so is a result whose interval leaves it:
+# compiled integer arithmetic wraps around. Three additions make it precise enough for
+# Numba-style loops and their reverse sweeps:
 # - Counters relate to their bounds (`_affine_bound`): a scalar sum of terms (add, sub, neg,
 #   mul by a constant) is bounded by replacing each counter, innermost first, with its
 #   loop's first or last value as the term's sign asks; so `n - 1 - k` for k in range(n)
@@ -36,15 +36,15 @@ from .sums import RING, Sums, fits, position
 #   These ops are exact modulo 2**64, so the value computed equals the sum whenever the
 #   sum's bounds fit the dtype, even if a partial sum wrapped; a loop bound replaced must
 #   not have wrapped itself (`_exact`), for the counter is below the bound computed.
-# - Induction counters (`pos = d` before a nest, `pos += 1` inside it; `_carried`): a
-#   for_loop's carried int whose next value is itself plus amounts the IR bounds (constants,
-#   what inner loops add in all) is bounded at each iteration's entry by what the earlier
-#   iterations added. A loop of at most ENUMERATE iterations whose bounds are known exactly
-#   is walked iteration by iteration; when its bounds depend on the counter of an
-#   enclosing loop (`range(c + 1, d)`), each iteration of that loop is taken apart. So the
-#   GMM's walk over a triangle, `pos = d; for c in range(d): for r in range(c + 1, d):
-#   icf[j, pos]; pos += 1`, is proven to stay in d..d*(d+1)/2 - 1, icf's triangle columns.
-#   Otherwise the amount per iteration times the trip count bounds it.
+# - Induction counters (`pos = d` before a nest, `pos += 1` inside it, maybe under an `if`;
+#   `_carried`): a for_loop's carried int whose next value is itself plus amounts the IR
+#   bounds (constants, what inner loops add in all) is bounded at each iteration's entry by
+#   what the earlier iterations added. A loop of at most ENUMERATE iterations whose bounds
+#   are known exactly is walked iteration by iteration; when its bounds depend on the
+#   counter of an enclosing loop (`range(c + 1, d)`), each iteration of that loop is taken
+#   apart. So the GMM's walk over a triangle, `pos = d; for c in range(d): for r in
+#   range(c + 1, d): icf[j, pos]; pos += 1`, is proven to stay in d..d*(d+1)/2 - 1, icf's
+#   triangle columns. Otherwise the amount per iteration times the trip count bounds it.
 # - Tapes hold what was pushed on them (Note [Loop tapes]): a tape_get is in the union of
 #   the ranges of the values pushed on its tape and 0 (what a ragged tape's missing rows
 #   read, Note [Ragged tapes]).
@@ -78,18 +78,18 @@ class Ranges(Sums):
         for op in region.ops:
             cf = describe(op)
             if op.prim is tape_push_p:
-                self._union(op.outputs[0], op.inputs[0])
+                self.union(op.outputs[0], op.inputs[0])
                 pushes.append((op.inputs[0], op.inputs[1]))
             elif cf is not None and op.prim is not fusion_p:  # a tape may be state
                 for ps in cf.entries(op):
                     for a, p in zip(cf.state(op), ps):
-                        self._union(p, a)
+                        self.union(p, a)
                     if cf.loop:
                         for r, p in zip(cf.body(op).results, ps):
-                            self._union(r, p)
+                            self.union(r, p)
                 for r in cf.yielding(op):
                     for res, o in zip(r.results, op.outputs):
-                        self._union(o, res)
+                        self.union(o, res)
             if op.prim is for_loop_p:
                 self._outer[id(op)], self._depth[id(op)] = loop, depth
                 body = control.body(op)
@@ -109,7 +109,7 @@ class Ranges(Sums):
             v = self._tape_of[v.id]
         return v.id
 
-    def _union(self, a, b) -> None:
+    def union(self, a, b) -> None:
         ra, rb = self._root(a), self._root(b)
         if ra != rb:
             self._tape_of[ra] = b
@@ -143,7 +143,7 @@ class Ranges(Sums):
         if key in self._memo:
             return self._memo[key]
         integer = v.aval.dtype.kind in "iu"
-        full = _full(v) if integer else None
+        full = full_range(v) if integer else None
         if key in self._busy:  # a value that depends on itself (a carried value)
             return full
         self._steps += 1
@@ -177,13 +177,13 @@ class Ranges(Sums):
             return self._range(control.body(op).results[position(op.outputs, v)], ctx)
         if prim is cond_p:
             k = position(op.outputs, v)
-            return _union([self._range(r.results[k], ctx) for r in op.regions])
+            return union([self._range(r.results[k], ctx) for r in op.regions])
         if prim is for_loop_p:
             return self._loop_output(op, position(op.outputs, v), ctx)
         if prim is tape_get_p:
             return self._tape(op.inputs[0])
         if prim in (getitem_p, index_put_p):  # elements of its array (or of the value put)
-            return _union([self._range(w, ctx) for w in op.inputs[:1 + (prim is index_put_p)]])
+            return union([self._range(w, ctx) for w in op.inputs[:1 + (prim is index_put_p)]])
         if prim in _IDENTITY:
             src = op.inputs[0]
             return self._range(src, ctx) if src.aval.dtype.kind in "iu" else None
@@ -196,16 +196,16 @@ class Ranges(Sums):
             return None
         if any(r[0] > r[1] for r in rs):
             return (0, -1)
-        r = _arith(prim, rs)
+        r = arith(prim, rs)
         if prim in RING and not v.aval.shape:
             a = tuple(self._affine_bound(v, ctx, upper) for upper in (False, True))
-            if None not in a and fits(a, _full(v)):  # Note [Integer ranges]: either holds
-                r = (max(r[0], a[0]), min(r[1], a[1])) if fits(r, _full(v)) else a
+            if None not in a and fits(a, full_range(v)):  # Note [Integer ranges]: either holds
+                r = (max(r[0], a[0]), min(r[1], a[1])) if fits(r, full_range(v)) else a
         return r
 
     def _tape(self, tape):
         rs = [self._range(v, {}) for v in self._pushed.get(self._root(tape), [])]
-        return _union(rs + [(0, 0)])
+        return union(rs + [(0, 0)])
 
     # ---- loop counters and carried values --------------------------------------------------
     def _bounds(self, loop, ctx):
@@ -270,7 +270,7 @@ class Ranges(Sums):
         if walked is not None:
             its = walked[0]
             lo, hi = ctx.get(c.id, (min(its, default=0), max(its, default=-1)))
-            return _shift(init, _entries(*walked, lo, hi))
+            return shift(init, _entries(*walked, lo, hi))
         outer = self._outer[id(loop)]
         while outer is not None and control.counter(outer).id in ctx:
             outer = self._outer[id(outer)]
@@ -278,13 +278,13 @@ class Ranges(Sums):
             oc = control.counter(outer)
             its = self._iterations(outer, ctx)
             if its and self._iterations(loop, {**ctx, oc.id: (its[0], its[0])}) is not None:
-                return _union([self._carried(loop, k, {**ctx, oc.id: (i, i)}) for i in its])
+                return union([self._carried(loop, k, {**ctx, oc.id: (i, i)}) for i in its])
         d, t = self._per_iteration(loop, k, ctx)
         if d is None:
             return None
         if t[1] <= 0:
             return (0, -1)
-        return _shift(init, (min(0, (t[1] - 1) * d[0]), max(0, (t[1] - 1) * d[1])))
+        return shift(init, (min(0, (t[1] - 1) * d[0]), max(0, (t[1] - 1) * d[1])))
 
     def _per_iteration(self, loop, k, ctx):
         """(range of what one iteration adds to carried k, range of the trip count)."""
@@ -298,7 +298,7 @@ class Ranges(Sums):
     def _loop_output(self, loop, k, ctx):
         init = self._range(control.state(loop)[k], ctx)
         total = self._total(loop, k, ctx)
-        return None if init is None or total is None else _shift(init, total)
+        return None if init is None or total is None else shift(init, total)
 
     def _total(self, loop, k, ctx):
         """What a run of `loop` adds to its carried value k in all."""
@@ -329,7 +329,7 @@ class Ranges(Sums):
             before, total = self._delta(control.state(op)[k], p, ctx), None
             if before is not None:
                 total = self._total(op, k, ctx)
-            return None if total is None else _shift(before, total)
+            return None if total is None else shift(before, total)
         if op.prim in (E.add_p, E.sub_p):
             for j in (0, 1) if op.prim is E.add_p else (0,):
                 d = self._delta(op.inputs[j], p, ctx)
@@ -337,38 +337,14 @@ class Ranges(Sums):
                     other = self._range(op.inputs[1 - j], ctx)
                     if other is None:
                         return None
-                    return _shift(d, other if op.prim is E.add_p else (-other[1], -other[0]))
+                    return shift(d, other if op.prim is E.add_p else (-other[1], -other[0]))
             return None
         if op.prim is E.where_p:
-            return _union([self._delta(w, p, ctx) for w in op.inputs[1:]])
+            return union([self._delta(w, p, ctx) for w in op.inputs[1:]])
+        if op.prim is cond_p:  # `if ...: pos += 1`
+            k = position(op.outputs, v)
+            return union([self._delta(r.results[k], p, ctx) for r in op.regions])
         return None
-
-
-def _arith(prim, rs):
-    """The interval of an integer elementwise op's result from its operands' intervals."""
-    if prim is E.add_p:
-        (a, b), (c, d) = rs
-        return a + c, b + d
-    if prim is E.sub_p:
-        (a, b), (c, d) = rs
-        return a - d, b - c
-    if prim is E.neg_p:
-        return -rs[0][1], -rs[0][0]
-    if prim is E.mul_p:
-        ends = [x * y for x in rs[0] for y in rs[1]]
-        return min(ends), max(ends)
-    if prim in (E.maximum_p, E.clip_p):  # clip(x, lo, hi) is min(max(x, lo), hi)
-        rs = [(max(rs[0][0], rs[1][0]), max(rs[0][1], rs[1][1]))] + rs[2:]
-        if prim is E.maximum_p:
-            return rs[0]
-    if prim in (E.minimum_p, E.clip_p):
-        return min(rs[0][0], rs[1][0]), min(rs[0][1], rs[1][1])
-    if prim is E.where_p:
-        return _union(rs)
-    if prim is E.floor_divide_p and rs[1][0] > 0:
-        ends = [x // y for x in rs[0] for y in rs[1]]
-        return min(ends), max(ends)
-    return None
 
 
 def _trips(start, stop, step) -> tuple[int, int]:
@@ -383,12 +359,6 @@ def _trips(start, stop, step) -> tuple[int, int]:
     return count(start_lo, stop_hi), count(start_hi, stop_lo)
 
 
-def _full(v) -> tuple[int, int]:
-    """The range of v's integer dtype."""
-    info = np.iinfo(v.aval.dtype)
-    return int(info.min), int(info.max)
-
-
 def _entries(its: range, sums, lo: int, hi: int):
     """The union of `sums` (see Ranges._walk) at the entries of the iterations whose counter
     is in lo..hi."""
@@ -399,25 +369,9 @@ def _entries(its: range, sums, lo: int, hi: int):
     if first > last:
         return (0, -1)
     if isinstance(sums, list):
-        return _union(sums[first:last + 1])
+        return union(sums[first:last + 1])
     d = sums[1]
     return min(first * d, last * d), max(first * d, last * d)
-
-
-def _union(rs):
-    """The smallest interval holding every one of `rs` (empty ones, lo > hi, add nothing);
-    None if one is unknown."""
-    if any(r is None for r in rs):
-        return None
-    rs = [r for r in rs if r[0] <= r[1]]
-    return (min(r[0] for r in rs), max(r[1] for r in rs)) if rs else (0, -1)
-
-
-def _shift(a, b):
-    """The interval of x + y for x in a, y in b (empty when either is)."""
-    if a is None or b is None:
-        return None
-    return (0, -1) if a[0] > a[1] or b[0] > b[1] else (a[0] + b[0], a[1] + b[1])
 
 
 def _frozen(ctx: dict) -> tuple:

@@ -1,7 +1,10 @@
-"""Sums of terms for codegen/ranges.py: an int scalar written as constant + sum of
-coefficient * term over add, sub, neg and mul by a constant, bounded with the loop counters
-among its terms replaced by their loops' bounds (Note [Integer ranges] in ranges.py)."""
+"""Interval arithmetic and sums of terms for codegen/ranges.py: intervals (lo, hi) of Python
+ints, empty when lo > hi; an int scalar written as constant + sum of coefficient * term
+over add, sub, neg and mul by a constant, bounded with the loop counters among its terms
+replaced by their loops' bounds (Note [Integer ranges] in ranges.py)."""
 from __future__ import annotations
+
+import numpy as np
 
 from llgrad.runtime.ops import elementwise as E
 from llgrad.runtime.ops.control import constant_p, fusion_p
@@ -105,3 +108,55 @@ def fits(r, full) -> bool:
 def position(values: list, v) -> int:
     """Index of `v` in `values` by identity (IR values compare elementwise)."""
     return next(k for k, w in enumerate(values) if w is v)
+
+
+def arith(prim, rs):
+    """The interval of an integer elementwise op's result from its operands' intervals."""
+    if prim is E.add_p:
+        (a, b), (c, d) = rs
+        return a + c, b + d
+    if prim is E.sub_p:
+        (a, b), (c, d) = rs
+        return a - d, b - c
+    if prim is E.neg_p:
+        return -rs[0][1], -rs[0][0]
+    if prim is E.mul_p:
+        ends = [x * y for x in rs[0] for y in rs[1]]
+        return min(ends), max(ends)
+    if prim in (E.maximum_p, E.clip_p):  # clip(x, lo, hi) is min(max(x, lo), hi)
+        rs = [(max(rs[0][0], rs[1][0]), max(rs[0][1], rs[1][1]))] + rs[2:]
+        if prim is E.maximum_p:
+            return rs[0]
+    if prim in (E.minimum_p, E.clip_p):
+        return min(rs[0][0], rs[1][0]), min(rs[0][1], rs[1][1])
+    if prim is E.where_p:
+        return union(rs)
+    if prim is E.floor_divide_p and rs[1][0] > 0:
+        ends = [x // y for x in rs[0] for y in rs[1]]
+        return min(ends), max(ends)
+    return None
+
+
+
+def union(rs):
+    """The smallest interval holding every one of `rs` (empty ones, lo > hi, add nothing);
+    None if one is unknown."""
+    if any(r is None for r in rs):
+        return None
+    rs = [r for r in rs if r[0] <= r[1]]
+    return (min(r[0] for r in rs), max(r[1] for r in rs)) if rs else (0, -1)
+
+
+
+def shift(a, b):
+    """The interval of x + y for x in a, y in b (empty when either is)."""
+    if a is None or b is None:
+        return None
+    return (0, -1) if a[0] > a[1] or b[0] > b[1] else (a[0] + b[0], a[1] + b[1])
+
+
+
+def full_range(v) -> tuple[int, int]:
+    """The range of v's integer dtype."""
+    info = np.iinfo(v.aval.dtype)
+    return int(info.min), int(info.max)

@@ -280,7 +280,8 @@ class _Checks:
             ctx.checked.add((id(v), n))
             need.append((k, v, axis, n))
         ctx.stats["index checks"] = ctx.stats.get("index checks", 0) + len(need)
-        wraps = sum(1 for k, v, _, _ in arrays if k not in self.natural and v.aval.dtype != np.bool_)
+        wraps = sum(1 for k, v, _, _ in arrays
+                    if k not in self.natural and v.aval.dtype != np.bool_)
         ctx.stats["index wraps"] = ctx.stats.get("index wraps", 0) + wraps
         for k, v, axis, n in sorted(need, key=lambda c: bool(c[1].aval.shape)):  # stable
             if not v.aval.shape or not visited or n == 0:  # n == 0: no stand-in index

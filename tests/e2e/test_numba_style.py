@@ -89,6 +89,17 @@ def packed_tri_from(Lp, x, start):
     return total
 
 
+def compact(x):
+    """The positive entries moved to the front (`out[cnt] = x[i]; cnt += 1` under an if)."""
+    out = np.zeros(x.shape[0])
+    cnt = 0
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            out[cnt] = x[i] * (i + 1)
+            cnt += 1
+    return np.sum(out * np.arange(1.0, x.shape[0] + 1.0))
+
+
 def histogram(w, idx):
     """h[idx[t]] += w[t] (idx repeats), then a weighted sum of squares."""
     h = np.zeros(4)
@@ -175,6 +186,20 @@ def test_indices_proven_or_checked_before_are_not_checked(fn, args, wrt):
     wraps = [stats[f"index wraps ({e})"] for e in ("forward", "joint")]
     assert checks == ([1, 1] if fn is histogram else [0, 0])  # h[idx[t]]'s, once
     assert (wraps[0] > 0) == (wraps[1] > 0) == (fn is histogram)
+
+
+def test_a_counter_advanced_under_an_if_is_proven_in_range(mode):
+    """compact's `out[cnt]`: cnt gains 0 or 1 an iteration, so it stays below x.shape[0]."""
+    x = RNG.standard_normal(9)
+    d = llgrad.differentiate(compact)
+    value, grad = d.value_and_grad(x)
+    assert value == pytest.approx(compact(x), rel=1e-12)
+    np.testing.assert_allclose(grad, finite_differences(compact, (x,), (0,))[0], rtol=1e-6)
+    if mode == "native":
+        d(x)
+        stats = d.inspect(x).stats
+        assert [stats[f"index {k} ({e})"] for k in ("checks", "wraps")
+                for e in ("forward", "joint")] == [0, 0, 0, 0]
 
 
 @pytest.mark.parametrize("start", [1, -16])
