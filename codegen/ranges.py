@@ -78,18 +78,18 @@ class Ranges(Sums):
         for op in region.ops:
             cf = describe(op)
             if op.prim is tape_push_p:
-                self.union(op.outputs[0], op.inputs[0])
+                self._join(op.outputs[0], op.inputs[0])
                 pushes.append((op.inputs[0], op.inputs[1]))
             elif cf is not None and op.prim is not fusion_p:  # a tape may be state
                 for ps in cf.entries(op):
                     for a, p in zip(cf.state(op), ps):
-                        self.union(p, a)
+                        self._join(p, a)
                     if cf.loop:
                         for r, p in zip(cf.body(op).results, ps):
-                            self.union(r, p)
+                            self._join(r, p)
                 for r in cf.yielding(op):
                     for res, o in zip(r.results, op.outputs):
-                        self.union(o, res)
+                        self._join(o, res)
             if op.prim is for_loop_p:
                 self._outer[id(op)], self._depth[id(op)] = loop, depth
                 body = control.body(op)
@@ -105,11 +105,13 @@ class Ranges(Sums):
                 self._visit(r, loop, depth, pushes)
 
     def _root(self, v):
+        """The id of the class of values (a tape through pushes and loops) `v` is in."""
         while v.id in self._tape_of:
             v = self._tape_of[v.id]
         return v.id
 
-    def union(self, a, b) -> None:
+    def _join(self, a, b) -> None:
+        """Put a's class into b's."""
         ra, rb = self._root(a), self._root(b)
         if ra != rb:
             self._tape_of[ra] = b

@@ -137,7 +137,6 @@ def arith(prim, rs):
     return None
 
 
-
 def union(rs):
     """The smallest interval holding every one of `rs` (empty ones, lo > hi, add nothing);
     None if one is unknown."""
@@ -147,13 +146,11 @@ def union(rs):
     return (min(r[0] for r in rs), max(r[1] for r in rs)) if rs else (0, -1)
 
 
-
 def shift(a, b):
     """The interval of x + y for x in a, y in b (empty when either is)."""
     if a is None or b is None:
         return None
     return (0, -1) if a[0] > a[1] or b[0] > b[1] else (a[0] + b[0], a[1] + b[1])
-
 
 
 def full_range(v) -> tuple[int, int]:
