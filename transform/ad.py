@@ -18,6 +18,7 @@ from llgrad.runtime.aval import Aval, aval_str
 from llgrad.runtime.errors import InternalError, ShapeError, UnsupportedError
 from llgrad.runtime.ops.control import (cond_p, custom_vjp_p, for_loop_p, fusion_p, tape_get_p,
                                         tape_push_p, while_loop_p)
+from llgrad.runtime.ops.index import INDEXING, index_operands, indexed_shape
 from llgrad.runtime.ops.shape import broadcast_to_p
 from llgrad.transform import ir
 from llgrad.transform.control import (body, custom_bwd, custom_parts, describe, pred,
@@ -149,12 +150,38 @@ def _activity(fn, wrt, out, through=()) -> set:
     return {k for k in both if vals[k].aval.dtype.kind == "f"}
 
 
+# Note [Replayed indices]
+# numpy raises IndexError for an index out of range, so compiled code checks every index it
+# cannot prove in range (Note [Index checks] in codegen/lowerings/index.py). The reverse
+# sweep indexes at indices the forward sweep already checked: it recomputes a loop body's
+# element reads at the forward's indices (`icf[j, pos]` at iteration n-1-k, its index read
+# back from a tape or recomputed), and the VJP rules of indexing ops index at the op's own
+# indices (getitem's scatter_add, index_put's index_put and getitem, at the same key into an
+# array of the same shape). The forward ran them first: in the joint function the reverse
+# sweep of a loop runs after its forward loop, the cotangent of an op after the op, a
+# cond's adjoint only on the branch the forward took. So AD marks such ops `checked` (an Op
+# field, transform/ir.py), and codegen emits no bounds check for them, only the wrap of
+# negative indices the IR does not prove non-negative. Without the mark, the reverse sweep of
+# the GMM written as loops checked each replayed index again (its indices are computed
+# from tapes, which the IR cannot bound to the axis): ~40% of the triangle loop's
+# instructions. AD marks: (1) every indexing op cloned while `adjoint_region` recomputes a
+# region's forward (`replaying`), which replays an op the forward ran at the same values;
+# (2) the indexing ops a VJP rule of an indexing op emits at that op's key, index values and
+# axis sizes (`_mark_replays`); (3) likewise the scatter of an element cotangent after a
+# loop that ran (Note [Element cotangents]). The mark holds for the op where it stands: a
+# pass may substitute equal values into it, or drop it (clone_function keeps it; a copy made
+# through the Builder, by vmap, jvp or a later AD, does not), but a pass that moves an op to
+# where it may run without its forward op (hoisting it out of a loop that may not run) must
+# clear it. The interpreter checks every index whatever the mark says.
+
+
 class _AD(LoopAD):
     """One AD run: the activity set, the builder of the joint function, the current loc."""
 
     def __init__(self, active: set, name: str):
         self.act = active
         self.unstacked: set = set()  # ids of loops never stacked (Note [Checkpointed loops])
+        self.replaying = 0  # inside adjoint_region's recomputation (Note [Replayed indices])
         self.loc = None
         self.b = Builder(name, loc=lambda: self.loc)
 
@@ -259,7 +286,19 @@ class _AD(LoopAD):
         for o, n in zip(op.outputs, outs):
             n.name = o.name
             env[o.id] = n
+        if self.replaying and op.prim in INDEXING:  # Note [Replayed indices]
+            outs[0].op.checked = True
         return outs
+
+    def mark_replays(self, start: int, key, idx: list, shape: tuple) -> None:
+        """Mark `checked` the indexing ops emitted into the current region since op `start`
+        that index an array of `shape` at `key` and index values `idx`, which an op the
+        forward ran checked (Note [Replayed indices])."""
+        for o in self.b.region.ops[start:]:
+            if o.prim in INDEXING and o.params["key"] == key and indexed_shape(o) == shape \
+                    and len(index_operands(o)) == len(idx) \
+                    and all(a is b for a, b in zip(index_operands(o), idx)):
+                o.checked = True
 
     def clone_region(self, r, env, extra=()) -> ir.Region:
         params = [self.b.new_value(p.aval, p.name) for p in r.params]
@@ -308,6 +347,7 @@ class _AD(LoopAD):
             g = ct[op.outputs[0].id]
             out = env[op.outputs[0].id]
         ins = [env[v.id] for v in op.inputs]
+        start = len(self.b.region.ops)
         for i, v in enumerate(op.inputs):
             if v.id not in self.act:
                 continue
@@ -321,6 +361,9 @@ class _AD(LoopAD):
                     raise
                 raise UnsupportedError(e.what, op.loc, e.fix) from None
             self.accum(ct, v, gi)
+        if op.prim in INDEXING:  # the transposes at op's indices (Note [Replayed indices])
+            mapped = [env[v.id] for v in index_operands(op)]
+            self.mark_replays(start, op.params["key"], mapped, indexed_shape(op))
 
     def adjoint_region(self, region, env, head_values, seeds, wanted, pre=None,
                        extra_rec=None, running=None, stop=()) -> list:
@@ -331,7 +374,11 @@ class _AD(LoopAD):
         (Note [Running cotangents] in loop_ad.py); the adjoints of the ops in `stop` (ids of
         top-level ops) are not run."""
         env2 = self.bind_params(env, region.params, head_values)
-        rec = self.forward(region.ops, env2, taped=True, pre=pre, given=extra_rec or ())
+        self.replaying += 1  # Note [Replayed indices]
+        try:
+            rec = self.forward(region.ops, env2, taped=True, pre=pre, given=extra_rec or ())
+        finally:
+            self.replaying -= 1
         rec.update(extra_rec or {})
         ct2: dict[int, ir.Value] = dict(running or {})
         for r, g in zip(region.results, seeds):

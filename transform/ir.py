@@ -41,14 +41,19 @@ class Value:
 
 
 class Op:
-    """One operation: `outputs = prim(*inputs, **params)` with optional regions."""
+    """One operation: `outputs = prim(*inputs, **params)` with optional regions. `checked`
+    (indexing ops only) says its indices were checked by an op that runs before it whenever
+    it runs, at the same values and axis sizes (Note [Replayed indices] in transform/ad.py):
+    a fact about where the op is, which a pass that moves it must drop."""
 
-    __slots__ = ("prim", "inputs", "params", "outputs", "regions", "loc")
+    __slots__ = ("prim", "inputs", "params", "outputs", "regions", "loc", "checked")
 
-    def __init__(self, prim, inputs: list, params: dict, outputs: list, regions=(), loc=None):
+    def __init__(self, prim, inputs: list, params: dict, outputs: list, regions=(), loc=None,
+                 checked: bool = False):
         self.prim, self.inputs, self.params = prim, list(inputs), dict(params)
         self.outputs, self.regions = list(outputs), list(regions)
         self.loc: SourceLoc | None = loc
+        self.checked = checked
         for v in self.outputs:
             v.op = self
 

@@ -466,7 +466,9 @@ class LoopAD:
             if not ran:  # n may be 0: then g is 0 and the index may be out of range
                 idx = [ops.where(ops.gt(n, np.asarray(0, np.int64)), i,
                                  np.asarray(0, np.int64)) for i in idx]
-            x = o.inputs[0]
+            x, start = o.inputs[0], len(b.region.ops)
             self.accum(ct, x, o.prim.vjp_rule(0)(g, None, env[x.id], *idx, **o.params))
+            if ran:  # the loop read x at idx (Note [Replayed indices] in ad.py)
+                self.mark_replays(start, o.params["key"], idx, x.aval.shape)
         for k, g in zip(pos, outs):  # after: an init may be a captured value too
             self.accum(ct, init[k], g)

@@ -36,11 +36,15 @@ from .shape import copy_layout
 # names (see `_Checks` for empty results). A separate pass
 # before the loop, the other way, cost a read of the whole index array (+24% on a 1e6-element
 # gather from a small table; the fused test costs ~9%).
-# Checks that cannot fail are not emitted: codegen/ranges.py bounds int values from constants,
-# loop counters and their offsets (`x[i + 1]` for i in range(n - 1), and the reverse sweep's
-# `n - 1 - k`); LLVM removes more (a counter compared with its own loop bound). Nor is a check
-# already made in the same or an enclosing region (`ctx.checked`, scoped by _emit_block): the
-# backward's scatter at the forward gather's indices.
+# Checks that cannot fail are not emitted: codegen/ranges.py bounds int values (Note [Integer
+# ranges]: constants, loop counters and sums of them, `x[i + 1]` for i in range(n - 1), the
+# reverse sweep's `n - 1 - k`, induction counters such as the GMM's `pos += 1`, tapes), and
+# an index proven non-negative is not wrapped either (a proven `i >= 0` leaves one unsigned
+# compare `i <u n` where a check is needed); LLVM removes more. Nor is a check already made in
+# the same or an enclosing region (`ctx.checked`, scoped by _emit_block: the backward's
+# scatter at the forward gather's indices), or one of an op AD marked `checked`: the reverse
+# sweep's replay of an index the forward checked (Note [Replayed indices] in
+# transform/ad.py). `inspect().stats` counts the "index checks" and "index wraps" emitted.
 # The windows of run-time length (dynamic_window, window_update) need no check: they are
 # total, an entry whose position falls outside the axis is skipped (see their lowerings).
 
@@ -261,17 +265,24 @@ class _Checks:
     def __init__(self, ctx, op, arrays, indexed: bool, visited: bool):
         self.ctx, self.op, self.flags = ctx, op, {}
         b, i1 = ctx.b, ir.IntType(1)
-        self.todo = []
+        self.todo, self.natural = [], set()  # natural: entries proven non-negative (no wrap)
         need = []
         for k, v, axis, n in arrays:
             known = ctx.ranges.known_range(v)
-            if v.aval.dtype == np.bool_ or (id(v), n) in ctx.checked or known is not None \
-                    and (known[0] > known[1] or -n <= known[0] and known[1] < n):
+            if known is not None and (known[0] > known[1] or known[0] >= 0):
+                self.natural.add(k)
+            if v.aval.dtype == np.bool_ or (id(v), n) in ctx.checked or op.checked \
+                    or known is not None and (known[0] > known[1] or -n <= known[0]
+                                              and known[1] < n):
                 continue
             if v.aval.shape and not indexed:
                 continue
             ctx.checked.add((id(v), n))
             need.append((k, v, axis, n))
+        ctx.stats["index checks"] = ctx.stats.get("index checks", 0) + len(need)
+        wraps = sum(1 for k, v, _, _ in arrays
+                    if k not in self.natural and v.aval.dtype != np.bool_)
+        ctx.stats["index wraps"] = ctx.stats.get("index wraps", 0) + wraps
         for k, v, axis, n in sorted(need, key=lambda c: bool(c[1].aval.shape)):  # stable
             if not v.aval.shape or not visited or n == 0:  # n == 0: no stand-in index
                 self._first_bad(v, axis, n)
@@ -282,15 +293,16 @@ class _Checks:
             self.todo.append((flag, v, axis, n))
 
     def index(self, k: int, i: ir.Value, n: int) -> ir.Value:
-        """Index `i` of entry `k` (an axis of size n) made non-negative; a bad one is flagged
-        and replaced by 0, so the access stays inside the array."""
+        """Index `i` of entry `k` (an axis of size n) made non-negative (unless proven so);
+        a bad one is flagged and replaced by 0, so the access stays inside the array."""
         b = self.ctx.b
-        wrapped = b.select(b.icmp_signed("<", i, ir.Constant(I64, 0)),
-                           b.add(i, ir.Constant(I64, n)), i)
+        natural = k in self.natural
+        wrapped = i if natural else b.select(b.icmp_signed("<", i, ir.Constant(I64, 0)),
+                                             b.add(i, ir.Constant(I64, n)), i)
         flag = self.flags.get(k)
         if flag is None:
             return wrapped
-        bad = _bad(b, i, n)
+        bad = b.icmp_unsigned(">=", i, ir.Constant(I64, n)) if natural else _bad(b, i, n)
         b.store(b.or_(b.load(flag, typ=ir.IntType(1)), bad), flag)
         return b.select(bad, ir.Constant(I64, 0), wrapped)
 

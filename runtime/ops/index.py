@@ -70,17 +70,25 @@ def _checked(op) -> bool:
     array live past later updates in place, and loop AD would tape the array per iteration
     (issue 13); dce replaces such an unread op by checks of its indices alone
     (`scalar_index_axes`; transform/passes/dce.py)."""
-    indices = op.inputs[2:] if op.prim is index_put_p else op.inputs[1:]
-    return any(v.aval.shape != () for v in indices)
+    return any(v.aval.shape != () for v in index_operands(op))
+
+
+def index_operands(op) -> list:
+    """The index-array operands of an indexing op (getitem, scatter_add, index_put)."""
+    return op.inputs[2:] if op.prim is index_put_p else op.inputs[1:]
+
+
+def indexed_shape(op) -> tuple:
+    """The shape an indexing op's key indexes: its array's, or scatter_add's result's."""
+    return tuple(op.params["shape"] if op.prim is scatter_add_p else op.inputs[0].aval.shape)
 
 
 def scalar_index_axes(op) -> list:
     """(index operand, axis, axis length) for each 0-d index operand of an indexing op
     (getitem, scatter_add, index_put): what numpy checks of it; [] for other ops."""
-    if op.prim not in (getitem_p, scatter_add_p, index_put_p):
+    if op.prim not in INDEXING:
         return []
-    shape = op.params["shape"] if op.prim is scatter_add_p else op.inputs[0].aval.shape
-    indices = op.inputs[2:] if op.prim is index_put_p else op.inputs[1:]
+    shape, indices = indexed_shape(op), index_operands(op)
     key, axis, out = op.params["key"], 0, []
     for e in key:
         if e[0] == "e":
@@ -176,6 +184,8 @@ index_put_p = register(Primitive(
     "index_put", "index", _index_put_impl, lambda x, v, *idx, key: Aval(x.shape, x.dtype),
     _index_put_vjp, saves=lambda n: (1, *range(2, n)), node_name="IndexPutBackward0",
     linear="linear", effect=_checked))
+
+INDEXING = (getitem_p, scatter_add_p, index_put_p)  # the primitives with keys and index checks
 
 
 # ---- the ops API ------------------------------------------------------------------------------

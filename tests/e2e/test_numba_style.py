@@ -71,6 +71,35 @@ def tri_matvec(L, x):
     return np.sum(y * y)
 
 
+def packed_tri(Lp, x):
+    """sum_i (sum_{j<=i} L[i, j] x[j])**2, L's lower triangle packed by rows in Lp and walked
+    by a counter (`pos += 1`), as Numba users write it."""
+    return packed_tri_from(Lp, x, 0)
+
+
+def packed_tri_from(Lp, x, start):
+    n = x.shape[0]
+    total, pos = 0.0, start
+    for i in range(n):
+        s = 0.0
+        for j in range(i + 1):
+            s += Lp[pos] * x[j]
+            pos += 1
+        total += s * s
+    return total
+
+
+def compact(x):
+    """The positive entries moved to the front (`out[cnt] = x[i]; cnt += 1` under an if)."""
+    out = np.zeros(x.shape[0])
+    cnt = 0
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            out[cnt] = x[i] * (i + 1)
+            cnt += 1
+    return np.sum(out * np.arange(1.0, x.shape[0] + 1.0))
+
+
 def histogram(w, idx):
     """h[idx[t]] += w[t] (idx repeats), then a weighted sum of squares."""
     h = np.zeros(4)
@@ -111,6 +140,7 @@ def pairwise(X):
 CASES = [
     (gmm_loops, _gmm_args(3, 4, 5), (0, 1, 2)),
     (tri_matvec, (RNG.standard_normal((5, 5)), RNG.standard_normal(5)), (0, 1)),
+    (packed_tri, (RNG.standard_normal(15), RNG.standard_normal(5)), (0, 1)),
     (histogram, (RNG.standard_normal(7), np.array([0, 3, 1, 0, 3, 3, 2])), (0,)),
     (stencil, (RNG.standard_normal((5, 6)), 0.2), (0,)),
     (pairwise, (RNG.standard_normal((4, 3)),), (0,)),
@@ -140,6 +170,64 @@ def test_no_array_is_copied_inside_a_loop(fn, args, wrt):
     stats = d.inspect(*args).stats
     assert stats["array copies in loops (forward)"] == 0
     assert stats["array copies in loops (joint)"] == 0
+
+
+@pytest.mark.parametrize("fn,args,wrt", CASES, ids=[c[0].__name__ for c in CASES])
+def test_indices_proven_or_checked_before_are_not_checked(fn, args, wrt):
+    """The loops' indices are counters, sums of them and the triangle walks' `pos` (Note
+    [Integer ranges] in codegen/ranges.py): no index check or wrap of a negative index is
+    emitted for them. The histogram's `h[idx[t]]` is checked (and wrapped) in the forward;
+    its reverse sweep rereads and scatters at the indices the forward checked, and checks
+    nothing more (Note [Replayed indices] in transform/ad.py)."""
+    d = llgrad.differentiate(fn, wrt=wrt)
+    d(*args), d.value_and_grad(*args)  # compile both entries
+    stats = d.inspect(*args).stats
+    checks = [stats[f"index checks ({e})"] for e in ("forward", "joint")]
+    wraps = [stats[f"index wraps ({e})"] for e in ("forward", "joint")]
+    assert checks == ([1, 1] if fn is histogram else [0, 0])  # h[idx[t]]'s, once
+    assert (wraps[0] > 0) == (wraps[1] > 0) == (fn is histogram)
+
+
+def test_a_counter_advanced_under_an_if_is_proven_in_range(mode):
+    """compact's `out[cnt]`: cnt gains 0 or 1 an iteration, so it stays below x.shape[0]."""
+    x = RNG.standard_normal(9)
+    d = llgrad.differentiate(compact)
+    value, grad = d.value_and_grad(x)
+    assert value == pytest.approx(compact(x), rel=1e-12)
+    np.testing.assert_allclose(grad, finite_differences(compact, (x,), (0,))[0], rtol=1e-6)
+    if mode == "native":
+        d(x)
+        stats = d.inspect(x).stats
+        assert [stats[f"index {k} ({e})"] for k in ("checks", "wraps")
+                for e in ("forward", "joint")] == [0, 0, 0, 0]
+
+
+@pytest.mark.parametrize("start", [1, -16])
+def test_an_index_out_of_range_in_a_loop_raises_at_its_line(start, mode):
+    """A walk that starts one too far reads past the end of Lp (or before its start): the
+    forward and the gradient raise numpy's IndexError at the line, as plain Python does."""
+    Lp, x = RNG.standard_normal(15), RNG.standard_normal(5)
+    bad = 15 if start > 0 else start
+    with pytest.raises(IndexError, match=f"index {bad} is out of bounds for axis 0 with size 15"):
+        packed_tri_from(Lp, x, start)
+    d = llgrad.differentiate(packed_tri_from, wrt=(0, 1))
+    where = rf"index {bad} is out of bounds for axis 0 with size 15\n  at .*test_numba_style" \
+        rf".py:\d+ \(in packed_tri_from\)\n    s \+= Lp\[pos\] \* x\[j\]"
+    for run in (d, d.grad, d.value_and_grad):
+        with pytest.raises(IndexError, match=where):
+            run(Lp, x, start)
+
+
+def test_negative_indices_the_ir_does_not_bound_still_wrap(mode):
+    """pos from -3 reads Lp[-3], Lp[-2], Lp[-1] (numpy's last elements), then Lp[0], ...:
+    forward and gradient as plain Python and finite differences."""
+    Lp, x = RNG.standard_normal(15), RNG.standard_normal(5)
+    d = llgrad.differentiate(packed_tri_from, wrt=(0, 1))
+    value, grads = d.value_and_grad(Lp, x, -3)
+    assert value == pytest.approx(packed_tri_from(Lp, x, -3), rel=1e-12)
+    fds = finite_differences(lambda a, b: packed_tri_from(a, b, -3), (Lp, x), (0, 1))
+    for g, fd in zip(grads, fds):
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
 
 
 def test_gmm_nest_is_not_peeled_and_grows_with_the_source():

@@ -33,7 +33,7 @@ def substitute(region: ir.Region, subst: dict) -> None:
 
 
 def clone_function(fn: ir.Function, name: str | None = None) -> ir.Function:
-    """A deep copy with fresh Values (same names, locs and params)."""
+    """A deep copy with fresh Values (same names, locs, params and `checked` marks)."""
     env: dict[int, ir.Value] = {}
 
     def fresh(v):
@@ -46,7 +46,7 @@ def clone_function(fn: ir.Function, name: str | None = None) -> ir.Function:
         for op in r.ops:
             regions = [region(s) for s in op.regions]
             new.ops.append(ir.Op(op.prim, [env[v.id] for v in op.inputs], op.params,
-                                 [fresh(v) for v in op.outputs], regions, op.loc))
+                                 [fresh(v) for v in op.outputs], regions, op.loc, op.checked))
         new.results = [env[v.id] for v in r.results]
         return new
 

@@ -1,5 +1,6 @@
-"""The IR's text form: one op a line, `%name: type = op inputs {params}`, the user's source
-location and line as a trailing comment (printed only when it changes from the previous op's);
+"""The IR's text form: one op a line, `%name: type = op inputs {params}` (and `[checked]`
+for an indexing op whose indices an earlier op checked), the user's source location and
+line as a trailing comment (printed only when it changes from the previous op's);
 regions indented. Names are stable: assigned in print order by a Namer."""
 from __future__ import annotations
 
@@ -46,7 +47,7 @@ def _op_line(op: ir.Op, name: Namer) -> str:
                        if k not in ("body", "regions"))
     text = (f"{outs} = " if outs else "") + op.name + (f" {ins}" if ins else "") + \
         (f" {{{params}}}" if params else "")
-    return text
+    return text + (" [checked]" if op.checked else "")  # Note [Replayed indices] in ad.py
 
 
 def _loc_comment(op: ir.Op) -> str:
