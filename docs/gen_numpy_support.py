@@ -42,6 +42,7 @@ def _samples(lg):
         lambda: (t(v), 50.0), lambda: ((t(m), True), t(v[:3])), lambda: (t(m), 0, 1),
         lambda: (t(v), (2, 3)), lambda: (t(v), (2, 6)), lambda: (t(v.reshape(1, 2, 3)), 3),
         lambda: (t(v), np.array([1, 0]), 0), lambda: (v > 0.5, t(v), t(v[::-1].copy())),
+        lambda: (lg.tensor(v > 0.5),), lambda: (lg.tensor(v > 0.5), lg.tensor(v < 0.7)),
     ]
 
 
