@@ -10,6 +10,7 @@ about the llgrad IR; lowering lives in the other codegen files.
 """
 from __future__ import annotations
 
+import atexit
 import os
 import threading
 import time
@@ -270,9 +271,12 @@ def set_up_in_background() -> None:
     global _started
     if _jit is None and not _started:
         _started = True
-        _set_up_thread[0] = threading.Thread(target=_set_up_quietly, name="llgrad-jit-set-up",
-                                             daemon=True)
-        _set_up_thread[0].start()
+        t = threading.Thread(target=_set_up_quietly, name="llgrad-jit-set-up", daemon=True)
+        try:
+            t.start()
+        except RuntimeError:  # no thread to be had: the caller makes the JIT when it needs it
+            return
+        _set_up_thread[0] = t
 
 
 def _set_up_quietly() -> None:
@@ -284,7 +288,8 @@ def _set_up_quietly() -> None:
 
 def _finish_set_up() -> None:
     """Wait for a set-up under way: a process forked in its middle would inherit llvmlite's
-    lock held by a thread that does not exist in the child."""
+    lock held by a thread that does not exist in the child, and one that exits in its middle
+    (a trace that raised) would tear LLVM down under it."""
     t = _set_up_thread[0]
     if t is not None and t.is_alive() and t is not threading.current_thread():
         t.join()
@@ -293,6 +298,7 @@ def _finish_set_up() -> None:
 _started = False
 _set_up_thread: list = [None]
 os.register_at_fork(before=_finish_set_up)
+atexit.register(_finish_set_up)
 
 
 # Note [JIT set-up in the background]

@@ -148,3 +148,13 @@ def test_a_fork_during_the_jit_set_up_leaves_the_child_a_working_compiler():
         _, status = os.waitpid(pid, 0)
         assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
     """)
+
+
+def test_a_first_call_that_raises_during_the_jit_set_up_exits_cleanly():
+    # the set-up thread is joined at exit: LLVM is not torn down under it
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent("""
+        import numpy as np, llgrad
+        llgrad.differentiate(lambda x: np.sum(x @ np.ones(5)))(np.ones(3))
+    """)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "ShapeError" in r.stderr.splitlines()[-1], r.stderr
+    assert "Segmentation" not in r.stderr and "Fatal" not in r.stderr, r.stderr
