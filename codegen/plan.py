@@ -543,8 +543,18 @@ class FunctionPlan:
             heirs.add(p)
 
     def same_storage(self, a, b) -> bool:
+        """Whether a and b are the same elements in the same memory (a value that is all of
+        its root, such as a cond branch's param, counts as its root)."""
+        a, b = self._whole(a), self._whole(b)
         s = self.storage
         return a in s and b in s and skey(s[a]) == skey(s[b])
+
+    def _whole(self, v):
+        lay = self.layout.get(v)
+        if v in self.storage or lay is None or lay.root is v:
+            return v
+        whole = lay.offset == 0 and lay.contiguous and lay.root.aval == v.aval
+        return lay.root if whole else v
 
     def _assign(self, v):
         if v in self.storage:

@@ -144,6 +144,7 @@ CASES = [
     (histogram, (RNG.standard_normal(7), np.array([0, 3, 1, 0, 3, 3, 2])), (0,)),
     (stencil, (RNG.standard_normal((5, 6)), 0.2), (0,)),
     (pairwise, (RNG.standard_normal((4, 3)),), (0,)),
+    (compact, (RNG.standard_normal(9),), (0,)),
 ]
 
 
@@ -307,3 +308,67 @@ def test_numpy_work_arrays_exchanged_in_a_staged_loop(mode):
     np.testing.assert_allclose(grad, finite_differences(relax_swap, (x,), (0,))[0],
                                rtol=1e-6, atol=1e-8)
     assert d.inspect(x).stats["path"] == "staged"
+
+
+# Updates under an `if` in a loop (Note [Updates in place under if] in codegen/inplace.py):
+# in place where the array dies at the cond, copied where anything can still see it.
+def both_branches(x):
+    out = np.zeros(x.shape[0])
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            out[i] = x[i] ** 2
+        else:
+            out[i] = -x[i]
+    return np.sum(out * x)
+
+
+def read_after_the_if(x):
+    out = np.ones(x.shape[0])
+    acc = 0.0
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            out[i] = x[i] * 3.0
+        acc = acc + np.sum(out * x)  # out is read after the cond: not overwritten before
+    return acc
+
+
+def read_in_the_branch(x):
+    out = np.ones(x.shape[0])
+    acc = 0.0
+    for i in range(x.shape[0]):
+        if x[i] > 0:
+            out[i] = x[i] * 3.0
+            acc = acc + out[(i + 1) % x.shape[0]] * out[i]
+    return acc + np.sum(out)
+
+
+def old_copy_kept(x):
+    out = np.ones(x.shape[0])
+    acc = 0.0
+    for i in range(x.shape[0]):
+        old = out.copy()
+        if x[i] > 0:
+            out[i] = x[i] * 3.0
+        acc = acc + np.sum(old * x)
+    return acc + np.sum(out)
+
+
+def top_level_if(x):
+    y = np.sin(x)
+    if x[0] > 0:
+        y[1] = x[2] * 5
+    return np.sum(y * y)
+
+
+@pytest.mark.parametrize("fn", [compact, both_branches, read_after_the_if, read_in_the_branch,
+                                old_copy_kept, top_level_if])
+def test_updates_under_an_if(fn, mode):
+    mixed = RNG.standard_normal(7)
+    mixed += np.where(mixed >= 0, 0.1, -0.1)  # (finite differences stay on one side of 0)
+    for x in (mixed, -(RNG.random(7) + 0.1), RNG.random(7) + 0.1):
+        d = llgrad.differentiate(fn)
+        value, grad = d.value_and_grad(x)
+        assert value == pytest.approx(fn(x.copy()), rel=1e-12, abs=1e-12)
+        assert d(x) == pytest.approx(value, rel=1e-14, abs=1e-14)
+        np.testing.assert_allclose(grad, finite_differences(fn, (x,), (0,))[0], rtol=1e-6,
+                                   atol=1e-8)
