@@ -203,6 +203,9 @@ def _cond_pairs(plan, u, blk, t, where, owned):
         if any(plan.layout[br.results[j]].root is x for br in u.blocks for j in range(width)
                if j != k):
             continue
+        if any(plan.layout[y].root is x and plan._whole(y) is not x
+               for y in (br.results[k] for br in u.blocks)):
+            continue  # a branch yields a view of x at k (x[::-1]): copied into x, staged
         if _dead_at_cond(plan, x, blk, t, where):
             yield k, x, out
 

@@ -360,8 +360,16 @@ def top_level_if(x):
     return np.sum(y * y)
 
 
+def view_in_a_branch(x):
+    out = np.sin(x) * 1.0
+    for i in range(3):
+        if x[i] > 0:
+            out = out[::-1]  # a view of the array the other branch yields unchanged
+    return np.sum(out * np.arange(1.0, x.shape[0] + 1.0))
+
+
 @pytest.mark.parametrize("fn", [compact, both_branches, read_after_the_if, read_in_the_branch,
-                                old_copy_kept, top_level_if])
+                                old_copy_kept, top_level_if, view_in_a_branch])
 def test_updates_under_an_if(fn, mode):
     mixed = RNG.standard_normal(7)
     mixed += np.where(mixed >= 0, 0.1, -0.1)  # (finite differences stay on one side of 0)
