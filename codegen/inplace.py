@@ -49,15 +49,16 @@ from .registry import LOWERINGS
 # yields into the cond's output (Note [Carried storage]), and the update copies `out` first:
 # two copies of the array an iteration, O(n^2) for a loop over n (30000 elements: 112 ms
 # forward, 228 ms with the gradient; Numba-style code fills arrays this way). So a cond's
-# output k takes the storage of an array x of the enclosing block when a branch yields x
-# unchanged at k (x itself, or a branch param that is all of the operand x), x dies at the
-# cond (every reader of x is before it or inside it), and no branch yields x, or a view of x,
-# at another position (`_cond_pairs`). Inside each branch, updates of x (or of that param)
+# output k takes the storage of an array x of the enclosing block when the branches yield x at
+# k, unchanged (x itself, or a branch param that is all of the operand x) or updated (a chain
+# of updates that starts from x: `out[i] = a` in one branch, `out[i] = b` in the other), and
+# no other array of it; x dies at the cond (every reader of x is before it or inside it); and
+# no branch yields x, or a view of x, at another position, or a view of x at k (`_cond_pairs`). Inside each branch, updates of x (or of that param)
 # may then take x's storage by the rules above, with only that branch's readers counted (the
 # branches are exclusive, and the cond's output is x's heir: `_dead_in_branch`), as may
-# updates of their results, so long as none of them is yielded at another position. Both
-# branches' yields then find their value in the output's storage: no copy. Conds whose
-# branches both update x and yield no x are left as they were.
+# updates of their results, so long as none of them is yielded at another position. The
+# branches' yields then find their value in the output's storage: no copy. A branch that
+# yields a new array at k copies it in at its end, when x's old value is no longer read.
 
 
 def plan_updates(plan) -> None:
@@ -173,8 +174,8 @@ def _owns_whole(plan, x, out) -> bool:
 
 def _cond_pairs(plan, u, blk, t, where, owned):
     """(k, x, out) for cond unit `u` (index t of `blk`) whose output k = out may take the
-    storage of x, an array of `blk` that a branch yields unchanged at k (Note [Updates in
-    place under if])."""
+    storage of x, the array of `blk` that the branches yield at k, unchanged or updated
+    (Note [Updates in place under if])."""
     inside = set()
     for br in u.blocks:
         inside.update(br.params)
@@ -188,13 +189,9 @@ def _cond_pairs(plan, u, blk, t, where, owned):
     for k, out in enumerate(u.op.outputs):
         outer = {}
         for br in u.blocks:
-            y = br.results[k]
-            if any(y is q for q in br.params):  # the operand itself, the param being all of it
-                lay = plan.layout[y]
-                if lay.offset == 0 and lay.contiguous and lay.root.aval == y.aval:
-                    outer[id(lay.root)] = lay.root
-            elif y not in inside:
-                outer[id(y)] = y
+            x = _updated(plan, br, br.results[k], inside)
+            if x is not None:
+                outer[id(x)] = x
         if len(outer) != 1:
             continue
         x = next(iter(outer.values()))
@@ -222,6 +219,24 @@ def _dead_at_cond(plan, x, blk, t, where) -> bool:
         if at is None or at > t:
             return False
     return True
+
+
+def _updated(plan, br, y, inside, depth: int = 64):
+    """The array of the enclosing block that cond branch `br` yields as y: y itself, all of a
+    branch param (the cond's operand), or what a chain of updates in `br` started from
+    (`out[i] = v` in both branches); None for anything else."""
+    if any(y is q for q in br.params):
+        lay = plan.layout[y]
+        whole = lay.offset == 0 and lay.contiguous and lay.root.aval == y.aval
+        return lay.root if whole else None
+    if y not in inside:
+        return y
+    op = y.op
+    if depth == 0 or op is None or op.prim not in LOWERINGS:
+        return None
+    k = LOWERINGS[op.prim].updates
+    k = k(op) if callable(k) else k
+    return None if k is None else _updated(plan, br, op.inputs[k], inside, depth - 1)
 
 
 def _nested_units(blk):

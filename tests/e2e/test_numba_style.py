@@ -380,3 +380,13 @@ def test_updates_under_an_if(fn, mode):
         assert d(x) == pytest.approx(value, rel=1e-14, abs=1e-14)
         np.testing.assert_allclose(grad, finite_differences(fn, (x,), (0,))[0], rtol=1e-6,
                                    atol=1e-8)
+
+
+@pytest.mark.parametrize("fn", [compact, both_branches])
+def test_updates_under_an_if_copy_nothing(fn):
+    x = RNG.standard_normal(9)
+    d = llgrad.differentiate(fn)
+    d(x), d.value_and_grad(x)  # compile both entries
+    stats = d.inspect(x).stats
+    assert (stats["array copies in loops (forward)"],
+            stats["array copies in loops (joint)"]) == (0, 0)
