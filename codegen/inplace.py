@@ -147,10 +147,7 @@ def _hoist_reads(plan, blk) -> None:
 
 def _dead_after(plan, u, x, out, blk, t, where) -> bool:
     """Whether `x` may be overwritten by `u`, the unit at index t of `blk`, to give `out`."""
-    if (x.aval.shape == () or x.aval != out.aval or plan.layout[x].root is not x
-            or x in plan.tape_class or out in plan.tape_class or x in plan.storage
-            or out in plan.storage or out in plan.alias
-            or any(x is r for r in plan.fn.outputs)):
+    if not _owns_whole(plan, x, out):
         return False
     if sum(1 for v in u.reads if plan.layout[v].root is x) != 1:
         return False
