@@ -7,11 +7,13 @@ lowerings skip their copy (`plan.same_storage(x, out)`). See Note [Updates in pl
 """
 from __future__ import annotations
 
+import math
+
 from llgrad.transform.control import CONTROL
 from llgrad.runtime.ops.control import cond_p
 from llgrad.runtime.ops.index import getitem_p
 
-from .plan import ControlUnit, CopyUnit, GroupUnit, OpUnit
+from .plan import ControlUnit, GroupUnit, OpUnit
 from .registry import LOWERINGS
 
 # Note [Updates in place]
@@ -151,13 +153,22 @@ def _dead_after(plan, u, x, out, blk, t, where) -> bool:
         return False
     if sum(1 for v in u.reads if plan.layout[v].root is x) != 1:
         return False
+    return _last_read(plan, x, blk, where, skip=u) < t
+
+
+def _last_read(plan, x, blk, where, skip=None, outside=math.inf) -> float:
+    """The index in `blk` of the last unit reading `x` other than `skip` (a unit nested in one
+    of blk's counts at that one's index): `outside` for a reader outside blk, infinity when
+    blk yields x (it reads x after all its units), -1 for none."""
+    last = -1
     for r in plan.readers.get(x, ()):
-        if r is u:
+        if r is skip:
             continue
+        if r is blk:
+            return math.inf
         at = where.get(id(r), {}).get(id(blk))
-        if at is None or at >= t:
-            return False
-    return True
+        last = max(last, outside if at is None else at)
+    return last
 
 
 def _owns_whole(plan, x, out) -> bool:
@@ -207,15 +218,7 @@ def _cond_pairs(plan, u, blk, t, where, owned):
 def _dead_at_cond(plan, x, blk, t, where) -> bool:
     """Whether every reader of `x` (an array of `blk`) is the cond at index t of blk, inside
     it, or before it; `blk` yielding x reads it after."""
-    for r in plan.readers.get(x, ()):
-        if isinstance(r, CopyUnit) and not r.active:
-            continue  # a cond param's copy that is not made (plan._decide)
-        if r is blk:
-            return False
-        at = where.get(id(r), {}).get(id(blk))
-        if at is None or at > t:
-            return False
-    return True
+    return _last_read(plan, x, blk, where) <= t
 
 
 def _updated(plan, br, y, inside, depth: int = 64):
@@ -252,15 +255,7 @@ def _dead_in_branch(plan, u, x, out, blk, t, where) -> bool:
         return False
     if sum(1 for v in u.reads if plan.layout[v].root is x) != 1:
         return False
-    for r in plan.readers.get(x, ()):
-        if r is u or isinstance(r, CopyUnit) and not r.active:
-            continue
-        if r is blk:
-            return False  # this branch yields x itself: its old value
-        at = where.get(id(r), {}).get(id(blk))
-        if at is not None and at >= t:
-            return False
-    return True
+    return _last_read(plan, x, blk, where, skip=u, outside=-1) < t  # (yielding x: its old value)
 
 
 def _positions(plan) -> dict:

@@ -421,13 +421,16 @@ class FunctionPlan:
                     if lay.root is not v and not lay.contiguous and not (
                             low.accepts and low.accepts(u.op, i, lay)):
                         self.materialised.add(v)
+        dropped = set()
         for blk in self.blocks():
             for u in blk.units:
                 if isinstance(u, CopyUnit) and u.src in self.materialised:
                     u.active = True
                     u.reads = [self._root(u.src)]
-            blk.units[:] = [u for u in blk.units
-                            if not (isinstance(u, CopyUnit) and not u.active)]
+            dropped.update(id(u) for u in blk.units if isinstance(u, CopyUnit) and not u.active)
+            blk.units[:] = [u for u in blk.units if id(u) not in dropped]
+        for v, rs in readers.items():  # a copy that is not made reads nothing
+            rs[:] = [r for r in rs if id(r) not in dropped]
         # results: write into the result buffer directly when this function computes them
         owned = {v for u in self.top.units for v in u.writes}
         for j, r in enumerate(results):
