@@ -65,7 +65,7 @@ def environment() -> str:
 
         from llgrad import __version__
         from llgrad.codegen import abi, jit
-        _FIXED.append("|".join([__version__, _code_stamp(), llvmlite.__version__,
+        _FIXED.append("|".join([__version__, code_stamp(), llvmlite.__version__,
                                 ".".join(map(str, llvm.llvm_version_info)), jit.host_cpu_name(),
                                 jit.host_cpu_features(), abi.support_tag()]))
     return f"{_FIXED[0]}|threads={threads.num_threads()}"
@@ -74,6 +74,17 @@ def environment() -> str:
 _FIXED: list = []  # what cannot change in a process
 _PACKAGES = ("llgrad", "codegen", "runtime", "tracer", "transform")  # llgrad's source folders
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def code_stamp() -> str:
+    """`_code_stamp()` of this installation, once per process; also part of the keys of
+    converted code (tracer/convert/stored.py)."""
+    if not _STAMP:
+        _STAMP.append(_code_stamp())
+    return _STAMP[0]
+
+
+_STAMP: list = []
 
 
 def _code_stamp(root: str = _ROOT) -> str:
@@ -102,8 +113,8 @@ def _code_stamp(root: str = _ROOT) -> str:
 # tests and benchmarks run) or a build installed over another with the same version would
 # load object code made by the code it replaced, with a stale lowering or another buffer
 # layout: wrong values or a crash. So the key includes the size and time of change of every
-# Python file of the package (~200 stats, ~0.3 ms once per process; a change of either
-# makes every entry a miss, as for the converter's own files in tracer/convert/stored.py).
+# Python file of the package (~200 stats, ~0.3 ms once per process, `code_stamp`; a change of
+# either makes every entry a miss, converted code's too: tracer/convert/stored.py).
 
 
 def key(*parts: str) -> str:

@@ -15,7 +15,6 @@ import hashlib
 import importlib.util
 import inspect
 import marshal
-import os
 import sys
 import threading
 import types
@@ -102,21 +101,12 @@ _STAMP: list = []
 
 
 def _stamp() -> str:
-    """What conversions depend on besides the function: the interpreter (its bytecode), and
-    the converter's own files (their size and time of change)."""
+    """What conversions depend on besides the function: the interpreter (its bytecode) and
+    llgrad's own files (llgrad/cache.py `code_stamp`: their size and time of change)."""
     if not _STAMP:
-        here = os.path.dirname(os.path.abspath(__file__))
-        files = sorted(os.path.join(here, f) for f in os.listdir(here) if f.endswith(".py"))
-        files += [os.path.join(os.path.dirname(here), f)
-                  for f in ("operators.py", "traced_builtins.py")]
-        parts = [_FORMAT, sys.version, importlib.util.MAGIC_NUMBER.hex()]
-        for f in files:
-            try:
-                st = os.stat(f)
-                parts.append(f"{f}:{st.st_size}:{st.st_mtime_ns}")
-            except OSError:
-                parts.append(f"{f}:absent")
-        _STAMP.append("\0".join(parts))
+        from llgrad import cache
+        _STAMP.append("\0".join([_FORMAT, sys.version, importlib.util.MAGIC_NUMBER.hex(),
+                                 cache.code_stamp()]))
     return _STAMP[0]
 
 
@@ -172,8 +162,8 @@ def save(k: str, lookups: Lookups, code: types.CodeType, source: str, filename: 
 # imported. So with the disk cache on, a conversion is kept too: the code object the pipeline
 # compiles (marshal, the format of Python's own .pyc files) and the converted source, under a
 # key of everything the pipeline reads from the function: its source lines, file, first line,
-# names and free variables, plus the interpreter's version and bytecode magic and the
-# converter's files (their size and mtime). The pipeline reads one thing more, what the
+# names and free variables, plus the interpreter's version and bytecode magic and llgrad's
+# files (their size and mtime, the stamp object code is keyed by too). The pipeline reads one thing more, what the
 # function's global and closure names are bound to (is `np.sum` a library function? `range`
 # the builtin?), and that can change between runs without the source changing. Those
 # answers are recorded as they are given (`Lookups`: per name or module attribute chain, the
