@@ -34,15 +34,21 @@ def _unsupported_operator(sym: str):
 
 
 def _booleans(sym: str, *xs):
-    """`&`, `|`, `^`, `~` are logical on booleans only: on integers numpy and PyTorch compute
-    bitwise (5 & 3 == 1), and on a Python bool `~True == -2`; those are refused."""
+    """`&`, `|`, `^`, `~`: see `booleans`; on a Python bool `~True == -2`, also refused."""
+    return booleans(f"the operator {sym}", f"supports {sym}", *xs, python_bool=sym != "~")
+
+
+def booleans(what: str, claim: str, *xs, python_bool: bool = True):
+    """`xs`, when each is boolean: the bitwise operators and numpy's bitwise functions
+    (`what`: "the operator &", "np.bitwise_and") are logical on booleans only, since on
+    integers numpy and PyTorch compute bitwise (5 & 3 == 1); anything else is refused."""
     for x in xs:
         dt = x._np_dtype if is_value(x) else getattr(x, "dtype", None)
-        weak = getattr(x, "_lg_weak", False) and sym == "~"
+        weak = getattr(x, "_lg_weak", False) and not python_bool
         if not (isinstance(x, bool) or dt == bool) or weak:
-            what = "a Python bool" if weak else f"a {type(x).__name__}" if dt is None else str(dt)
-            raise DTypeError(f"the operator {sym} on {what}: llgrad supports {sym} on booleans "
-                             f"only (numpy and PyTorch compute it bitwise on integers)",
+            of = "a Python bool" if weak else f"a {type(x).__name__}" if dt is None else str(dt)
+            raise DTypeError(f"{what} on {of}: llgrad {claim} on booleans only (numpy and "
+                             f"PyTorch compute it bitwise on integers)",
                              loc=user_loc(), fix="use np.logical_and / np.logical_or / "
                              "np.logical_not (`a != b` for ^), or `not` for a Python bool")
     return xs

@@ -10,10 +10,10 @@ import types
 import numpy as np
 
 from llgrad.runtime import ops
-from llgrad.runtime.arraylike import as_array
+from llgrad.runtime.arraylike import as_array, booleans
 from llgrad.runtime.aval import normalize_axes
 from llgrad.runtime.conversions import array_from, numpy_operands, stand_in
-from llgrad.runtime.errors import DTypeError, UnsupportedError, user_loc
+from llgrad.runtime.errors import UnsupportedError, user_loc
 from llgrad.runtime.ops._util import dtype_of, shape_of
 from llgrad.runtime.prim import REGISTRY, is_value
 from llgrad.runtime.promotion import all_weak, coerce, numpy_call, strong
@@ -136,16 +136,7 @@ FUNCTIONS = {
 def _on_booleans(name: str, op):
     """np.bitwise_and/or/xor and np.invert, which compute logically on booleans (masks):
     on integers they are bitwise, which llgrad does not compute (an error, as for `&`)."""
-    def impl(*xs):
-        for x in xs:
-            dt = dtype_of(x)
-            if dt != np.bool_:
-                raise DTypeError(f"np.{name} on {dt}: llgrad computes it on booleans only "
-                                 f"(on integers numpy computes it bitwise)", loc=user_loc(),
-                                 fix="use it on masks (comparisons, np.isnan, ...), or "
-                                 "np.logical_and / np.logical_or / np.logical_not")
-        return op(*xs)
-    return _ufunc_call(impl)
+    return _ufunc_call(lambda *xs: op(*booleans(f"np.{name}", "computes it", *xs)))
 
 
 def _logical_xor(a, b):
