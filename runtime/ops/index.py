@@ -260,8 +260,17 @@ def traced_mask(k) -> bool:
 
 
 def _has_mask(key) -> bool:
-    """Whether `key` holds a traced mask (runtime/padded_masks.py)."""
-    return any(traced_mask(k) for k in (key if type(key) is tuple else (key,)))
+    """Whether `key` holds a traced mask (runtime/padded_masks.py). On eager getitem's hot
+    path: the usual index types are passed over by their type alone."""
+    if type(key) is not tuple:
+        return type(key) not in _PLAIN_INDICES and traced_mask(key)
+    for k in key:
+        if type(k) not in _PLAIN_INDICES and traced_mask(k):
+            return True
+    return False
+
+
+_PLAIN_INDICES = frozenset({int, slice, type(None), type(Ellipsis), np.ndarray, list})
 
 
 def _traced(b) -> bool:
