@@ -13,7 +13,7 @@ import numpy as np
 
 from llgrad.runtime.ops import elementwise as E
 from llgrad.runtime.ops.control import (cond_p, constant_p, for_loop_p, fusion_p, tape_get_p,
-                                        tape_push_p)
+                                        tape_new_p, tape_push_p)
 from llgrad.runtime.ops.index import getitem_p, index_put_p
 from llgrad.runtime.ops.shape import broadcast_to_p, reshape_p
 from llgrad.transform import control
@@ -46,8 +46,9 @@ from .sums import RING, Sums, arith, fits, full_range, position, shift, union
 #   range(c + 1, d): icf[j, pos]; pos += 1`, is proven to stay in d..d*(d+1)/2 - 1, icf's
 #   triangle columns. Otherwise the amount per iteration times the trip count bounds it.
 # - Tapes hold what was pushed on them (Note [Loop tapes]): a tape_get is in the union of
-#   the ranges of the values pushed on its tape and 0 (what a ragged tape's missing rows
-#   read, Note [Ragged tapes]).
+#   the ranges of the values pushed on its tape, and 0 if the tape is ragged or batched (a
+#   column's missing rows read 0, Note [Ragged tapes]); a reverse sweep reads only rows its
+#   forward pushed.
 # Each query has a budget of steps (BUDGET); past it the answer is None, so a check stays.
 ENUMERATE, BUDGET = 256, 20_000
 
@@ -68,11 +69,12 @@ class Ranges(Sums):
         self._outer = {}  # id(for_loop) -> the for_loop around it, or None
         self._depth = {}  # id(for_loop) -> how many for_loops enclose it
         self._memo, self._busy, self._steps = {}, set(), 0
-        self._tape_of, pushes = {}, []
+        self._tape_of, pushes, self._batched = {}, [], []
         self._visit(fn.body, None, 0, pushes)
         self._pushed = {}  # tape root -> the values pushed on it
         for t, v in pushes:
             self._pushed.setdefault(self._root(t), []).append(v)
+        self._zeros = {self._root(t) for t in self._batched}  # tapes read past their rows
 
     def _visit(self, region, loop, depth, pushes) -> None:
         for op in region.ops:
@@ -80,6 +82,9 @@ class Ranges(Sums):
             if op.prim is tape_push_p:
                 self._join(op.outputs[0], op.inputs[0])
                 pushes.append((op.inputs[0], op.inputs[1]))
+            elif op.prim is tape_new_p and op.params.get("ragged") or \
+                    op.prim is tape_get_p and op.inputs[1].aval.shape:
+                self._batched.append(op.outputs[0] if op.prim is tape_new_p else op.inputs[0])
             elif cf is not None and op.prim is not fusion_p:  # a tape may be state
                 for ps in cf.entries(op):
                     for a, p in zip(cf.state(op), ps):
@@ -206,8 +211,9 @@ class Ranges(Sums):
         return r
 
     def _tape(self, tape):
-        rs = [self._range(v, {}) for v in self._pushed.get(self._root(tape), [])]
-        return union(rs + [(0, 0)])
+        root = self._root(tape)
+        rs = [self._range(v, {}) for v in self._pushed.get(root, [])]
+        return union(rs + [(0, 0)] * (root in self._zeros))
 
     # ---- loop counters and carried values --------------------------------------------------
     def _bounds(self, loop, ctx):

@@ -26,7 +26,8 @@ from llgrad.transform.builder import Builder
 # `tape_push`; the loop also counts its iterations, the trip count n, for- and while-loops alike):
 #   (a) the loop-carried values at the entry of the iteration that the body reads (but not
 #       integer counters it advances by a fixed step, `pos += 1`: the reverse sweep computes
-#       them as init + j * step, `induction`);
+#       them as init + j * step, `induction`; nor those it recovers backwards, Note [Counters
+#       recovered backwards]);
 #   (b) the outputs of the body's expensive top-level ops (`expensive`: transcendental
 #       elementwise ops, matmul, reductions) that depend on the carried values or the index;
 #   (c) the residuals of the expensive elementwise ops: `split_rule` runs the op's own VJP rules
@@ -79,6 +80,20 @@ from llgrad.transform.builder import Builder
 # loops no longer tape the counter before and after it (Note [Stacked inner tapes]). In the
 # GMM written as loops, that was 3 of 4 integers taped per iteration of the triangle's
 # middle loop, and 5.1 -> 3.3 ms for its value and gradient.
+
+# Note [Counters recovered backwards]
+# An integer counter a loop carries and advances by a step that varies per iteration but
+# depends only on the index (`pos += c`), or that an inner loop advances by a fixed step per
+# trip (the GMM triangle: `for c in range(d): for r in range(c + 1, d): ...; pos += 1`), has
+# no closed form at iteration j (`induction` covers fixed steps), but is reversible: its entry
+# value is its exit value minus the step, and the step can be recomputed from the index (the
+# inner loop's trip count from its bounds, `facts.index_slice`). So the forward loop does not
+# tape it; the reverse sweep carries it backwards from the loop's result (the counter's exit
+# value after the last iteration), subtracting each iteration's step (`recover`), and the
+# value it reaches is the next reverse iteration's exit value. Exact: integer arithmetic. The
+# GMM written as loops taped 250,000 int64 a call for `pos` (2 MB written and read back);
+# now only the middle loop's result per (i, j), which the enclosing sweep reads: value and
+# gradient 1.22 -> 0.87 ms.
 
 # Note [Stacked inner tapes]
 # A loop nested in a loop body (Newton iterations per element, an inner time loop) would
@@ -160,7 +175,9 @@ class LoopAD:
         head = 1 if cf.counter else 0
         used = facts.reads(body)
         counted = facts.induction(body, carried)
-        stored = [k for k, p in enumerate(carried) if p.id in used and k not in counted]
+        rev = facts.reversible(body, carried, counted) if cf.counter else {}
+        stored = [k for k, p in enumerate(carried)
+                  if p.id in used and k not in counted and k not in rev]
         nxt = facts.next_carried(body, carried, stored) if stack is None else {}
         ext = set(nxt.values())
         var = facts.variant(body)
@@ -270,7 +287,7 @@ class LoopAD:
                                  [tapes[k].aval])[0]
         etapes = refs[1 + len(stored):]
         return {"n": added[0], "base": counter if stack is not None else None,
-                "trips": trips, "tapes": tapes, "next": nxt, "counted": counted,
+                "trips": trips, "tapes": tapes, "next": nxt, "counted": counted, "reversed": rev,
                 "saved": {vid: etapes[i] for vid, i in saved.items()},
                 "resid": {key: (info, [etapes[i] for i in idx])
                           for key, (info, idx) in resid.items()},
@@ -374,9 +391,12 @@ class LoopAD:
         bounds the sweep recomputed or read, so no tape holds it (Note [Trip counts]). None
         when the step is not a constant."""
         start, stop, step = (env[v.id] for v in control.bounds(op))
-        s, a, z = facts.const_int(step), facts.const_int(start), facts.const_int(stop)
-        if not s:
-            return None
+        s = facts.const_int(step)
+        return self.trips(start, stop, s) if s else None
+
+    def trips(self, start, stop, s: int) -> ir.Value:
+        """The trip count of `range(start, stop, s)`, a constant when the bounds are."""
+        a, z = facts.const_int(start), facts.const_int(stop)
         if a is not None and z is not None:
             return self.const(len(range(a, z, s)), I64)
         span = ops.sub(stop, start) if s > 0 else ops.sub(start, stop)
@@ -384,6 +404,25 @@ class LoopAD:
             span = ops.floor_divide(ops.add(span, np.asarray(abs(s) - 1, np.int64)),
                                     np.asarray(abs(s), np.int64))
         return ops.maximum(span, np.asarray(0, np.int64))
+
+    def recover(self, body, env, index, exit_, fact) -> ir.Value:
+        """A counter's value at the entry of the iteration at `index` from its value at its
+        exit (`facts.reversible`; Note [Counters recovered backwards])."""
+        sign, step, inner = fact
+        env2 = self.bind_params(env, body.params[:1], [index])
+
+        def value(v):
+            c = facts.const_int(v)
+            return self.const(c, I64) if c is not None else env2[v.id]
+
+        needs = [step] if inner is None else control.bounds(inner)[:2] + [step]
+        for o in facts.index_slice(body, [v for v in needs if facts.const_int(v) is None]):
+            self.clone(o, env2)
+        by = value(step)
+        if inner is not None:
+            start, stop, s = control.bounds(inner)
+            by = ops.mul(self.trips(value(start), value(stop), facts.const_int(s)), by)
+        return (ops.sub if sign > 0 else ops.add)(exit_, by)
 
     def backward_loop(self, op, env, rec, ct) -> None:
         """The reverse sweep: a for_loop of n iterations (the forward's trip count: from the
@@ -415,7 +454,14 @@ class LoopAD:
         k_param = b.new_value(((), I64), "k")
         cts = [b.new_value(op.outputs[k].aval, "ct") for k in pos]
         caps = [b.new_value(v.aval, "ct") for v in captured]
-        with b.open_region([k_param] + cts + caps) as r:
+        rev = list(rec["reversed"].items())  # Note [Counters recovered backwards]
+        if cf.counter:
+            start, _, step = (env[v.id] for v in control.bounds(op))
+            index = lambda j: ops.add(start, ops.mul(j, step))  # noqa: E731
+        firsts = [self.recover(body, env, index(ops.sub(n, np.asarray(1, np.int64))),
+                               env[op.outputs[k].id], fact) for k, fact in rev]
+        entries = [b.new_value(carried[k].aval, carried[k].name) for k, _ in rev]
+        with b.open_region([k_param] + cts + caps + entries) as r:
             j = ops.sub(ops.sub(n, np.asarray(1, np.int64)), k_param)  # iteration n-1-k
             row = j if base is None else ops.add(base, j)  # its tape row
 
@@ -429,9 +475,13 @@ class LoopAD:
                 by = ops.mul(j, self.const(c.op.params["value"], c.aval.dtype)
                              if c.op is not None and c.op.prim is constant_p else env[c.id])
                 head[k] = (ops.add if sign > 0 else ops.sub)(env[init[k].id], by)
+            for (k, _), entry in zip(rev, entries):
+                head[k] = entry
+            if rev:  # the entry values of iteration j - 1, for the next reverse iteration
+                before = index(ops.sub(j, np.asarray(1, np.int64)))
+            nexts = [self.recover(body, env, before, e, f) for (_, f), e in zip(rev, entries)]
             if cf.counter:
-                start, _, step = (env[v.id] for v in control.bounds(op))
-                head = [ops.add(start, ops.mul(j, step))] + head
+                head = [index(j)] + head
             pre = {}
             if rec["next"]:
                 j1 = ops.add(row, np.asarray(1, np.int64))
@@ -452,9 +502,9 @@ class LoopAD:
                                       {v.id: c for v, c in zip(captured, caps)},
                                       stop={id(o) for o in elems})
             self.loc = op.loc
-            r.results = got
-        outs = self.emit(for_loop_p, [self.const(0, I64), n, self.const(1, I64)] + seeds0 + caps0,
-                         [v.aval for v in cts + caps], [r], loc=op.loc)
+            r.results = got + nexts
+        outs = self.emit(for_loop_p, [self.const(0, I64), n, self.const(1, I64)] + seeds0 + caps0
+                         + firsts, [v.aval for v in cts + caps + entries], [r], loc=op.loc)
         m = len(captured) - len(elems)
         for v, g in zip(captured[:m], outs[len(pos):]):
             ct[v.id] = g  # the running cotangent, this loop's share added

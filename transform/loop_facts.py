@@ -12,7 +12,7 @@ from llgrad.runtime.ops.control import constant_p, for_loop_p, tape_new_p, while
 from llgrad.runtime.ops.elementwise import add_p, mul_p, sub_p
 from llgrad.runtime.ops.index import getitem_p, index_put_p
 from llgrad.runtime.ops.window import window_update_p
-from llgrad.transform import ir
+from llgrad.transform import control, ir
 
 # Note [Element cotangents]
 # A Numba-style inner loop reads elements of arrays from outside at indices it does not
@@ -180,6 +180,70 @@ def induction(body: ir.Region, carried) -> dict:
             const = c.op is not None and c.op.prim is constant_p and not c.aval.shape
             if const or c.id not in inside:
                 out[k] = (c, sign)
+    return out
+
+
+def index_slice(body: ir.Region, values) -> list | None:
+    """The top-level ops of a for_loop `body` computing `values` from its index (param 0) and
+    values from outside the body only, in order; None when one depends on a carried value
+    or is not integer +, -, *, a constant or an element read at a constant index. The
+    reverse sweep clones them to recompute the values, also at indices the loop does not run
+    (they cannot fail)."""
+    made = {o.id: op for op in body.ops for o in op.outputs}
+    index, need, seen = body.params[0], {}, set()
+
+    def visit(v) -> bool:
+        if v is index or v.id in seen:
+            return True
+        op = made.get(v.id)
+        if op is None:
+            return all(v is not q for q in body.params)
+        if not (op.prim in (constant_p, add_p, sub_p, mul_p) or op.prim is getitem_p
+                and len(op.inputs) == 1) or v.aval.shape or not all(visit(x) for x in op.inputs):
+            return False
+        seen.update(o.id for o in op.outputs)
+        need[id(op)] = op
+        return True
+
+    if not all(visit(v) for v in values):
+        return None
+    return [op for op in body.ops if id(op) in need]
+
+
+def reversible(body: ir.Region, carried, counted) -> dict:
+    """{k: (sign, step, inner)} for the integer carried values k of a for_loop, other than
+    `induction`'s, whose exit value is their entry value plus or minus a step computed from the
+    loop index and values from outside the body (`pos += c`), or which an inner for_loop
+    advances by a fixed step per trip (`for r in range(c + 1, d): pos += 1`; then `inner` is
+    that loop and its trips times `step` is the step). The reverse sweep recovers each
+    iteration's entry value from its exit value instead of taping it (Note [Counters
+    recovered backwards] in loop_ad.py)."""
+    top = {id(op) for op in body.ops}
+    out = {}
+    for k, p in enumerate(carried):
+        r = body.results[k]
+        op = r.op
+        if k in counted or op is None or id(op) not in top or r.aval != p.aval \
+                or p.aval.shape or p.aval.dtype != np.int64:
+            continue
+        if op.prim is for_loop_p:
+            m = next(i for i, o in enumerate(op.outputs) if o is r)
+            steps = induction(control.body(op), control.carried(op))
+            start, stop, by = control.bounds(op)
+            if control.state(op)[m] is not p or m not in steps or const_int(by) in (None, 0):
+                continue
+            step, sign = steps[m]
+            needs = [start, stop] + ([] if const_int(step) is not None else [step])
+            fact = (sign, step, op)
+        elif op.prim is add_p and len(op.inputs) == 2 and any(v is p for v in op.inputs):
+            step = op.inputs[1] if op.inputs[0] is p else op.inputs[0]
+            needs, fact = [step], (1, step, None)
+        elif op.prim is sub_p and op.inputs[0] is p:
+            needs, fact = [op.inputs[1]], (-1, op.inputs[1], None)
+        else:
+            continue
+        if all(v is not p for v in needs) and index_slice(body, needs) is not None:
+            out[k] = fact
     return out
 
 

@@ -7,6 +7,7 @@ with the sizes or the nesting."""
 from __future__ import annotations
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -235,7 +236,7 @@ def test_gmm_nest_is_not_peeled_and_grows_with_the_source():
     """The forward IR has one index_put per element assignment of the source (a peeled
     iteration would add its own), one for_loop per `for`, and the same ops whatever the
     sizes (all distinct, the trip count k - 1 too, and none 1: equal constants are one op)."""
-    small = llgrad.differentiate(gmm_loops, wrt=(0, 1, 2)).inspect(*_gmm_args(3, 5, 7))
+    small = llgrad.differentiate(gmm_loops, wrt=(0, 1, 2)).inspect(*_gmm_args(5, 8, 13))
     big = llgrad.differentiate(gmm_loops, wrt=(0, 1, 2)).inspect(*_gmm_args(6, 9, 40))
     for ins in (small, big):
         text = str(ins.forward_ir)
@@ -286,6 +287,53 @@ def test_counters_are_recomputed_not_taped(mode):
         np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
     tapes = str(d.inspect(w, x).backward_ir).count("tape_new")
     assert tapes == 0, d.inspect(w, x).backward_ir
+
+
+def varying_steps(w, x):
+    """`pos += i`, `back -= i + 1`: steps that vary with the index, which the reverse sweep
+    recovers backwards from the loop's result (Note [Counters recovered backwards])."""
+    pos, back, total = 0, x.shape[0] - 1, 0.0
+    for i in range(5):
+        total += w[pos] * x[back] + w[i] * w[i]
+        pos += i
+        back -= i + 1
+    return total
+
+
+def ragged_triangle(w, x, m):
+    """An inner loop advancing `pos` with bounds from data (m[0] may be 0: no iteration)."""
+    pos, total = 0, 0.0
+    for i in range(m[0]):
+        for r in range(i, m[1]):
+            total += w[pos] * x[r] * x[i]
+            pos += 1
+    return total
+
+
+@pytest.mark.parametrize("fn,args", [
+    (varying_steps, (RNG.standard_normal(7), RNG.standard_normal(15))),
+    (packed_tri, (RNG.standard_normal(15), RNG.standard_normal(5))),
+    (ragged_triangle, (RNG.standard_normal(9), RNG.standard_normal(4), np.array([3, 4]))),
+    (ragged_triangle, (RNG.standard_normal(9), RNG.standard_normal(4), np.array([0, 4]))),
+], ids=["varying_steps", "packed_tri", "ragged_triangle", "ragged_triangle_empty"])
+def test_counters_are_recovered_backwards_not_taped(fn, args, mode):
+    d = llgrad.differentiate(fn, wrt=(0, 1))
+    value, grads = d.value_and_grad(*args)
+    assert value == pytest.approx(fn(*args), rel=1e-12, abs=1e-12)
+    for g, fd in zip(grads, finite_differences(fn, args, (0, 1))):
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    ir_text = str(d.inspect(*args).backward_ir)
+    assert "i64" not in "".join(line for line in ir_text.splitlines() if "tape_new" in line)
+
+
+def test_gmm_tapes_the_triangle_counter_once_per_component_not_per_column():
+    """The triangle's `pos` is an i64 taped per (point, component), the middle loop's result
+    the enclosing sweep starts from, not per column of the triangle (d times more)."""
+    d, k, n = 4, 3, 5
+    args = _gmm_args(d, k, n)
+    ir_text = str(llgrad.differentiate(gmm_loops, wrt=(0, 1, 2)).inspect(*args).backward_ir)
+    rows = [int(m) for m in re.findall(r"i64\[(\d+)\] = tape_new", ir_text)]
+    assert rows and max(rows) == n * k
 
 
 def relax_swap(x):
