@@ -82,15 +82,19 @@ from llgrad.transform.builder import Builder
 # middle loop, and 5.1 -> 3.3 ms for its value and gradient.
 
 # Note [Counters recovered backwards]
-# An integer counter a loop carries and advances by a step that varies per iteration but
-# depends only on the index (`pos += c`), or that an inner loop advances by a fixed step per
-# trip (the GMM triangle: `for c in range(d): for r in range(c + 1, d): ...; pos += 1`), has
-# no closed form at iteration j (`induction` covers fixed steps), but is reversible: its entry
-# value is its exit value minus the step, and the step can be recomputed from the index (the
-# inner loop's trip count from its bounds, `facts.index_slice`). So the forward loop does not
-# tape it; the reverse sweep carries it backwards from the loop's result (the counter's exit
-# value after the last iteration), subtracting each iteration's step (`recover`), and the
-# value it reaches is the next reverse iteration's exit value. Exact: integer arithmetic. The
+# An integer counter a loop carries and advances by steps that vary per iteration but
+# depend only on the index (`pos += c`), or that an inner loop advances by a fixed step per
+# trip (the GMM triangle: `for c in range(d): for r in range(c + 1, d): ...; pos += 1`), or
+# both in sequence, has no closed form at iteration j (`induction` covers fixed steps), but
+# is reversible: its entry value is its exit value minus the steps, which can be recomputed
+# from the index (an inner loop's trip count from its bounds; `facts.index_slice`: integer
+# arithmetic that cannot fail, so it may run for an index the loop does not reach). So the
+# forward loop does not tape it; the reverse sweep carries the entry value backwards: it
+# starts from the loop's result minus the last iteration's steps, and each iteration passes
+# on its entry value minus the previous iteration's steps (`recover`). Carrying entry values
+# (rather than exit values, from which each iteration would subtract its own steps) lets
+# the range analysis bound them as it bounds any carried counter (Note [Integer ranges] in
+# codegen/ranges.py), so the indices they make need no wrap. Exact: integer arithmetic. The
 # GMM written as loops taped 250,000 int64 a call for `pos` (2 MB written and read back);
 # now only the middle loop's result per (i, j), which the enclosing sweep reads: value and
 # gradient 1.22 -> 0.87 ms.
@@ -175,7 +179,8 @@ class LoopAD:
         head = 1 if cf.counter else 0
         used = facts.reads(body)
         counted = facts.induction(body, carried)
-        rev = facts.reversible(body, carried, counted) if cf.counter else {}
+        rev = {k: s for k, s in facts.reversible(body, carried, counted).items()
+               if carried[k].id in used} if cf.counter else {}
         stored = [k for k, p in enumerate(carried)
                   if p.id in used and k not in counted and k not in rev]
         nxt = facts.next_carried(body, carried, stored) if stack is None else {}
@@ -211,6 +216,9 @@ class LoopAD:
         mine = _Stack(b, rows)
         with b.open_region(params + xs) as rb:
             mine.region = rb
+            # the entry state first, before the body updates its arrays in place
+            pushed = [self.emit(tape_push_p, [t, params[head + k]], [t.aval])[0]
+                      for t, k in zip(xs[1:], stored)]
             for iop in body.ops:
                 if iop.prim in (for_loop_p, while_loop_p) and id(iop) not in self.unstacked \
                         and any(o.id in self.act for o in iop.outputs):
@@ -241,8 +249,6 @@ class LoopAD:
             rb.results = [env2[v.id] for v in body.results]
             self.loc = op.loc
             cnt = ops.add(xs[0], np.asarray(1, np.int64))
-            pushed = [self.emit(tape_push_p, [t, params[head + k]], [t.aval])[0]
-                      for t, k in zip(xs[1:], stored)]
             ys = [b.new_value(tape_aval(v.aval)) for v in extra_vals]
             for y in ys:
                 b.home[y.id] = rb
@@ -405,24 +411,24 @@ class LoopAD:
                                     np.asarray(abs(s), np.int64))
         return ops.maximum(span, np.asarray(0, np.int64))
 
-    def recover(self, body, env, index, exit_, fact) -> ir.Value:
+    def recover(self, body, env, index, exit_, steps) -> ir.Value:
         """A counter's value at the entry of the iteration at `index` from its value at its
         exit (`facts.reversible`; Note [Counters recovered backwards])."""
-        sign, step, inner = fact
         env2 = self.bind_params(env, body.params[:1], [index])
+        for o in facts.index_slice(body, facts.step_values(steps)):
+            self.clone(o, env2)
 
         def value(v):
             c = facts.const_int(v)
             return self.const(c, I64) if c is not None else env2[v.id]
 
-        needs = [step] if inner is None else control.bounds(inner)[:2] + [step]
-        for o in facts.index_slice(body, [v for v in needs if facts.const_int(v) is None]):
-            self.clone(o, env2)
-        by = value(step)
-        if inner is not None:
-            start, stop, s = control.bounds(inner)
-            by = ops.mul(self.trips(value(start), value(stop), facts.const_int(s)), by)
-        return (ops.sub if sign > 0 else ops.add)(exit_, by)
+        for sign, step, inner in steps:
+            by = value(step)
+            if inner is not None:
+                start, stop, s = control.bounds(inner)
+                by = ops.mul(self.trips(value(start), value(stop), facts.const_int(s)), by)
+            exit_ = (ops.sub if sign > 0 else ops.add)(exit_, by)
+        return exit_
 
     def backward_loop(self, op, env, rec, ct) -> None:
         """The reverse sweep: a for_loop of n iterations (the forward's trip count: from the

@@ -211,40 +211,54 @@ def index_slice(body: ir.Region, values) -> list | None:
 
 
 def reversible(body: ir.Region, carried, counted) -> dict:
-    """{k: (sign, step, inner)} for the integer carried values k of a for_loop, other than
-    `induction`'s, whose exit value is their entry value plus or minus a step computed from the
-    loop index and values from outside the body (`pos += c`), or which an inner for_loop
-    advances by a fixed step per trip (`for r in range(c + 1, d): pos += 1`; then `inner` is
-    that loop and its trips times `step` is the step). The reverse sweep recovers each
-    iteration's entry value from its exit value instead of taping it (Note [Counters
-    recovered backwards] in loop_ad.py)."""
+    """{k: steps} for the integer carried values k of a for_loop, other than `induction`'s,
+    whose exit value is their entry value plus steps computed from the loop index and values
+    from outside the body only: `pos += c`, `pos -= 2 * c + 1`, or an inner for_loop advancing
+    it by a fixed step per trip (`for r in range(c + 1, d): pos += 1`), in any sequence. Each
+    step is (sign, value, inner): +-value, times the trips of the inner loop when there is one.
+    The reverse sweep recovers each iteration's entry value from its exit value instead of
+    taping it (Note [Counters recovered backwards] in loop_ad.py)."""
     top = {id(op) for op in body.ops}
+
+    def steps(v, p, depth=0) -> list | None:  # v - p as steps, or None
+        if v is p:
+            return []
+        op = v.op
+        if op is None or id(op) not in top or v.aval != p.aval or depth > 16:
+            return None
+        if op.prim is for_loop_p:
+            m = next(i for i, o in enumerate(op.outputs) if o is v)
+            inner = induction(control.body(op), control.carried(op))
+            if m not in inner or const_int(control.bounds(op)[2]) in (None, 0):
+                return None
+            before = steps(control.state(op)[m], p, depth + 1)
+            step, sign = inner[m]
+            return None if before is None else before + [(sign, step, op)]
+        if op.prim in (add_p, sub_p) and len(op.inputs) == 2:
+            for i in (0, 1) if op.prim is add_p else (0,):
+                before = steps(op.inputs[i], p, depth + 1)
+                if before is not None:
+                    sign = -1 if op.prim is sub_p else 1
+                    return before + [(sign, op.inputs[1 - i], None)]
+        return None
+
     out = {}
     for k, p in enumerate(carried):
-        r = body.results[k]
-        op = r.op
-        if k in counted or op is None or id(op) not in top or r.aval != p.aval \
-                or p.aval.shape or p.aval.dtype != np.int64:
+        if k in counted or p.aval.shape or p.aval.dtype != np.int64:
             continue
-        if op.prim is for_loop_p:
-            m = next(i for i, o in enumerate(op.outputs) if o is r)
-            steps = induction(control.body(op), control.carried(op))
-            start, stop, by = control.bounds(op)
-            if control.state(op)[m] is not p or m not in steps or const_int(by) in (None, 0):
-                continue
-            step, sign = steps[m]
-            needs = [start, stop] + ([] if const_int(step) is not None else [step])
-            fact = (sign, step, op)
-        elif op.prim is add_p and len(op.inputs) == 2 and any(v is p for v in op.inputs):
-            step = op.inputs[1] if op.inputs[0] is p else op.inputs[0]
-            needs, fact = [step], (1, step, None)
-        elif op.prim is sub_p and op.inputs[0] is p:
-            needs, fact = [op.inputs[1]], (-1, op.inputs[1], None)
-        else:
-            continue
-        if all(v is not p for v in needs) and index_slice(body, needs) is not None:
-            out[k] = fact
+        found = steps(body.results[k], p)
+        if found and index_slice(body, step_values(found)) is not None:
+            out[k] = found
     return out
+
+
+def step_values(steps) -> list:
+    """The values of the body `reversible`'s steps are computed from (inner loops' bounds)."""
+    vals = []
+    for _, value, inner in steps:
+        vals += [] if inner is None else control.bounds(inner)[:2]
+        vals += [value] if const_int(value) is None else []
+    return vals
 
 
 def element_reads(body: ir.Region, captured) -> tuple[list, list]:

@@ -138,6 +138,41 @@ def pairwise(X):
     return np.sum(np.exp(-D))
 
 
+def rnn_loops(Wx, Wh, xs):
+    """A tanh RNN as scalar loops: the state h is carried across steps, read by the next
+    step's products and updated element by element (its entry value is taped before the
+    update, so the update is in place)."""
+    T, d = xs.shape
+    m = Wh.shape[0]
+    h = np.zeros(m)
+    hn = np.zeros(m)
+    loss = 0.0
+    for t in range(T):
+        for a in range(m):
+            s = 0.0
+            for b in range(d):
+                s += Wx[a, b] * xs[t, b]
+            for b in range(m):
+                s += Wh[a, b] * h[b]
+            hn[a] = math.tanh(s)
+        for a in range(m):
+            h[a] = hn[a]
+            loss += h[a] * h[a]
+    return loss
+
+
+def column_accumulate(W, X):
+    """A column of a work matrix accumulated in a loop (`G[:, 0] += z`): its reverse sweep
+    passes G's cotangent through (`_restored` in transform/passes/simplify.py)."""
+    G = np.zeros_like(W)
+    total = 0.0
+    for i in range(X.shape[0]):
+        z = W @ X[i]
+        G[:, 0] += z
+        total += np.dot(z, z)
+    return total + np.sum(G * G)
+
+
 CASES = [
     (gmm_loops, _gmm_args(3, 4, 5), (0, 1, 2)),
     (tri_matvec, (RNG.standard_normal((5, 5)), RNG.standard_normal(5)), (0, 1)),
@@ -146,6 +181,9 @@ CASES = [
     (stencil, (RNG.standard_normal((5, 6)), 0.2), (0,)),
     (pairwise, (RNG.standard_normal((4, 3)),), (0,)),
     (compact, (RNG.standard_normal(9),), (0,)),
+    (column_accumulate, (RNG.standard_normal((4, 5)), RNG.standard_normal((6, 5))), (0, 1)),
+    (rnn_loops, (0.4 * RNG.standard_normal((4, 3)), 0.4 * RNG.standard_normal((4, 4)),
+                 RNG.standard_normal((5, 3))), (0, 1)),
 ]
 
 

@@ -212,6 +212,30 @@ def test_simplify_sees_an_element_zeroed_and_restored():
     np.testing.assert_array_equal(interp.run(fn, *args)[2][2], 2 * X[2])  # not x
 
 
+def _restore_cols(x, i):
+    """x with a column (or every other row of it) zeroed, plus that part scattered back
+    (the reverse sweep of `G[:, i] += v`): x; a different slice scattered back: not x."""
+    from llgrad.runtime.ops import index as ix
+
+    def restore(put_key, back_key):
+        zeroed = ix.index_put_p.bind(x, np.float64(0.0), i, key=put_key)
+        part = ix.getitem_p.bind(x, i, key=back_key)
+        return zeroed + ix.scatter_add_p.bind(part, i, key=back_key, shape=x.shape)
+    col, every_other = (("s", None, None, None), ("a", 0)), (("s", None, None, 2), ("a", 0))
+    return restore(col, col), restore(every_other, every_other), restore(col, every_other)
+
+
+def test_simplify_sees_a_slice_zeroed_and_restored():
+    x = np.arange(20.0).reshape(4, 5)
+    fn = build(_restore_cols, x, np.int64(1))
+    simple = dce(simplify(clone_function(fn)))
+    assert simple.outputs[0] is simple.params[0] and simple.outputs[1] is simple.params[0]
+    assert simple.outputs[2].op.prim.name == "add"
+    for a, b in zip(interp.run(simple, x, np.int64(1)), interp.run(fn, x, np.int64(1))):
+        np.testing.assert_array_equal(a, b)
+    assert not np.array_equal(interp.run(fn, x, np.int64(1))[2], x)
+
+
 def test_cse_keeps_scatters_apart():
     """Two equal scatter_adds stay two: each is added in place into its own sum (Note
     [In-place accumulation] in codegen/plan.py), where one shared would be materialised."""

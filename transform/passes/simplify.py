@@ -6,7 +6,8 @@ transpose to the same aval and reductions over no axes -> x; concatenate of x[0]
 (np.stack of the rows of x) -> x; reshape of reshape -> one reshape; transpose of transpose ->
 one transpose (or x); an element just stored read back (getitem of index_put at the same
 integer key) -> the value stored; x with an element zeroed plus that element scattered back
-(index_put(x, 0, i) + scatter_add(x[i], i), the reverse sweep of `q[i] += v`) -> x; and ops whose inputs are all constants folded by running
+(index_put(x, 0, i) + scatter_add(x[i], i), the reverse sweep of `q[i] += v` or
+`G[:, 0] += v`) -> x; and ops whose inputs are all constants folded by running
 their impl (when the result is no larger than 1024 elements or its largest input). Nothing
 that changes NaN/inf propagation (no x*0 -> 0, no x-x -> 0); x+0 -> x only flips the sign of
 a -0.0 result.
@@ -110,11 +111,11 @@ def _forwarded(op):
 
 def _same_element(ops) -> bool:
     """Whether indexing ops (getitem, scatter_add, index_put) all reach the same positions,
-    each once: one key of integers (element or row access) and the same 0-d integer index
-    values."""
+    each once: one key of integers, slices, newaxis and ellipsis (basic indexing: `q[r]`,
+    `G[:, 0]`) and the same 0-d integer index values."""
     idx = [o.inputs[2:] if o.prim is ix.index_put_p else o.inputs[1:] for o in ops]
     key = ops[0].params["key"]
-    return all(o.params["key"] == key for o in ops) and all(e[0] in "ai" for e in key) and \
+    return all(o.params["key"] == key for o in ops) and all(e[0] in "aisne" for e in key) and \
         all(len(i) == len(idx[0]) and all(x is y for x, y in zip(i, idx[0])) for i in idx) \
         and all(not x.aval.shape and x.aval.dtype.kind in "iu" for x in idx[0])
 
@@ -123,7 +124,7 @@ def _restored(a, b, op) -> bool:
     """Whether a + b is x: a = `index_put(x, 0, i...)` (x with the element zeroed) and b =
     `scatter_add(x[i...], i...)` (that element alone, at its place). The reverse sweep of
     `q[r] += v` makes it: index_put's rule gives the cotangent with element r zeroed, the
-    read's gives element r back."""
+    read's gives element r back (or a row, a column: any basic index)."""
     put, sc = a.op, b.op
     if put is None or sc is None or put.prim is not ix.index_put_p or \
             sc.prim is not ix.scatter_add_p or not _is(put.inputs[1], 0):
