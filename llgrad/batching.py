@@ -9,9 +9,11 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
+
 from llgrad.forward import _compiled, _trace_leaves, _traced
 from llgrad.runtime import ops
-from llgrad.runtime.errors import ShapeError
+from llgrad.runtime.errors import ShapeError, UnsupportedError, user_loc
 from llgrad.tracer import signature as sig
 from llgrad.tracer.tracing import bind_arguments
 from llgrad.transform.builder import current
@@ -147,3 +149,56 @@ def _place(outs, out_batched, fn, n, out_axes, tr) -> list:
             x = ops.broadcast_to(x, (n,) + tuple(v.aval.shape))
         res.append(ops.movedim(x, 0, ax) if ax % (len(v.aval.shape) + 1) else x)
     return res
+
+
+# Note [np.vectorize on traced values]
+# `np.vectorize(f)(x, y)` calls the Python function f once per element of the broadcast
+# arguments; numpy builds the result from the numbers f returns, so on traced values it loses
+# the graph. Traced, it is vmap: the mapped arguments are broadcast to one shape, flattened,
+# f is traced once on one element (its `if`s become selects, Note [Ragged tapes]) and
+# batched, and each result is reshaped back. `excluded` arguments are passed whole, as numpy
+# does; keyword arguments must be excluded or scalars. One difference stays: without
+# `otypes`, numpy takes the result's dtype from f's result on the first element (an `int` 0
+# returned there truncates every float result); the traced result has the dtype of f's
+# traced result, which promotes its branches. `signature=` (generalised ufuncs) is refused.
+def vectorized(vf, args: tuple, kwargs: dict):
+    """`vf(*args, **kwargs)` for a numpy.vectorize `vf` called on traced values (Note
+    [np.vectorize on traced values])."""
+    from llgrad.tracer.operators import is_traced
+    name = getattr(vf.pyfunc, "__name__", "f")
+    if vf.signature is not None:
+        raise UnsupportedError(f"np.vectorize({name}, signature={vf.signature!r}) on traced "
+                               f"values", loc=user_loc(3),
+                               fix="call the function on the core arrays in a loop, or use "
+                               "llgrad.vmap(f) over the batch axis")
+    excluded = vf.excluded
+    for k, v in kwargs.items():
+        if is_traced(v) or k not in excluded and np.ndim(v) != 0:
+            raise UnsupportedError(f"np.vectorize({name}) called with the keyword argument "
+                                   f"{k!r}, a traced value or an array", loc=user_loc(3),
+                                   fix=f"pass {k!r} positionally (np.vectorize({name}, "
+                                   f"excluded={{n}}) for one passed whole)")
+    mapped = [k not in excluded for k in range(len(args))]
+    if not any(mapped):
+        return vf.pyfunc(*args, **kwargs)
+    b = current()
+    vals = [b.lift(a) if m else a for a, m in zip(args, mapped)]
+    shape = np.broadcast_shapes(*[v.aval.shape for v, m in zip(vals, mapped) if m])
+    n = int(np.prod(shape, dtype=np.int64))
+    if n == 0 and not vf.otypes:
+        raise ValueError("cannot call `vectorize` on size 0 inputs unless `otypes` is set")
+    flat = [ops.reshape(ops.broadcast_to(v, shape), (n,)) if m else v
+            for v, m in zip(vals, mapped)]
+    f = vf.pyfunc if not kwargs else _with_keywords(vf.pyfunc, kwargs)
+    outs = _vmap_traced(f, tuple(flat), tuple(0 if m else None for m in mapped), 0)
+    many = isinstance(outs, tuple)
+    outs = [ops.reshape(o, shape) for o in (outs if many else (outs,))]
+    if vf.otypes:
+        outs = [ops.astype(o, np.dtype(t)) for o, t in zip(outs, vf.otypes)]
+    return tuple(outs) if many else outs[0]
+
+
+def _with_keywords(f, kwargs: dict):
+    """f with keyword arguments bound, converted when called as converted code calls it."""
+    from llgrad.tracer.operators import converted_call
+    return lambda *args: converted_call(f, args, kwargs)

@@ -733,6 +733,9 @@ def _converted_target(f: Callable, args=()) -> Callable:
         for a in args)  # (a tuple: scipy's cho_solve((c, lower), b))
     if _STAGERS and f in SHAPED and any(True for a in args for _ in _traced_leaves(a)):
         return static_shape(f)
+    if traced and isinstance(f, np.vectorize):  # Note [np.vectorize on traced values]
+        from llgrad.batching import vectorized
+        return lambda *a, **k: vectorized(f, a, k)
     if traced:
         try:
             forms = traced_builtins()

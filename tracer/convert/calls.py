@@ -35,6 +35,7 @@ import types
 from typing import Any, Callable
 
 import gast
+import numpy as np
 
 from . import anno, templates
 from ..checkpointed import checkpointed
@@ -93,6 +94,8 @@ def _has_traced_form(value: Any) -> bool:
     """math.* and max/min have numpy counterparts for traced arguments (operators.py), so
     their calls go through converted_call (else they would concretise a traced scalar)."""
     from ..operators import traced_builtins
+    if isinstance(value, np.vectorize):  # Note [np.vectorize on traced values]
+        return True
     try:
         return value in traced_builtins()
     except TypeError:  # unhashable callee
