@@ -240,6 +240,7 @@ log_ndtr_p = elementwise(
 erf, erfc, gamma, lgamma, digamma, trigamma, logit, ndtr, log_ndtr = (
     _unary(p) for p in (erf_p, erfc_p, gamma_p, lgamma_p, digamma_p, trigamma_p, logit_p,
                         ndtr_p, log_ndtr_p))
+gamma.__doc__ = "Gamma(x), as scipy.special.gamma (C's tgamma; +-inf at +-0, NaN at -1, -2, ...)."
 xlogy, xlog1py = _float_binary(xlogy_p), _float_binary(xlog1py_p)
 
 
@@ -314,8 +315,9 @@ def betaln(a, b):
     small log(big) + t/2big + t(1-2small)/12big^2 - t^2/12big^3, t = small(1 - small)
     (gammaln(a + b) - gammaln(big) would cancel there); where |a|, |b|, |a + b| <= 171.6,
     log|Gamma(a) Gamma(b) / Gamma(a + b)| (exact Gammas; gammaln's sum cancels when the
-    result is small); else that sum. Poles as scipy's: `_at_poles`, -inf where a + b is a
-    pole."""
+    result is small); else that sum. At the poles as scipy: +inf where a or b is 0, -1,
+    ... (but (-1)^b B(1 - a - b, b) for a positive integer b with 1 - a - b > 0), -inf
+    where a + b is one."""
     a, b, _, _, inf = _at_poles(a, b)
     return where(inf, math.inf, _betaln(a, b))
 
