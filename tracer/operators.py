@@ -625,7 +625,10 @@ def converted_call(f: Callable, args: tuple, kwargs: dict | None) -> Any:
 # dtype numpy would give: runtime/conversions.py). Not for functions that take a sequence of
 # arrays (np.stack, np.concatenate, ...): numpy dispatches those to llgrad by itself, and
 # their arrays need not have one shape. Lists of integer values are left alone: they are
-# shapes or indices, which the dynamic path reads as numbers.
+# shapes or indices, which the dynamic path reads as numbers. A list held by a parameter of
+# the function (a differentiated list of floats, `np.polyval(c, x)`) is known only at run
+# time: a numpy call given a parameter (or a part of one, `p["c"]`) goes through
+# `list_call`, which decides as converted_call does.
 _SEQUENCE_FUNCTIONS = frozenset(
     getattr(np, n) for n in ("concatenate", "stack", "hstack", "vstack", "dstack",
                              "column_stack", "block", "choose", "select", "piecewise",
@@ -647,6 +650,17 @@ def _traced_leaves(x):
             yield from _traced_leaves(e)
     elif is_traced(x):
         yield x
+
+
+def list_call(f: Callable, args: tuple, kwargs: dict | None) -> Any:
+    """``f(*args, **kwargs)``, a numpy/scipy call given a parameter of the function (or a part
+    of one), with its lists of traced values built as arrays: a differentiated list argument
+    `c` in `np.polyval(c, x)` (Note [Lists of traced values])."""
+    kwargs = kwargs or {}
+    if _STAGERS and _is_numpy(f) and f not in _SEQUENCE_FUNCTIONS and any(
+            map(_traced_list, args + tuple(kwargs.values()))):
+        return _with_arrays(f)(*args, **kwargs)
+    return f(*args, **kwargs)
 
 
 def _with_arrays(f: Callable) -> Callable:

@@ -8,7 +8,9 @@ Output invariants:
   converted_call makes the same decision again at run time for the others), unless the
   callee has a traced form (np.asarray, math.exp, scipy.special.logsumexp), is ``print``
   (Note [Python effects in staged code] in tracer/effects.py), or a list is written among
-  the arguments (``np.sum([1, a * a])``); ``len(x)`` becomes ``__lg.len_(x)``;
+  the arguments (``np.sum([1, a * a])``); such a call given a parameter of the function (or
+  a part of one) becomes ``__lg.list_call(f, (args...), {kwargs} or None)`` (the parameter
+  may be a list of traced scalars); ``len(x)`` becomes ``__lg.len_(x)``;
 - ``for x in range(...)`` (the builtin) iterates ``__lg.range_(...)``, which a staged loop
   can read bounds from (also marked: ``llgrad.checkpointed(range(...))``), and ``for x in
   reversed(range(...))`` ``__lg.reversed_range_(...)``;
@@ -130,18 +132,9 @@ class _Calls(gast.NodeTransformer):
         if value is not _MISSING and is_library_object(value) and not _has_traced_form(value) \
                 and not _is_random(value) and not _list_argument(node, self.lists) and \
                 value is not print and value is not len:
-            return node  # (a random draw, print and len go through converted_call's checks)
-        args = gast.Tuple(elts=node.args, ctx=gast.Load())
-        if node.keywords:
-            kwargs = gast.Dict(keys=[templates.const(k.arg) if k.arg else None
-                                     for k in node.keywords],
-                               values=[k.value for k in node.keywords])
-        else:
-            kwargs = templates.const(None)
-        new = templates.replace_expr("__lg.converted_call(f, args, kwargs)", f=node.func,
-                                     args=args, kwargs=kwargs)
-        anno.fill_loc(new, node)
-        return new
+            # (a random draw, print and len go through converted_call's checks)
+            return _call(node, "list_call") if _from_parameters(node, self.params) else node
+        return _call(node, "converted_call")
 
     def visit_For(self, node):
         self.generic_visit(node)
@@ -309,6 +302,33 @@ def _list_argument(node: gast.Call, lists: set[str]) -> bool:
     return any(listish(a) for a in node.args + [k.value for k in node.keywords])
 
 
+def _from_parameters(node: gast.Call, params: set[str]) -> bool:
+    """A parameter of the function among the arguments, or a part of one (`c`, `p["c"]`,
+    `self.c`): it may be a list of traced scalars, a differentiated argument
+    (`np.polyval(c, x)`; Note [Lists of traced values] in operators.py)."""
+    def root(a):
+        while isinstance(a, (gast.Subscript, gast.Attribute)):
+            a = a.value
+        return a
+    return any(isinstance(root(a), gast.Name) and root(a).id in params
+               for a in node.args + [k.value for k in node.keywords])
+
+
+def _call(node: gast.Call, operator: str):
+    """``__lg.<operator>(f, (args...), {kwargs} or None)`` for the call ``node``."""
+    args = gast.Tuple(elts=node.args, ctx=gast.Load())
+    if node.keywords:
+        kwargs = gast.Dict(keys=[templates.const(k.arg) if k.arg else None
+                                 for k in node.keywords],
+                           values=[k.value for k in node.keywords])
+    else:
+        kwargs = templates.const(None)
+    new = templates.replace_expr(f"__lg.{operator}(f, args, kwargs)", f=node.func, args=args,
+                                 kwargs=kwargs)
+    anno.fill_loc(new, node)
+    return new
+
+
 def list_names(fn: gast.FunctionDef) -> set[str]:
     """Names `fn` binds to a list (`xs = []`, `xs = [...]`, a list comprehension,
     `list(...)`) or grows (`xs.append(v)`, `xs.extend(vs)`, `xs += [v]`)."""
@@ -350,6 +370,9 @@ def convert_calls(fn: gast.FunctionDef, locals_: set[str], writable: set[str],
     """Rewrite calls, range loops and element updates in ``fn``'s body (in place)."""
     t = _Calls(locals_, resolve, writable, namer)
     t.lists = list_names(fn) & locals_
+    a = fn.args
+    t.params = {p.id for p in a.posonlyargs + a.args + a.kwonlyargs if isinstance(p, gast.Name)}
+    t.params.update(p.id for p in (a.vararg, a.kwarg) if isinstance(p, gast.Name))
     fn.body = [r for s in fn.body for r in _as_list(t.visit(s))]
 
 
