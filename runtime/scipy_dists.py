@@ -13,6 +13,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
+import numpy as np
+
 from llgrad.runtime import ops
 
 _LOG_PI = math.log(math.pi)
@@ -44,13 +46,6 @@ class Dist:
         if self.discrete:
             return ("logpmf", "pmf")
         return ("logpdf", "pdf") + (("cdf",) if self.cdf else ()) + (("sf",) if self.sf else ())
-
-
-def _positive(*shapes):
-    out = True
-    for s in shapes:
-        out = ops.logical_and(out, ops.gt(s, 0))
-    return out
 
 
 # ---- continuous ----------------------------------------------------------------------------
@@ -128,8 +123,13 @@ CONTINUOUS = {
 
 
 # ---- discrete -------------------------------------------------------------------------------
-def _integral(x):
-    return ops.eq(ops.floor(x), x)
+# (argchecks with comparisons and numpy functions: on constants they compute in numpy)
+def _all(*conditions):
+    out = conditions[0]
+    for c in conditions[1:]:
+        out = np.logical_and(out, c)
+    return out
+
 
 
 def _poisson_logpmf(k, mu):
@@ -148,19 +148,13 @@ def _nbinom_logpmf(k, n, p):
     return ops.add(coeff, ops.add(ops.mul(n, ops.log(p)), ops.xlog1py(k, ops.neg(p))))
 
 
-def _unit(p, low_open: bool):
-    low = ops.gt(p, 0) if low_open else ops.ge(p, 0)
-    return ops.logical_and(low, ops.le(p, 1))
-
-
 DISCRETE = {
-    "poisson": Dist(("mu",), _poisson_logpmf, discrete=True, argcheck=lambda mu: ops.ge(mu, 0),
+    "poisson": Dist(("mu",), _poisson_logpmf, discrete=True, argcheck=lambda mu: mu >= 0,
                     support=lambda mu: (0.0, _INF), safe=(1.0,)),
     "binom": Dist(("n", "p"), _binom_logpmf, discrete=True,
-                  argcheck=lambda n, p: ops.logical_and(
-                      ops.logical_and(ops.ge(n, 0), _integral(n)), _unit(p, False)),
+                  argcheck=lambda n, p: _all(n >= 0, np.floor(n) == n, p >= 0, p <= 1),
                   support=lambda n, p: (0.0, n), safe=(1.0, 0.5)),
     "nbinom": Dist(("n", "p"), _nbinom_logpmf, discrete=True,
-                   argcheck=lambda n, p: ops.logical_and(ops.gt(n, 0), _unit(p, True)),
+                   argcheck=lambda n, p: _all(n > 0, p > 0, p <= 1),
                    support=lambda n, p: (0.0, _INF), safe=(1.0, 0.5)),
 }

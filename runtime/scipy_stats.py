@@ -45,12 +45,14 @@ def _all_true(c) -> bool:
 def _and(a, b):
     if _all_true(a):
         return b
-    return a if _all_true(b) else ops.logical_and(a, b)
+    return a if _all_true(b) else np.logical_and(a, b)
 
 
-def _float64(x):
-    x = array_from(x)  # (scipy's np.asarray)
-    return ops.astype(x, np.promote_types(dtype_of(x), np.float64))
+def _float64(x, like=None):
+    """`x` as an array of `like`'s dtype (x's) promoted to float64 (scipy's np.asarray)."""
+    x = array_from(x)
+    dt = np.promote_types(dtype_of(x if like is None else like), np.float64)
+    return ops.astype(x, dt) if is_value(x) else np.asarray(x, dt)
 
 
 def _bind(name: str, dist: Dist, args, kw):
@@ -76,20 +78,22 @@ def _method(name: str, dist: Dist, method: str):
 
     def call(x, *args, **kw):
         shapes, loc, scale = _bind(name, dist, args, kw)
+        # (comparisons and numpy functions: on constants they compute in numpy, so a condition
+        # of constants is known here)
+        x, loc = array_from(x), array_from(loc)
         if dist.discrete:
-            z = _float64(ops.sub(array_from(x), array_from(loc)))
+            z = _float64(x - loc)
         else:
             scale = array_from(scale)
-            z = ops.astype(ops.div(ops.sub(array_from(x), array_from(loc)), scale),
-                           np.promote_types(dtype_of(array_from(x)), np.float64))
+            z = _float64((x - loc) / scale, x)
         valid = dist.argcheck(*shapes) if dist.argcheck else _positive(shapes)
         if not dist.discrete:
-            valid = _and(valid, ops.gt(scale, 0))
+            valid = _and(valid, scale > 0)
         lo, hi = dist.support(*shapes)
         inside, at_one = _support(dist, method, z, lo, hi)
         cond = _and(valid, inside)
-        nan = ops.isnan(z) if _all_true(valid) else ops.logical_or(
-            ops.logical_not(valid), ops.isnan(z))
+        nan = np.isnan(z) if _all_true(valid) else np.logical_or(np.logical_not(valid),
+                                                                 np.isnan(z))
         if not _all_true(cond):  # stand-ins where the result is filled in
             z = ops.where(cond, z, dist.inside)
             shapes = [ops.where(cond, s, v) for s, v in zip(shapes, dist.safe)]
@@ -108,23 +112,21 @@ def _method(name: str, dist: Dist, method: str):
 def _positive(shapes):
     out = True
     for s in shapes:
-        out = _and(out, ops.gt(s, 0))
+        out = _and(out, s > 0)
     return out
 
 
 def _support(dist: Dist, method: str, z, lo, hi):
     """The entries to compute and those that are 1 (cdf above, sf below the support)."""
     if dist.discrete:
-        inside = _and(ops.logical_and(ops.ge(z, lo), ops.le(z, hi)), ops.eq(ops.floor(z), z))
-        return inside, None
-    if lo == -math.inf and hi == math.inf and not is_value(hi):
+        return _and(_and(z >= lo, z <= hi), np.floor(z) == z), None
+    if (lo, hi) == (-math.inf, math.inf):  # (a continuous support is two numbers)
         return True, None  # (all reals: -inf and inf give the formula's limits)
     if method in ("cdf", "sf") or dist.open_support:
-        inside = ops.logical_and(ops.gt(z, lo), ops.lt(z, hi))
+        inside = _and(z > lo, z < hi)
     else:
-        inside = ops.logical_and(ops.ge(z, lo), ops.le(z, hi))
-    at_one = {"cdf": lambda: ops.ge(z, hi), "sf": lambda: ops.le(z, lo)}.get(method)
-    return inside, at_one and at_one()
+        inside = _and(z >= lo, z <= hi)
+    return inside, {"cdf": lambda: z >= hi, "sf": lambda: z <= lo}.get(method, lambda: None)()
 
 
 def _formula(dist: Dist, method: str, z, shapes, scale):

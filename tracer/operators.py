@@ -627,8 +627,8 @@ def converted_call(f: Callable, args: tuple, kwargs: dict | None) -> Any:
 # their arrays need not have one shape. Lists of integer values are left alone: they are
 # shapes or indices, which the dynamic path reads as numbers. A list held by a parameter of
 # the function (a differentiated list of floats, `np.polyval(c, x)`) is known only at run
-# time: a numpy call given a parameter (or a part of one, `p["c"]`) goes through
-# `list_call`, which decides as converted_call does.
+# time: a parameter (or a part of one, `p["c"]`) given to a numpy function is marked
+# `list_arg`, which builds it if it is such a list.
 _SEQUENCE_FUNCTIONS = frozenset(
     getattr(np, n) for n in ("concatenate", "stack", "hstack", "vstack", "dstack",
                              "column_stack", "block", "choose", "select", "piecewise",
@@ -652,15 +652,14 @@ def _traced_leaves(x):
         yield x
 
 
-def list_call(f: Callable, args: tuple, kwargs: dict | None) -> Any:
-    """``f(*args, **kwargs)``, a numpy/scipy call given a parameter of the function (or a part
-    of one), with its lists of traced values built as arrays: a differentiated list argument
-    `c` in `np.polyval(c, x)` (Note [Lists of traced values])."""
-    kwargs = kwargs or {}
-    if _STAGERS and _is_numpy(f) and f not in _SEQUENCE_FUNCTIONS and any(
-            map(_traced_list, args + tuple(kwargs.values()))):
-        return _with_arrays(f)(*args, **kwargs)
-    return f(*args, **kwargs)
+def list_arg(x: Any) -> Any:
+    """`x`, a parameter of the function (or a part of one) given to a numpy function, as one
+    array if it is a list of traced values: a differentiated list argument `c` in
+    `np.polyval(c, x)` (Note [Lists of traced values])."""
+    if _STAGERS and _traced_list(x):
+        from llgrad.runtime.conversions import array_from
+        return array_from(x)
+    return x
 
 
 def _with_arrays(f: Callable) -> Callable:

@@ -5,9 +5,10 @@ elementwise.py.)
 
 Declared like every elementwise primitive; their `numpy` entries name scipy.special's ufuncs
 as strings, resolved only once the user has imported scipy (runtime imports numpy alone).
-erf/erfc/gamma/lgamma are libm functions (lgamma through the thread-safe `lgamma_r`); digamma and
-trigamma are formulas over scalar ops (See Note [Digamma formula]), one rule serving impl and
-codegen. Gradients: gammaln' = digamma, digamma' = trigamma; trigamma's own is not provided.
+erf/erfc/gamma/lgamma are libm functions (lgamma through the thread-safe `lgamma_r`);
+digamma, trigamma and log_ndtr are formulas over scalar ops (See Note [Digamma formula]), one
+rule serving impl and codegen. Gradients: gammaln' = digamma, digamma' = trigamma;
+trigamma's own is not provided.
 """
 from __future__ import annotations
 
@@ -208,7 +209,6 @@ ndtr_p = elementwise("ndtr", formula_impl(_ndtr_rule),
                      _ndtr_rule, numpy="scipy.special.ndtr", node_name="SpecialNdtrBackward0")
 
 
-
 # Note [log_ndtr in three regimes]
 # log(ndtr(x)) is exact where ndtr keeps its relative accuracy, -20 <= x <= 0 (erfc in the
 # lower tail); above 0, log1p(-ndtr(-x)) keeps the tiny log of a number near 1 (log of
@@ -240,7 +240,7 @@ log_ndtr_p = elementwise(
 erf, erfc, gamma, lgamma, digamma, trigamma, logit, ndtr, log_ndtr = (
     _unary(p) for p in (erf_p, erfc_p, gamma_p, lgamma_p, digamma_p, trigamma_p, logit_p,
                         ndtr_p, log_ndtr_p))
-gamma.__doc__ = "Gamma(x), as scipy.special.gamma (C's tgamma; +-inf at +-0, NaN at -1, -2, ...)."
+gamma.__doc__ = "Gamma(x), as scipy.special.gamma (C's tgamma: +-inf at +-0, NaN at -1, ...)."
 xlogy, xlog1py = _float_binary(xlogy_p), _float_binary(xlog1py_p)
 
 
@@ -251,7 +251,6 @@ def polygamma(n, x):
     if n == 1:
         return trigamma(x)
     raise UnsupportedError(f"polygamma({n}, x): only n = 0 and n = 1 are supported")
-
 
 
 # ---- compositions (exact where their parts are; scipy computes them the same way) --------------

@@ -91,6 +91,17 @@ def test_t_with_large_df_keeps_its_accuracy(mode):
     np.testing.assert_allclose(f(x, 1e15), st.norm.logpdf(x), rtol=1e-13)
 
 
+def test_constant_parameters_cost_no_selects():
+    """Note [scipy's methods as selects]: with constant shapes and scale over all reals the
+    method is its formula; a bounded support selects."""
+    x = np.linspace(-1.0, 1.0, 8)
+    for fn in (lambda x: st.t.logpdf(x, 3.0, scale=2.0), lambda x: st.norm.logpdf(x, 0.5),
+               lambda x: st.logistic.cdf(x, scale=np.array([1.0, 2.0])[:, None])):
+        assert " where " not in llgrad.differentiate(fn).inspect(x).forward_ir
+    assert " where " in llgrad.differentiate(
+        lambda x: st.gamma.logpdf(x, 2.0)).inspect(x).forward_ir
+
+
 # name: (valid shapes, invalid shapes in their place)
 DISCRETE = {"poisson": ((3.2,), (-1.0,)), "binom": ((10.0, 0.3), (2.5, 0.3)),
             "nbinom": ((4.5, 0.4), (4.5, 1.5))}
