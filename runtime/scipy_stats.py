@@ -1,7 +1,7 @@
 """scipy.stats's distributions on llgrad values: the methods of the distributions in
 runtime/scipy_dists.py (`scipy.stats.t.logpdf(x, df, loc, scale)`, `poisson.logpmf(k, mu)`),
 their frozen forms (`scipy.stats.gamma(a, scale=s).logpdf(x)`) and
-`multivariate_normal.logpdf`, as statistics code fits them by maximum likelihood. scipy's
+`multivariate_normal.logpdf`/`pdf`, as statistics code fits them by maximum likelihood. scipy's
 methods convert their arguments with np.asarray, so the tracer calls these instead
 (runtime/numpy_api.py `traced_forms`; the names are resolved once scipy.stats is imported,
 Note [Lazily named functions]). A frozen distribution of constants holds its own copy of the
@@ -151,7 +151,9 @@ class Frozen:
         self._args, self._kw = args, kw
 
     def __getattr__(self, method):
-        if method.startswith("_") or method not in self.dist.methods:
+        if method.startswith("_"):
+            raise AttributeError(method)
+        if method not in self.dist.methods:
             raise _unsupported(f"scipy.stats.{self.name}(...).{method}", self.dist.methods,
                                AttributeError)
         fn = _method(self.name, self.dist, method)
@@ -179,7 +181,7 @@ _OTHERS = ("cdf", "sf", "logcdf", "logsf", "ppf", "isf", "rvs", "stats", "moment
 _CONTINUOUS_ONLY = ("pdf", "logpdf", "fit", "fit_loc_scale", "nnlf")
 
 
-# ---- multivariate_normal.logpdf ---------------------------------------------------------------
+# ---- multivariate_normal.logpdf, pdf ----------------------------------------------------------
 def _mvn_logpdf(x, mean=None, cov=1, allow_singular=False):
     """scipy's multivariate_normal.logpdf: x (..., d) or one point, mean (d,), cov a number,
     a (d,) diagonal or (d, d) matrix (positive definite: a Cholesky factor; scipy takes
@@ -213,6 +215,13 @@ def _mvn_logpdf(x, mean=None, cov=1, allow_singular=False):
     return ops.squeeze(out) if 1 in shape_of(out) else out  # (scipy's _squeeze_output)
 
 
+def _mvn_pdf(x, mean=None, cov=1, allow_singular=False):
+    return ops.exp(_mvn_logpdf(x, mean, cov, allow_singular))
+
+
+_MVN = {"logpdf": _mvn_logpdf, "pdf": _mvn_pdf}
+
+
 class FrozenMvn:
     """`multivariate_normal(mean, cov)` with traced parameters."""
 
@@ -220,14 +229,16 @@ class FrozenMvn:
         self._args = (mean, cov, allow_singular)
 
     def __getattr__(self, method):
-        if method != "logpdf":
-            raise _unsupported(f"scipy.stats.multivariate_normal(...).{method}", ("logpdf",),
+        if method.startswith("_"):
+            raise AttributeError(method)
+        if method not in _MVN:
+            raise _unsupported(f"scipy.stats.multivariate_normal(...).{method}", tuple(_MVN),
                                AttributeError)
-        return lambda x: _mvn_logpdf(x, *self._args)
+        return lambda x: _MVN[method](x, *self._args)
 
 
-SCIPY: dict = {"scipy.stats:multivariate_normal": FrozenMvn,
-               "scipy.stats:multivariate_normal.logpdf": _mvn_logpdf}
+SCIPY: dict = {"scipy.stats:multivariate_normal": FrozenMvn}
+SCIPY.update((f"scipy.stats:multivariate_normal.{m}", fn) for m, fn in _MVN.items())
 for _name, _dist in {**CONTINUOUS, **DISCRETE}.items():
     SCIPY[f"scipy.stats:{_name}"] = type(f"{_name}_frozen", (Frozen,),
                                          {"name": _name, "dist": _dist})
@@ -235,6 +246,6 @@ for _name, _dist in {**CONTINUOUS, **DISCRETE}.items():
         SCIPY[f"scipy.stats:{_name}.{_m}"] = (
             _method(_name, _dist, _m) if _m in _dist.methods else
             _refuse(_name, _m, _dist.methods))
-for _m in ("pdf", "rvs", "cdf", "logcdf", "entropy", "fit"):
+for _m in ("rvs", "cdf", "logcdf", "entropy", "fit"):
     SCIPY[f"scipy.stats:multivariate_normal.{_m}"] = _refuse("multivariate_normal", _m,
-                                                             ("logpdf",))
+                                                             tuple(_MVN))

@@ -139,7 +139,8 @@ def scipy_stats_counts_and_multivariate(m, x, w, p):
             + np.sum(scipy.stats.poisson(p[1]).logpmf(k) + scipy.stats.binom(6, prob[1]).pmf(k)
                      + scipy.stats.nbinom(p[2], prob[2]).logpmf(k))
             + np.sum(scipy.stats.multivariate_normal.logpdf(m, x, cov))
-            + np.sum(scipy.stats.multivariate_normal(x, p).logpdf(m)))
+            + np.sum(scipy.stats.multivariate_normal(x, p).logpdf(m))
+            + np.sum(scipy.stats.multivariate_normal.pdf(m, x, cov)))
 
 
 @usecase(eager=SCIPY_PYTHON)

@@ -181,10 +181,10 @@ def test_dynamic_path_gives_the_same_values_and_gradients():
 def test_unsupported_methods_name_the_line():
     cases = [lambda x: st.t.ppf(x, 3.0), lambda x: st.gamma.cdf(x, 2.0),
              lambda x: st.poisson.cdf(x, 2.0), lambda x: st.t(x, 1.0).sf(0.3),
-             lambda x: st.multivariate_normal.pdf(x, np.zeros(1))]
+             lambda x: st.multivariate_normal.cdf(x, np.zeros(1))]
     for fn, what in zip(cases, [r"scipy\.stats\.t\.ppf", r"scipy\.stats\.gamma\.cdf",
                                 r"scipy\.stats\.poisson\.cdf", r"scipy\.stats\.t\(\.\.\.\)\.sf",
-                                r"scipy\.stats\.multivariate_normal\.pdf"]):
+                                r"scipy\.stats\.multivariate_normal\.cdf"]):
         with pytest.raises((UnsupportedError, AttributeError),
                            match=what + r" is not supported on llgrad values \(supported: "
                            r"log.*\n  at .*test_scipy_distributions\.py"):
@@ -212,7 +212,9 @@ def test_multivariate_normal_logpdf_matches_scipy(x, mean, cov, mode):
 def _mvn_loss(x, mean, c):
     cov = (c + c.T) / 2  # (a symmetric matrix either side of finite differences)
     return (np.sum(st.multivariate_normal.logpdf(x, mean, cov))
-            + np.sum(st.multivariate_normal(mean, cov=cov).logpdf(x[:2])))
+            + np.sum(st.multivariate_normal(mean, cov=cov).logpdf(x[:2]))
+            + np.sum(st.multivariate_normal.pdf(x, mean, cov=cov) * 10.0)
+            + st.multivariate_normal(mean, cov).pdf(x[3]))
 
 
 def test_multivariate_normal_gradients_in_x_mean_and_cov(mode):
