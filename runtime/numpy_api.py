@@ -268,7 +268,7 @@ LAZY.update({
     "scipy.special.log_expit": ops.log_expit, "scipy.special.polygamma": _sp_polygamma,
 })
 LAZY.update(numpy_linalg.SCIPY)  # scipy.linalg's functions
-LAZY.update(scipy_stats.SCIPY)  # "module:object.method": scipy.stats.norm's methods
+LAZY.update(scipy_stats.SCIPY)  # "module:object.method": scipy.stats's distributions
 
 
 def _module_and_path(name: str) -> tuple[str, list[str]]:
