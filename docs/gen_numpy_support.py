@@ -112,6 +112,10 @@ def entries() -> list[tuple[str, str, str, str]]:
             # (a class, scipy.stats.norm(loc, scale): what it makes has the methods)
             grad = "its methods'" if isinstance(impl, type) else gradient(lg, impl)
             rows[name] = ("yes", eager, grad)
+            if name.startswith("scipy.special."):  # (its other names: digamma is psi)
+                for alias in dir(scipy.special):
+                    if getattr(scipy.special, alias) is f:
+                        rows.setdefault(f"scipy.special.{alias}", rows[name])
     for f, impl in api.CONVERSIONS.items():
         rows.setdefault(api.numpy_name(f), ("yes", "no (a numpy array)", gradient(lg, impl)))
     return sorted((n, *cols) for n, cols in rows.items())
