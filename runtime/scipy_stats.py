@@ -29,10 +29,12 @@ from llgrad.runtime.scipy_dists import CONTINUOUS, DISCRETE, Dist
 # pmf), and fills the rest: NaN where an argument is invalid or x is NaN, else -inf (log
 # densities), 0 (densities, the cdf below the support, the sf above) or 1 (the cdf above,
 # the sf below). Here the formula runs on every entry and `where` selects, as scipy's
-# results; the entries filled in compute on finite stand-ins (Dist.inside, Dist.safe), since
-# where's gradient of a NaN or inf it drops would be NaN. A condition known to hold
-# everywhere (constant parameters, a support of all reals) costs no select: a t or norm
-# log density with constant df and scale is its formula alone. Values are float64 (float32
+# results; the entries filled in compute on finite stand-ins (z inside the support,
+# Dist.inside, where anything is filled; valid shapes, Dist.safe, and scale 1 where those
+# are invalid), since where's gradient of a NaN or inf it drops would be NaN. A condition
+# known to hold everywhere (constant parameters, a support of all reals) costs no select: a
+# t or norm log density with constant df and scale is its formula alone, and with constant
+# df its normaliser is a constant. Values are float64 (float32
 # x too: scipy promotes to float64).
 _FILL = {"logpdf": -math.inf, "pdf": 0.0, "cdf": 0.0, "sf": 0.0, "logpmf": -math.inf,
          "pmf": 0.0}
@@ -86,9 +88,9 @@ def _method(name: str, dist: Dist, method: str):
         else:
             scale = array_from(scale)
             z = _float64((x - loc) / scale, x)
-        valid = dist.argcheck(*shapes) if dist.argcheck else _positive(shapes)
-        if not dist.discrete:
-            valid = _and(valid, scale > 0)
+        shapes_ok = dist.argcheck(*shapes) if dist.argcheck else _positive(shapes)
+        scale_ok = True if dist.discrete else scale > 0
+        valid = _and(shapes_ok, scale_ok)
         lo, hi = dist.support(*shapes)
         inside, at_one = _support(dist, method, z, lo, hi)
         cond = _and(valid, inside)
@@ -96,9 +98,10 @@ def _method(name: str, dist: Dist, method: str):
                                                                  np.isnan(z))
         if not _all_true(cond):  # stand-ins where the result is filled in
             z = ops.where(cond, z, dist.inside)
-            shapes = [ops.where(cond, s, v) for s, v in zip(shapes, dist.safe)]
-            if not dist.discrete:
-                scale = ops.where(cond, scale, 1.0)
+        if not _all_true(shapes_ok):
+            shapes = [ops.where(shapes_ok, s, v) for s, v in zip(shapes, dist.safe)]
+        if not _all_true(scale_ok):
+            scale = ops.where(scale_ok, scale, 1.0)
         out = _formula(dist, method, z, shapes, scale)
         if not _all_true(cond):
             out = ops.where(cond, out, fill)

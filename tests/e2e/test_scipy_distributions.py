@@ -93,13 +93,16 @@ def test_t_with_large_df_keeps_its_accuracy(mode):
 
 def test_constant_parameters_cost_no_selects():
     """Note [scipy's methods as selects]: with constant shapes and scale over all reals the
-    method is its formula; a bounded support selects."""
+    method is its formula; a bounded support or a traced scale selects."""
     x = np.linspace(-1.0, 1.0, 8)
     for fn in (lambda x: st.t.logpdf(x, 3.0, scale=2.0), lambda x: st.norm.logpdf(x, 0.5),
                lambda x: st.logistic.cdf(x, scale=np.array([1.0, 2.0])[:, None])):
         assert " where " not in llgrad.differentiate(fn).inspect(x).forward_ir
     assert " where " in llgrad.differentiate(
         lambda x: st.gamma.logpdf(x, 2.0)).inspect(x).forward_ir
+    # a traced scale selects, but a constant df's normaliser stays a constant
+    ir = llgrad.differentiate(lambda x, s: st.t.logpdf(x, 3.0, 0.5, s)).inspect(x, 1.5).forward_ir
+    assert " where " in ir and " lgamma " not in ir and " gamma " not in ir
 
 
 # name: (valid shapes, invalid shapes in their place)
