@@ -50,6 +50,7 @@ _SCALAR_INTRINSIC = {
 _LIBM = {
     "exp10", "expm1", "log1p", "tan", "sinh", "cosh", "tanh", "asin", "acos", "atan", "asinh",
     "acosh", "atanh", "erf", "erfc", "cbrt", "atan2", "hypot", "lgamma",
+    "tgamma",  # (MT-safe in glibc, unlike lgamma: no signgam)
 }
 BINARY = frozenset({"pow", "atan2", "hypot", "copysign", "fmin", "fmax", "minimum", "maximum"})
 TERNARY = frozenset({"fma"})

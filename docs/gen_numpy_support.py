@@ -43,6 +43,7 @@ def _samples(lg):
         lambda: (t(v), (2, 3)), lambda: (t(v), (2, 6)), lambda: (t(v.reshape(1, 2, 3)), 3),
         lambda: (t(v), np.array([1, 0]), 0), lambda: (v > 0.5, t(v), t(v[::-1].copy())),
         lambda: (lg.tensor(v > 0.5),), lambda: (lg.tensor(v > 0.5), lg.tensor(v < 0.7)),
+        lambda: (0, t(v)), lambda: (t(np.array([0.0, 2.0, 3.0])), 5.0, t(np.array(0.3))),
     ]
 
 
@@ -102,6 +103,8 @@ def entries() -> list[tuple[str, str, str, str]]:
     rows = {}
     for f, impl in api.FUNCTIONS.items():
         name = api.numpy_name(f)
+        if getattr(impl, "refused", False):  # (an error naming what is supported instead)
+            continue
         if name.startswith(("np.", "scipy.")) and name not in rows:
             # scipy's Python functions do not dispatch: eagerly they compute in numpy
             eager = "no (a numpy array)" if name.startswith("scipy.") and not isinstance(
@@ -109,6 +112,10 @@ def entries() -> list[tuple[str, str, str, str]]:
             # (a class, scipy.stats.norm(loc, scale): what it makes has the methods)
             grad = "its methods'" if isinstance(impl, type) else gradient(lg, impl)
             rows[name] = ("yes", eager, grad)
+            if name.startswith("scipy.special."):  # (its other names: digamma is psi)
+                for alias in dir(scipy.special):
+                    if getattr(scipy.special, alias) is f:
+                        rows.setdefault(f"scipy.special.{alias}", rows[name])
     for f, impl in api.CONVERSIONS.items():
         rows.setdefault(api.numpy_name(f), ("yes", "no (a numpy array)", gradient(lg, impl)))
     return sorted((n, *cols) for n, cols in rows.items())

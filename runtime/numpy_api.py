@@ -177,6 +177,15 @@ def _sp_logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False):
     return ops.add(ops.log(total), m if keepdims else ops.reshape(m, shape_of(total)))
 
 
+def _sp_polygamma(n, x):
+    """scipy.special.polygamma(n, x) for a constant order n (0: digamma, 1: trigamma)."""
+    if is_value(n) or np.ndim(n) or n not in (0, 1):
+        raise UnsupportedError(f"scipy.special.polygamma(n, x) on llgrad values needs a constant "
+                               f"order n of 0 or 1, not {n!r}", loc=user_loc(),
+                               fix="pass n as a Python int (0: digamma, 1: trigamma)")
+    return ops.polygamma(int(n), array_from(x))
+
+
 def _sp_softmax(fn):
     def impl(x, axis=None):
         x = array_from(x)
@@ -255,9 +264,11 @@ LAZY.update({
     "scipy.special.logsumexp": _sp_logsumexp,
     "scipy.special.softmax": _sp_softmax(ops.softmax),
     "scipy.special.log_softmax": _sp_softmax(ops.log_softmax),
+    "scipy.special.betaln": ops.betaln, "scipy.special.beta": ops.beta,
+    "scipy.special.log_expit": ops.log_expit, "scipy.special.polygamma": _sp_polygamma,
 })
 LAZY.update(numpy_linalg.SCIPY)  # scipy.linalg's functions
-LAZY.update(scipy_stats.SCIPY)  # "module:object.method": scipy.stats.norm's methods
+LAZY.update(scipy_stats.SCIPY)  # "module:object.method": scipy.stats's distributions
 
 
 def _module_and_path(name: str) -> tuple[str, list[str]]:

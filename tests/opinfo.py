@@ -504,6 +504,9 @@ NUMPY_MATH_DB: list[OpSpec] = [
           tol={np.dtype(np.float32): (1e-4, 1e-5)}),
     _math("logit", lambda x: x.logit(), _special("logit"), "prob"),
     _math("ndtr", lambda x: lg.special.ndtr(x), _special("ndtr")),
+    _math("log_ndtr", lambda x: lg.special.log_ndtr(x), _special("log_ndtr")),
+    # gamma'' needs trigamma, whose own derivative is not provided: order 2 is the most
+    _math("gamma", lambda x: lg.special.gamma(x), _special("gamma"), "gamma"),
     _math("xlogy", lambda x, y: lg.xlogy(x, y), _special("xlogy"), ("real", "positive")),
     _math("xlog1py", lambda x, y: lg.special.xlog1py(x, y), _special("xlog1py"),
           ("real", "unit")),

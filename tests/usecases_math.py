@@ -91,6 +91,58 @@ def scipy_stats_norm(x, w, p):
             + np.sum(d.logpdf(x)) + np.sum(d.cdf(x) * w))
 
 
+@usecase
+def scipy_special_likelihood_ufuncs(x, p, w):
+    return (np.sum(scipy.special.betaln(p, w * w + 0.5)) + np.sum(scipy.special.beta(p, 2.5))
+            + np.sum(scipy.special.gamma(p) * w) + np.sum(scipy.special.log_expit(x) * w)
+            + np.sum(scipy.special.log_ndtr(3.0 * x)))
+
+
+@usecase(eager=SCIPY_PYTHON)
+def scipy_stats_continuous(x, w, p):
+    q = p / (p + 1.0)
+    d, g, b = scipy.stats.t(p[0] + 1.0, w[0], p[1]), scipy.stats.gamma(p[2]), \
+        scipy.stats.beta(p[0], p[3], scale=1.5)
+    return (np.sum(scipy.stats.t.logpdf(x, p[0] + 1.0, w[0], p[1]) + scipy.stats.t.pdf(x, 3.0))
+            + np.sum(d.logpdf(x) + g.logpdf(p) + b.pdf(q) + scipy.special.polygamma(0, p))
+            + np.sum(scipy.stats.gamma.logpdf(p, p[2], scale=p[3]) + scipy.stats.gamma.pdf(p, 2.0))
+            + np.sum(scipy.stats.beta.logpdf(q, p[0], p[1]) + scipy.stats.beta.pdf(q, 2.0, p[2]))
+            + np.sum(scipy.stats.lognorm.logpdf(p, p[0]) + scipy.stats.lognorm.pdf(p, 0.5, w[1])
+                     + scipy.stats.lognorm.cdf(p, p[1]) + scipy.stats.lognorm.sf(p, 0.7) * w)
+            + np.sum(scipy.stats.lognorm(p[3]).logpdf(p)))
+
+
+@usecase(eager=SCIPY_PYTHON)
+def scipy_stats_location_scale(x, w, p):
+    total = (np.sum(scipy.stats.expon(-1.0, p[0]).logpdf(p) * w)
+             + np.sum(scipy.stats.laplace(w[1], p[1]).logpdf(x) * w)
+             + np.sum(scipy.stats.logistic(w[1], p[1]).cdf(x) * w)
+             + np.sum(scipy.stats.cauchy(w[1], scale=p[1]).logpdf(x) * w))
+    return (total + np.sum(scipy.stats.expon.logpdf(p, scale=p[0]) + scipy.stats.expon.pdf(p)
+                           + scipy.stats.expon.cdf(p, w[0]) + scipy.stats.expon.sf(p) * w)
+            + np.sum(scipy.stats.laplace.logpdf(x, w, p) + scipy.stats.laplace.pdf(x, w[0])
+                     + scipy.stats.laplace.cdf(x, scale=p) + scipy.stats.laplace.sf(x) * w)
+            + np.sum(scipy.stats.logistic.logpdf(x, w) + scipy.stats.logistic.pdf(x, 0.0, p)
+                     + scipy.stats.logistic.cdf(x) * w + scipy.stats.logistic.sf(x, w[2]))
+            + np.sum(scipy.stats.cauchy.logpdf(x, w, p) + scipy.stats.cauchy.pdf(x, w[3])
+                     + scipy.stats.cauchy.cdf(x, scale=p) * w + scipy.stats.cauchy.sf(x)))
+
+
+@usecase(eager=SCIPY_PYTHON)
+def scipy_stats_counts_and_multivariate(m, x, w, p):
+    k = np.array([0.0, 1.0, 3.0, 2.0])
+    prob = expit(w)
+    cov = np.diag(p) + 0.1
+    return (np.sum(scipy.stats.poisson.logpmf(k, p) + scipy.stats.poisson.pmf(k, p[0]))
+            + np.sum(scipy.stats.binom.logpmf(k, 4, prob) + scipy.stats.binom.pmf(k, 5, prob[0]))
+            + np.sum(scipy.stats.nbinom.logpmf(k, p, prob) + scipy.stats.nbinom.pmf(k, 2.5, 0.4))
+            + np.sum(scipy.stats.poisson(p[1]).logpmf(k) + scipy.stats.binom(6, prob[1]).pmf(k)
+                     + scipy.stats.nbinom(p[2], prob[2]).logpmf(k))
+            + np.sum(scipy.stats.multivariate_normal.logpdf(m, x, cov))
+            + np.sum(scipy.stats.multivariate_normal(x, p).logpdf(m))
+            + np.sum(scipy.stats.multivariate_normal.pdf(m, x, cov)))
+
+
 @usecase(eager=SCIPY_PYTHON)
 def scipy_rosenbrock(x):
     return scipy.optimize.rosen(x)

@@ -625,7 +625,10 @@ def converted_call(f: Callable, args: tuple, kwargs: dict | None) -> Any:
 # dtype numpy would give: runtime/conversions.py). Not for functions that take a sequence of
 # arrays (np.stack, np.concatenate, ...): numpy dispatches those to llgrad by itself, and
 # their arrays need not have one shape. Lists of integer values are left alone: they are
-# shapes or indices, which the dynamic path reads as numbers.
+# shapes or indices, which the dynamic path reads as numbers. A list held by a parameter of
+# the function (a differentiated list of floats, `np.polyval(c, x)`) is known only at run
+# time: a parameter (or a part of one, `p["c"]`) given to a numpy function is marked
+# `list_arg`, which builds it if it is such a list.
 _SEQUENCE_FUNCTIONS = frozenset(
     getattr(np, n) for n in ("concatenate", "stack", "hstack", "vstack", "dstack",
                              "column_stack", "block", "choose", "select", "piecewise",
@@ -647,6 +650,16 @@ def _traced_leaves(x):
             yield from _traced_leaves(e)
     elif is_traced(x):
         yield x
+
+
+def list_arg(x: Any) -> Any:
+    """`x`, a parameter of the function (or a part of one) given to a numpy function, as one
+    array if it is a list of traced values: a differentiated list argument `c` in
+    `np.polyval(c, x)` (Note [Lists of traced values])."""
+    if _STAGERS and _traced_list(x):
+        from llgrad.runtime.conversions import array_from
+        return array_from(x)
+    return x
 
 
 def _with_arrays(f: Callable) -> Callable:

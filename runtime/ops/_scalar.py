@@ -28,6 +28,7 @@ LIBM = {
     "rint": np.rint, "fabs": np.fabs, "atan2": np.arctan2, "hypot": np.hypot,
     "copysign": np.copysign, "erf": _special("erf"), "erfc": _special("erfc"),
     "lgamma": _special("gammaln"),  # scipy's: at -inf, -inf (C's lgamma: +inf)
+    "tgamma": _special("gamma"),
 }
 
 

@@ -1,12 +1,14 @@
-"""Special functions (scipy.special's, PyTorch's torch.special): erf, erfc, lgamma (gammaln),
-digamma (psi) and trigamma, logit, ndtr (the normal CDF), xlogy, xlog1py. (expit is `sigmoid`
-in elementwise.py.)
+"""Special functions (scipy.special's, PyTorch's torch.special): erf, erfc, gamma, lgamma
+(gammaln), digamma (psi) and trigamma, logit, ndtr (the normal CDF) and log_ndtr, xlogy,
+xlog1py; and compositions of them: betaln, beta, log_expit. (expit is `sigmoid` in
+elementwise.py.)
 
 Declared like every elementwise primitive; their `numpy` entries name scipy.special's ufuncs
 as strings, resolved only once the user has imported scipy (runtime imports numpy alone).
-erf/erfc/lgamma are libm functions (lgamma through the thread-safe `lgamma_r`); digamma and
-trigamma are formulas over scalar ops (See Note [Digamma formula]), one rule serving impl and
-codegen. Gradients: gammaln' = digamma, digamma' = trigamma; trigamma's own is not provided.
+erf/erfc/gamma/lgamma are libm functions (lgamma through the thread-safe `lgamma_r`);
+digamma, trigamma and log_ndtr are formulas over scalar ops (See Note [Digamma formula]), one
+rule serving impl and codegen. Gradients: gammaln' = digamma, digamma' = trigamma;
+trigamma's own is not provided.
 """
 from __future__ import annotations
 
@@ -17,8 +19,11 @@ import numpy as np
 from llgrad.runtime.errors import UnsupportedError
 from llgrad.runtime.ops._scalar import LIBM, formula_impl, libm_rule
 from llgrad.runtime.ops.elementwise import (
-    _float_binary, _unary, add, div, elementwise, exp, mul, ne, neg, sub,
+    _float_binary, _unary, add, div, elementwise, eq, exp, floor, ge, gt, le, log,
+    logical_and, logical_not, logical_or, lt, mul, ne, neg, remainder, stop_gradient, sub, where,
 )
+from llgrad.runtime.ops.elementwise import abs as abs_
+from llgrad.runtime.prim import is_value
 
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 
@@ -34,6 +39,10 @@ lgamma_p = elementwise("lgamma", LIBM["lgamma"], (lambda g, out, x: mul(g, digam
                        lambda s, x: s.select(s.cmp("==", x, -math.inf), -math.inf,
                                              s.call("lgamma", x)),
                        numpy="scipy.special.gammaln")
+# Gamma(x): C's tgamma, as scipy's gamma at the poles (+-inf at +-0, NaN at -1, -2, ...)
+gamma_p = elementwise("gamma", LIBM["tgamma"],
+                      (lambda g, out, x: mul(g, mul(out, digamma(x))),), libm_rule("tgamma"),
+                      numpy="scipy.special.gamma")
 
 
 # Note [Digamma formula]
@@ -199,8 +208,39 @@ ndtr_p = elementwise("ndtr", formula_impl(_ndtr_rule),
                      (lambda g, out, x: mul(g, mul(exp(mul(mul(x, x), -0.5)), _INV_SQRT_2PI)),),
                      _ndtr_rule, numpy="scipy.special.ndtr", node_name="SpecialNdtrBackward0")
 
-erf, erfc, lgamma, digamma, trigamma, logit, ndtr = (
-    _unary(p) for p in (erf_p, erfc_p, lgamma_p, digamma_p, trigamma_p, logit_p, ndtr_p))
+
+# Note [log_ndtr in three regimes]
+# log(ndtr(x)) is exact where ndtr keeps its relative accuracy, -20 <= x <= 0 (erfc in the
+# lower tail); above 0, log1p(-ndtr(-x)) keeps the tiny log of a number near 1 (log of
+# 1 - 1e-20 would be 0); below -20 ndtr underflows near -38, so the asymptotic series
+# log ndtr(x) = -x^2/2 - log(-x) - log(sqrt(2 pi)) + log(1 + sum_k (-1)^k (2k-1)!! / x^2k)
+# is used (ten terms; the next is below 1e-17 there). These are scipy's regimes. The
+# gradient pdf(x) / ndtr(x) is exp(log pdf(x) - log_ndtr(x)), finite far into the tail.
+_LOG_SQRT_2PI = 0.5 * math.log(2.0 * math.pi)
+_NDTR_ASYM = tuple((-1) ** k * math.prod(range(1, 2 * k, 2)) for k in range(11))
+
+
+def _log_ndtr_rule(s, x):
+    lower = s.cmp("<", x, -20.0)
+    xa = s.select(lower, x, -20.0)  # every lane computes each regime: keep them finite
+    z = s.div(1.0, s.mul(xa, xa))
+    series = s.sub(s.sub(s.mul(s.mul(xa, xa), -0.5), s.log(s.neg(xa))), _LOG_SQRT_2PI)
+    series = s.add(series, s.log(_horner(s, z, _NDTR_ASYM)))
+    upper = s.log1p(s.neg(_ndtr_rule(s, s.neg(x))))
+    return s.select(lower, series, s.select(s.cmp(">", x, 0.0), upper,
+                                            s.log(_ndtr_rule(s, x))))
+
+
+_log_ndtr_scalar = _in_float64(_log_ndtr_rule)
+log_ndtr_p = elementwise(
+    "log_ndtr", formula_impl(_log_ndtr_scalar),
+    (lambda g, out, x: mul(g, exp(sub(sub(mul(mul(x, x), -0.5), _LOG_SQRT_2PI), out))),),
+    _log_ndtr_scalar, numpy="scipy.special.log_ndtr", node_name="SpecialLogNdtrBackward0")
+
+erf, erfc, gamma, lgamma, digamma, trigamma, logit, ndtr, log_ndtr = (
+    _unary(p) for p in (erf_p, erfc_p, gamma_p, lgamma_p, digamma_p, trigamma_p, logit_p,
+                        ndtr_p, log_ndtr_p))
+gamma.__doc__ = "Gamma(x), as scipy.special.gamma (C's tgamma: +-inf at +-0, NaN at -1, ...)."
 xlogy, xlog1py = _float_binary(xlogy_p), _float_binary(xlog1py_p)
 
 
@@ -212,3 +252,86 @@ def polygamma(n, x):
         return trigamma(x)
     raise UnsupportedError(f"polygamma({n}, x): only n = 0 and n = 1 are supported")
 
+
+# ---- compositions (exact where their parts are; scipy computes them the same way) --------------
+def _gamma_sign(x):
+    """The sign of Gamma(x) (1 at the poles): -1 between -2k-1 and -2k."""
+    fl = floor(x)
+    odd = logical_and(logical_and(lt(x, 0), ne(x, fl)), eq(remainder(fl, 2), 1))
+    return stop_gradient(where(odd, -1.0, 1.0))
+
+
+_MAXGAM = 171.624376956302725  # cephes': Gamma(x) overflows above it
+
+
+def _pole(x):
+    return logical_and(le(x, 0.0), eq(x, floor(x)))
+
+
+def _at_poles(a, b):
+    """scipy's (cephes') beta_negint: where a is a pole (0, -1, ...), b an integer and
+    1 - a - b > 0, B(a, b) = (-1)^b B(1 - a - b, b) (a pole b likewise, with a's sign),
+    +inf where that is a pole again and at the other poles of a or b. Gives the arguments
+    to use, the lanes of that sign and the sign, and the lanes that are infinite."""
+    pa, pb = _pole(a), _pole(b)
+    whole = logical_and(eq(a, floor(a)), eq(b, floor(b)))
+    signed = logical_and(logical_and(logical_or(pa, pb), whole), gt(sub(1.0, add(a, b)), 0.0))
+    swap = logical_and(signed, logical_not(logical_and(pa, pb)))
+    other = where(pa, b, a)
+    sign = stop_gradient(where(eq(remainder(other, 2), 0), 1.0, -1.0))
+    a, b = where(swap, sub(sub(1.0, a), b), a), where(swap, other, b)
+    return a, b, signed, sign, logical_and(logical_or(pa, pb), logical_not(swap))
+
+
+def _betaln(a, b):
+    y = add(a, b)
+    direct = sub(add(lgamma(a), lgamma(b)), lgamma(y))
+    # lanes of another regime compute on finite stand-ins (1.5, 1e7): where's gradient of an
+    # unselected NaN or inf would be NaN
+    near = logical_and(logical_and(le(abs_(a), _MAXGAM), le(abs_(b), _MAXGAM)),
+                       logical_and(le(abs_(y), _MAXGAM), logical_not(_pole(y))))
+    ga, gb, gy = (gamma(where(near, v, 1.5)) for v in (a, b, y))
+    ratio = where(gt(abs_(sub(abs_(ga), abs_(gy))), abs_(sub(abs_(gb), abs_(gy)))),
+                  mul(div(gb, gy), ga), mul(div(ga, gy), gb))
+    out = where(near, log(abs_(ratio)), direct)
+    first = ge(abs_(a), abs_(b))
+    big, small = where(first, a, b), where(first, b, a)
+    far = logical_and(gt(big, 1e6), gt(big, mul(abs_(small), 1e6)))
+    if is_value(far) or np.any(far):
+        big, small = where(far, big, 1e7), where(far, small, 1.0)
+        t = mul(small, sub(1.0, small))
+        big2 = mul(big, big)
+        asym = sub(lgamma(small), mul(small, log(big)))
+        asym = add(asym, add(div(t, mul(big, 2.0)),
+                             div(mul(t, sub(1.0, mul(small, 2.0))), mul(big2, 12.0))))
+        out = where(far, sub(asym, div(mul(t, t), mul(mul(big2, big), 12.0))), out)
+    return where(_pole(y), -math.inf, out)
+
+
+def betaln(a, b):
+    """log|B(a, b)| in scipy's (cephes') regimes: where the argument larger in magnitude,
+    big, exceeds 1e6 and 1e6 times the other, small, the asymptotic form gammaln(small) -
+    small log(big) + t/2big + t(1-2small)/12big^2 - t^2/12big^3, t = small(1 - small)
+    (gammaln(a + b) - gammaln(big) would cancel there); where |a|, |b|, |a + b| <= 171.6,
+    log|Gamma(a) Gamma(b) / Gamma(a + b)| (exact Gammas; gammaln's sum cancels when the
+    result is small); else that sum. At the poles as scipy: +inf where a or b is 0, -1,
+    ... (but (-1)^b B(1 - a - b, b) for a positive integer b with 1 - a - b > 0), -inf
+    where a + b is one."""
+    a, b, _, _, inf = _at_poles(a, b)
+    return where(inf, math.inf, _betaln(a, b))
+
+
+def beta(a, b):
+    """B(a, b) = Gamma(a) Gamma(b) / Gamma(a + b), as sign * exp(betaln(a, b)) (no overflow
+    of the Gammas for large arguments); poles as betaln's."""
+    a, b, signed, sign, inf = _at_poles(a, b)
+    gamma_sign = mul(mul(_gamma_sign(a), _gamma_sign(b)), _gamma_sign(add(a, b)))
+    out = mul(where(signed, sign, gamma_sign), exp(_betaln(a, b)))
+    return where(inf, where(signed, mul(sign, math.inf), math.inf), out)
+
+
+def log_expit(x):
+    """log(expit(x)) = -log(1 + exp(-x)), as -logaddexp(0, -x): exact for large |x| of
+    either sign (log(expit(x)) would give -inf below -745 and 0 above 37)."""
+    from llgrad.runtime.ops.ufuncs import logaddexp
+    return neg(logaddexp(0.0, neg(x)))

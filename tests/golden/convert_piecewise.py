@@ -10,7 +10,7 @@ def piecewise(x):
 
     def __lg_if_body():
         nonlocal y
-        y = np.sin(x)
+        y = np.sin(__lg.list_arg(x))
 
     def __lg_else_body():
         nonlocal y

@@ -78,6 +78,7 @@ SAMPLES.update({
     "trunc": U(uf.trunc_p, X + 0.5), "rint": U(uf.rint_p, X + 0.25), "erf": U(sp.erf_p),
     "erfc": U(sp.erfc_p), "lgamma": U(sp.lgamma_p, GAMMA), "digamma": U(sp.digamma_p, GAMMA),
     "logit": U(sp.logit_p, POS / 2), "ndtr": U(sp.ndtr_p), "xlogy": B(sp.xlogy_p, X, POS),
+    "gamma": U(sp.gamma_p, GAMMA), "log_ndtr": U(sp.log_ndtr_p),
     "xlog1py": B(sp.xlog1py_p, X, POS),
 })
 # linear algebra (issue 11): inputs made invertible / positive definite / with spread-out

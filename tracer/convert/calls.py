@@ -8,7 +8,9 @@ Output invariants:
   converted_call makes the same decision again at run time for the others), unless the
   callee has a traced form (np.asarray, math.exp, scipy.special.logsumexp), is ``print``
   (Note [Python effects in staged code] in tracer/effects.py), or a list is written among
-  the arguments (``np.sum([1, a * a])``); ``len(x)`` becomes ``__lg.len_(x)``;
+  the arguments (``np.sum([1, a * a])``); a parameter of the function (or a part of one)
+  given to a numpy function or ufunc becomes ``__lg.list_arg(c)`` there (it may be a list of
+  traced scalars); ``len(x)`` becomes ``__lg.len_(x)``;
 - ``for x in range(...)`` (the builtin) iterates ``__lg.range_(...)``, which a staged loop
   can read bounds from (also marked: ``llgrad.checkpointed(range(...))``), and ``for x in
   reversed(range(...))`` ``__lg.reversed_range_(...)``;
@@ -133,7 +135,10 @@ class _Calls(gast.NodeTransformer):
         if value is not _MISSING and is_library_object(value) and not _has_traced_form(value) \
                 and not _is_random(value) and not _list_argument(node, self.lists) and \
                 value is not print and value is not len:
-            return node  # (a random draw, print and len go through converted_call's checks)
+            # (a random draw, print and len go through converted_call's checks)
+            if _takes_arrays(value):
+                _mark_parameters(node, self.params)
+            return node
         args = gast.Tuple(elts=node.args, ctx=gast.Load())
         if node.keywords:
             kwargs = gast.Dict(keys=[templates.const(k.arg) if k.arg else None
@@ -312,6 +317,35 @@ def _list_argument(node: gast.Call, lists: set[str]) -> bool:
     return any(listish(a) for a in node.args + [k.value for k in node.keywords])
 
 
+def _takes_arrays(value: Any) -> bool:
+    """numpy's functions and the ufuncs (scipy.special's too), but those of a sequence of
+    arrays (np.stack, ...: Note [Lists of traced values] in operators.py)."""
+    from ..operators import _SEQUENCE_FUNCTIONS, _is_numpy
+    try:
+        return _is_numpy(value) and value not in _SEQUENCE_FUNCTIONS
+    except TypeError:  # (unhashable)
+        return False
+
+
+def _mark_parameters(node: gast.Call, params: set[str]) -> None:
+    """Each argument that is a parameter of the function, or a part of one (`c`, `p["c"]`,
+    `self.c`), becomes ``__lg.list_arg(...)``: it may be a list of traced scalars, a
+    differentiated argument (`np.polyval(c, x)`; Note [Lists of traced values])."""
+    def mark(a):
+        root = a
+        while isinstance(root, (gast.Subscript, gast.Attribute)):
+            root = root.value
+        if not (isinstance(root, gast.Name) and root.id in params):
+            return a
+        new = templates.replace_expr("__lg.list_arg(a)", a=a)
+        anno.fill_loc(new, a)
+        return new
+    node.args = [a if isinstance(a, gast.Starred) else mark(a) for a in node.args]
+    for k in node.keywords:
+        if k.arg is not None:
+            k.value = mark(k.value)
+
+
 def list_names(fn: gast.FunctionDef) -> set[str]:
     """Names `fn` binds to a list (`xs = []`, `xs = [...]`, a list comprehension,
     `list(...)`) or grows (`xs.append(v)`, `xs.extend(vs)`, `xs += [v]`)."""
@@ -353,6 +387,9 @@ def convert_calls(fn: gast.FunctionDef, locals_: set[str], writable: set[str],
     """Rewrite calls, range loops and element updates in ``fn``'s body (in place)."""
     t = _Calls(locals_, resolve, writable, namer)
     t.lists = list_names(fn) & locals_
+    a = fn.args
+    t.params = {p.id for p in a.posonlyargs + a.args + a.kwonlyargs if isinstance(p, gast.Name)}
+    t.params.update(p.id for p in (a.vararg, a.kwarg) if isinstance(p, gast.Name))
     fn.body = [r for s in fn.body for r in _as_list(t.visit(s))]
 
 
