@@ -177,7 +177,9 @@ class Differentiable:
         return value, grads
 
     def grad(self, *args, **kwargs):
-        """The gradient w.r.t. `wrt` (a tuple when `wrt` is a tuple)."""
+        """The gradient w.r.t. `wrt` (a tuple when `wrt` is a tuple), with each argument's
+        structure: arrays for arrays, floats for Python floats, None for static entries
+        (ints, strings: they have no gradient)."""
         return self.value_and_grad(*args, **kwargs)[1]
 
     def cache_info(self) -> dict:
@@ -423,7 +425,8 @@ class _FastCall:
 
 
 def _assemble(tr, cts: list, wrt_leaves, wrt_args, single, to_python: bool = True):
-    """Gradients mirroring each wrt argument's structure (floats for Python floats)."""
+    """Gradients mirroring each wrt argument's structure (floats for Python floats, None for
+    static entries)."""
     by_leaf = dict(zip(wrt_leaves, cts))
     specs = sig.leaf_specs(tr.in_struct)
     per_arg = []
@@ -436,7 +439,7 @@ def _assemble(tr, cts: list, wrt_leaves, wrt_args, single, to_python: bool = Tru
             if to_python:
                 g = specs[k].to_python(g)
             vals.append(g)
-        per_arg.append(sig.unflatten(sig.arg_struct(tr.in_struct, a), vals))
+        per_arg.append(sig.unflatten_gradient(sig.arg_struct(tr.in_struct, a), vals))
     return per_arg[0] if single else tuple(per_arg)
 
 

@@ -213,7 +213,7 @@ def _jacobian_traced(f, args, nums, single, mode):
         jac = [_rev_rows(b, f, args, j, out, ks, xs) for j, out in enumerate(outs)]
     per_out = []
     for row in jac:
-        res = [sig.unflatten(sig.arg_struct(tr.in_struct, a),
+        res = [sig.unflatten_gradient(sig.arg_struct(tr.in_struct, a),
                              [r for k, r in zip(ks, row) if tr.leaf_owner[k] == a])
                for a in nums]
         per_out.append(res[0] if single else tuple(res))

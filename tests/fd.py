@@ -44,7 +44,8 @@ def assert_close(actual, expected, rtol: float, atol: float, what: str = "") -> 
 
 def numerical_grad_tree(f: Callable, args: Sequence, argnum: int, eps: float = 1e-6):
     """d f(*args) / d args[argnum] by central differences, with the structure of that argument
-    (a pytree: llgrad.runtime.pytree); its array leaves get arrays, Python floats floats."""
+    (a pytree: llgrad.runtime.pytree); its array leaves get arrays, Python floats floats,
+    static entries None."""
     from llgrad.runtime import pytree
     leaves, struct = pytree.flatten(args[argnum])
 
@@ -68,6 +69,8 @@ def numerical_grad_tree(f: Callable, args: Sequence, argnum: int, eps: float = 1
                 lo[k].flat[i] -= eps
                 g.flat[i] = (at(hi) - at(lo)) / (2 * eps)
             grads.append(g)
+        elif isinstance(leaf, np.ndarray):
+            grads.append(np.zeros_like(leaf))  # an int or bool array: a zero gradient
         else:
-            grads.append(leaf)  # a static field: the gradient holds its value
+            grads.append(None)  # a static entry (int, str, ...): no gradient
     return pytree.unflatten(struct, grads)

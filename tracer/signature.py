@@ -290,6 +290,17 @@ def unflatten(struct, leaves) -> Any:
     return pytree.unflatten(struct, leaves, _leaf_value)
 
 
+def _no_gradient(spec, it):
+    return None if type(spec) is Static else next(it)
+
+
+def unflatten_gradient(struct, leaves) -> Any:
+    """A gradient with the structure of the arguments `struct` describes: `leaves` for its
+    Leaf specs and None for its static entries (an int, a string, an object without arrays
+    or floats has no gradient; its own value would read as one)."""
+    return pytree.unflatten(struct, leaves, _no_gradient)
+
+
 def leaf_specs(struct) -> list[Leaf]:
     out: list[Leaf] = []
     _leaf_specs(struct, out)  # no closure: Note [No reference cycles per call] (pytree.py)

@@ -112,7 +112,7 @@ def test_namedtuple_argument(mode):
 def test_dataclass_argument_fields_leaves_and_static(mode):
     d, g = _check(affine, Params(X, 0.5), V)
     assert isinstance(g, Params) and isinstance(g.b, float)
-    assert g.power == 2 and g.name == "params"  # static fields keep their values
+    assert g.power is None and g.name is None  # static fields have no gradient
     traces = d.cache_info()["traces"]
     _check(affine, Params(X * 2, -1.5), V)  # new leaves: the same trace
     d(Params(X * 2, -1.5), V)
@@ -276,6 +276,19 @@ def test_plain_array_calls_keep_the_fast_path():
     d = llgrad.differentiate(lambda x, y: np.sum(x * y))
     d(X, V)
     assert len(d._fast) == 1  # Note [Per-call fast path]: keyed, not flattened, from now on
+
+
+def test_static_entries_have_no_gradient(mode):
+    """An int or a string inside a differentiated argument is static: its gradient entry is
+    None, not its own value (which read as a gradient: `[1.0, 2]` gave `[2.0, 2]`)."""
+    f = lambda c: c[0] * 2.0 + c[1] * 3.0  # noqa: E731
+    assert llgrad.grad(f)([1.0, 2]) == [2.0, None]
+    assert llgrad.differentiate(f).value_and_grad((1.0, 2)) == (8.0, (2.0, None))
+    g = llgrad.grad(lambda d: d["a"] * d["k"] * 2.0)({"a": 1.5, "k": 3, "act": "tanh"})
+    assert g == {"a": 6.0, "k": None, "act": None}
+    jac = llgrad.jacobian(lambda d: d["a"] * np.arange(2.0) * d["k"])({"a": 1.5, "k": 3})
+    np.testing.assert_allclose(jac["a"], [0.0, 3.0])
+    assert jac["k"] is None
 
 
 def test_tree_map_updates_a_pytree_of_parameters():
