@@ -95,8 +95,10 @@ def _bases(v) -> list:
 
 
 def _overlaps(view, target, index) -> bool:
-    """Whether the traced `view` of `target` shares elements with `target[index]`; False when
-    that is only known at run time (a traced index)."""
+    """Whether the traced `view` of `target` shares elements with `target[index]` (index
+    None: the whole array); False when that is only known at run time (a traced index)."""
+    if index is None:  # the whole array is written: every element of the view changes
+        return int(np.prod(view.aval.shape, dtype=np.int64)) > 0
     chain, v = [], view
     while v is not target:
         chain.append(v.op)

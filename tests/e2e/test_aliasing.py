@@ -89,6 +89,13 @@ def helper_writes_into_the_callers_array(x):
     return np.sum(y)
 
 
+def whole_update_under_a_view_at_a_traced_index(x):
+    y = x.reshape(2, 2) * 1.0
+    r = y[np.argmax(x) % 2]  # a view of a row, which one known only at run time
+    y += 1.0  # changes every row: numpy's r sees it whatever the index is
+    return np.sum(r * r) + np.sum(y)
+
+
 REFUSED = {
     second_name_augassign: ("+=", "bound to `y` and `z`", "z += 1.0"),
     augassign_through_a_view: ("*=", "view of `y`", "v *= 3.0"),
@@ -102,6 +109,7 @@ REFUSED = {
                                               "a[i] = a[i + 1] * 0.5 + 1.0"),
     helper_writes_into_the_callers_array: ("update", "`y` (in helper_writes_into_the_caller",
                                            "a[0] = v"),
+    whole_update_under_a_view_at_a_traced_index: ("+=", "earlier view `r`", "y += 1.0"),
 }
 
 
