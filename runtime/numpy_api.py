@@ -332,5 +332,6 @@ def numpy_name(func) -> str:
         return ".".join([p for p in mod.split(".") if not p.startswith("_")] + [name])
     # public submodules keep their name (numpy.fft, numpy.linalg._linalg -> np.linalg)
     parts = [p for p in mod.split(".")[1:] if not p.startswith("_")]
-    sub = parts[0] if parts and hasattr(np, parts[0]) else None
-    return f"np.{sub}.{name}" if sub else f"np.{name}"
+    if parts and hasattr(np, parts[0]):  # (np.lib.stride_tricks.sliding_window_view)
+        return ".".join(["np", *parts, name])
+    return f"np.{name}"

@@ -51,6 +51,13 @@ def _scan(fn, default_axis=None):
     return impl
 
 
+def _accumulate(fn):
+    def impl(a, axis=0, dtype=None, out=None):
+        _refuse("accumulate", out=out, dtype=dtype)
+        return fn(a, axis)
+    return impl
+
+
 def _accumulate_extremum(pick):
     def impl(a, axis=0, dtype=None, out=None):
         _refuse("accumulate", out=out, dtype=dtype)
@@ -275,6 +282,11 @@ def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **k
     return A.full_like(a, fill_value, dtype, shape)
 
 
+def _sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=False):
+    _refuse("lib.stride_tricks.sliding_window_view", writeable=writeable)
+    return A.sliding_window_view(x, window_shape, axis)
+
+
 def _take(a, indices, axis=None, out=None, mode="raise"):
     _refuse("take", out=out)
     return ops.take(a, indices, axis, mode)
@@ -311,6 +323,7 @@ FUNCTIONS = {
     np.add.accumulate: _scan(ops.cumsum, 0), np.multiply.accumulate: _scan(ops.cumprod, 0),
     np.maximum.accumulate: _accumulate_extremum(ops.cummax),
     np.minimum.accumulate: _accumulate_extremum(ops.cummin),
+    np.logaddexp.accumulate: _accumulate(ops.logcumsumexp),
     np.sort: _sort, np.argsort: _argsort, np.median: _median,
     np.quantile: _quantile(ops.quantile), np.percentile: _quantile(ops.percentile),
     # shape and structure
@@ -325,6 +338,7 @@ FUNCTIONS = {
     np.column_stack: lambda tup: A.column_stack(list(tup)),
     np.atleast_1d: _atleast(A.atleast_1d), np.atleast_2d: _atleast(A.atleast_2d),
     np.atleast_3d: _atleast(A.atleast_3d), np.moveaxis: A.moveaxis, np.rollaxis: A.rollaxis,
+    np.lib.stride_tricks.sliding_window_view: _sliding_window_view,
     np.split: A.split, np.array_split: A.array_split, np.hsplit: A.hsplit,
     np.vsplit: A.vsplit, np.dsplit: A.dsplit,
     np.tril: lambda m, k=0: ops.tril(m, k), np.triu: lambda m, k=0: ops.triu(m, k),

@@ -741,7 +741,7 @@ def _converted_target(f: Callable, args=()) -> Callable:
                 g = forms.get((type(f.__self__), f.__name__))
         except TypeError:
             g = None
-        if g is not None and (f not in (max, min) or len(args) == 2):
+        if g is not None:
             return g
         if _is_numpy(f) and f not in _SEQUENCE_FUNCTIONS and any(map(_traced_list, args)):
             return _with_arrays(f)

@@ -35,43 +35,53 @@ def _traced_builtins() -> dict:
 
 
 def _extremum(builtin, better: Callable) -> Callable:
-    """Python's max(a, b) / min(a, b): b if bool(better(b, a)) else a. Python takes bool() of
-    the comparison, which raises for arrays of more than one element (np.maximum is the
-    elementwise form); of one element, it returns a or b itself, whose shape must then not
-    depend on which."""
+    """Python's max(a, b, ...) / min(a, b, ...), or of one list or tuple of them: a fold of
+    `b if bool(better(b, a)) else a` (the first of equal ones wins, as in Python). Python takes
+    bool() of each comparison, which raises for arrays of more than one element (np.maximum is
+    the elementwise form); of one element, it returns one operand itself, whose shape must then
+    not depend on which. key= and default= go to the builtin (which concretises)."""
     def call(*args, **kwargs):
-        if len(args) != 2 or kwargs:
+        items = args[0] if len(args) == 1 and type(args[0]) in (list, tuple) else args
+        if len(items) < 2 or kwargs:
             return builtin(*args, **kwargs)
-        a, b = args
-        shapes = [tuple(v.shape) if is_value(v) else np.shape(v) for v in (a, b)]
-        size = int(np.prod(np.broadcast_shapes(*shapes), dtype=np.int64))
-        name = builtin.__name__
-        if size != 1:
-            what = ("an empty array is ambiguous" if size == 0 else
-                    "an array with more than one element is ambiguous")
-            raise ShapeError(
-                f"{name}(a, b) of arrays of shapes {list(shapes[0])} and {list(shapes[1])}: "
-                f"Python's {name} takes the truth value of `b {'>' if name == 'max' else '<'} "
-                f"a`, and the truth value of {what}", loc=user_loc(),
-                fix=f"use np.{name}imum(a, b) for the elementwise {name}imum, or "
-                f"np.{name}(...) over an array")
-        if shapes[0] != shapes[1]:
-            raise UnsupportedError(
-                f"{name}(a, b) of one-element operands of shapes {list(shapes[0])} and "
-                f"{list(shapes[1])}: Python returns a or b itself, so the result's shape "
-                f"depends on the values", loc=user_loc(),
-                fix=f"give both the same shape, or use np.{name}imum(a, b)")
-        from llgrad.runtime import ops
-        return ops.where(better(b, a), b, a)
+        best = items[0]
+        for v in items[1:]:
+            best = _pick(builtin.__name__, better, best, v)
+        return best
     return call
+
+
+def _pick(name: str, better: Callable, a, b):
+    """`b if better(b, a) else a` on one-element operands (see _extremum)."""
+    if not (is_value(a) or is_value(b)):
+        return (max if name == "max" else min)(a, b)
+    shapes = [tuple(v.shape) if is_value(v) else np.shape(v) for v in (a, b)]
+    size = int(np.prod(np.broadcast_shapes(*shapes), dtype=np.int64))
+    if size != 1:
+        what = ("an empty array is ambiguous" if size == 0 else
+                "an array with more than one element is ambiguous")
+        raise ShapeError(
+            f"{name}(a, b) of arrays of shapes {list(shapes[0])} and {list(shapes[1])}: "
+            f"Python's {name} takes the truth value of `b {'>' if name == 'max' else '<'} "
+            f"a`, and the truth value of {what}", loc=user_loc(),
+            fix=f"use np.{name}imum(a, b) for the elementwise {name}imum, or "
+            f"np.{name}(...) over an array")
+    if shapes[0] != shapes[1]:
+        raise UnsupportedError(
+            f"{name}(a, b) of one-element operands of shapes {list(shapes[0])} and "
+            f"{list(shapes[1])}: Python returns a or b itself, so the result's shape "
+            f"depends on the values", loc=user_loc(),
+            fix=f"give both the same shape, or use np.{name}imum(a, b)")
+    from llgrad.runtime import ops
+    return ops.where(better(b, a), b, a)
 
 
 SHAPED = frozenset((np.zeros, np.ones, np.empty, np.full))
 
 
 def static_shape(f: Callable) -> Callable:
-    """np.zeros/ones/empty/full given a traced shape (a loop counter, `np.zeros(i)`): shapes
-    are static, so each traced entry is concretised where numpy would refuse it with its own
+    """np.zeros/ones/empty/full given a traced shape (a loop counter, `np.zeros(i)`) or, to
+    np.full, a traced fill value (which broadcasts): shapes are static, so each traced entry is concretised where numpy would refuse it with its own
     error. A counter makes the tracer unroll its loop (Note [Values a static loop made
     traced] in staging.py); another value sends the function to the dynamic path, or is an
     error naming the line."""
@@ -80,8 +90,18 @@ def static_shape(f: Callable) -> Callable:
             kwargs["shape"] = _static(kwargs["shape"], f)
         else:
             args = (_static(args[0], f),) + args[1:]
+        if f is np.full:
+            return _full(*args, **kwargs)
         return f(*args, **kwargs)
     return call
+
+
+def _full(shape, fill_value, dtype=None, order="C", **kw):
+    """np.full of a traced fill value: the value broadcast (numpy's dtype: the value's)."""
+    if not is_value(fill_value):
+        return np.full(shape, fill_value, dtype, order, **kw)
+    from llgrad.runtime.ops.arrays import full_like
+    return full_like(fill_value, fill_value, dtype, shape)
 
 
 def _static(shape, f):

@@ -22,7 +22,8 @@ def _augmented(name: str, op: Callable, iop: Callable) -> Callable:
         numpy `a`, so the new value is computed instead and the name (or, around this call,
         `y[i]`) rebound to it, as numpy would see it -- for a whole array, only where nothing
         else refers to it (Note [Traced values added into numpy arrays])."""
-        if type(a) is np.ndarray and is_traced(b):
+        padded = getattr(type(b), "_lg_padded", False)  # a slice of run-time length
+        if type(a) is np.ndarray and (is_traced(b) or padded):
             if whole is not None:
                 seen = held_by_locals(a)
                 refs = sys.getrefcount(a)

@@ -228,3 +228,17 @@ def test_traced_ints_as_shapes_are_read_as_numbers(mode):
     for n in (2, 3):
         assert d(x, np.array(n)) == shape_from_an_argument(x, np.array(n))
     assert d.inspect(x, np.array(3)).path.startswith("dynamic")
+
+
+def full_of_traced_values(x, s0):
+    paths = np.full(3, s0)  # a Monte Carlo start: every path at the spot
+    grid = np.full((2, 3), x[0] * 2.0, dtype=np.float64)
+    return np.sum(paths * x) + np.sum(grid * np.full(shape=3, fill_value=x[1]))
+
+
+def test_np_full_of_a_traced_fill_value_broadcasts_it(mode):
+    """np.full(n, s0) with s0 traced handed the value to numpy, which concretised it."""
+    x = np.array([0.5, -1.5, 2.0])
+    _value_and_grad_match_numpy(full_of_traced_values, x, 1.25, wrt=(0, 1))
+    d = llgrad.differentiate(lambda x: np.full(2, x[0] * 2.0, dtype=np.float32))
+    assert d(x).dtype == np.float32 and d.inspect(x).path == "staged"
