@@ -233,6 +233,18 @@ for _p in REGISTRY.values():
 FUNCTIONS[np.divide] = FUNCTIONS[np.true_divide] = _ufunc_call(ops.div)
 FUNCTIONS[np.power] = _ufunc_call(ops.pow)
 
+
+def _ufunc_outer(fn):
+    """ufunc.outer(a, b): fn of a, its shape extended by one axis per axis of b, and b."""
+    def impl(a, b, **kw):
+        a = a if is_value(a) else np.asarray(a)
+        return fn(ops.reshape(a, shape_of(a) + (1,) * np.ndim(b)), b, **kw)
+    return impl
+
+
+FUNCTIONS.update({f.outer: _ufunc_outer(fn) for f, fn in list(FUNCTIONS.items())
+                  if isinstance(f, np.ufunc) and f.nin == 2 and f.signature is None})
+
 # ---- reductions, scans, sorting, shape and contraction functions (issue 11, npshape) -------
 from llgrad.runtime.numpy_shape import FUNCTIONS as _SHAPE_FUNCTIONS  # noqa: E402
 

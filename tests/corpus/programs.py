@@ -10,8 +10,8 @@ linear algebra and interpolation; programs_science.py: physics, finance, optimis
 geometry and signals; programs_masks.py: boolean masks; programs_dynamics.py: epidemics, ODEs,
 time series and finance; programs_learning.py: recommenders, embeddings, convolutions and
 losses; programs_survival.py: survival, robust and quantile regression, densities;
-programs_geometry.py: embeddings, optimal transport, alignment and multi-view geometry), so
-PROGRAMS here is the whole corpus.
+programs_geometry.py: embeddings, optimal transport, alignment and multi-view geometry;
+programs_styles.py: Python styles in those domains), so PROGRAMS here is the whole corpus.
 """
 from __future__ import annotations
 
@@ -509,5 +509,5 @@ def kalman_local_level_loglik(log_vars, obs):
 
 from tests.corpus import (  # noqa: E402,F401 (register theirs)
     programs_dynamics, programs_geometry, programs_learning, programs_masks, programs_ml,
-    programs_numerics, programs_science, programs_survival,
+    programs_numerics, programs_science, programs_styles, programs_survival,
 )

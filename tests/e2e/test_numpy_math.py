@@ -277,3 +277,26 @@ def test_scipy_ufuncs_on_eager_tensors():
     with pytest.raises(UnsupportedError, match=r"scipy\.special\.gamma is not supported"):
         scipy.special.gamma(t)
 
+
+
+def _outer_loss(x, y):
+    return (np.sum(np.exp(-np.subtract.outer(x, y) ** 2)) + np.sum(np.maximum.outer(y, x))
+            + np.sum(np.multiply.outer(x, [1.0, 2.0]) * np.less.outer(x, [0.5]))
+            + np.sum(np.power.outer(np.abs(y), x[:2])))
+
+
+def test_ufunc_outer_of_binary_ufuncs(mode):
+    """np.subtract.outer (the pairwise differences of a kernel) was unsupported; every binary
+    ufunc's .outer is now the ufunc of x extended by y's axes and y."""
+    x, y = np.array([0.3, -1.2, 0.9]), np.array([[0.5, 1.5], [-0.7, 2.0]])
+    d = llgrad.differentiate(_outer_loss, wrt=(0, 1))
+    value, grads = d.value_and_grad(x, y)
+    assert value == pytest.approx(_outer_loss(x, y), rel=1e-14)
+    for g, fd in zip(grads, finite_differences(_outer_loss, [x, y], (0, 1))):
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    got = llgrad.differentiate(lambda x, y: np.hypot.outer(x, y))(x, y)
+    assert got.shape == (3, 2, 2)
+    np.testing.assert_allclose(got, np.hypot.outer(x, y), rtol=1e-15)
+    t = lg.tensor(x, requires_grad=True)
+    np.subtract.outer(t, t).sum().backward()  # eagerly too: 0
+    np.testing.assert_array_equal(t.grad.numpy(), np.zeros(3))
