@@ -52,8 +52,9 @@ Rules for values in the state:
   ``__lg_retval`` may be ``None`` (not yet returned) in one branch: it is only read where
   ``__lg_do_return`` is true, so a placeholder of the other branch's type is correct.
 - ``loc`` is a ``SourceLoc`` (file, line, column, function) of the user's statement.
-- for: ``iterable`` is a traced array (iterate over axis 0) or a ``TracedRange`` (start, stop,
-  step; any may be traced ints). ``extra_test`` is ``None`` or a no-argument function checked
+- for: ``iterable`` is a traced array (iterate over axis 0), a ``TracedRange`` (start, stop,
+  step; any may be traced ints) or a stageable ``Zipped`` (zip/enumerate of traced arrays
+  and ranges: item i is ``iterable[i]``). ``extra_test`` is ``None`` or a no-argument function checked
   before each iteration (from break/return); the loop stops when it is false.
 - while: ``test_fn`` has been called once already to decide to stage; call it as needed.
 - A Python loop whose break/return flag becomes traced runs its remaining iterations under
@@ -84,7 +85,7 @@ from llgrad.runtime import pytree
 from llgrad.runtime.errors import ConcretizationError, UnsupportedError, user_loc
 
 from . import captures, checkpointed
-from .traced_builtins import SHAPED, static_shape, traced_builtins
+from .traced_builtins import SHAPED, Zipped, static_shape, traced_builtins
 from .convert.errors import SourceLoc, UnsupportedSyntaxError  # noqa: F401
 
 
@@ -259,6 +260,8 @@ def for_stmt(iterable, extra_test, body_fn, get_state, set_state, symbol_names: 
     stager = stager_of(iterable)
     if stager is None and isinstance(iterable, TracedRange):
         stager = stager_of(iterable.traced_bound())
+    if stager is None and isinstance(iterable, Zipped) and iterable.stageable:
+        stager = next(filter(None, map(stager_of, iterable.arrays)), None)
     if stager is not None:
         stager.stage_for(iterable, extra_test, body_fn, get_state, set_state,
                          tuple(symbol_names), loc)

@@ -16,6 +16,7 @@ from llgrad.runtime.errors import (ConcretizationError, DTypeError, LLGradError,
 from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
 from llgrad.tracer import aliasing, checks, effects, merge, operators
 from llgrad.tracer.operators import TracedRange, Undefined
+from llgrad.tracer.traced_builtins import Zipped
 from llgrad.tracer.stores import StoreLog
 from llgrad.tracer.effects import LoopEffects, NewEffects, PoisonRead, Unstageable
 from llgrad.tracer.records import flat_state, split_merge
@@ -234,12 +235,17 @@ class IRStager:
     def stage_for(self, iterable, extra_test, body_fn, get_state, set_state, names, loc,
                   optional=False):
         b = current()
+        zipped = isinstance(iterable, Zipped)
         if getattr(b, "eager", False):
             if isinstance(iterable, (range, TracedRange)):
                 rng = range(*(int(v) for v in (iterable.start, iterable.stop, iterable.step)))
                 return self._run_python(rng, None, extra_test, body_fn)
-            return self._run_python(range(len(iterable)), iterable, extra_test, body_fn)
-        if isinstance(iterable, (range, TracedRange)):
+            n = iterable.length if zipped else len(iterable)
+            return self._run_python(range(n), iterable, extra_test, body_fn)
+        if zipped:  # zip/enumerate of traced arrays (and ranges): item i of each
+            start, stop, step = 0, iterable.length, 1
+            item = iterable
+        elif isinstance(iterable, (range, TracedRange)):
             start, stop, step = iterable.start, iterable.stop, iterable.step
             if _is_val(step) or step == 0:
                 if not _is_val(step):
@@ -264,7 +270,7 @@ class IRStager:
                            for v in (start, stop))
 
         def body(i):
-            body_fn(i if item is None else ops.getitem(item, i))
+            body_fn(i if item is None else item[i] if zipped else ops.getitem(item, i))
 
         may_skip = not static or len(range(int(start), int(stop), int(step))) == 0
         kind = "for" if extra_test is None else "while_for"
@@ -273,7 +279,7 @@ class IRStager:
                        bounds=(start_v, stop_v, int(step)), body=body, test=extra_test,
                        may_skip=may_skip, fns=(body_fn, extra_test),
                        trips=len(range(start, stop, step)) if static else None,
-                       optional=optional, over=item)
+                       optional=optional, over=iterable.arrays if zipped else item)
         except Decline:
             return False
         except ConcretizationError as e:

@@ -28,6 +28,8 @@ def _traced_builtins() -> dict:
     table[min] = _extremum(min, ops.lt)
     table[float] = _number(float)
     table[int] = _number(int)
+    table[zip] = lambda *args, **kwargs: Zipped(zip, args, kwargs)
+    table[enumerate] = lambda *args, **kwargs: Zipped(enumerate, args, kwargs)
     # np.zeros(...) and friends: listed so converted code calls them through converted_call,
     # which also catches a list shape holding traced ints (operators._converted_target)
     table.update((f, static_shape(f)) for f in SHAPED)
@@ -74,6 +76,55 @@ def _pick(name: str, better: Callable, a, b):
             fix=f"give both the same shape, or use np.{name}imum(a, b)")
     from llgrad.runtime import ops
     return ops.where(better(b, a), b, a)
+
+
+class Zipped:
+    """`zip(...)` / `enumerate(...)` called with a traced value. A `for` loop over it, when
+    each argument is a traced array (of one axis or more) or a range, is staged as one loop
+    whose body gets row i of each (Stager.stage_for), as `for row in x:` is, instead of
+    running once per row at trace time; any other use (list(), dict(), next()) iterates the
+    builtin's own object."""
+
+    __slots__ = ("builtin", "args", "kwargs", "arrays", "length", "_it")
+
+    def __init__(self, builtin, args, kwargs):
+        self.builtin, self.args, self.kwargs, self._it = builtin, args, kwargs, None
+        self.arrays, self.length = (), None
+        if builtin is enumerate:
+            if len(args) == 1 and set(kwargs) <= {"start"} and \
+                    type(kwargs.get("start", 0)) is int and _rows(args[0]) is not None:
+                self.arrays, self.length = (args[0],), _rows(args[0])
+        elif args and set(kwargs) <= {"strict"}:
+            lengths = [len(a) if type(a) is range else _rows(a) for a in args]
+            if None not in lengths and (not kwargs.get("strict") or len(set(lengths)) == 1):
+                self.arrays = tuple(a for a in args if type(a) is not range)
+                self.length = min(lengths) if self.arrays else None
+
+    @property
+    def stageable(self) -> bool:
+        return self.length is not None and self._it is None
+
+    def __getitem__(self, i):
+        """The item of iteration i (a Python or traced int)."""
+        from llgrad.runtime import ops
+        if self.builtin is enumerate:
+            start = self.kwargs.get("start", 0)
+            return (i + start if start else i), ops.getitem(self.args[0], i)
+        return tuple((a.start + i * a.step if a.step != 1 else a.start + i) if type(a) is range
+                     else ops.getitem(a, i) for a in self.args)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._it is None:
+            self._it = iter(self.builtin(*self.args, **self.kwargs))
+        return next(self._it)
+
+
+def _rows(a) -> int | None:
+    shape = tuple(a.shape) if is_value(a) else ()
+    return shape[0] if shape else None
 
 
 SHAPED = frozenset((np.zeros, np.ones, np.empty, np.full))

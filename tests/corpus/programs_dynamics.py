@@ -264,3 +264,48 @@ def max_drawdown_penalized_return(w, returns, penalty=2.0):
     peak = np.maximum.accumulate(wealth)
     drawdown = np.max((peak - wealth) / peak)
     return -(np.mean(port) * 252 - penalty * drawdown)
+
+
+def _hawkes_args(rng):
+    return np.array([math.log(0.5), math.log(0.8), math.log(1.5)]), np.sort(rng.uniform(0, 20, 25))
+
+
+@program(_hawkes_args)
+def hawkes_exponential_loglik(log_params, times, T=20.0):
+    """A self-exciting (Hawkes) process with an exponential kernel: the negative
+    log-likelihood by Ozaki's recursion A[i] = exp(-beta dt) (1 + A[i-1]), filled into an
+    array in a loop, and the compensator in closed form."""
+    mu, alpha, beta = np.exp(log_params)
+    n = len(times)
+    A = np.zeros(n)
+    for i in range(1, n):
+        A[i] = np.exp(-beta * (times[i] - times[i - 1])) * (1 + A[i - 1])
+    intensity = mu + alpha * A
+    compensator = mu * T + alpha / beta * np.sum(1 - np.exp(-beta * (T - times)))
+    return compensator - np.sum(np.log(intensity))
+
+
+def _hw_args(rng):
+    t = np.arange(36)
+    y = 10 + 0.2 * t + 3 * np.sin(2 * np.pi * t / 12) + rng.normal(0, 0.5, 36)
+    return np.array([0.3, 0.1, 0.2]), y
+
+
+@program(_hw_args)
+def holt_winters_additive(params, y, m=12):
+    """Additive Holt-Winters exponential smoothing: level, trend and seasonal components
+    indexed by `t % m`, the one-step-ahead errors' sum of squares (the textbook recursions).
+    (A Python list of seasonal components unrolls the loop, with a warning saying so.)"""
+    alpha, beta, gamma = params
+    level, trend = y[0], y[1] - y[0]
+    season = y[:m] - np.mean(y[:m])
+    sse = 0.0
+    for t in range(m, len(y)):
+        s = season[t % m]
+        forecast = level + trend + s
+        sse += (y[t] - forecast) ** 2
+        new_level = alpha * (y[t] - s) + (1 - alpha) * (level + trend)
+        trend = beta * (new_level - level) + (1 - beta) * trend
+        season[t % m] = gamma * (y[t] - new_level) + (1 - gamma) * s
+        level = new_level
+    return sse / (len(y) - m)

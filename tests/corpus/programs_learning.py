@@ -212,3 +212,25 @@ def ordinal_cumulative_logit(theta, X, y, n_classes=4):
     probs = np.diff(cum, axis=1)
     assert probs.shape[1] == n_classes, f"expected {n_classes} classes, got {probs.shape[1]}"
     return -np.sum(np.log(probs[np.arange(len(y)), y]))
+
+
+def _elo_args(rng):
+    n_players, n_games = 5, 40
+    a = rng.integers(0, n_players, n_games)
+    b = (a + rng.integers(1, n_players, n_games)) % n_players
+    return np.array([1500.0, 1520.0, 1480.0, 1500.0, 1510.0]), 24.0, a, b, rng.random(n_games) < 0.55
+
+
+@program(_elo_args, wrt=(0, 1), fd_eps=1e-4)
+def elo_sequential_updates(initial, k_factor, winners, losers, outcome):
+    """Elo ratings updated game by game (`for a, b, won in zip(...)`), each game's expected
+    score logged; the log loss of the predictions, as rating-system tutorials tune K."""
+    ratings = initial.copy()
+    log_loss = 0.0
+    for a, b, won in zip(winners, losers, outcome):
+        expected = 1 / (1 + 10 ** ((ratings[b] - ratings[a]) / 400))
+        score = 1.0 if won else 0.0
+        log_loss -= score * np.log(expected) + (1 - score) * np.log(1 - expected)
+        ratings[a] += k_factor * (score - expected)
+        ratings[b] -= k_factor * (score - expected)
+    return log_loss / len(winners)
