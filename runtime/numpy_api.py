@@ -45,6 +45,19 @@ def _reshape(a, *args, **kw):
     return as_array(ops.reshape(a, (shape,) if isinstance(shape, int) else shape))
 
 
+def _where(condition, *xy):
+    if len(xy) != 2:
+        if xy:
+            raise ValueError("either both or neither of x and y should be given")
+        raise UnsupportedError(
+            "np.where(condition) with one argument is not supported on llgrad values: it "
+            "gives the indices where the condition holds, arrays of data-dependent length",
+            loc=user_loc(),
+            fix="select with the mask itself, x[condition], or choose elementwise with "
+            "np.where(condition, x, y)")
+    return ops.where(condition, *xy)
+
+
 def _clip(a, a_min=None, a_max=None, **kw):
     lo = kw.get("min", a_min)
     hi = kw.get("max", a_max)
@@ -119,7 +132,7 @@ FUNCTIONS = {
     np.var: _var, np.std: _std,  # np.sum/mean/prod/max/min: runtime/numpy_shape.py
     np.argmax: _argreduce(ops.argmax), np.argmin: _argreduce(ops.argmin),
     np.dot: _tensordot_free, np.matmul: _ufunc_call(ops.matmul), np.outer: ops.outer,
-    np.where: _numpy_call(ops.where), np.clip: _numpy_call(_clip),
+    np.where: _numpy_call(_where), np.clip: _numpy_call(_clip),
     np.concatenate: _concat, np.stack: _stack,
     np.reshape: _reshape, np.transpose: _transpose, np.swapaxes: ops.swapaxes,
     np.squeeze: _squeeze, np.expand_dims: _expand_dims, np.ravel: ops.ravel,
@@ -192,7 +205,16 @@ def _as_type(dtype):
 
 def _asarray(a, dtype=None, order=None, *, copy=None, **kw):
     out = array_from(a, dtype)
-    return ops.copy(out) if copy and out is a else out
+    return ops.copy(out) if _copies(copy) and out is a else out
+
+
+def _copies(copy) -> bool:
+    """numpy's copy=: True, False, None or a np._CopyMode (scipy's array-API layer passes
+    _CopyMode.IF_NEEDED, whose bool() raises)."""
+    mode = getattr(np, "_CopyMode", None)
+    if mode is not None and isinstance(copy, mode):
+        return copy is mode.ALWAYS
+    return bool(copy)
 
 
 def _array(obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, **kw):
@@ -242,8 +264,11 @@ def _ufunc_outer(fn):
     return impl
 
 
-FUNCTIONS.update({f.outer: _ufunc_outer(fn) for f, fn in list(FUNCTIONS.items())
-                  if isinstance(f, np.ufunc) and f.nin == 2 and f.signature is None})
+# the arithmetic and comparison ufuncs' .outer (np.subtract.outer: pairwise differences)
+FUNCTIONS.update({f.outer: _ufunc_outer(FUNCTIONS[f]) for f in (
+    np.add, np.subtract, np.multiply, np.divide, np.power, np.maximum, np.minimum,
+    np.logaddexp, np.hypot, np.arctan2, np.equal, np.not_equal, np.less, np.less_equal,
+    np.greater, np.greater_equal)})
 
 # ---- reductions, scans, sorting, shape and contraction functions (issue 11, npshape) -------
 from llgrad.runtime.numpy_shape import FUNCTIONS as _SHAPE_FUNCTIONS  # noqa: E402

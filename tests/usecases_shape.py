@@ -18,7 +18,23 @@ def scans(x, m):
 @usecase
 def running_extrema(x, m):
     return (np.sum(np.maximum.accumulate(x) * np.arange(4.0))
-            + np.sum(np.minimum.accumulate(m, axis=1) * m))
+            + np.sum(np.minimum.accumulate(m, axis=1) * m)
+            + np.sum(np.logaddexp.accumulate(m, axis=1) * m))
+
+
+@usecase
+def windows_and_outer_products(x, w, m):
+    windows = np.lib.stride_tricks.sliding_window_view(m, (2, 3))
+    arithmetic = (np.add.outer(x, w) * np.subtract.outer(x, w) + np.multiply.outer(x, w)
+                  + np.divide.outer(x, w + 3.0) + np.power.outer(np.abs(x) + 1.0, w)
+                  + np.maximum.outer(x, w) * np.minimum.outer(x, w) + np.logaddexp.outer(x, w)
+                  + np.hypot.outer(x, w) + np.arctan2.outer(x, w))
+    compared = (np.equal.outer(x, w) + np.not_equal.outer(x, w) + np.less.outer(x, w)
+                + np.less_equal.outer(x, w) + np.greater.outer(x, w)
+                + np.greater_equal.outer(x, w))
+    return (np.sum(windows ** 2 * np.arange(6.0).reshape(2, 3))
+            + np.sum(np.lib.stride_tricks.sliding_window_view(x, 2) @ w[:2])
+            + np.sum(arithmetic * compared))
 
 
 @usecase

@@ -242,3 +242,14 @@ def test_np_full_of_a_traced_fill_value_broadcasts_it(mode):
     _value_and_grad_match_numpy(full_of_traced_values, x, 1.25, wrt=(0, 1))
     d = llgrad.differentiate(lambda x: np.full(2, x[0] * 2.0, dtype=np.float32))
     assert d(x).dtype == np.float32 and d.inspect(x).path == "staged"
+
+
+def copy_modes(x):
+    a = np.array(x, copy=np._CopyMode.IF_NEEDED)  # (what scipy's array-API layer passes)
+    b = np.asarray(x * 2.0, copy=np._CopyMode.ALWAYS)
+    return np.sum(a * b) + np.sum(np.array(x, copy=None))
+
+
+def test_copy_modes_are_read_as_numpy_reads_them(mode):
+    """np.array(x, copy=np._CopyMode.IF_NEEDED) took bool() of the mode, which raises."""
+    _value_and_grad_match_numpy(copy_modes, np.array([0.5, -1.5, 2.0]))

@@ -4,6 +4,7 @@ messages format numbers as Python does; what stays unsupported is an error at th
 """
 from __future__ import annotations
 
+import functools
 import warnings
 
 import numpy as np
@@ -147,6 +148,68 @@ def test_python_numbers_in_messages_format_as_python(mode):
         llgrad.differentiate(raises_with_python_numbers)(x, 0.5)
     assert str(e.value) == str(expected.value) == (
         "x[1] = np.float64(1.5) exceeds a = 0.5 (1.0, 0.25)")
+
+
+def logs_with_a_format_spec(x):
+    loss = np.sum(x ** 2)
+    message = f"loss {loss:.3f}, first {x[0]:>8.2e}"  # a training log line
+    return loss + 0.0 * len(message)
+
+
+def test_a_format_spec_needs_the_number_and_takes_the_dynamic_path(mode):
+    """f"{loss:.3f}" raised a TypeError ("unsupported format string passed to
+    Value.__format__"); it needs the number, as float() does: the dynamic path, with a
+    warning naming the line and how to stay compiled."""
+    x = np.array([0.25, 1.5])
+    d = llgrad.differentiate(logs_with_a_format_spec)
+    with pytest.warns(llgrad.PerformanceWarning, match=r"formatting with the format spec "
+                      r"'\.3f'.*format numbers outside the differentiated function"):
+        value, g = d.value_and_grad(x)
+    assert value == logs_with_a_format_spec(x)
+    np.testing.assert_array_equal(g, 2 * x)
+    assert d.inspect(x).path.startswith("dynamic")
+
+
+# ---- functions made by decorators with functools.wraps -----------------------------------------
+def scaled(factor):
+    def decorate(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            return factor * fn(*args, **kwargs)
+        return wrapper
+    return decorate
+
+
+def with_namespace(fn):  # (scipy's array-API layer: get_xp(np) passes xp=np)
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        return fn(*args, xp=np, **kwargs)
+    return wrapper
+
+
+@scaled(2.0)
+def doubled_energy(x):
+    return np.sum(x ** 2)
+
+
+@with_namespace
+def namespaced_cumsum(x, xp):
+    return xp.cumsum(x)
+
+
+def uses_decorated_helpers(x):
+    return doubled_energy(x) + np.sum(namespaced_cumsum(x) * x)
+
+
+@pytest.mark.parametrize("fn", [uses_decorated_helpers, doubled_energy], ids=lambda f: f.__name__)
+def test_a_decorated_function_runs_its_wrapper(fn, mode):
+    """The converter read the source through inspect.unwrap, so a function made by a
+    functools.wraps decorator ran as the function it wraps: doubled_energy gave half its
+    value (a wrong answer), and a wrapper's added argument was missing (a TypeError)."""
+    x = np.array([0.5, -1.5, 2.0])
+    value, g = llgrad.differentiate(fn).value_and_grad(x)
+    assert value == pytest.approx(fn(x), rel=1e-14)
+    np.testing.assert_allclose(g, finite_differences(fn, [x], (0,))[0], atol=1e-8)
 
 
 # ---- contexts that only set how errors and warnings are reported -------------------------------
