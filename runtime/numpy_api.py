@@ -14,6 +14,7 @@ from llgrad.runtime.arraylike import as_array, booleans
 from llgrad.runtime.aval import normalize_axes
 from llgrad.runtime.conversions import array_from, numpy_operands, stand_in
 from llgrad.runtime.errors import UnsupportedError, user_loc
+from llgrad.runtime.ops import stats
 from llgrad.runtime.ops._util import dtype_of, shape_of
 from llgrad.runtime.prim import REGISTRY, is_value
 from llgrad.runtime.promotion import all_weak, coerce, numpy_call, strong
@@ -56,6 +57,16 @@ def _where(condition, *xy):
             fix="select with the mask itself, x[condition], or choose elementwise with "
             "np.where(condition, x, y)")
     return ops.where(condition, *xy)
+
+
+def _isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """numpy's formula: |a - b| <= atol + rtol |b| where b is finite, or a == b (infinities);
+    with equal_nan, NaN is close to NaN."""
+    close = ops.logical_or(ops.logical_and(
+        ops.le(ops.abs(ops.sub(a, b)), ops.add(atol, ops.mul(rtol, ops.abs(b)))),
+        ops.isfinite(b)), ops.eq(a, b))
+    return ops.logical_or(close, ops.logical_and(ops.isnan(a), ops.isnan(b))) if equal_nan \
+        else close
 
 
 def _clip(a, a_min=None, a_max=None, **kw):
@@ -231,6 +242,7 @@ FUNCTIONS.update({
     np.isnan: _ufunc_call(ops.isnan), np.isinf: _ufunc_call(ops.isinf),
     np.isfinite: _ufunc_call(ops.isfinite), np.signbit: _ufunc_call(ops.signbit),
     np.heaviside: _ufunc_call(ops.heaviside), np.nan_to_num: _nan_to_num,
+    np.isclose: _isclose, np.allclose: lambda *a, **kw: stats.all(_isclose(*a, **kw)),
     np.copy: lambda a, order="K", subok=False: ops.copy(a),
     np.logical_xor: _ufunc_call(_logical_xor),
     np.bitwise_and: _on_booleans("bitwise_and", ops.logical_and),

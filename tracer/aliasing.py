@@ -301,8 +301,9 @@ def check_loop(loc, log, carried, over=None) -> None:
     refuse an update in it of an array that another live name holds in a later iteration
     (`for ...: a += 1; a = b`: `a` is `b`'s array from the second iteration on), or of the
     array the loop iterates over (`over`, one or a tuple of them (zip): Python reads each row
-    from the updated array, the staged loop from the array as it was). `carried` is (names, params, inits, afters) of the
-    carried variables and the body region. See Note [Arrays across iterations]."""
+    from the updated array, the staged loop from the array as it was). `carried` is (names,
+    params, inits, afters) of the carried variables and the body region. See Note [Arrays
+    across iterations]."""
     names, params, inits, afters, body = carried
     flow = _Carried(params, inits, afters, body)
     slot = {n: k for k, n in enumerate(names)}

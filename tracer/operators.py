@@ -54,8 +54,8 @@ Rules for values in the state:
 - ``loc`` is a ``SourceLoc`` (file, line, column, function) of the user's statement.
 - for: ``iterable`` is a traced array (iterate over axis 0), a ``TracedRange`` (start, stop,
   step; any may be traced ints) or a stageable ``Zipped`` (zip/enumerate of traced arrays
-  and ranges: item i is ``iterable[i]``). ``extra_test`` is ``None`` or a no-argument function checked
-  before each iteration (from break/return); the loop stops when it is false.
+  and ranges: item i is ``iterable[i]``). ``extra_test`` is ``None`` or a no-argument
+  function checked before each iteration (from break/return); the loop stops when it is false.
 - while: ``test_fn`` has been called once already to decide to stage; call it as needed.
 - A Python loop whose break/return flag becomes traced runs its remaining iterations under
   ``stage_if`` (one per item); a Python ``while`` whose test becomes traced is staged from

@@ -132,10 +132,10 @@ SHAPED = frozenset((np.zeros, np.ones, np.empty, np.full))
 
 def static_shape(f: Callable) -> Callable:
     """np.zeros/ones/empty/full given a traced shape (a loop counter, `np.zeros(i)`) or, to
-    np.full, a traced fill value (which broadcasts): shapes are static, so each traced entry is concretised where numpy would refuse it with its own
-    error. A counter makes the tracer unroll its loop (Note [Values a static loop made
-    traced] in staging.py); another value sends the function to the dynamic path, or is an
-    error naming the line."""
+    np.full, a traced fill value (which broadcasts): shapes are static, so each traced entry
+    is concretised where numpy would refuse it with its own error. A counter makes the tracer
+    unroll its loop (Note [Values a static loop made traced] in staging.py); another value
+    sends the function to the dynamic path, or is an error naming the line."""
     def call(*args, **kwargs):
         if "shape" in kwargs:
             kwargs["shape"] = _static(kwargs["shape"], f)

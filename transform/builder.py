@@ -173,7 +173,8 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
 
     # While the tracer builds the message of a raised exception (Builder.format_concrete),
     # formatting a value (f-strings, str, repr) needs its value: a concretisation, as float()
-    # is. Otherwise it shows the IR value (`%x.3: f64[]`), for debugging.
+    # is; so does a format spec (f"{loss:.3f}") anywhere. Otherwise it shows the IR value
+    # (`%x.3: f64[]`), for debugging.
     def _formatted(self, spec=""):
         stack = getattr(_TLS, "stack", None)
         if not stack:

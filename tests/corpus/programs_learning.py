@@ -172,7 +172,8 @@ def dropout_label_smoothing(W, X, labels, keep_mask, eps=0.1):
 
 def _kd_args(rng):
     X = rng.standard_normal((10, 6))
-    return 0.2 * rng.standard_normal((6, 3)), X, 2 * rng.standard_normal((10, 3)), rng.integers(0, 3, 10)
+    return (0.2 * rng.standard_normal((6, 3)), X, 2 * rng.standard_normal((10, 3)),
+            rng.integers(0, 3, 10))
 
 
 def softmax(z, T=1.0):
@@ -218,7 +219,8 @@ def _elo_args(rng):
     n_players, n_games = 5, 40
     a = rng.integers(0, n_players, n_games)
     b = (a + rng.integers(1, n_players, n_games)) % n_players
-    return np.array([1500.0, 1520.0, 1480.0, 1500.0, 1510.0]), 24.0, a, b, rng.random(n_games) < 0.55
+    initial = np.array([1500.0, 1520.0, 1480.0, 1500.0, 1510.0])
+    return initial, 24.0, a, b, rng.random(n_games) < 0.55
 
 
 @program(_elo_args, wrt=(0, 1), fd_eps=1e-4)

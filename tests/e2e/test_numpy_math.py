@@ -300,3 +300,25 @@ def test_ufunc_outer_of_binary_ufuncs(mode):
     t = lg.tensor(x, requires_grad=True)
     np.subtract.outer(t, t).sum().backward()  # eagerly too: 0
     np.testing.assert_array_equal(t.grad.numpy(), np.zeros(3))
+
+
+def _close_branches(x):
+    if np.allclose(x, 1.0, atol=0.5):  # (a traced condition: one compiled cond)
+        return np.sum(x ** 2)
+    return np.sum(np.where(np.isclose(x, 3.0, rtol=0.1), x, 0.0))
+
+
+def test_isclose_and_allclose_follow_numpys_formula(mode):
+    """np.isclose / np.allclose were unsupported; infinities, NaN (equal_nan) and each
+    tolerance as numpy, and allclose as a traced condition."""
+    a = np.array([1.0, np.inf, np.nan, -np.inf, 1e-9, 2.0, 1.0])
+    b = np.array([1.0 + 1e-6, np.inf, np.nan, np.inf, 0.0, 2.1, np.nan])
+    for kw in ({}, {"equal_nan": True}, {"rtol": 0.1}, {"atol": 1e-3}):
+        got = llgrad.differentiate(lambda a, b: np.isclose(a, b, **kw))(a, b)
+        np.testing.assert_array_equal(got, np.isclose(a, b, **kw))
+    d = llgrad.differentiate(_close_branches)
+    for x in (np.array([1.1, 0.9]), np.array([3.1, 1.0])):
+        value, g = d.value_and_grad(x)
+        assert value == _close_branches(x) and d.inspect(x).path == "staged"
+        np.testing.assert_allclose(g, finite_differences(_close_branches, [x], (0,))[0],
+                                   atol=1e-8)
