@@ -767,5 +767,5 @@ def _convert(f: types.FunctionType, traced: bool) -> Callable | None:
 
 
 # The element-update operators converted code calls as `__lg.iadd`, `__lg.ufunc_at`, ...
-from .updates import (iadd, ifloordiv, imatmul, imod, imul, ipow, isub,  # noqa: E402,F401
-                      item, itruediv, ufunc_at)
+from .updates import (diagonal_index, iadd, ifloordiv, imatmul, imod, imul,  # noqa: E402,F401
+                      ipow, isub, item, itruediv, ufunc_at)

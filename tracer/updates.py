@@ -85,6 +85,23 @@ def ufunc_at(f: Callable, args: tuple) -> Any:
     return x
 
 
+def diagonal_index(a, wrap=False) -> tuple:
+    """The index the statement np.fill_diagonal(a, v, wrap) writes (convert/calls.py makes it
+    `a[index] = v`): numpy's flat positions 0, step, 2 step, ... (a tall matrix's diagonal
+    starts again below itself with wrap), as an index array per axis. A `v` that is neither a
+    scalar nor one value per position is an error (numpy would repeat it cyclically)."""
+    shape = tuple(a.shape)
+    if len(shape) < 2:
+        raise ValueError("array must be at least 2-d")
+    if len(shape) == 2:
+        step, end = shape[1] + 1, None if wrap else shape[1] * shape[1]
+    else:
+        if len(set(shape)) != 1:
+            raise ValueError("All dimensions of input must be of equal length")
+        step, end = 1 + int(np.cumprod(shape[:-1]).sum()), None
+    return np.unravel_index(np.arange(int(np.prod(shape)))[:end:step], shape)
+
+
 def _flat_index(values):
     for v in values:
         if type(v) is tuple:
@@ -93,5 +110,5 @@ def _flat_index(values):
             yield v
 
 
-__all__ = ["iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul",
-           "item", "ufunc_at"]
+__all__ = ["diagonal_index", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow",
+           "imatmul", "item", "ufunc_at"]
