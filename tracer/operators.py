@@ -269,6 +269,15 @@ def for_stmt(iterable, extra_test, body_fn, get_state, set_state, symbol_names: 
     if type(iterable) is range and _STAGERS:
         return _static_range(iterable, extra_test, body_fn, get_state, set_state,
                              tuple(symbol_names), loc)
+    if type(iterable) is np.ndarray and _STAGERS and iterable.ndim and len(iterable) > 1 and \
+            iterable.dtype.kind in "biuf":  # Note [Loops over numpy arrays] (staging.py)
+        stager = _state_stager(get_state)
+        optional = stager is None
+        stager = stager or _reads_stager((body_fn, extra_test))
+        if stager is not None and stager.stage_for(
+                iterable, extra_test, body_fn, get_state, set_state, tuple(symbol_names), loc,
+                optional=optional) is not False:
+            return
     it = iter(iterable)
     while True:
         if extra_test is not None:

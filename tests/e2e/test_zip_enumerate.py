@@ -127,3 +127,45 @@ def test_updates_of_a_zipped_array_and_strict_zip_raise(mode):
         strict_zip(*args)  # Python's error
     with pytest.raises(ValueError, match="shorter"):
         llgrad.differentiate(strict_zip)(*args)
+
+
+# ---- loops over numpy arrays (Note [Loops over numpy arrays] in tracer/staging.py) ------------
+GRID = np.linspace(0.0, 2.0, 40)
+LABELS = np.array([0, 1, 2])
+CLASSES = np.array([0, 1, 2, 1, 0, 2])
+
+
+def over_a_numpy_grid(w):
+    s = 0.0
+    for t in GRID:  # a module-level numpy array: one staged loop, not 40 copies
+        s = s + w[0] * np.exp(-w[1] * t) * t
+    return s
+
+
+def numpy_rows_used_as_python_values(w):
+    totals = {}
+    for label in LABELS:  # a dict keyed by the item: as Python runs it
+        totals[int(label)] = np.sum(w[CLASSES == label])
+    scale = 0.0
+    for t in GRID[:3]:
+        scale = scale + w[0] * float(t)  # float() of an item: unrolled, as Python
+    return totals[0] + 2.0 * totals[1] + 3.0 * totals[2] + scale
+
+
+def per_class_by_range(w):
+    totals = {}
+    for k in range(3):  # (a new dict key per iteration raised "could not determine what
+        totals[k] = np.sum(w[CLASSES == k])  # the loop changes")
+    return totals[0] + 2.0 * totals[1] + 3.0 * totals[2]
+
+
+@pytest.mark.parametrize("fn", [over_a_numpy_grid, numpy_rows_used_as_python_values,
+                                per_class_by_range], ids=lambda f: f.__name__)
+def test_loops_over_numpy_arrays(fn, mode):
+    w = np.array([0.5, 2.0, 1.5, 0.2, 0.1, 0.3])
+    d = llgrad.differentiate(fn)
+    value, g = d.value_and_grad(w)
+    assert value == pytest.approx(fn(w), rel=1e-13)
+    np.testing.assert_allclose(g, finite_differences(fn, [w], (0,))[0], rtol=1e-6, atol=1e-8)
+    if fn is over_a_numpy_grid:
+        assert d.inspect(w).stats["ops (traced)"] < 20  # (40 copies: ~200)
