@@ -260,7 +260,8 @@ def for_stmt(iterable, extra_test, body_fn, get_state, set_state, symbol_names: 
     stager = stager_of(iterable)
     if stager is None and isinstance(iterable, TracedRange):
         stager = stager_of(iterable.traced_bound())
-    if stager is None and isinstance(iterable, Zipped) and iterable.stageable:
+    zipped = isinstance(iterable, Zipped) and iterable.stageable
+    if stager is None and zipped:
         stager = next(filter(None, map(stager_of, iterable.arrays)), None)
     if stager is not None:
         stager.stage_for(iterable, extra_test, body_fn, get_state, set_state,
@@ -269,8 +270,9 @@ def for_stmt(iterable, extra_test, body_fn, get_state, set_state, symbol_names: 
     if type(iterable) is range and _STAGERS:
         return _static_range(iterable, extra_test, body_fn, get_state, set_state,
                              tuple(symbol_names), loc)
-    if type(iterable) is np.ndarray and _STAGERS and iterable.ndim and len(iterable) > 1 and \
-            iterable.dtype.kind in "biuf":  # Note [Loops over numpy arrays] (staging.py)
+    if _STAGERS and (zipped and iterable.length > 1 or type(iterable) is np.ndarray and
+                     iterable.ndim and len(iterable) > 1 and iterable.dtype.kind in "biuf"):
+        # Note [Loops over numpy arrays] (staging.py): staged as a loop over a Python range
         stager = _state_stager(get_state)
         optional = stager is None
         stager = stager or _reads_stager((body_fn, extra_test))
@@ -740,6 +742,8 @@ def _converted_target(f: Callable, args=()) -> Callable:
     if is_random(f):
         _random_draw(f)
         return f
+    if _STAGERS and (f is zip or f is enumerate):  # (a loop over it may be staged)
+        return traced_builtins()[f]
     traced = bool(_STAGERS) and any(
         is_traced(a) or _traced_list(a) or type(a) is tuple and any(map(is_traced, a))
         for a in args)  # (a tuple: scipy's cho_solve((c, lower), b))

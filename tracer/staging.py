@@ -240,7 +240,7 @@ class IRStager:
     # over traced state] in operators.py), a body that needs an item as a Python value
     # (float(t), a list index, a new dict key) runs as Python when the loop's state is plain,
     # and is unrolled, with a warning naming the line, when it is traced. Numeric arrays of
-    # two rows or more only; zip/enumerate of numpy arrays alone still run as Python.
+    # two rows or more only; zip/enumerate of numpy arrays (and ranges) too.
     def stage_for(self, iterable, extra_test, body_fn, get_state, set_state, names, loc,
                   optional=False):
         b = current()
@@ -301,11 +301,12 @@ class IRStager:
             # See Note [Unrolled loops]: the body needs an integer as a Python value (the
             # index of a Python list, a shape): with a static trip count, unroll the loop.
             v = getattr(e, "value", None)
-            if not static or v is None or v.aval.dtype.kind not in "iub" and rows is None:
+            items = zipped or rows is not None  # (Note [Loops over numpy arrays])
+            if not static or v is None or v.aval.dtype.kind not in "iub" and not items:
                 raise
             if optional:  # Note [Static loops over traced state]: run it as Python
                 return False
-            reason = _index_use(e) if rows is None else _item_use(e)
+            reason = _item_use(e) if items else _index_use(e)
             self.unroll.add((loc, reason))
             raise Unroll(loc, reason) from None
 
@@ -672,9 +673,9 @@ def _index_use(e: ConcretizationError) -> str:
 
 
 def _item_use(e: ConcretizationError) -> str:
-    """Why a loop over a numpy array is unrolled (Note [Loops over numpy arrays])."""
+    """Why a loop over arrays is unrolled (Note [Loops over numpy arrays])."""
     at = f" at line {e.loc.line}" if getattr(e, "loc", None) is not None else ""
-    return f"its body uses an item of the numpy array it iterates over as a Python value{at}"
+    return f"its body uses an item of the array it iterates over as a Python value{at}"
 
 
 def _cannot_unroll(what, loc, reason) -> LLGradError:

@@ -79,11 +79,11 @@ def _pick(name: str, better: Callable, a, b):
 
 
 class Zipped:
-    """`zip(...)` / `enumerate(...)` called with a traced value. A `for` loop over it, when
-    each argument is a traced array (of one axis or more) or a range, is staged as one loop
-    whose body gets row i of each (Stager.stage_for), as `for row in x:` is, instead of
-    running once per row at trace time; any other use (list(), dict(), next()) iterates the
-    builtin's own object."""
+    """`zip(...)` / `enumerate(...)` called while tracing. A `for` loop over it, when each
+    argument is an array (traced, or numeric numpy: Note [Loops over numpy arrays] in
+    staging.py) of one axis or more, or a range, is staged as one loop whose body gets row i
+    of each (Stager.stage_for), as `for row in x:` is, instead of running once per row at
+    trace time; any other use (list(), dict(), next()) iterates the builtin's own object."""
 
     __slots__ = ("builtin", "args", "kwargs", "arrays", "length", "_it")
 
@@ -123,7 +123,10 @@ class Zipped:
 
 
 def _rows(a) -> int | None:
-    shape = tuple(a.shape) if is_value(a) else ()
+    """The length of a traced or numeric numpy array a loop can read rows of."""
+    if type(a) is np.ndarray and a.dtype.kind not in "biuf":
+        return None
+    shape = tuple(a.shape) if is_value(a) or type(a) is np.ndarray else ()
     return shape[0] if shape else None
 
 

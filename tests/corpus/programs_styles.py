@@ -148,3 +148,30 @@ def discrete_time_hazard(theta, X, last_period, event, periods=8):
     h_last = hazard[rows, last_period]
     lik = before * np.where(event, h_last, 1 - h_last)
     return -np.sum(np.log(lik)) - 0.01 * np.log(np.prod(surv[:, -1]))
+
+
+def _node_args(rng):
+    params = {"W1": 0.5 * rng.standard_normal((2, 8)), "b1": np.zeros(8),
+              "W2": 0.5 * rng.standard_normal((8, 2))}
+    return params, np.array([1.0, 0.0]), np.array([0.2, 0.9])
+
+
+def mlp_field(params, y, t):
+    h = np.tanh(y @ params["W1"] + params["b1"] + t)
+    return h @ params["W2"]
+
+
+@program(_node_args, wrt=(0, 1))
+def neural_ode_between_grid_points(params, y0, target, n_points=21):
+    """A neural ODE (Chen et al. 2018) integrated by RK4 between the points of a time grid
+    made with np.linspace, walked as `for t0, t1 in zip(ts[:-1], ts[1:])`."""
+    ts = np.linspace(0.0, 1.0, n_points)
+    y = y0
+    for t0, t1 in zip(ts[:-1], ts[1:]):
+        h = t1 - t0
+        k1 = mlp_field(params, y, t0)
+        k2 = mlp_field(params, y + h / 2 * k1, t0 + h / 2)
+        k3 = mlp_field(params, y + h / 2 * k2, t0 + h / 2)
+        k4 = mlp_field(params, y + h * k3, t1)
+        y = y + h / 6 * (k1 + 2 * k2 + 2 * k3 + k4)
+    return np.sum((y - target) ** 2)
