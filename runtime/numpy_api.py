@@ -88,6 +88,44 @@ def _concat(arrays, axis=0, out=None, **kw):
     return ops.concatenate(numpy_operands(np.concatenate, arrays, axis=axis), axis)
 
 
+def _append(arr, values, axis=None):
+    if axis is None:
+        arr, values, axis = ops.ravel(array_from(arr)), ops.ravel(array_from(values)), 0
+    return _concat((arr, values), axis)
+
+
+def _select(condlist, choicelist, default=0):
+    """The first choice whose condition holds, elementwise: np.where from the last one."""
+    if len(condlist) != len(choicelist):
+        raise ValueError("list of cases must be same length as list of conditions")
+    out = default
+    for cond, choice in zip(condlist[::-1], choicelist[::-1]):
+        out = ops.where(cond, choice, out)
+    return strong(out)
+
+
+def concatenated_items(key, columns: bool):
+    """np.r_[a, b, ...] (np.c_ when `columns`) of arrays and numbers: numbers become one
+    element; np.c_ makes each item at least 2-D, a vector a column, and joins the last axis.
+    Slices and directive strings are refused (np.concatenate says it plainly)."""
+    name = "np.c_" if columns else "np.r_"
+    items = key if type(key) is tuple else (key,)
+    if any(isinstance(k, (slice, str)) for k in items):
+        raise UnsupportedError(f"{name}[...] with a slice or a string among traced values is "
+                               f"not supported", loc=user_loc(),
+                               fix="build the pieces and join them with np.concatenate")
+    arrays = []
+    for k in items:
+        a = array_from(k)
+        nd = len(shape_of(a))
+        if columns:
+            a = ops.reshape(a, (1, 1) if nd == 0 else (-1, 1) if nd == 1 else shape_of(a))
+        elif nd == 0:
+            a = ops.reshape(a, (1,))
+        arrays.append(a)
+    return _concat(arrays, -1 if columns else 0)
+
+
 def _stack(arrays, axis=0, out=None, **kw):
     _no_out(out)
     return ops.stack(numpy_operands(np.stack, arrays, axis=axis), axis)
@@ -144,7 +182,7 @@ FUNCTIONS = {
     np.argmax: _argreduce(ops.argmax), np.argmin: _argreduce(ops.argmin),
     np.dot: _tensordot_free, np.matmul: _ufunc_call(ops.matmul), np.outer: ops.outer,
     np.where: _numpy_call(_where), np.clip: _numpy_call(_clip),
-    np.concatenate: _concat, np.stack: _stack,
+    np.concatenate: _concat, np.stack: _stack, np.append: _append, np.select: _select,
     np.reshape: _reshape, np.transpose: _transpose, np.swapaxes: ops.swapaxes,
     np.squeeze: _squeeze, np.expand_dims: _expand_dims, np.ravel: ops.ravel,
     np.broadcast_to: ops.broadcast_to,

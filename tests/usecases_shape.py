@@ -23,6 +23,17 @@ def running_extrema(x, m):
 
 
 @usecase
+def ufunc_reduce_select_append(x, m, s):
+    both = np.logical_and.reduce([x > 0.2, x < 0.8]) | np.logical_or.reduce(m > 1.0, axis=0)
+    return (np.sum(np.add.reduce(m) * x) + np.sum(np.multiply.reduce(m, axis=1))
+            + np.maximum.reduce(x) + np.sum(np.minimum.reduce(m) * both)
+            + np.sum(np.select([x < 0.3, x > 0.6], [x ** 2, -x], default=0.5))
+            + np.sum(np.append(x, m[0, 0]) ** 2) + np.sum(np.append(m, m[:1], axis=0))
+            + np.sum(s[np.triu_indices_from(s, k=1)] ** 2) + np.sum(s[np.tril_indices_from(s)])
+            + np.sum(s[np.diag_indices_from(s)] ** 3))
+
+
+@usecase
 def windows_and_outer_products(x, w, m):
     windows = np.lib.stride_tricks.sliding_window_view(m, (2, 3))
     arithmetic = (np.add.outer(x, w) * np.subtract.outer(x, w) + np.multiply.outer(x, w)

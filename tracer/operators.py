@@ -696,7 +696,8 @@ def _random_draw(f: Callable) -> None:
 
 
 def _is_numpy(f) -> bool:
-    return isinstance(f, np.ufunc) or (getattr(f, "__module__", None) or "").startswith("numpy")
+    return isinstance(f, np.ufunc) or isinstance(getattr(f, "__self__", None), np.ufunc) or \
+        (getattr(f, "__module__", None) or "").startswith("numpy")  # (np.add.reduce too)
 
 
 # Methods that change their object in place, by the object's type (See Note [Python effects
@@ -742,7 +743,8 @@ def _converted_target(f: Callable, args=()) -> Callable:
     if is_random(f):
         _random_draw(f)
         return f
-    if _STAGERS and (f is zip or f is enumerate):  # (a loop over it may be staged)
+    if _STAGERS and (f is zip or f is enumerate or (f is max or f is min) and len(args) == 1
+                     and type(args[0]) is types.GeneratorType):  # (its items may be traced)
         return traced_builtins()[f]
     traced = bool(_STAGERS) and any(
         is_traced(a) or _traced_list(a) or type(a) is tuple and any(map(is_traced, a))

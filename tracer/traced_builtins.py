@@ -37,13 +37,15 @@ def _traced_builtins() -> dict:
 
 
 def _extremum(builtin, better: Callable) -> Callable:
-    """Python's max(a, b, ...) / min(a, b, ...), or of one list or tuple of them: a fold of
+    """Python's max(a, b, ...) / min(a, b, ...), or of one iterable of them: a fold of
     `b if bool(better(b, a)) else a` (the first of equal ones wins, as in Python). Python takes
     bool() of each comparison, which raises for arrays of more than one element (np.maximum is
     the elementwise form); of one element, it returns one operand itself, whose shape must then
     not depend on which. key= and default= go to the builtin (which concretises)."""
     def call(*args, **kwargs):
-        items = args[0] if len(args) == 1 and type(args[0]) in (list, tuple) else args
+        if len(args) == 1 and not is_value(args[0]) and type(args[0]) is not np.ndarray:
+            args = (list(args[0]),)  # (a generator: its items, once)
+        items = args[0] if len(args) == 1 else args
         if len(items) < 2 or kwargs:
             return builtin(*args, **kwargs)
         best = items[0]

@@ -57,6 +57,9 @@ def item(y, i) -> Any:
         stage = getattr(stager, "stage_getitem", None)
         if stage is not None:
             return stage(y, i)
+    elif (y is np.r_ or y is np.c_) and any(map(is_traced, _flat_index((i,)))):
+        from llgrad.runtime.numpy_api import concatenated_items  # np.r_[0.0, x]
+        return concatenated_items(i, columns=y is np.c_)
     return y[i]
 
 

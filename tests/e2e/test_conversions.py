@@ -253,3 +253,16 @@ def copy_modes(x):
 def test_copy_modes_are_read_as_numpy_reads_them(mode):
     """np.array(x, copy=np._CopyMode.IF_NEEDED) took bool() of the mode, which raises."""
     _value_and_grad_match_numpy(copy_modes, np.array([0.5, -1.5, 2.0]))
+
+
+def index_tricks(x, a):
+    padded = np.r_[0.0, x, a]  # a cumulative grid's usual first point
+    cols = np.c_[x, x ** 2, np.ones(3)]  # a design matrix
+    return np.sum(np.diff(padded) ** 2) + np.sum(cols @ np.array([1.0, a, 0.5])) + np.r_[x][0]
+
+
+def test_r_and_c_of_traced_values_concatenate(mode):
+    """np.r_[0.0, x] handed the traced values to numpy's concatenate (ConcretizationError)."""
+    _value_and_grad_match_numpy(index_tricks, np.array([0.5, -1.5, 2.0]), 0.75, wrt=(0, 1))
+    with pytest.raises(UnsupportedError, match=r"np\.r_\[\.\.\.\] with a slice"):
+        llgrad.differentiate(lambda x: np.sum(np.r_[x, 0:3]))(np.ones(2))

@@ -62,13 +62,15 @@ def test_max_of_scalars_is_pythons(a, mode):
 
 def extrema_of_several(x, a):
     h = min(0.5, x[0] / (1.0 + abs(x[1])), a - x[2])  # an adaptive step: min of three
-    return h * max([x[0], x[1], a]) + min((x[2], x[2], 2.0)) + max(x[1], 0.2, 0.3)
+    return (h * max([x[0], x[1], a]) + min((x[2], x[2], 2.0)) + max(x[1], 0.2, 0.3)
+            + max(x[i] * a for i in range(3)) + min(v for v in (1.0, 2.0)))
 
 
 @pytest.mark.parametrize("a", [0.3, 2.5, 5.0])
 def test_max_and_min_of_several_or_of_a_list_are_pythons(a, mode):
-    """min(a, b, c) and max([a, b, c]) bool()-ed each comparison of a traced scalar, so the
-    function took the dynamic path; now they fold pairwise as Python does (ties: the first)."""
+    """min(a, b, c), max([a, b, c]) and max(generator) bool()-ed each comparison of a traced
+    scalar, so the function took the dynamic path; now they fold pairwise as Python does
+    (ties: the first)."""
     x = np.array([0.8, -0.4, 1.5])
     d = llgrad.differentiate(extrema_of_several, wrt=(0, 1))
     value, grads = d.value_and_grad(x, a)
