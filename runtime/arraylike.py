@@ -244,7 +244,8 @@ class NumpyMethods:
     def argmax(self, axis=None): return ops.argmax(self, axis)
     def argmin(self, axis=None): return ops.argmin(self, axis)
     def dot(self, other): return ops.dot(self, other)
-    def clip(self, a_min=None, a_max=None): return ops.clip(self, a_min, a_max)
+    def clip(self, a_min=None, a_max=None, **kw):  # (numpy 2's min=/max= too)
+        return ops.clip(self, kw.pop("min", a_min), kw.pop("max", a_max), **kw)
     def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
         out = ops.astype(self, dtype)
         return ops.copy(out) if copy and out is self else out  # numpy copies by default

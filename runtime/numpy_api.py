@@ -14,6 +14,7 @@ from llgrad.runtime.arraylike import as_array, booleans
 from llgrad.runtime.aval import normalize_axes
 from llgrad.runtime.conversions import array_from, numpy_operands, stand_in
 from llgrad.runtime.errors import UnsupportedError, user_loc
+from llgrad.runtime.ops import stats
 from llgrad.runtime.ops._util import dtype_of, shape_of
 from llgrad.runtime.prim import REGISTRY, is_value
 from llgrad.runtime.promotion import all_weak, coerce, numpy_call, strong
@@ -45,6 +46,29 @@ def _reshape(a, *args, **kw):
     return as_array(ops.reshape(a, (shape,) if isinstance(shape, int) else shape))
 
 
+def _where(condition, *xy):
+    if len(xy) != 2:
+        if xy:
+            raise ValueError("either both or neither of x and y should be given")
+        raise UnsupportedError(
+            "np.where(condition) with one argument is not supported on llgrad values: it "
+            "gives the indices where the condition holds, arrays of data-dependent length",
+            loc=user_loc(),
+            fix="select with the mask itself, x[condition], or choose elementwise with "
+            "np.where(condition, x, y)")
+    return ops.where(condition, *xy)
+
+
+def _isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """numpy's formula: |a - b| <= atol + rtol |b| where b is finite, or a == b (infinities);
+    with equal_nan, NaN is close to NaN."""
+    close = ops.logical_or(ops.logical_and(
+        ops.le(ops.abs(ops.sub(a, b)), ops.add(atol, ops.mul(rtol, ops.abs(b)))),
+        ops.isfinite(b)), ops.eq(a, b))
+    return ops.logical_or(close, ops.logical_and(ops.isnan(a), ops.isnan(b))) if equal_nan \
+        else close
+
+
 def _clip(a, a_min=None, a_max=None, **kw):
     lo = kw.get("min", a_min)
     hi = kw.get("max", a_max)
@@ -62,6 +86,44 @@ def _std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
 def _concat(arrays, axis=0, out=None, **kw):
     _no_out(out)
     return ops.concatenate(numpy_operands(np.concatenate, arrays, axis=axis), axis)
+
+
+def _append(arr, values, axis=None):
+    if axis is None:
+        arr, values, axis = ops.ravel(array_from(arr)), ops.ravel(array_from(values)), 0
+    return _concat((arr, values), axis)
+
+
+def _select(condlist, choicelist, default=0):
+    """The first choice whose condition holds, elementwise: np.where from the last one."""
+    if len(condlist) != len(choicelist):
+        raise ValueError("list of cases must be same length as list of conditions")
+    out = default
+    for cond, choice in zip(condlist[::-1], choicelist[::-1]):
+        out = ops.where(cond, choice, out)
+    return strong(out)
+
+
+def concatenated_items(key, columns: bool):
+    """np.r_[a, b, ...] (np.c_ when `columns`) of arrays and numbers: numbers become one
+    element; np.c_ makes each item at least 2-D, a vector a column, and joins the last axis.
+    Slices and directive strings are refused (np.concatenate says it plainly)."""
+    name = "np.c_" if columns else "np.r_"
+    items = key if type(key) is tuple else (key,)
+    if any(isinstance(k, (slice, str)) for k in items):
+        raise UnsupportedError(f"{name}[...] with a slice or a string among traced values is "
+                               f"not supported", loc=user_loc(),
+                               fix="build the pieces and join them with np.concatenate")
+    arrays = []
+    for k in items:
+        a = array_from(k)
+        nd = len(shape_of(a))
+        if columns:
+            a = ops.reshape(a, (1, 1) if nd == 0 else (-1, 1) if nd == 1 else shape_of(a))
+        elif nd == 0:
+            a = ops.reshape(a, (1,))
+        arrays.append(a)
+    return _concat(arrays, -1 if columns else 0)
 
 
 def _stack(arrays, axis=0, out=None, **kw):
@@ -119,8 +181,8 @@ FUNCTIONS = {
     np.var: _var, np.std: _std,  # np.sum/mean/prod/max/min: runtime/numpy_shape.py
     np.argmax: _argreduce(ops.argmax), np.argmin: _argreduce(ops.argmin),
     np.dot: _tensordot_free, np.matmul: _ufunc_call(ops.matmul), np.outer: ops.outer,
-    np.where: _numpy_call(ops.where), np.clip: _numpy_call(_clip),
-    np.concatenate: _concat, np.stack: _stack,
+    np.where: _numpy_call(_where), np.clip: _numpy_call(_clip),
+    np.concatenate: _concat, np.stack: _stack, np.append: _append, np.select: _select,
     np.reshape: _reshape, np.transpose: _transpose, np.swapaxes: ops.swapaxes,
     np.squeeze: _squeeze, np.expand_dims: _expand_dims, np.ravel: ops.ravel,
     np.broadcast_to: ops.broadcast_to,
@@ -201,7 +263,16 @@ def _as_type(dtype):
 
 def _asarray(a, dtype=None, order=None, *, copy=None, **kw):
     out = array_from(a, dtype)
-    return ops.copy(out) if copy and out is a else out
+    return ops.copy(out) if _copies(copy) and out is a else out
+
+
+def _copies(copy) -> bool:
+    """numpy's copy=: True, False, None or a np._CopyMode (scipy's array-API layer passes
+    _CopyMode.IF_NEEDED, whose bool() raises)."""
+    mode = getattr(np, "_CopyMode", None)
+    if mode is not None and isinstance(copy, mode):
+        return copy is mode.ALWAYS
+    return bool(copy)
 
 
 def _array(obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, **kw):
@@ -218,6 +289,7 @@ FUNCTIONS.update({
     np.isnan: _ufunc_call(ops.isnan), np.isinf: _ufunc_call(ops.isinf),
     np.isfinite: _ufunc_call(ops.isfinite), np.signbit: _ufunc_call(ops.signbit),
     np.heaviside: _ufunc_call(ops.heaviside), np.nan_to_num: _nan_to_num,
+    np.isclose: _isclose, np.allclose: lambda *a, **kw: stats.all(_isclose(*a, **kw)),
     np.copy: lambda a, order="K", subok=False: ops.copy(a),
     np.logical_xor: _ufunc_call(_logical_xor),
     np.bitwise_and: _on_booleans("bitwise_and", ops.logical_and),
@@ -241,6 +313,21 @@ for _p in REGISTRY.values():
             FUNCTIONS[_f] = _ufunc_call(getattr(ops, _p.name))
 FUNCTIONS[np.divide] = FUNCTIONS[np.true_divide] = _ufunc_call(ops.div)
 FUNCTIONS[np.power] = _ufunc_call(ops.pow)
+
+
+def _ufunc_outer(fn):
+    """ufunc.outer(a, b): fn of a, its shape extended by one axis per axis of b, and b."""
+    def impl(a, b, **kw):
+        a = a if is_value(a) else np.asarray(a)
+        return fn(ops.reshape(a, shape_of(a) + (1,) * np.ndim(b)), b, **kw)
+    return impl
+
+
+# the arithmetic and comparison ufuncs' .outer (np.subtract.outer: pairwise differences)
+FUNCTIONS.update({f.outer: _ufunc_outer(FUNCTIONS[f]) for f in (
+    np.add, np.subtract, np.multiply, np.divide, np.power, np.maximum, np.minimum,
+    np.logaddexp, np.hypot, np.arctan2, np.equal, np.not_equal, np.less, np.less_equal,
+    np.greater, np.greater_equal)})
 
 # ---- reductions, scans, sorting, shape and contraction functions (issue 11, npshape) -------
 from llgrad.runtime.numpy_shape import FUNCTIONS as _SHAPE_FUNCTIONS  # noqa: E402
@@ -343,5 +430,6 @@ def numpy_name(func) -> str:
         return ".".join([p for p in mod.split(".") if not p.startswith("_")] + [name])
     # public submodules keep their name (numpy.fft, numpy.linalg._linalg -> np.linalg)
     parts = [p for p in mod.split(".")[1:] if not p.startswith("_")]
-    sub = parts[0] if parts and hasattr(np, parts[0]) else None
-    return f"np.{sub}.{name}" if sub else f"np.{name}"
+    if parts and hasattr(np, parts[0]):  # (np.lib.stride_tricks.sliding_window_view)
+        return ".".join(["np", *parts, name])
+    return f"np.{name}"

@@ -51,6 +51,42 @@ def _scan(fn, default_axis=None):
     return impl
 
 
+def _ufunc_reduce(impl, takes_dtype=True):
+    """ufunc.reduce as the reduction `impl` (numpy's axis=0 by default)."""
+    def reduce(array, axis=0, dtype=None, out=None, keepdims=False, **kw):
+        if takes_dtype:
+            return impl(array, axis, dtype, out, keepdims, **kw)
+        _refuse("logical_and/or.reduce", dtype=dtype)
+        return impl(array, axis, out, keepdims, **kw)
+    return reduce
+
+
+def _indices_from(fn):
+    """np.triu_indices_from / tril_indices_from: index arrays of the (static) shape."""
+    def impl(arr, k=0):
+        shape = shape_of(arr)
+        if len(shape) != 2:
+            raise ValueError("input array must be 2-d")
+        return fn(shape[-2], k=k, m=shape[-1])
+    return impl
+
+
+def _diag_indices_from(arr):
+    shape = shape_of(arr)
+    if len(shape) < 2:
+        raise ValueError("input array must be at least 2-d")
+    if len(set(shape)) != 1:
+        raise ValueError("All dimensions of input must be of equal length")
+    return np.diag_indices(shape[0], len(shape))
+
+
+def _accumulate(fn):
+    def impl(a, axis=0, dtype=None, out=None):
+        _refuse("accumulate", out=out, dtype=dtype)
+        return fn(a, axis)
+    return impl
+
+
 def _accumulate_extremum(pick):
     def impl(a, axis=0, dtype=None, out=None):
         _refuse("accumulate", out=out, dtype=dtype)
@@ -275,6 +311,11 @@ def _full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **k
     return A.full_like(a, fill_value, dtype, shape)
 
 
+def _sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=False):
+    _refuse("lib.stride_tricks.sliding_window_view", writeable=writeable)
+    return A.sliding_window_view(x, window_shape, axis)
+
+
 def _take(a, indices, axis=None, out=None, mode="raise"):
     _refuse("take", out=out)
     return ops.take(a, indices, axis, mode)
@@ -311,6 +352,14 @@ FUNCTIONS = {
     np.add.accumulate: _scan(ops.cumsum, 0), np.multiply.accumulate: _scan(ops.cumprod, 0),
     np.maximum.accumulate: _accumulate_extremum(ops.cummax),
     np.minimum.accumulate: _accumulate_extremum(ops.cummin),
+    np.logaddexp.accumulate: _accumulate(ops.logcumsumexp),
+    # ufunc.reduce: the reductions, with numpy's axis=0 by default
+    np.add.reduce: _ufunc_reduce(_reduction("sum")),
+    np.multiply.reduce: _ufunc_reduce(_reduction("prod")),
+    np.maximum.reduce: _ufunc_reduce(_reduction("max")),
+    np.minimum.reduce: _ufunc_reduce(_reduction("min")),
+    np.logical_and.reduce: _ufunc_reduce(_bool_reduction(St.all), False),
+    np.logical_or.reduce: _ufunc_reduce(_bool_reduction(St.any), False),
     np.sort: _sort, np.argsort: _argsort, np.median: _median,
     np.quantile: _quantile(ops.quantile), np.percentile: _quantile(ops.percentile),
     # shape and structure
@@ -325,9 +374,13 @@ FUNCTIONS = {
     np.column_stack: lambda tup: A.column_stack(list(tup)),
     np.atleast_1d: _atleast(A.atleast_1d), np.atleast_2d: _atleast(A.atleast_2d),
     np.atleast_3d: _atleast(A.atleast_3d), np.moveaxis: A.moveaxis, np.rollaxis: A.rollaxis,
+    np.lib.stride_tricks.sliding_window_view: _sliding_window_view,
     np.split: A.split, np.array_split: A.array_split, np.hsplit: A.hsplit,
     np.vsplit: A.vsplit, np.dsplit: A.dsplit,
     np.tril: lambda m, k=0: ops.tril(m, k), np.triu: lambda m, k=0: ops.triu(m, k),
+    np.triu_indices_from: _indices_from(np.triu_indices),
+    np.tril_indices_from: _indices_from(np.tril_indices),
+    np.diag_indices_from: _diag_indices_from,
     np.diag: lambda v, k=0: ops.diag(v, k), np.diagonal: ops.diagonal, np.trace: _trace,
     np.take: _take, np.take_along_axis: lambda arr, indices, axis=-1: ops.take_along_axis(
         arr, indices, axis),

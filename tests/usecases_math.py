@@ -59,8 +59,10 @@ def ufunc_predicates(x, w):
     y = np.where(x > 0.0, x, np.inf)
     z = np.where(w > 0.0, w, np.nan)
     keep = np.isfinite(y) & ~np.isnan(z) | np.isinf(y) & np.signbit(w)
+    near = np.isclose(x, w, atol=0.5) | np.isclose(z, z, equal_nan=True)
     return (np.sum(np.where(keep, x * w, 0.0)) + np.sum(np.nan_to_num(z, nan=0.5) * x)
-            + np.sum(np.nan_to_num(y, posinf=2.0) * w))
+            + np.sum(np.nan_to_num(y, posinf=2.0) * w) + np.sum(np.where(near, x, 0.0))
+            + np.where(np.allclose(x, w, rtol=0.1), 1.0, 2.0) * np.sum(w))
 
 
 # ---- scipy.special ------------------------------------------------------------------------

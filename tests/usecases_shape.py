@@ -18,7 +18,34 @@ def scans(x, m):
 @usecase
 def running_extrema(x, m):
     return (np.sum(np.maximum.accumulate(x) * np.arange(4.0))
-            + np.sum(np.minimum.accumulate(m, axis=1) * m))
+            + np.sum(np.minimum.accumulate(m, axis=1) * m)
+            + np.sum(np.logaddexp.accumulate(m, axis=1) * m))
+
+
+@usecase
+def ufunc_reduce_select_append(x, m, s):
+    both = np.logical_and.reduce([x > 0.2, x < 0.8]) | np.logical_or.reduce(m > 1.0, axis=0)
+    return (np.sum(np.add.reduce(m) * x) + np.sum(np.multiply.reduce(m, axis=1))
+            + np.maximum.reduce(x) + np.sum(np.minimum.reduce(m) * both)
+            + np.sum(np.select([x < 0.3, x > 0.6], [x ** 2, -x], default=0.5))
+            + np.sum(np.append(x, m[0, 0]) ** 2) + np.sum(np.append(m, m[:1], axis=0))
+            + np.sum(s[np.triu_indices_from(s, k=1)] ** 2) + np.sum(s[np.tril_indices_from(s)])
+            + np.sum(s[np.diag_indices_from(s)] ** 3))
+
+
+@usecase
+def windows_and_outer_products(x, w, m):
+    windows = np.lib.stride_tricks.sliding_window_view(m, (2, 3))
+    arithmetic = (np.add.outer(x, w) * np.subtract.outer(x, w) + np.multiply.outer(x, w)
+                  + np.divide.outer(x, w + 3.0) + np.power.outer(np.abs(x) + 1.0, w)
+                  + np.maximum.outer(x, w) * np.minimum.outer(x, w) + np.logaddexp.outer(x, w)
+                  + np.hypot.outer(x, w) + np.arctan2.outer(x, w))
+    compared = (np.equal.outer(x, w) + np.not_equal.outer(x, w) + np.less.outer(x, w)
+                + np.less_equal.outer(x, w) + np.greater.outer(x, w)
+                + np.greater_equal.outer(x, w))
+    return (np.sum(windows ** 2 * np.arange(6.0).reshape(2, 3))
+            + np.sum(np.lib.stride_tricks.sliding_window_view(x, 2) @ w[:2])
+            + np.sum(arithmetic * compared))
 
 
 @usecase

@@ -302,19 +302,21 @@ def check_loop(loc, log, carried, over=None) -> None:
     """After a staged loop body is traced, before its back edges are noted (`note_may_be`):
     refuse an update in it of an array that another live name holds in a later iteration
     (`for ...: a += 1; a = b`: `a` is `b`'s array from the second iteration on), or of the
-    array the loop iterates over (`over`: Python reads each row from the updated array, the
-    staged loop from the array as it was). `carried` is (names, params, inits, afters) of the
-    carried variables and the body region. See Note [Arrays across iterations]."""
+    array the loop iterates over (`over`, one or a tuple of them (zip): Python reads each row
+    from the updated array, the staged loop from the array as it was). `carried` is (names,
+    params, inits, afters) of the carried variables and the body region. See Note [Arrays
+    across iterations]."""
     names, params, inits, afters, body = carried
     flow = _Carried(params, inits, afters, body)
     slot = {n: k for k, n in enumerate(names)}
     frames = list(_user_frames(sys._getframe(1)))
+    overs = [o for o in (over if isinstance(over, tuple) else (over,))
+             if isinstance(o, ir.Value)]  # (zip: several)
     for target, mine, what, at in log:
         held, outside = flow.split(may_be(target, flow.index))
-        if isinstance(over, ir.Value) and any(
-                over.id in ids or any(b is over for b in _bases(v)) for ids in
-                [outside, *(flow.contents[x] for x in held)] for v in
-                [flow.values.get(i) for i in ids] if v is not None):
+        if any(over.id in ids or any(b is over for b in _bases(v)) for over in overs
+               for ids in [outside, *(flow.contents[x] for x in held)]
+               for v in [flow.values.get(i) for i in ids] if v is not None):
             raise UnsupportedError(
                 f"in-place {what} of `{mine[0]}` inside the loop at {loc}, which iterates over "
                 f"it: Python reads each row from the updated array, while llgrad's compiled "

@@ -162,7 +162,8 @@ class Recording:
 
     def add_function(self, fn: Callable) -> None:
         """Guard the data globals `fn`'s code mentions and its data closure variables."""
-        fn = getattr(fn, "__wrapped__", fn)
+        if not isinstance(fn, types.FunctionType):  # (a differentiated function: its fn)
+            fn = getattr(fn, "__wrapped__", fn)  # (a function's own code is what runs)
         code = getattr(fn, "__code__", None)
         if code is None or id(code) in self._seen:
             return

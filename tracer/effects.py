@@ -17,6 +17,7 @@ from llgrad.runtime import ops, pytree
 from llgrad.runtime.aval import Aval
 from llgrad.runtime.errors import LLGradError, UnsupportedError, user_loc
 from llgrad.runtime.padded import Padded
+from llgrad.runtime.prim import is_value
 from llgrad.tracer import operators
 from llgrad.tracer.operators import Undefined
 from llgrad.tracer.snapshot import Snapshot, free_values
@@ -317,6 +318,10 @@ class LoopEffects:
             if copy.get(key, Undefined) is v or (id(obj), key) in known or \
                     (id(copy.get(key)), id(v)) in covered:
                 continue
+            if kind == "dict" and key not in copy and is_value(key):  # (a new key each trace)
+                reasons.append(f"it adds entries to the dict `{label}` under a traced key (the "
+                               f"loop variable: one key per iteration)")
+                return False
             text = f"{label}[{key!r}]" if kind == "dict" else f"{label}.{key}"
             self.places.append(Place(obj, kind, key, text))
             known.add((id(obj), key))

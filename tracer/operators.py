@@ -52,9 +52,10 @@ Rules for values in the state:
   ``__lg_retval`` may be ``None`` (not yet returned) in one branch: it is only read where
   ``__lg_do_return`` is true, so a placeholder of the other branch's type is correct.
 - ``loc`` is a ``SourceLoc`` (file, line, column, function) of the user's statement.
-- for: ``iterable`` is a traced array (iterate over axis 0) or a ``TracedRange`` (start, stop,
-  step; any may be traced ints). ``extra_test`` is ``None`` or a no-argument function checked
-  before each iteration (from break/return); the loop stops when it is false.
+- for: ``iterable`` is a traced array (iterate over axis 0), a ``TracedRange`` (start, stop,
+  step; any may be traced ints) or a stageable ``Zipped`` (zip/enumerate of traced arrays
+  and ranges: item i is ``iterable[i]``). ``extra_test`` is ``None`` or a no-argument
+  function checked before each iteration (from break/return); the loop stops when it is false.
 - while: ``test_fn`` has been called once already to decide to stage; call it as needed.
 - A Python loop whose break/return flag becomes traced runs its remaining iterations under
   ``stage_if`` (one per item); a Python ``while`` whose test becomes traced is staged from
@@ -84,7 +85,7 @@ from llgrad.runtime import pytree
 from llgrad.runtime.errors import ConcretizationError, UnsupportedError, user_loc
 
 from . import captures, checkpointed
-from .traced_builtins import SHAPED, static_shape, traced_builtins
+from .traced_builtins import SHAPED, Zipped, static_shape, traced_builtins
 from .convert.errors import SourceLoc, UnsupportedSyntaxError  # noqa: F401
 
 
@@ -259,6 +260,9 @@ def for_stmt(iterable, extra_test, body_fn, get_state, set_state, symbol_names: 
     stager = stager_of(iterable)
     if stager is None and isinstance(iterable, TracedRange):
         stager = stager_of(iterable.traced_bound())
+    zipped = isinstance(iterable, Zipped) and iterable.stageable
+    if stager is None and zipped:
+        stager = next(filter(None, map(stager_of, iterable.arrays)), None)
     if stager is not None:
         stager.stage_for(iterable, extra_test, body_fn, get_state, set_state,
                          tuple(symbol_names), loc)
@@ -266,6 +270,16 @@ def for_stmt(iterable, extra_test, body_fn, get_state, set_state, symbol_names: 
     if type(iterable) is range and _STAGERS:
         return _static_range(iterable, extra_test, body_fn, get_state, set_state,
                              tuple(symbol_names), loc)
+    if _STAGERS and (zipped and iterable.length > 1 or type(iterable) is np.ndarray and
+                     iterable.ndim and len(iterable) > 1 and iterable.dtype.kind in "biuf"):
+        # Note [Loops over numpy arrays] (staging.py): staged as a loop over a Python range
+        stager = _state_stager(get_state)
+        optional = stager is None
+        stager = stager or _reads_stager((body_fn, extra_test))
+        if stager is not None and stager.stage_for(
+                iterable, extra_test, body_fn, get_state, set_state, tuple(symbol_names), loc,
+                optional=optional) is not False:
+            return
     it = iter(iterable)
     while True:
         if extra_test is not None:
@@ -695,7 +709,8 @@ def _random_draw(f: Callable) -> None:
 
 
 def _is_numpy(f) -> bool:
-    return isinstance(f, np.ufunc) or (getattr(f, "__module__", None) or "").startswith("numpy")
+    return isinstance(f, np.ufunc) or isinstance(getattr(f, "__self__", None), np.ufunc) or \
+        (getattr(f, "__module__", None) or "").startswith("numpy")  # (np.add.reduce too)
 
 
 # Methods that change their object in place, by the object's type (See Note [Python effects
@@ -741,6 +756,9 @@ def _converted_target(f: Callable, args=()) -> Callable:
     if is_random(f):
         _random_draw(f)
         return f
+    if _STAGERS and (f is zip or f is enumerate or (f is max or f is min) and len(args) == 1
+                     and type(args[0]) is types.GeneratorType):  # (its items may be traced)
+        return traced_builtins()[f]
     traced = bool(_STAGERS) and any(
         is_traced(a) or _traced_list(a) or type(a) is tuple and any(map(is_traced, a))
         for a in args)  # (a tuple: scipy's cho_solve((c, lower), b))
@@ -757,7 +775,7 @@ def _converted_target(f: Callable, args=()) -> Callable:
                 g = forms.get((type(f.__self__), f.__name__))
         except TypeError:
             g = None
-        if g is not None and (f not in (max, min) or len(args) == 2):
+        if g is not None:
             return g
         if _is_numpy(f) and f not in _SEQUENCE_FUNCTIONS and any(map(_traced_list, args)):
             return _with_arrays(f)
@@ -780,5 +798,5 @@ def _convert(f: types.FunctionType, traced: bool) -> Callable | None:
 
 
 # The element-update operators converted code calls as `__lg.iadd`, `__lg.ufunc_at`, ...
-from .updates import (iadd, ifloordiv, imatmul, imod, imul, ipow, isub,  # noqa: E402,F401
-                      item, itruediv, ufunc_at)
+from .updates import (diagonal_index, iadd, ifloordiv, imatmul, imod, imul,  # noqa: E402,F401
+                      ipow, isub, item, itruediv, ufunc_at)

@@ -16,6 +16,7 @@ from llgrad.runtime.errors import (ConcretizationError, DTypeError, LLGradError,
 from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
 from llgrad.tracer import aliasing, checks, effects, merge, operators
 from llgrad.tracer.operators import TracedRange, Undefined
+from llgrad.tracer.traced_builtins import Zipped
 from llgrad.tracer.stores import StoreLog
 from llgrad.tracer.effects import LoopEffects, NewEffects, PoisonRead, Unstageable
 from llgrad.tracer.records import flat_state, split_merge
@@ -231,15 +232,33 @@ class IRStager:
             return False
 
     # -- loops ----------------------------------------------------------------------------
+    # Note [Loops over numpy arrays]
+    # `for t in grid:` over a numpy array (a module-level time grid, the class labels) whose
+    # state holds traced values, or whose body reads them, is staged as a loop over
+    # range(len(grid)) reading row i of the array as a constant, instead of one copy of the
+    # body per row (operators.for_stmt). As for a loop over a Python range (Note [Static loops
+    # over traced state] in operators.py), a body that needs an item as a Python value
+    # (float(t), a list index, a new dict key) runs as Python when the loop's state is plain,
+    # and is unrolled, with a warning naming the line, when it is traced. Numeric arrays of
+    # two rows or more only; zip/enumerate of numpy arrays (and ranges) too.
     def stage_for(self, iterable, extra_test, body_fn, get_state, set_state, names, loc,
                   optional=False):
         b = current()
+        zipped = isinstance(iterable, Zipped)
         if getattr(b, "eager", False):
             if isinstance(iterable, (range, TracedRange)):
                 rng = range(*(int(v) for v in (iterable.start, iterable.stop, iterable.step)))
                 return self._run_python(rng, None, extra_test, body_fn)
-            return self._run_python(range(len(iterable)), iterable, extra_test, body_fn)
-        if isinstance(iterable, (range, TracedRange)):
+            n = iterable.length if zipped else len(iterable)
+            return self._run_python(range(n), iterable, extra_test, body_fn)
+        rows = None  # the constant a loop over a numpy array reads its rows from
+        if zipped:  # zip/enumerate of traced arrays (and ranges): item i of each
+            start, stop, step = 0, iterable.length, 1
+            item = iterable
+        elif isinstance(iterable, np.ndarray):  # Note [Loops over numpy arrays]
+            start, stop, step = 0, len(iterable), 1
+            item, rows = iterable, None if self._wants_unroll(loc) else b.const(iterable)
+        elif isinstance(iterable, (range, TracedRange)):
             start, stop, step = iterable.start, iterable.stop, iterable.step
             if _is_val(step) or step == 0:
                 if not _is_val(step):
@@ -264,7 +283,8 @@ class IRStager:
                            for v in (start, stop))
 
         def body(i):
-            body_fn(i if item is None else ops.getitem(item, i))
+            body_fn(i if item is None else item[i] if zipped else
+                    ops.getitem(item if rows is None else rows, i))
 
         may_skip = not static or len(range(int(start), int(stop), int(step))) == 0
         kind = "for" if extra_test is None else "while_for"
@@ -273,18 +293,20 @@ class IRStager:
                        bounds=(start_v, stop_v, int(step)), body=body, test=extra_test,
                        may_skip=may_skip, fns=(body_fn, extra_test),
                        trips=len(range(start, stop, step)) if static else None,
-                       optional=optional, over=item)
+                       optional=optional,
+                       over=iterable.arrays if zipped else item if rows is None else None)
         except Decline:
             return False
         except ConcretizationError as e:
             # See Note [Unrolled loops]: the body needs an integer as a Python value (the
             # index of a Python list, a shape): with a static trip count, unroll the loop.
             v = getattr(e, "value", None)
-            if not static or v is None or v.aval.dtype.kind not in "iub":
+            items = zipped or rows is not None  # (Note [Loops over numpy arrays])
+            if not static or v is None or v.aval.dtype.kind not in "iub" and not items:
                 raise
             if optional:  # Note [Static loops over traced state]: run it as Python
                 return False
-            reason = _index_use(e)
+            reason = _item_use(e) if items else _index_use(e)
             self.unroll.add((loc, reason))
             raise Unroll(loc, reason) from None
 
@@ -648,6 +670,12 @@ def _index_use(e: ConcretizationError) -> str:
         return f"its body indexes a Python list with the loop index{at}"
     return (f"its body uses the loop index as a Python value{at} (as a shape or a size, e.g. "
             f"np.arange(i + 1), so its arrays change shape from one iteration to the next)")
+
+
+def _item_use(e: ConcretizationError) -> str:
+    """Why a loop over arrays is unrolled (Note [Loops over numpy arrays])."""
+    at = f" at line {e.loc.line}" if getattr(e, "loc", None) is not None else ""
+    return f"its body uses an item of the array it iterates over as a Python value{at}"
 
 
 def _cannot_unroll(what, loc, reason) -> LLGradError:

@@ -28,6 +28,8 @@ def _traced_builtins() -> dict:
     table[min] = _extremum(min, ops.lt)
     table[float] = _number(float)
     table[int] = _number(int)
+    table[zip] = lambda *args, **kwargs: Zipped(zip, args, kwargs)
+    table[enumerate] = lambda *args, **kwargs: Zipped(enumerate, args, kwargs)
     # np.zeros(...) and friends: listed so converted code calls them through converted_call,
     # which also catches a list shape holding traced ints (operators._converted_target)
     table.update((f, static_shape(f)) for f in SHAPED)
@@ -35,53 +37,127 @@ def _traced_builtins() -> dict:
 
 
 def _extremum(builtin, better: Callable) -> Callable:
-    """Python's max(a, b) / min(a, b): b if bool(better(b, a)) else a. Python takes bool() of
-    the comparison, which raises for arrays of more than one element (np.maximum is the
-    elementwise form); of one element, it returns a or b itself, whose shape must then not
-    depend on which."""
+    """Python's max(a, b, ...) / min(a, b, ...), or of one iterable of them: a fold of
+    `b if bool(better(b, a)) else a` (the first of equal ones wins, as in Python). Python takes
+    bool() of each comparison, which raises for arrays of more than one element (np.maximum is
+    the elementwise form); of one element, it returns one operand itself, whose shape must then
+    not depend on which. key= and default= go to the builtin (which concretises)."""
     def call(*args, **kwargs):
-        if len(args) != 2 or kwargs:
+        if len(args) == 1 and not is_value(args[0]) and type(args[0]) is not np.ndarray:
+            args = (list(args[0]),)  # (a generator: its items, once)
+        items = args[0] if len(args) == 1 else args
+        if len(items) < 2 or kwargs:
             return builtin(*args, **kwargs)
-        a, b = args
-        shapes = [tuple(v.shape) if is_value(v) else np.shape(v) for v in (a, b)]
-        size = int(np.prod(np.broadcast_shapes(*shapes), dtype=np.int64))
-        name = builtin.__name__
-        if size != 1:
-            what = ("an empty array is ambiguous" if size == 0 else
-                    "an array with more than one element is ambiguous")
-            raise ShapeError(
-                f"{name}(a, b) of arrays of shapes {list(shapes[0])} and {list(shapes[1])}: "
-                f"Python's {name} takes the truth value of `b {'>' if name == 'max' else '<'} "
-                f"a`, and the truth value of {what}", loc=user_loc(),
-                fix=f"use np.{name}imum(a, b) for the elementwise {name}imum, or "
-                f"np.{name}(...) over an array")
-        if shapes[0] != shapes[1]:
-            raise UnsupportedError(
-                f"{name}(a, b) of one-element operands of shapes {list(shapes[0])} and "
-                f"{list(shapes[1])}: Python returns a or b itself, so the result's shape "
-                f"depends on the values", loc=user_loc(),
-                fix=f"give both the same shape, or use np.{name}imum(a, b)")
-        from llgrad.runtime import ops
-        return ops.where(better(b, a), b, a)
+        best = items[0]
+        for v in items[1:]:
+            best = _pick(builtin.__name__, better, best, v)
+        return best
     return call
+
+
+def _pick(name: str, better: Callable, a, b):
+    """`b if better(b, a) else a` on one-element operands (see _extremum)."""
+    if not (is_value(a) or is_value(b)):
+        return (max if name == "max" else min)(a, b)
+    shapes = [tuple(v.shape) if is_value(v) else np.shape(v) for v in (a, b)]
+    size = int(np.prod(np.broadcast_shapes(*shapes), dtype=np.int64))
+    if size != 1:
+        what = ("an empty array is ambiguous" if size == 0 else
+                "an array with more than one element is ambiguous")
+        raise ShapeError(
+            f"{name}(a, b) of arrays of shapes {list(shapes[0])} and {list(shapes[1])}: "
+            f"Python's {name} takes the truth value of `b {'>' if name == 'max' else '<'} "
+            f"a`, and the truth value of {what}", loc=user_loc(),
+            fix=f"use np.{name}imum(a, b) for the elementwise {name}imum, or "
+            f"np.{name}(...) over an array")
+    if shapes[0] != shapes[1]:
+        raise UnsupportedError(
+            f"{name}(a, b) of one-element operands of shapes {list(shapes[0])} and "
+            f"{list(shapes[1])}: Python returns a or b itself, so the result's shape "
+            f"depends on the values", loc=user_loc(),
+            fix=f"give both the same shape, or use np.{name}imum(a, b)")
+    from llgrad.runtime import ops
+    return ops.where(better(b, a), b, a)
+
+
+class Zipped:
+    """`zip(...)` / `enumerate(...)` called while tracing. A `for` loop over it, when each
+    argument is an array (traced, or numeric numpy: Note [Loops over numpy arrays] in
+    staging.py) of one axis or more, or a range, is staged as one loop whose body gets row i
+    of each (Stager.stage_for), as `for row in x:` is, instead of running once per row at
+    trace time; any other use (list(), dict(), next()) iterates the builtin's own object."""
+
+    __slots__ = ("builtin", "args", "kwargs", "arrays", "length", "_it")
+
+    def __init__(self, builtin, args, kwargs):
+        self.builtin, self.args, self.kwargs, self._it = builtin, args, kwargs, None
+        self.arrays, self.length = (), None
+        if builtin is enumerate:
+            if len(args) == 1 and set(kwargs) <= {"start"} and \
+                    type(kwargs.get("start", 0)) is int and _rows(args[0]) is not None:
+                self.arrays, self.length = (args[0],), _rows(args[0])
+        elif args and set(kwargs) <= {"strict"}:
+            lengths = [len(a) if type(a) is range else _rows(a) for a in args]
+            if None not in lengths and (not kwargs.get("strict") or len(set(lengths)) == 1):
+                self.arrays = tuple(a for a in args if type(a) is not range)
+                self.length = min(lengths) if self.arrays else None
+
+    @property
+    def stageable(self) -> bool:
+        return self.length is not None and self._it is None
+
+    def __getitem__(self, i):
+        """The item of iteration i (a Python or traced int)."""
+        from llgrad.runtime import ops
+        if self.builtin is enumerate:
+            start = self.kwargs.get("start", 0)
+            return (i + start if start else i), ops.getitem(self.args[0], i)
+        return tuple((a.start + i * a.step if a.step != 1 else a.start + i) if type(a) is range
+                     else ops.getitem(a, i) for a in self.args)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        if self._it is None:
+            self._it = iter(self.builtin(*self.args, **self.kwargs))
+        return next(self._it)
+
+
+def _rows(a) -> int | None:
+    """The length of a traced or numeric numpy array a loop can read rows of."""
+    if type(a) is np.ndarray and a.dtype.kind not in "biuf":
+        return None
+    shape = tuple(a.shape) if is_value(a) or type(a) is np.ndarray else ()
+    return shape[0] if shape else None
 
 
 SHAPED = frozenset((np.zeros, np.ones, np.empty, np.full))
 
 
 def static_shape(f: Callable) -> Callable:
-    """np.zeros/ones/empty/full given a traced shape (a loop counter, `np.zeros(i)`): shapes
-    are static, so each traced entry is concretised where numpy would refuse it with its own
-    error. A counter makes the tracer unroll its loop (Note [Values a static loop made
-    traced] in staging.py); another value sends the function to the dynamic path, or is an
-    error naming the line."""
+    """np.zeros/ones/empty/full given a traced shape (a loop counter, `np.zeros(i)`) or, to
+    np.full, a traced fill value (which broadcasts): shapes are static, so each traced entry
+    is concretised where numpy would refuse it with its own error. A counter makes the tracer
+    unroll its loop (Note [Values a static loop made traced] in staging.py); another value
+    sends the function to the dynamic path, or is an error naming the line."""
     def call(*args, **kwargs):
         if "shape" in kwargs:
             kwargs["shape"] = _static(kwargs["shape"], f)
         else:
             args = (_static(args[0], f),) + args[1:]
+        if f is np.full:
+            return _full(*args, **kwargs)
         return f(*args, **kwargs)
     return call
+
+
+def _full(shape, fill_value, dtype=None, order="C", **kw):
+    """np.full of a traced fill value: the value broadcast (numpy's dtype: the value's)."""
+    if not is_value(fill_value):
+        return np.full(shape, fill_value, dtype, order, **kw)
+    from llgrad.runtime.ops.arrays import full_like
+    return full_like(fill_value, fill_value, dtype, shape)
 
 
 def _static(shape, f):

@@ -22,7 +22,8 @@ def _augmented(name: str, op: Callable, iop: Callable) -> Callable:
         numpy `a`, so the new value is computed instead and the name (or, around this call,
         `y[i]`) rebound to it, as numpy would see it -- for a whole array, only where nothing
         else refers to it (Note [Traced values added into numpy arrays])."""
-        if type(a) is np.ndarray and is_traced(b):
+        padded = getattr(type(b), "_lg_padded", False)  # a slice of run-time length
+        if type(a) is np.ndarray and (is_traced(b) or padded):
             if whole is not None:
                 seen = held_by_locals(a)
                 refs = sys.getrefcount(a)
@@ -56,6 +57,9 @@ def item(y, i) -> Any:
         stage = getattr(stager, "stage_getitem", None)
         if stage is not None:
             return stage(y, i)
+    elif (y is np.r_ or y is np.c_) and any(map(is_traced, _flat_index((i,)))):
+        from llgrad.runtime.numpy_api import concatenated_items  # np.r_[0.0, x]
+        return concatenated_items(i, columns=y is np.c_)
     return y[i]
 
 
@@ -84,6 +88,23 @@ def ufunc_at(f: Callable, args: tuple) -> Any:
     return x
 
 
+def diagonal_index(a, wrap=False) -> tuple:
+    """The index the statement np.fill_diagonal(a, v, wrap) writes (convert/calls.py makes it
+    `a[index] = v`): numpy's flat positions 0, step, 2 step, ... (a tall matrix's diagonal
+    starts again below itself with wrap), as an index array per axis. A `v` that is neither a
+    scalar nor one value per position is an error (numpy would repeat it cyclically)."""
+    shape = tuple(a.shape)
+    if len(shape) < 2:
+        raise ValueError("array must be at least 2-d")
+    if len(shape) == 2:
+        step, end = shape[1] + 1, None if wrap else shape[1] * shape[1]
+    else:
+        if len(set(shape)) != 1:
+            raise ValueError("All dimensions of input must be of equal length")
+        step, end = 1 + int(np.cumprod(shape[:-1]).sum()), None
+    return np.unravel_index(np.arange(int(np.prod(shape)))[:end:step], shape)
+
+
 def _flat_index(values):
     for v in values:
         if type(v) is tuple:
@@ -92,5 +113,5 @@ def _flat_index(values):
             yield v
 
 
-__all__ = ["iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow", "imatmul",
-           "item", "ufunc_at"]
+__all__ = ["diagonal_index", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow",
+           "imatmul", "item", "ufunc_at"]

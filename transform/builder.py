@@ -52,6 +52,9 @@ _TO_NUMBER = ("float()", ".item()", ".tolist()")
 _NUMBER_FIX = ("keep it an array (x[0] rather than float(x[0]) or x[0].item(); np.where "
                "instead of if). On the dynamic path the number it gives is a constant: no "
                "gradient flows through it, as in PyTorch")
+_FORMAT_FIX = ("format numbers outside the differentiated function (return the value, or print "
+               "after the call); f'{x}' without a format spec shows the traced value while "
+               "tracing")
 
 
 class Value(ir.Value, ArrayOperators, NumpyMethods):
@@ -162,19 +165,26 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
         e = ConcretizationError(
             f"{what} of a traced value: its value is not known while llgrad compiles the "
             f"function", loc=user_loc(),
-            fix=_NUMBER_FIX if what in _TO_NUMBER else "keep it an array (use np.where "
-            "instead of if, or pass the value as a static Python argument)")
+            fix=_NUMBER_FIX if what in _TO_NUMBER else _FORMAT_FIX if what.startswith(
+                "formatting with") else "keep it an array (use np.where instead of if, or "
+            "pass the value as a static Python argument)")
         e.value = self  # the tracer may react (e.g. unroll a loop whose index is needed)
         raise e
 
     # While the tracer builds the message of a raised exception (Builder.format_concrete),
     # formatting a value (f-strings, str, repr) needs its value: a concretisation, as float()
-    # is. Otherwise it shows the IR value (`%x.3: f64[]`), for debugging.
-    def _formatted(self):
+    # is; so does a format spec (f"{loss:.3f}") anywhere. Otherwise it shows the IR value
+    # (`%x.3: f64[]`), for debugging.
+    def _formatted(self, spec=""):
         stack = getattr(_TLS, "stack", None)
-        if not stack or not stack[-1].format_concrete:
+        if not stack:
             return None
-        c = np.asarray(self._concretize("formatting into an exception message"))
+        if stack[-1].format_concrete:
+            c = np.asarray(self._concretize("formatting into an exception message"))
+        elif spec:  # f"{loss:.3f}" needs the number (f"{loss}" shows the traced value)
+            c = np.asarray(self._concretize(f"formatting with the format spec {spec!r}"))
+        else:
+            return None
         if c.ndim:
             return (c,)
         # A weak value stands for a Python number (an argument 0.5, a loop counter): Python
@@ -182,7 +192,7 @@ class Value(ir.Value, ArrayOperators, NumpyMethods):
         return (c.item() if getattr(self, "_lg_weak", False) else c[()],)
 
     def __format__(self, spec):
-        c = self._formatted()
+        c = self._formatted(spec)
         return format(c[0], spec) if c is not None else super().__format__(spec)
 
     def __str__(self):

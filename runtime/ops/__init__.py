@@ -35,7 +35,9 @@ from llgrad.runtime.ops.ufuncs import (  # noqa: F401
 from llgrad.runtime.ops import control  # noqa: F401,E402  (registers IR structural prims)
 
 # ---- numpy scans, sorting, structural and contraction functions (issue 11, branch npshape) ----
-from llgrad.runtime.ops.scan import cummax, cummin, cumprod, cumsum, linrec  # noqa: F401,E402
+from llgrad.runtime.ops.scan import (  # noqa: F401,E402
+    cummax, cummin, cumprod, cumsum, linrec, logcumsumexp,
+)
 from llgrad.runtime.ops.sort import argsort, median, percentile, quantile, sort  # noqa: F401,E402
 from llgrad.runtime.ops.gather import take, take_along_axis  # noqa: F401,E402
 from llgrad.runtime.ops.gather import repeat as repeat_interleave  # noqa: F401,E402

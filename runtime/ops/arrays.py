@@ -1,6 +1,6 @@
 """numpy's shape and construction functions written with the shape ops (views and
-concatenations): the stacks, the splits, atleast_Nd, moveaxis/rollaxis, tile, meshgrid and
-full_like. They need no primitive of their own.
+concatenations): the stacks, the splits, atleast_Nd, moveaxis/rollaxis, tile, meshgrid,
+full_like and sliding_window_view. They need no primitive of their own.
 """
 from __future__ import annotations
 
@@ -180,3 +180,36 @@ def full_like(x, fill_value, dtype=None, shape=None):
     if dtype_of(v) != dt:
         v = ew.astype(v, dt) if not isinstance(v, np.ndarray) else v.astype(dt)
     return broadcast_to(v, shape)
+
+
+def sliding_window_view(x, window_shape, axis=None):
+    """numpy's np.lib.stride_tricks.sliding_window_view: every window of `window_shape` along
+    `axis` (all axes when None), the windows' axes appended last in the order given. numpy
+    returns a strided view; here each windowed axis is one gather by the constant index
+    array start + offset (so the gradient adds back where windows overlap)."""
+    from llgrad.runtime.ops.gather import take
+    x = as_operand(x)
+    nd = len(shape_of(x))
+    ws = ((int(window_shape),) if isinstance(window_shape, (int, np.integer))
+          else tuple(int(w) for w in window_shape))
+    if any(w < 0 for w in ws):
+        raise ValueError("`window_shape` cannot contain negative values")
+    if axis is None:
+        if len(ws) != nd:
+            raise ValueError(f"Since axis is `None`, must provide window_shape for all "
+                             f"dimensions of `x`; got {len(ws)} window_shape elements and "
+                             f"`x.ndim` is {nd}.")
+        axes = list(range(nd))
+    else:
+        axes = [normalize_axes(a, nd)[0] for a in
+                ([axis] if isinstance(axis, (int, np.integer)) else axis)]
+        if len(ws) != len(axes):
+            raise ValueError(f"Must provide matching length window_shape and axis; got "
+                             f"{len(ws)} window_shape elements and {len(axes)} axes elements.")
+    for ax, w in zip(axes, ws):
+        n = shape_of(x)[ax]
+        if n < w:
+            raise ValueError("window shape cannot be larger than input array shape")
+        x = take(x, np.arange(n - w + 1)[:, None] + np.arange(w), axis=ax)
+        x = moveaxis(x, ax + 1, -1)
+    return x

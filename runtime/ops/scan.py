@@ -224,3 +224,24 @@ def cummax(x, dim):
 def cummin(x, dim):
     """(values, indices) of the running minimum along `dim` (PyTorch's cummin)."""
     return _cum_extremum(cummin_p, cumargmin_p, x, dim)
+
+
+def logcumsumexp(x, dim):
+    """log(cumsum(exp(x))) along `dim` without overflow or underflow (PyTorch's logcumsumexp,
+    numpy's np.logaddexp.accumulate). With m the running maximum (held constant: the result
+    does not depend on it), s[k] = sum_{j<=k} exp(x[j] - m[k]) follows the affine recurrence
+    s[k] = exp(m[k-1] - m[k]) s[k-1] + exp(x[k] - m[k]), whose terms are at most 1, and the
+    result is m + log(s); where m is not finite (all -inf so far, an inf, a NaN) it is m."""
+    from llgrad.runtime.ops.ufuncs import isfinite
+    x, axis, scalar = _scan_input(x, dim, accumulate_ints=False)
+    if dtype_of(x).kind != "f":
+        x = ew.astype(x, np.float64)
+    if shape_of(x)[axis] == 0:
+        return _restore(x, scalar)
+    m = ew.stop_gradient(bind(cummax_p, x, axis=axis))
+    finite = isfinite(m)
+    m0 = ew.where(finite, m, 0.0)
+    a = ew.exp(ew.minimum(ew.sub(_shift(m0, axis, 0.0), m0), 0.0))  # (a[0] is not used)
+    s = linrec(a, ew.exp(ew.sub(x, m0)), axis)
+    y = ew.add(m0, ew.log(ew.where(finite, s, 1.0)))
+    return _restore(ew.where(finite, y, m), scalar)

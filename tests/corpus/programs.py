@@ -7,7 +7,11 @@ unclear error is a bug.
 Each entry is a `Program` (tests/corpus/registry.py); this module holds the first programs and
 imports the others (programs_ml.py: learning, statistics and Python styles; programs_numerics.py:
 linear algebra and interpolation; programs_science.py: physics, finance, optimisation,
-geometry and signals), so PROGRAMS here is the whole corpus.
+geometry and signals; programs_masks.py: boolean masks; programs_dynamics.py: epidemics, ODEs,
+time series and finance; programs_learning.py: recommenders, embeddings, convolutions and
+losses; programs_survival.py: survival, robust and quantile regression, densities;
+programs_geometry.py: embeddings, optimal transport, alignment and multi-view geometry;
+programs_styles.py: Python styles in those domains), so PROGRAMS here is the whole corpus.
 """
 from __future__ import annotations
 
@@ -504,5 +508,6 @@ def kalman_local_level_loglik(log_vars, obs):
 
 
 from tests.corpus import (  # noqa: E402,F401 (register theirs)
-    programs_masks, programs_ml, programs_numerics, programs_science,
+    programs_dynamics, programs_geometry, programs_learning, programs_masks, programs_ml,
+    programs_numerics, programs_science, programs_styles, programs_survival,
 )

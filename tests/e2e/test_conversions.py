@@ -228,3 +228,41 @@ def test_traced_ints_as_shapes_are_read_as_numbers(mode):
     for n in (2, 3):
         assert d(x, np.array(n)) == shape_from_an_argument(x, np.array(n))
     assert d.inspect(x, np.array(3)).path.startswith("dynamic")
+
+
+def full_of_traced_values(x, s0):
+    paths = np.full(3, s0)  # a Monte Carlo start: every path at the spot
+    grid = np.full((2, 3), x[0] * 2.0, dtype=np.float64)
+    return np.sum(paths * x) + np.sum(grid * np.full(shape=3, fill_value=x[1]))
+
+
+def test_np_full_of_a_traced_fill_value_broadcasts_it(mode):
+    """np.full(n, s0) with s0 traced handed the value to numpy, which concretised it."""
+    x = np.array([0.5, -1.5, 2.0])
+    _value_and_grad_match_numpy(full_of_traced_values, x, 1.25, wrt=(0, 1))
+    d = llgrad.differentiate(lambda x: np.full(2, x[0] * 2.0, dtype=np.float32))
+    assert d(x).dtype == np.float32 and d.inspect(x).path == "staged"
+
+
+def copy_modes(x):
+    a = np.array(x, copy=np._CopyMode.IF_NEEDED)  # (what scipy's array-API layer passes)
+    b = np.asarray(x * 2.0, copy=np._CopyMode.ALWAYS)
+    return np.sum(a * b) + np.sum(np.array(x, copy=None))
+
+
+def test_copy_modes_are_read_as_numpy_reads_them(mode):
+    """np.array(x, copy=np._CopyMode.IF_NEEDED) took bool() of the mode, which raises."""
+    _value_and_grad_match_numpy(copy_modes, np.array([0.5, -1.5, 2.0]))
+
+
+def index_tricks(x, a):
+    padded = np.r_[0.0, x, a]  # a cumulative grid's usual first point
+    cols = np.c_[x, x ** 2, np.ones(3)]  # a design matrix
+    return np.sum(np.diff(padded) ** 2) + np.sum(cols @ np.array([1.0, a, 0.5])) + np.r_[x][0]
+
+
+def test_r_and_c_of_traced_values_concatenate(mode):
+    """np.r_[0.0, x] handed the traced values to numpy's concatenate (ConcretizationError)."""
+    _value_and_grad_match_numpy(index_tricks, np.array([0.5, -1.5, 2.0]), 0.75, wrt=(0, 1))
+    with pytest.raises(UnsupportedError, match=r"np\.r_\[\.\.\.\] with a slice"):
+        llgrad.differentiate(lambda x: np.sum(np.r_[x, 0:3]))(np.ones(2))

@@ -114,6 +114,18 @@ def matrix_windows(A, v):
     return s
 
 
+def shifted_slices_added_in_place(kernel, image):
+    """A cross-correlation by shifted slices `+=`-ed into a fresh numpy array (np.add with
+    out= on a slice of loop-dependent length was refused)."""
+    kh, kw = kernel.shape
+    H, W = image.shape
+    out = np.zeros((H - kh + 1, W - kw + 1))
+    for i in range(kh):
+        for j in range(kw):
+            out += kernel[i, j] * image[i:i + H - kh + 1, j:j + W - kw + 1]
+    return np.sum(np.tanh(out))
+
+
 def _spd(n, seed=0):
     rng = np.random.default_rng(seed)
     m = rng.standard_normal((n, n))
@@ -137,6 +149,7 @@ def _cases():
         (wrapping_bounds, (x, y), (0, 1)),
         (matrix_windows, (rng.standard_normal((5, 5)), rng.standard_normal(5)), (0, 1)),
         (sliding_windows, (x, 2), (0,)),
+        (shifted_slices_added_in_place, (A[:3, :3], rng.standard_normal((6, 7))), (0, 1)),
     ]
 
 

@@ -200,3 +200,34 @@ def test_writes_after_a_copy_and_into_float_arguments(mode):
     d = llgrad.differentiate(copies_first)
     assert d(X, 2.0) == pytest.approx(copies_first(X.copy(), 2.0), rel=1e-12)
     np.testing.assert_allclose(d.grad(X, 2.0), [0.0, 3.0, 3.0, 3.0])
+
+
+# ---- np.fill_diagonal as a statement ----------------------------------------------------------
+def kernel_without_self_pairs(X, scale):
+    K = np.exp(-np.sum((X[:, None] - X[None]) ** 2, axis=-1) / scale)
+    np.fill_diagonal(K, 0.0)  # (t-SNE / kernel code: no self-similarity)
+    P = np.ones((5, 3))
+    np.fill_diagonal(P, X[:4, 0] * 2.0, wrap=True)  # a tall matrix's 4 positions, wrapped
+    D = np.zeros((3, 3))
+    np.fill_diagonal(D, scale)  # a numpy array, a traced value
+    return np.sum(K ** 2) + np.sum(P * X[:, :3]) + np.sum(D @ K[:3, :3])
+
+
+def test_fill_diagonal_statement_is_a_functional_update(mode):
+    """np.fill_diagonal(K, 0.0) on a traced K was unsupported (numpy writes in place); the
+    statement is rewritten to K[diagonal] = value, numpy's positions (wrap included)."""
+    X = np.random.default_rng(3).standard_normal((5, 4))
+    d = llgrad.differentiate(kernel_without_self_pairs, wrt=(0, 1))
+    value, grads = d.value_and_grad(X, 1.5)
+    assert value == pytest.approx(kernel_without_self_pairs(X, 1.5), rel=1e-13)
+    fd = numerical_vjp(kernel_without_self_pairs, [X, 1.5], np.ones(()), [0, 1])
+    for g, e in zip(grads, fd):
+        np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-8)
+    with pytest.raises(ValueError, match="All dimensions of input must be of equal length"):
+        llgrad.differentiate(_fill_uneven)(np.ones((2, 3, 4)))
+
+
+def _fill_uneven(x):
+    y = x * 2.0
+    np.fill_diagonal(y, 0.0)
+    return np.sum(y)

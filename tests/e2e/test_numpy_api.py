@@ -66,6 +66,7 @@ UNSUPPORTED = [
     (lambda x: np.nextafter(x, 2.0), "np.nextafter"), (lambda x: np.modf(x)[0], "np.modf"),
     (lambda x: np.float_power(x, 2.0), "np.float_power"),
     (lambda x: np.ldexp(x, 2), "np.ldexp"),
+    (lambda x: x[np.where(x > 0.7)], "np.where(condition) with one argument"),
 ]
 
 
@@ -106,7 +107,8 @@ def test_keyword_spellings():
     def f(m):
         return (np.sum(a=m, axis=-1, keepdims=True).sum() + np.clip(m, a_min=0.0, a_max=0.5).sum()
                 + np.reshape(m, shape=(-1,))[0] + np.concatenate((m, m), axis=-1).sum()
-                + np.stack([m[0], m[1]], axis=-1).sum() + np.mean(m, axis=(0, 1)))
+                + np.stack([m[0], m[1]], axis=-1).sum() + np.mean(m, axis=(0, 1))
+                + m.clip(min=0.25).sum() + m.clip(max=0.5).sum() + m.clip(-0.5, 0.5).sum())
     m = np.linspace(-1.0, 1.0, 12).reshape(3, 4)
     assert f(m) == pytest.approx(f.fn(m))
 

@@ -279,3 +279,48 @@ def test_scipy_ufuncs_on_eager_tensors():
     with pytest.raises(UnsupportedError, match=r"scipy\.special\.i0 is not supported"):
         scipy.special.i0(t)
 
+
+
+def _outer_loss(x, y):
+    return (np.sum(np.exp(-np.subtract.outer(x, y) ** 2)) + np.sum(np.maximum.outer(y, x))
+            + np.sum(np.multiply.outer(x, [1.0, 2.0]) * np.less.outer(x, [0.5]))
+            + np.sum(np.power.outer(np.abs(y), x[:2])))
+
+
+def test_ufunc_outer_of_binary_ufuncs(mode):
+    """np.subtract.outer (the pairwise differences of a kernel) was unsupported; every binary
+    ufunc's .outer is now the ufunc of x extended by y's axes and y."""
+    x, y = np.array([0.3, -1.2, 0.9]), np.array([[0.5, 1.5], [-0.7, 2.0]])
+    d = llgrad.differentiate(_outer_loss, wrt=(0, 1))
+    value, grads = d.value_and_grad(x, y)
+    assert value == pytest.approx(_outer_loss(x, y), rel=1e-14)
+    for g, fd in zip(grads, finite_differences(_outer_loss, [x, y], (0, 1))):
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    got = llgrad.differentiate(lambda x, y: np.hypot.outer(x, y))(x, y)
+    assert got.shape == (3, 2, 2)
+    np.testing.assert_allclose(got, np.hypot.outer(x, y), rtol=1e-15)
+    t = lg.tensor(x, requires_grad=True)
+    np.subtract.outer(t, t).sum().backward()  # eagerly too: 0
+    np.testing.assert_array_equal(t.grad.numpy(), np.zeros(3))
+
+
+def _close_branches(x):
+    if np.allclose(x, 1.0, atol=0.5):  # (a traced condition: one compiled cond)
+        return np.sum(x ** 2)
+    return np.sum(np.where(np.isclose(x, 3.0, rtol=0.1), x, 0.0))
+
+
+def test_isclose_and_allclose_follow_numpys_formula(mode):
+    """np.isclose / np.allclose were unsupported; infinities, NaN (equal_nan) and each
+    tolerance as numpy, and allclose as a traced condition."""
+    a = np.array([1.0, np.inf, np.nan, -np.inf, 1e-9, 2.0, 1.0])
+    b = np.array([1.0 + 1e-6, np.inf, np.nan, np.inf, 0.0, 2.1, np.nan])
+    for kw in ({}, {"equal_nan": True}, {"rtol": 0.1}, {"atol": 1e-3}):
+        got = llgrad.differentiate(lambda a, b: np.isclose(a, b, **kw))(a, b)
+        np.testing.assert_array_equal(got, np.isclose(a, b, **kw))
+    d = llgrad.differentiate(_close_branches)
+    for x in (np.array([1.1, 0.9]), np.array([3.1, 1.0])):
+        value, g = d.value_and_grad(x)
+        assert value == _close_branches(x) and d.inspect(x).path == "staged"
+        np.testing.assert_allclose(g, finite_differences(_close_branches, [x], (0,))[0],
+                                   atol=1e-8)

@@ -289,3 +289,55 @@ def test_unsupported_arguments_are_errors(call, message):
     with pytest.raises((LLGradError, ValueError, NotImplementedError, IndexError),
                        match=re.escape(message)):
         llgrad.differentiate(lambda x: np.sum(call(x))).grad(np.arange(1.0, 5.0))
+
+
+# ---- np.logaddexp.accumulate and sliding_window_view (composites) -------------------------------
+def _logcumsumexp_loss(x):
+    return np.sum(np.logaddexp.accumulate(x, axis=1) * np.arange(1.0, x.shape[1] + 1))
+
+
+def test_logaddexp_accumulate_is_stable_and_its_gradient_matches(mode):
+    """A running log-sum-exp with a running maximum: values far apart (exp of each would
+    under- or overflow), -inf entries, and a gradient equal to finite differences."""
+    x = np.array([[-1000.0, 0.0, 3.0, -np.inf, 2.0, 700.0],
+                  [-np.inf, -np.inf, 1.0, 1.0, -5.0, 0.5]])
+    d = llgrad.differentiate(lambda x: np.logaddexp.accumulate(x, axis=1))
+    np.testing.assert_allclose(d(x), np.logaddexp.accumulate(x, axis=1), rtol=1e-14)
+    x = np.random.default_rng(5).standard_normal((3, 6)) * 3
+    g = llgrad.differentiate(_logcumsumexp_loss).grad(x)
+    (e,) = numerical_vjp(_logcumsumexp_loss, [x], np.ones(()), [0])
+    np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-6)  # (values ~100: the FD's noise)
+    y = np.logaddexp.accumulate(x, axis=1)  # d y[k] / d x[j] = exp(x[j] - y[k]) for j <= k
+    exact = [[sum(k * np.exp(x[r, j] - y[r, k - 1]) for k in range(j + 1, 7)) for j in range(6)]
+             for r in range(3)]
+    np.testing.assert_allclose(g, exact, rtol=1e-12)
+
+
+def _windows_loss(x, k):
+    w1 = np.lib.stride_tricks.sliding_window_view(x, 3, axis=1) @ k
+    w2 = np.lib.stride_tricks.sliding_window_view(x, (2, 2))
+    return np.sum(w1 ** 2) + np.sum(np.sin(w2) * np.arange(4.0).reshape(2, 2))
+
+
+def test_sliding_window_view_matches_numpy_and_its_gradient_sums_overlaps(mode):
+    x, k = R.standard_normal((4, 7)), R.standard_normal(3)
+    for shape, axis in [(3, 1), ((2, 2), None), ((2, 3), (1, 0)), ((2, 2), (1, 1)), (7, -1)]:
+        got = llgrad.differentiate(lambda x: np.lib.stride_tricks.sliding_window_view(
+            x, shape, axis))(x)
+        np.testing.assert_array_equal(got, np.lib.stride_tricks.sliding_window_view(
+            x, shape, axis))
+    d = llgrad.differentiate(_windows_loss, wrt=(0, 1))
+    value, grads = d.value_and_grad(x, k)
+    assert value == pytest.approx(_windows_loss(x, k), rel=1e-13)
+    for g, e in zip(grads, numerical_vjp(_windows_loss, [x, k], np.ones(()), [0, 1])):
+        np.testing.assert_allclose(g, e, rtol=1e-6, atol=1e-8)
+
+
+def test_sliding_window_view_errors_are_numpys(mode):
+    view = np.lib.stride_tricks.sliding_window_view
+    for shape, axis, match in [(8, None, "larger than input"), ((2, 2), None, "all dimensions"),
+                               ((2,), (0, 0), "matching length"), (-1, None, "negative")]:
+        with pytest.raises(ValueError, match=match):
+            llgrad.differentiate(lambda x: np.sum(view(x, shape, axis)))(np.ones(7))
+    with pytest.raises(UnsupportedError, match=r"sliding_window_view\(writeable=...\)"):
+        llgrad.differentiate(lambda x: np.sum(view(x, 2, writeable=True)))(np.ones(7))

@@ -14,10 +14,12 @@ import dataclasses
 import linecache
 import sysconfig
 import types
+import warnings
 import weakref
 from typing import Any, Callable
 
 import gast
+import numpy as np
 
 from . import calls, compile as compile_, fence, jumps, liveness, logical, stored
 from .activity import declared_names, local_names
@@ -145,7 +147,6 @@ def _no_source(fn) -> bool:
 # `exec(compile(src, name, "exec"))`). Reading loops back from bytecode is not attempted.
 def warn_no_source(fn) -> None:
     """The warning of Note [Code without a source file], naming `fn`, at the user's line."""
-    import warnings
     from llgrad.runtime.errors import PerformanceWarning, user_loc
     name = getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
     loc = user_loc()
@@ -161,17 +162,31 @@ def warn_no_source(fn) -> None:
 
 
 def _is_llgrad_context(resolve: Callable[..., Any], locals_: set[str]):
+    """Whether a `with` item may stand around traced code: llgrad's own contexts, and the
+    numpy and warnings contexts that only set how floating-point errors and warnings are
+    reported (`with np.errstate(invalid="ignore"):`): compiled code reports none."""
     def check(expr: gast.expr) -> bool:
+        if isinstance(expr, gast.Call):
+            expr = expr.func
+        attrs = []
         while isinstance(expr, (gast.Call, gast.Attribute)):
+            if isinstance(expr, gast.Attribute):
+                attrs.append(expr.attr)
             expr = expr.func if isinstance(expr, gast.Call) else expr.value
         if not isinstance(expr, gast.Name) or expr.id in locals_:
             return False
+        target = resolve(expr.id, tuple(reversed(attrs)))
+        if any(target is c for c in _REPORTING_CONTEXTS):
+            return True
         value = resolve(expr.id)
         name = value.__name__ if isinstance(value, types.ModuleType) else getattr(
             value, "__module__", "") or ""
         return name == "llgrad" or name.startswith("llgrad.")
 
     return check
+
+
+_REPORTING_CONTEXTS = (np.errstate, warnings.catch_warnings)
 
 
 def _convert(fn: Callable) -> ConvertedFunction:

@@ -18,9 +18,10 @@ Output invariants:
   arrays indexed by traced values]);
 - ``y[i] = v`` and ``y[i] op= v`` on a local name ``y`` become ``y = __lg.setitem(y, i, v)``
   and ``y = __lg.setitem(y, i, __lg.iop(__lg.item(y, i), v))``, and the statement
-  ``np.add.at(y, i, v)`` becomes ``y = __lg.ufunc_at(np.add.at, (y, i, v))``, so a traced
-  ``y`` is rebound (and becomes loop-carried state) while a numpy ``y`` is still updated in
-  place;
+  ``np.add.at(y, i, v)`` becomes ``y = __lg.ufunc_at(np.add.at, (y, i, v))`` (and
+  ``np.fill_diagonal(y, v)`` ``y = __lg.setitem(y, __lg.diagonal_index(y, False), v)``),
+  so a traced ``y`` is rebound (and becomes loop-carried state) while a numpy ``y`` is still
+  updated in place;
 - every other store into an object (``o.a = v``, ``o.a += v``, ``del o.a``, ``o.b[i] = v``)
   is preceded by ``__lg.note_attr(o, 'a')`` / ``__lg.note_item(o.b, i, delete)`` (See Note
   [Stores in traced branches] in tracer/stores.py); the object and index expressions are
@@ -244,8 +245,17 @@ class _Calls(gast.NodeTransformer):
 
     def visit_Expr(self, node):
         """`np.add.at(y, i, v)` on a local `y` -> `y = __lg.ufunc_at(np.add.at, (y, i, v))`,
-        so a traced update rebinds `y` (operators.ufunc_at)."""
+        so a traced update rebinds `y` (operators.ufunc_at); `np.fill_diagonal(y, v, wrap)`
+        -> `y = __lg.setitem(y, __lg.diagonal_index(y, wrap), v)`."""
         call = node.value
+        if self._fill_diagonal(call):
+            self.generic_visit(call)
+            wrap = call.args[2] if len(call.args) > 2 else \
+                call.keywords[0].value if call.keywords else templates.const(False)
+            new = templates.replace("y = __lg.setitem(y, __lg.diagonal_index(y, wrap), v)",
+                                    y=call.args[0].id, wrap=wrap, v=call.args[1])
+            anno.fill_loc(new, node)
+            return new
         if not (isinstance(call, gast.Call) and isinstance(call.func, gast.Attribute) and
                 call.func.attr == "at" and call.args and not call.keywords and
                 isinstance(call.args[0], gast.Name) and call.args[0].id in self.writable and
@@ -256,6 +266,15 @@ class _Calls(gast.NodeTransformer):
                                 args=gast.Tuple(elts=call.args, ctx=gast.Load()))
         anno.fill_loc(new, node)
         return new
+
+    def _fill_diagonal(self, call) -> bool:
+        """`call` is the statement np.fill_diagonal(y, v[, wrap]) on a local name `y`."""
+        return (isinstance(call, gast.Call) and len(call.args) in (2, 3) and
+                isinstance(call.args[0], gast.Name) and call.args[0].id in self.writable and
+                not any(isinstance(a, gast.Starred) for a in call.args) and
+                all(k.arg == "wrap" for k in call.keywords) and
+                len(call.args) + len(call.keywords) <= 3 and
+                self._static_value(call.func) is np.fill_diagonal)
 
     def visit_AugAssign(self, node):
         _mark_targets([node.target])

@@ -1,10 +1,11 @@
 """Unsupported statements: static errors and run-time fences, with every message in one table.
 
 Output invariants: a function containing ``yield``/``await`` raises UnsupportedSyntaxError at
-conversion. Before each ``try``, ``with`` (other than llgrad's own contexts), ``del`` and each
-assignment to a ``global``/``nonlocal`` name, the converter inserts
-``__lg.fence(kind, loc, locals(), (names read...))``, which raises UnsupportedSyntaxError if
-one of those values is traced and does nothing otherwise (plain Python keeps working).
+conversion. Before each ``try``, ``with`` (other than llgrad's own contexts, np.errstate and
+warnings.catch_warnings), ``del`` and each assignment to a ``global``/``nonlocal`` name, the
+converter inserts ``__lg.fence(kind, loc, locals(), (names read...))``, which raises
+UnsupportedSyntaxError if one of those values is traced and does nothing otherwise (plain
+Python keeps working).
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ MESSAGES: dict[str, tuple[str, str]] = {
             "move the try/except outside the differentiated function, or test the condition "
             "explicitly (`if`, `np.where`)"),
     "with": ("`with` statement on traced values ({names}): only llgrad's own contexts "
-             "(no_grad, enable_grad, ...) can be used around traced code",
+             "(no_grad, enable_grad, ...), np.errstate and warnings.catch_warnings can be "
+             "used around traced code",
              "move the `with` block outside the differentiated function"),
     "del": ("`del` of traced values ({names}) cannot be compiled",
             "remove the `del`; rebind the name instead"),

@@ -139,13 +139,16 @@ def source_lines(fn: Callable) -> tuple[list[str], int]:
     Raises what ``inspect.getsourcelines`` raises when there is no source (OSError, TypeError).
     The list is shared: do not modify it.
     """
-    target = inspect.unwrap(fn)
-    code = getattr(target, "__code__", None)
+    # Not inspect.unwrap(fn), as inspect.getsourcelines does: a function made by a decorator
+    # with functools.wraps has the wrapped function as __wrapped__, and converting that in
+    # its place dropped the wrapper (`2.0 * fn(x)` gave fn(x)). The wrapper's own code is what
+    # runs; its call of the wrapped function is converted in turn.
+    code = getattr(fn, "__code__", None)
     if not isinstance(code, types.CodeType):
         return inspect.getsourcelines(fn)
     found = _SOURCES.get(code)
     if found is None:
-        lines, lnum = inspect.findsource(target)
+        lines, lnum = inspect.findsource(fn)
         block = None if code.co_name == "<lambda>" else _def_block(lines, lnum, code.co_name)
         found = _SOURCES[code] = (block or inspect.getblock(lines[lnum:]), lnum + 1)
     return found
