@@ -11,7 +11,8 @@ geometry and signals; programs_masks.py: boolean masks; programs_dynamics.py: ep
 time series and finance; programs_learning.py: recommenders, embeddings, convolutions and
 losses; programs_survival.py: survival, robust and quantile regression, densities;
 programs_geometry.py: embeddings, optimal transport, alignment and multi-view geometry;
-programs_styles.py: Python styles in those domains), so PROGRAMS here is the whole corpus.
+programs_styles.py: Python styles in those domains; programs_loops.py: loops over indices
+as Numba users write them), so PROGRAMS here is the whole corpus.
 """
 from __future__ import annotations
 
@@ -508,6 +509,6 @@ def kalman_local_level_loglik(log_vars, obs):
 
 
 from tests.corpus import (  # noqa: E402,F401 (register theirs)
-    programs_dynamics, programs_geometry, programs_learning, programs_masks, programs_ml,
-    programs_numerics, programs_science, programs_styles, programs_survival,
+    programs_dynamics, programs_geometry, programs_learning, programs_loops, programs_masks,
+    programs_ml, programs_numerics, programs_science, programs_styles, programs_survival,
 )
