@@ -39,7 +39,7 @@ from llgrad.runtime.ops.index import index_put_p
 from llgrad.runtime.padded import Padded
 from llgrad.runtime.prim import bind
 from llgrad.tracer.convert.naming import PREFIX
-from llgrad.tracer.overlap import overlap, overlap_numpy
+from llgrad.tracer.overlap import copied_from, note_copied, overlap, overlap_numpy
 from llgrad.transform import ir
 from llgrad.transform.builder import current
 
@@ -114,14 +114,17 @@ def _versions(same: dict) -> dict:
     return out
 
 
-def _sees(value, target, index, versions: dict, written):
-    """Whether `value`, an earlier view of `target` (or of an array it may be, `versions`),
-    sees the part `target[index]` written: as overlap() answers (Note [Overlap known at run
-    time]); False if it is no such view."""
-    if isinstance(target, np.ndarray):
-        if written is None and isinstance(value, np.ndarray) and value is not target and \
-                np.may_share_memory(value, target):
-            return overlap_numpy(value, target, index)  # a traced index into a numpy array
+def _sees(value, target, index, versions: dict, written, copied: list):
+    """Whether `value`, an earlier view of `target` (or of an array it may be, `versions`, or
+    of a numpy array a version was copied from, `copied`), sees the part `target[index]`
+    written: as overlap() answers (Note [Overlap known at run time]); False if it is no
+    such view."""
+    if isinstance(value, np.ndarray):
+        arrays = [target] if isinstance(target, np.ndarray) else copied
+        for a in arrays:
+            if value is not a and np.may_share_memory(value, a) and (
+                    written is None or a is not target):  # (else `_shares` decided it)
+                return overlap_numpy(value, a, index)
         return False
     if not isinstance(value, (ir.Value, Padded)) or not isinstance(target, ir.Value):
         return False
@@ -229,9 +232,12 @@ def check_unaliased(target, what: str, index=None) -> None:
     bases = [x for m in same.values() for x in _bases(m)] if same else _bases(target)
     written = _written(target, index) if isinstance(target, np.ndarray) else None
     versions = _versions(same) if same else {}
+    copied = copied_from(target, versions) if same else []
     refs = []  # (frame, name, relation)
     pending: dict = {}  # view id -> (name, thunk emitting "it overlaps the write")
     frames = list(_user_frames(sys._getframe(1)))
+    if isinstance(target, np.ndarray):
+        note_copied(target, frames)
     found = _argument(target)
     if found is not None:
         arg, view = found
@@ -258,7 +264,8 @@ def check_unaliased(target, what: str, index=None) -> None:
             elif isinstance(written, np.ndarray) and isinstance(value, np.ndarray) and \
                     _shares(value, written):
                 rel = "shares"
-            elif (meets := _sees(value, target, index, versions, written)) is not False:
+            elif (meets := _sees(value, target, index, versions, written, copied)) \
+                    is not False:
                 if meets is not True:  # known at run time: Note [Overlap known at run time]
                     pending.setdefault(id(value), (name, meets))
                     continue

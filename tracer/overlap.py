@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from llgrad.runtime import ops
+from llgrad.runtime.errors import LLGradError
 from llgrad.runtime.ops.control import constant_p
 from llgrad.transform import ir
 from llgrad.transform.builder import current
@@ -66,6 +67,37 @@ def overlap(chain: list, target, index):
         return _seen_table(_seen(chain, ids), shape, write)
     view = _view_grid(chain, shape)
     return True if view is None else _meet(view, write, shape)
+
+
+# A numpy array the function made and then updates with traced values becomes a traced
+# constant, a copy (staging.stage_setitem): numpy views of it that the frames hold would see
+# the later updates of the traced value. Such arrays are kept per trace (`note_copied`), and
+# a constant equal to one of them, of its shape and dtype, counts as its copy (one that is
+# not only makes the test stricter, never wrong).
+def note_copied(target: np.ndarray, frames) -> None:
+    """Keep the numpy `target`, about to be copied into a traced value, if a frame holds a
+    numpy view of it."""
+    if not any(isinstance(v, np.ndarray) and v is not target and
+               np.may_share_memory(v, target) for f in frames for v in f.f_locals.values()):
+        return
+    try:
+        kept = current().__dict__.setdefault("copied_numpy", [])
+    except LLGradError:
+        return
+    if not any(k is target for k in kept):
+        kept.append(target)
+
+
+def copied_from(target, versions: dict) -> list:
+    """The numpy arrays kept by note_copied that a constant among `versions` copies."""
+    try:
+        kept = current().__dict__.get("copied_numpy", ())
+    except LLGradError:
+        return []
+    consts = [v.op.params["value"] for v in versions.values()
+              if v.op is not None and v.op.prim is constant_p] if kept else []
+    return [k for k in kept if k.shape == tuple(target.aval.shape) and any(
+        c.shape == k.shape and c.dtype == k.dtype and np.array_equal(c, k) for c in consts)]
 
 
 def _grid(entries, shape):

@@ -46,6 +46,14 @@ def first_row_kept_while_rows_are_written_in_a_loop(x, k):
     return np.sum(Y) + np.sum(first * x)
 
 
+def numpy_row_view_then_write_at_a_traced_row(x, k):
+    Y = np.zeros((3, 2))
+    r = Y[0]  # a numpy view of a numpy array, which the write makes traced
+    Y[k[0]] = x * 2.0
+    Y[k[1], 1] = x[0]  # Y is traced now; r is still a view of the array it was
+    return np.sum(r * x) + np.sum(Y * Y)
+
+
 def _check(fn, x, k, mode):
     k = np.array(k)
     expect = fn(x.copy(), k)
@@ -71,6 +79,8 @@ CASES = [  # (fn, indices where the view sees the write, indices where it does n
      [[0, 1], [2, 1], [-1, 0]], "Y[k[0]] = np.sin(x)"),
     (view_of_columns_then_write_at_a_traced_element, [[2, 2], [0, -3]], [[0, 2], [1, 0]],
      "Y[k[0], 1] = x[1] * 3.0"),
+    (numpy_row_view_then_write_at_a_traced_row, [[0, 1], [-3, 2], [1, 0], [2, -3]],
+     [[1, 2], [2, -1], [-1, 1]], "] = x"),
     (first_row_kept_while_rows_are_written_in_a_loop, [[0, 2, 3], [1, 2, 0], [3, 0, 1]],
      [[1, 2, 3], [3, 3, -1]], "Y[k[j]] = np.tanh(Y[k[j] - 1] * x)"),
 ]
