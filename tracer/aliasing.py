@@ -100,21 +100,34 @@ def _bases(v) -> list:
     return out
 
 
-def _versions(same: dict) -> dict:
-    """`same` (from may_be) and the arrays that element updates made them from, with what
-    they may be: numpy's `y[i] = v` changes y's array, which llgrad's index_put leaves as it
-    was, so a view taken before the update is a view of the updated array."""
-    out, todo = {}, list(same.values())
-    while todo:
-        for i, v in may_be(todo.pop()).items():
-            if i not in out:
-                out[i] = v
-                if v.op is not None and v.op.prim is index_put_p:
-                    todo.append(v.op.inputs[0])
-    return out
+class _Versions:
+    """The arrays a written one may be (from may_be) and those that element updates made
+    them from, found as far as asked: numpy's `y[i] = v` changes y's array, which llgrad's
+    index_put leaves as it was, so a view taken before the update sees the updated array."""
+
+    def __init__(self, same: dict):
+        self.seen, self.todo = dict(same), list(same.values())
+
+    def has(self, v) -> bool:
+        while v.id not in self.seen and self.todo:
+            self._step()
+        return v.id in self.seen
+
+    def all(self) -> dict:
+        while self.todo:
+            self._step()
+        return self.seen
+
+    def _step(self) -> None:
+        x = self.todo.pop()
+        if x.op is not None and x.op.prim is index_put_p:
+            for i, m in may_be(x.op.inputs[0]).items():
+                if i not in self.seen:
+                    self.seen[i] = m
+                    self.todo.append(m)
 
 
-def _sees(value, target, index, versions: dict, written, copied: list):
+def _sees(value, target, index, versions: _Versions, written, copied: list):
     """Whether `value`, an earlier view of `target` (or of an array it may be, `versions`, or
     of a numpy array a version was copied from, `copied`), sees the part `target[index]`
     written: as overlap() answers (Note [Overlap known at run time]); False if it is no
@@ -132,16 +145,16 @@ def _sees(value, target, index, versions: dict, written, copied: list):
     return False if chain is None else overlap(chain, target, index)
 
 
-def _view_chain(view, target, same: dict):
-    """The ops (outermost first) taking the traced `view` from `target` or an array it may be
-    (ids `same`, from may_be), if it is a view of one; a Padded step stays itself."""
+def _view_chain(view, target, versions: _Versions):
+    """The ops (outermost first) taking the traced `view` from `target` or one of its
+    `versions`, if it is a view of one; a Padded step stays itself."""
     chain, v = [], view
     while True:
         b = _view_base(v)
         if b is None:
             return None
         chain.append(v.op if isinstance(v, ir.Value) else v)
-        if b is target or isinstance(b, ir.Value) and b.id in same:
+        if b is target or isinstance(b, ir.Value) and versions.has(b):
             return chain if b.aval.shape == target.aval.shape else [v]  # [v]: undecided
         v = b
 
@@ -231,7 +244,7 @@ def check_unaliased(target, what: str, index=None) -> None:
     same = may_be(target) if isinstance(target, ir.Value) else {}
     bases = [x for m in same.values() for x in _bases(m)] if same else _bases(target)
     written = _written(target, index) if isinstance(target, np.ndarray) else None
-    versions = _versions(same) if same else {}
+    versions = _Versions(same)
     copied = copied_from(target, versions) if same else []
     refs = []  # (frame, name, relation)
     pending: dict = {}  # view id -> (name, thunk emitting "it overlaps the write")

@@ -88,13 +88,14 @@ def note_copied(target: np.ndarray, frames) -> None:
         kept.append(target)
 
 
-def copied_from(target, versions: dict) -> list:
-    """The numpy arrays kept by note_copied that a constant among `versions` copies."""
+def copied_from(target, versions) -> list:
+    """The numpy arrays kept by note_copied that a constant among `versions.all()` (the
+    arrays the traced `target` may be, aliasing._Versions) copies."""
     try:
         kept = current().__dict__.get("copied_numpy", ())
     except LLGradError:
         return []
-    consts = [v.op.params["value"] for v in versions.values()
+    consts = [v.op.params["value"] for v in versions.all().values()
               if v.op is not None and v.op.prim is constant_p] if kept else []
     return [k for k in kept if k.shape == tuple(target.aval.shape) and any(
         c.shape == k.shape and c.dtype == k.dtype and np.array_equal(c, k) for c in consts)]
@@ -195,7 +196,8 @@ def _view_grid(chain, shape):
                 kept.append(ax)
             elif e[0] == "i":
                 sel[ax] = sel[ax][[e[1]]]
-            elif e[0] == "a" and op.inputs[1 + e[1]].aval.shape == ():
+            elif e[0] == "a" and op.inputs[1 + e[1]].aval.shape == () and \
+                    op.inputs[1 + e[1]].aval.dtype.kind in "iu":
                 sel[ax] = (op.inputs[1 + e[1]], sel[ax])
             else:  # newaxis, Ellipsis, an index array
                 return None
