@@ -25,16 +25,17 @@ from llgrad.transform.builder import current
 # (flat ids); the write's static entries select a box, and a table over the values of its
 # traced entries (`ids[..]` meets the set) is looked up at run time (constant tables that
 # are all False or all True need no op). A view taken at a traced index is described per axis
-# of the target: the positions a static entry keeps, or `positions[t]` for a traced int t
-# (a getitem of a getitem composes so: only axes a slice kept can be indexed again), with
-# only whole-view ops (reshape, transpose, ...) after the last getitem, which do not change
-# the elements seen. Two parts overlap iff they meet on every axis. Two traced ints on one
-# axis of the unsliced target that are the same traced value plus constants (`Y[i - 1]`
-# and `Y[i]`, the common recurrence) are decided here: both indices are in bounds when the
-# code goes on (the view's was checked when it was taken, the write's is checked by the
-# write), so they name one row iff the constants differ by a multiple of the length.
-# Anything else (index arrays, masks, Ellipsis in a view, a traced slice) is answered True,
-# the refusal, never a guess.
+# of the target: the positions a static entry keeps, or `positions[t]` for a traced int t (a
+# getitem of a getitem composes so: only axes a slice kept can be indexed again; a transpose
+# permutes the axes), with only whole-view ops (reshape, ...) after the last getitem, which
+# do not change the elements seen. Two parts overlap iff they meet on every axis. Two traced
+# ints on one axis of the unsliced target that are the same traced value plus constants
+# (`Y[i - 1]` and `Y[i]`, the common recurrence) are decided here: both indices are in bounds
+# when the code goes on (the view's was checked when it was taken, the write's is checked by
+# the write), so they name one row iff the constants differ by a multiple of the length.
+# Anything else (index arrays, masks, Ellipsis, a traced slice) is answered True, the
+# refusal, never a guess. The table lookups check the write's index against its axis as
+# numpy does, so an index out of range is still numpy's IndexError.
 _WHOLE_VIEW = frozenset({"reshape", "transpose", "squeeze", "expand_dims", "swapaxes"})
 
 
@@ -178,14 +179,17 @@ def _seen(chain, ids: np.ndarray) -> np.ndarray:
 
 
 def _view_grid(chain, shape):
-    """Per axis of the target, what the view (a chain of getitems, then whole-view ops)
-    sees: a static array of positions, or (t, positions) for a traced int t; None when the
+    """Per axis of the target, what the view (a chain of getitems and transposes, then
+    whole-view ops) sees: a static array of positions, or (t, positions) for a traced int t; None when the
     chain is not of that form."""
     sel: list = [np.arange(n) for n in shape]
     live = list(range(len(shape)))  # the target's axes the current view still has, in order
     for k, op in enumerate(chain):
         if op.prim.name in _WHOLE_VIEW and all(o.prim.name in _WHOLE_VIEW for o in chain[k:]):
             break
+        if op.prim.name == "transpose":  # (`Y.T[j]`): the axes are permuted
+            live = [live[p] for p in op.params["perm"]]
+            continue
         key = op.params.get("key") if op.prim.name == "getitem" else None
         if key is None or len(key) > len(live):
             return None
