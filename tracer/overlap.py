@@ -10,6 +10,7 @@ import numpy as np
 from llgrad.runtime import ops
 from llgrad.runtime.errors import LLGradError
 from llgrad.runtime.ops.control import constant_p
+from llgrad.runtime.padded import Padded
 from llgrad.transform import ir
 from llgrad.transform.builder import current
 
@@ -44,14 +45,14 @@ def overlap(chain: list, target, index):
     `target` shares elements with `target[index]` (index None: the whole array): True,
     False, or a thunk emitting the bool scalar that says it for the run-time values."""
     shape = tuple(target.aval.shape)
-    if index is None:  # every element of the view changes
-        return all(n > 0 for n in shape)
     if any(not isinstance(op, ir.Op) for op in chain):
         return True  # a slice of run-time length (Padded): not decided here
+    if index is None:  # every element of the view changes
+        return all(n > 0 for n in chain[0].outputs[0].aval.shape)
     chain = chain[::-1]  # innermost (applied to the target) first
     static = all(len(op.inputs) == 1 for op in chain)
     entries = index if isinstance(index, tuple) else (index,)
-    if static and not any(isinstance(e, ir.Value) for e in entries):
+    if static and all(_static_entry(e) for e in entries):
         ids = np.arange(int(np.prod(shape, dtype=np.int64))).reshape(shape)
         try:
             written = ids[index]
@@ -68,6 +69,15 @@ def overlap(chain: list, target, index):
         return _seen_table(_seen(chain, ids), shape, write)
     view = _view_grid(chain, shape)
     return True if view is None else _meet(view, write, shape)
+
+
+def _static_entry(e) -> bool:
+    """Whether `e` is an index entry known while tracing (no traced value in it)."""
+    if isinstance(e, slice):
+        return not any(isinstance(b, (ir.Value, Padded)) for b in (e.start, e.stop, e.step))
+    if isinstance(e, (list, tuple)):
+        return all(map(_static_entry, e))
+    return e is None or e is Ellipsis or isinstance(e, (int, np.integer, np.bool_, np.ndarray))
 
 
 # A numpy array the function made and then updates with traced values becomes a traced

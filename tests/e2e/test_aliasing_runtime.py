@@ -168,8 +168,16 @@ def reversed_view(x, k):
     return np.sum(r)
 
 
+def traced_slice_write(x, k):
+    Y = np.ones((3, 2)) * x
+    r = Y[2]
+    Y[:k[0]] = x * 2.0  # rows up to a run-time bound: not checked, refused
+    return np.sum(r)
+
+
 @pytest.mark.parametrize("fn,line", [(same_traced_row, "Y[k[0] - 2] = x * 2.0"),
                                      (index_array_write, "Y[k] = x * 2.0"),
+                                     (traced_slice_write, "Y[:k[0]] = x * 2.0"),
                                      (reversed_view, "Y[k[0]] = x * 2.0")],
                          ids=lambda a: getattr(a, "__name__", ""))
 def test_an_overlap_that_cannot_be_excluded_or_checked_is_refused_while_tracing(fn, line):
