@@ -19,11 +19,13 @@ makes `a` the array `b` from the second iteration on). Builder.origins records t
 edges (`may_be` follows them), and an update is refused when any path makes another live
 name the same array; in a loop body, the updates are checked again once the body's end state
 is known (`check_loop`).
-A view taken earlier of the written array (`r = y[0]; y[0, 1] = a; f(r)`) counts only when
-the parts provably overlap (`_overlaps`, static indices; a write at a traced index counts when
-the view sees that position for every value of the index, `r = a[::-1]; a[i] = v`): where the
-overlap depends on a run-time value (`r = Y[0]; Y[i] = v`, or `prev = Y[i - 1]; Y[i] =
-f(prev)`, the common case) the write is let through; README lists that under limitations.
+A view taken earlier of the written array (`r = y[0]; y[0, 1] = a; f(r)`), or of the array
+an earlier element update wrote into (`r = y[0]; y[1] = b; y[0] = a`: numpy's y is one array
+throughout), counts where the parts overlap. Whether they do is decided while tracing where
+the indices allow (static indices; `prev = Y[i - 1]; Y[i] = f(prev)`, the common case, never
+overlaps), else tested at run time: a `check` op raises this refusal at the write's line for
+the index values where they overlap (`r = Y[0]; Y[i] = v` when i is 0). See Note [Overlap
+known at run time] in tracer/overlap.py.
 """
 from __future__ import annotations
 
@@ -32,8 +34,12 @@ import sys
 import numpy as np
 
 from llgrad.runtime.errors import LLGradError, UnsupportedError, is_internal_file, user_loc
+from llgrad.runtime.ops.control import check_p
+from llgrad.runtime.ops.index import index_put_p
 from llgrad.runtime.padded import Padded
+from llgrad.runtime.prim import bind
 from llgrad.tracer.convert.naming import PREFIX
+from llgrad.tracer.overlap import copied_from, note_copied, overlap, overlap_numpy
 from llgrad.transform import ir
 from llgrad.transform.builder import current
 
@@ -94,50 +100,63 @@ def _bases(v) -> list:
     return out
 
 
-def _overlaps(view, target, index) -> bool:
-    """Whether the traced `view` of `target` shares elements with `target[index]` (index
-    None: the whole array); False when that is only known at run time (a traced index)."""
-    if index is None:  # the whole array is written: every element of the view changes
-        return int(np.prod(view.aval.shape, dtype=np.int64)) > 0
+class _Versions:
+    """The arrays a written one may be (from may_be) and those that element updates made
+    them from, found as far as asked: numpy's `y[i] = v` changes y's array, which llgrad's
+    index_put leaves as it was, so a view taken before the update sees the updated array."""
+
+    def __init__(self, same: dict):
+        self.seen, self.todo = dict(same), list(same.values())
+
+    def has(self, v) -> bool:
+        while v.id not in self.seen and self.todo:
+            self._step()
+        return v.id in self.seen
+
+    def all(self) -> dict:
+        while self.todo:
+            self._step()
+        return self.seen
+
+    def _step(self) -> None:
+        x = self.todo.pop()
+        if x.op is not None and x.op.prim is index_put_p:
+            for i, m in may_be(x.op.inputs[0]).items():
+                if i not in self.seen:
+                    self.seen[i] = m
+                    self.todo.append(m)
+
+
+def _sees(value, target, index, versions: _Versions, written, copied: list):
+    """Whether `value`, an earlier view of `target` (or of an array it may be, `versions`, or
+    of a numpy array a version was copied from, `copied`), sees the part `target[index]`
+    written: as overlap() answers (Note [Overlap known at run time]); False if it is no
+    such view."""
+    if isinstance(value, np.ndarray):
+        arrays = [target] if isinstance(target, np.ndarray) else copied
+        for a in arrays:
+            if value is not a and np.may_share_memory(value, a) and (
+                    written is None or a is not target):  # (else `_shares` decided it)
+                return overlap_numpy(value, a, index)
+        return False
+    if not isinstance(value, (ir.Value, Padded)) or not isinstance(target, ir.Value):
+        return False
+    chain = _view_chain(value, target, versions)
+    return False if chain is None else overlap(chain, target, index)
+
+
+def _view_chain(view, target, versions: _Versions):
+    """The ops (outermost first) taking the traced `view` from `target` or one of its
+    `versions`, if it is a view of one; a Padded step stays itself."""
     chain, v = [], view
-    while v is not target:
-        chain.append(v.op)
-        v = _view_base(v)
-    ids = np.arange(int(np.prod(target.aval.shape, dtype=np.int64))).reshape(target.aval.shape)
-    seen = ids
-    for op in reversed(chain):
-        if len(op.inputs) > 1:  # an index only known at run time
-            return False
-        seen = op.prim.impl(seen, **op.params)
-    try:
-        written = ids if index is None else ids[index]
-    except Exception:  # a traced index
-        return _overlaps_always(np.asarray(seen), ids, index)
-    return bool(np.intersect1d(np.asarray(seen).ravel(), np.asarray(written).ravel()).size)
-
-
-def _overlaps_always(seen: np.ndarray, ids: np.ndarray, index) -> bool:
-    """Whether `ids[index]` meets `seen` whatever values the traced scalars in `index` take
-    (`r = a[::-1]` sees every `a[i]`); False when unknown (arrays, Ellipsis) or when some
-    value would miss (`r = Y[0]` and `Y[i]` for i > 0)."""
-    key, traced = [], []
-    for e in index if isinstance(index, tuple) else (index,):
-        if isinstance(e, ir.Value) and e.aval.shape == () and e.aval.dtype.kind in "iu":
-            traced.append(sum(1 for k in key if not isinstance(k, (int, np.integer))))
-            key.append(slice(None))  # every position along this axis
-        elif e is None or isinstance(e, (int, np.integer)) or isinstance(e, slice) and all(
-                b is None or isinstance(b, (int, np.integer)) for b in (e.start, e.stop, e.step)):
-            key.append(e)
-        else:
-            return False
-    try:
-        hit = np.isin(ids[tuple(key)], seen)
-    except Exception:
-        return False
-    if not traced or hit.size == 0:
-        return False
-    other = tuple(a for a in range(hit.ndim) if a not in traced)
-    return bool((hit.any(axis=other) if other else hit).all())
+    while True:
+        b = _view_base(v)
+        if b is None:
+            return None
+        chain.append(v.op if isinstance(v, ir.Value) else v)
+        if b is target or isinstance(b, ir.Value) and versions.has(b):
+            return chain if b.aval.shape == target.aval.shape else [v]  # [v]: undecided
+        v = b
 
 
 def _shares(a: np.ndarray, b: np.ndarray) -> bool:
@@ -225,8 +244,13 @@ def check_unaliased(target, what: str, index=None) -> None:
     same = may_be(target) if isinstance(target, ir.Value) else {}
     bases = [x for m in same.values() for x in _bases(m)] if same else _bases(target)
     written = _written(target, index) if isinstance(target, np.ndarray) else None
+    versions = _Versions(same)
+    copied = copied_from(target, versions) if same else []
     refs = []  # (frame, name, relation)
+    pending: dict = {}  # view id -> (name, thunk emitting "it overlaps the write")
     frames = list(_user_frames(sys._getframe(1)))
+    if isinstance(target, np.ndarray):
+        note_copied(target, frames)
     found = _argument(target)
     if found is not None:
         arg, view = found
@@ -253,8 +277,11 @@ def check_unaliased(target, what: str, index=None) -> None:
             elif isinstance(written, np.ndarray) and isinstance(value, np.ndarray) and \
                     _shares(value, written):
                 rel = "shares"
-            elif isinstance(value, ir.Value) and any(b is target for b in _bases(value)) and \
-                    _overlaps(value, target, index):
+            elif (meets := _sees(value, target, index, versions, written, copied)) \
+                    is not False:
+                if meets is not True:  # known at run time: Note [Overlap known at run time]
+                    pending.setdefault(id(value), (name, meets))
+                    continue
                 rel = "viewed"
             else:
                 continue
@@ -267,6 +294,11 @@ def check_unaliased(target, what: str, index=None) -> None:
         return
     mine = [n for f, n, rel in refs if f is frames[0] and rel == "same"]
     if len(refs) < 2:
+        for name, meets in pending.values():
+            why = f"the written part is seen through the earlier view `{name}` at this call's " \
+                  "index values"
+            bind(check_p, meets(), exc=UnsupportedError,
+                 args=(str(_refusal(f"in-place {what} of `{mine[0]}`, but {why}")),))
         _log(target, mine, what)
         return
     others = {}
@@ -280,12 +312,16 @@ def check_unaliased(target, what: str, index=None) -> None:
                      "shares": "it shares memory with ",
                      "viewed": "the written part is seen through the earlier view "}[rel]
                     + ", ".join(names) for rel, names in others.items())
-    raise UnsupportedError(
-        f"in-place {what} of {what_of}" + (f", but {why}" if why else "") + ": numpy would "
-        "change what every one of them sees, while llgrad's compiled code updates arrays by "
-        "value and changes only the name written",
-        loc=user_loc(), fix="copy the array before updating it (`y = y.copy()`), or compute "
-        "the new value without an in-place statement (`y = y + ...`)")
+    raise _refusal(f"in-place {what} of {what_of}" + (f", but {why}" if why else ""))
+
+
+def _refusal(what: str) -> UnsupportedError:
+    """The error for an update others would see, `what` saying what it is and who sees it."""
+    return UnsupportedError(
+        what + ": numpy would change what every one of them sees, while llgrad's compiled "
+        "code updates arrays by value and changes only the name written", loc=user_loc(),
+        fix="copy the array before updating it (`y = y.copy()`), or compute the new value "
+        "without an in-place statement (`y = y + ...`)")
 
 
 def _log(target, names, what) -> None:

@@ -96,7 +96,27 @@ def whole_update_under_a_view_at_a_traced_index(x):
     return np.sum(r * r) + np.sum(y)
 
 
+def write_under_a_view_taken_before_another_write(x):
+    y = x.reshape(2, 2) * 1.0
+    r = y[0]
+    y[1] = x[2:]  # numpy's y is still the array r views
+    y[0, 1] = x[0]
+    return np.sum(r * r) + np.sum(y)
+
+
+def write_under_a_numpy_view_after_the_array_became_traced(x):
+    y = np.zeros((2, 2))
+    c = y[:, 1]  # a numpy view of a numpy array
+    y[np.argmax(x) % 2, 0] = x[0]  # y becomes traced (a copy); c does not see column 0
+    y[np.argmin(x) % 2, 1] = x[1]
+    return np.sum(c * x[:2]) + np.sum(y)
+
+
 REFUSED = {
+    write_under_a_view_taken_before_another_write: ("update", "earlier view `r`",
+                                                    "y[0, 1] = x[0]"),
+    write_under_a_numpy_view_after_the_array_became_traced: (
+        "update", "earlier view `c`", "y[np.argmin(x) % 2, 1] = x[1]"),
     second_name_augassign: ("+=", "bound to `y` and `z`", "z += 1.0"),
     augassign_through_a_view: ("*=", "view of `y`", "v *= 3.0"),
     update_through_a_second_name: ("update", "bound to `y` and `w`", "w[0] = x[3]"),
