@@ -74,7 +74,8 @@ def _gradient_axis(f, axis: int, spacing):
     if np.ndim(spacing) == 0:
         first = ops.div(ops.sub(s(1, 2), s(0, 1)), spacing)
         last = ops.div(ops.sub(s(n - 1), s(n - 2, n - 1)), spacing)
-        inner = ops.div(ops.sub(s(2), s(0, -2)), ops.mul(spacing, 2.0))
+        twice = ops.mul(spacing, 2.0) if is_value(spacing) else spacing * 2.0  # (in f64)
+        inner = ops.div(ops.sub(s(2), s(0, -2)), twice)
     else:
         if shape_of(spacing) != (n,):
             raise ValueError("when 1d, distances must match the length of the corresponding "

@@ -4,6 +4,7 @@ tests/e2e/test_differentiate.py runs each four ways."""
 from __future__ import annotations
 
 import numpy as np
+import scipy.integrate
 import scipy.optimize
 import scipy.special
 import scipy.stats
@@ -168,3 +169,20 @@ def lists_of_traced_values(x, w, a):
     return (np.sum([1.0, a * a, b]) + np.mean([x[2], 2.0 * a]) + np.max([b, a, x[3]])
             + np.sum(np.stack([x[0], a, 1.0]) * w[1:]) + np.sum(np.concatenate([x, [a, b]]))
             + np.sum(np.array([x, w]) * x) + np.prod([a, b]))
+
+
+# ---- finite differences, integrals, NaN-skipping extrema ---------------------------------------
+@usecase
+def nan_extrema_and_gradients(m, x, p):
+    holes = np.where(m > 1.5, np.nan, m)
+    return (np.sum(np.nanmax(holes, axis=1)) + np.nanmin(holes) + np.sum(np.gradient(x) * x)
+            + np.sum(np.gradient(m, axis=1) ** 2) + np.sum(np.gradient(x, np.cumsum(p)) * p)
+            + np.sum(np.gradient(x, 0.5) ** 2) + np.sum(np.ediff1d(x, to_begin=0.5) ** 2))
+
+
+@usecase(eager=SCIPY_PYTHON)
+def scipy_integrate_trapezoids(x, p, m):
+    grid = np.cumsum(p)
+    return (scipy.integrate.trapezoid(x ** 2, grid) + scipy.integrate.trapezoid(m, dx=0.5)[1]
+            + np.sum(scipy.integrate.cumulative_trapezoid(x, grid, initial=0) * p)
+            + np.sum(scipy.integrate.cumulative_trapezoid(m, dx=0.5, axis=0) ** 2))

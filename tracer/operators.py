@@ -799,11 +799,12 @@ def _is_library(f) -> bool:
 # A scipy function llgrad has no traced form for runs converted (Note [Library code on traced
 # values]); most of scipy then fails somewhere deep inside: an attribute an ndarray has
 # (`a.flags`), scipy's array-API check ("not a supported array type"), a `try` statement, a
-# conversion to a numpy array. Such a failure, raised by the outermost library function the
-# user called, becomes one UnsupportedError naming that function and the user's line. A
-# ConcretizationError while tracing the staged path is left alone: it moves the function to
-# the dynamic path, where library code that branches on values runs; ValueErrors and
-# linalg errors are the library's own answers about the values, and stay as they are.
+# conversion to a numpy array, code the converter cannot compile. Such a failure, raised by
+# the outermost library function the user called, becomes one UnsupportedError naming that
+# function, the user's line and what to write instead. A ConcretizationError while tracing
+# the staged path is left alone: it moves the function to the dynamic path, where library
+# code that branches on values runs; ValueErrors and linalg errors are the library's own
+# answers about the values, and stay as they are.
 _IN_LIBRARY = threading.local()
 
 
@@ -812,12 +813,11 @@ def _library_call(f: types.FunctionType, converted: Callable) -> Callable:
         return converted
 
     def call(*args, **kwargs):
-        from llgrad.runtime.errors import (
-            ConcretizationError, UnsupportedError, UnsupportedSyntaxError, user_loc)
+        from llgrad.runtime.errors import ConcretizationError, UnsupportedError, user_loc
         _IN_LIBRARY.depth = getattr(_IN_LIBRARY, "depth", 0) + 1
         try:
             return converted(*args, **kwargs)
-        except (TypeError, AttributeError, UnsupportedSyntaxError, UnsupportedError) as e:
+        except (TypeError, AttributeError, SyntaxError, UnsupportedError) as e:
             if isinstance(e, ConcretizationError) and not any(
                     getattr(s, "eager", bool)() for s in _STAGERS.values()):
                 raise
