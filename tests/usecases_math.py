@@ -186,3 +186,9 @@ def scipy_integrate_trapezoids(x, p, m):
     return (scipy.integrate.trapezoid(x ** 2, grid) + scipy.integrate.trapezoid(m, dx=0.5)[1]
             + np.sum(scipy.integrate.cumulative_trapezoid(x, grid, initial=0) * p)
             + np.sum(scipy.integrate.cumulative_trapezoid(m, dx=0.5, axis=0) ** 2))
+
+
+@usecase
+def sorted_traced_scalars(x, w):
+    s = sorted([x[0], x[1] * w[0], x[2], w[3]])
+    return s[0] + 2.0 * s[1] + 3.0 * s[2] + 4.0 * s[3] + max(sorted([w[1], x[3]])[0], w[2])

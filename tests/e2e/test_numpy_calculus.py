@@ -176,3 +176,22 @@ def test_unsupported_library_function_names_itself_and_the_line(fn, name, fix):
                        rf"(.*\n)*.*test_numpy_calculus.py:\d+ \(in {fn.__name__}\)"
                        rf"(.*\n)*.*How to fix:.*{fix}"):
         llgrad.differentiate(fn)(np.eye(3) + 0.1 * M45[:3, :3])
+
+
+# ---- sorted() of traced scalars: one np.sort, staged ------------------------------------------
+def sorted_scalars(a):
+    s = sorted([a[0], a[1] * 2.0, a[2] - 1.0, a[3]])
+    r = sorted((a[0], a[3]), reverse=True)
+    return s[0] + 2.0 * s[1] + 3.0 * s[2] + 4.0 * s[3] + 10.0 * r[0] + r[1]
+
+
+def test_sorted_of_traced_scalars_stays_compiled(mode):
+    import warnings
+    a = np.array([0.3, -0.2, 0.9, 0.1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", llgrad.runtime.errors.DynamicPathWarning)
+        value, grad = llgrad.differentiate(sorted_scalars).value_and_grad(a)
+    assert value == pytest.approx(sorted_scalars(a), rel=1e-14)
+    np.testing.assert_allclose(grad, finite_differences(sorted_scalars, (a,), (0,))[0],
+                               rtol=1e-8)
+    np.testing.assert_allclose(grad, [14.0, 2.0, 2.0, 4.0])  # by hand: ranks times weights
