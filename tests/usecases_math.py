@@ -192,3 +192,11 @@ def scipy_integrate_trapezoids(x, p, m):
 def sorted_traced_scalars(x, w):
     s = sorted([x[0], x[1] * w[0], x[2], w[3]])
     return s[0] + 2.0 * s[1] + 3.0 * s[2] + 4.0 * s[3] + max(sorted([w[1], x[3]])[0], w[2])
+
+
+@usecase(eager="np.apply_along_axis has no eager form (numpy's own builds a numpy array)")
+def apply_along_axis(m, w):
+    def rownorm(r, scale):
+        return np.sqrt(np.sum(r * r)) * scale
+    return (np.sum(np.apply_along_axis(rownorm, 1, m, 2.0) * w[:3])
+            + np.sum(np.apply_along_axis(lambda c: np.cumsum(c) * c, 0, m) ** 2))

@@ -27,6 +27,7 @@ def _traced_builtins() -> dict:
     table[max] = _extremum(max, ops.gt)
     table[min] = _extremum(min, ops.lt)
     table[sorted] = _sorted
+    table[np.apply_along_axis] = _apply_along_axis
     table[float] = _number(float)
     table[int] = _number(int)
     table[zip] = lambda *args, **kwargs: Zipped(zip, args, kwargs)
@@ -70,6 +71,15 @@ def _sorted(iterable, /, *, key=None, reverse=False):
     if reverse:
         out = ops.flip(out, 0)
     return [out[i] for i in range(len(items))]
+
+
+def _apply_along_axis(func1d, axis, arr, *args, **kwargs):
+    """np.apply_along_axis: batched (Note [np.apply_along_axis on traced values]) when `arr`
+    is traced, else numpy's."""
+    if not is_value(arr):
+        return np.apply_along_axis(func1d, axis, arr, *args, **kwargs)
+    from llgrad.batching import along_axis
+    return along_axis(func1d, axis, arr, *args, **kwargs)
 
 
 def _pick(name: str, better: Callable, a, b):

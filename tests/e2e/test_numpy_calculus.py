@@ -195,3 +195,25 @@ def test_sorted_of_traced_scalars_stays_compiled(mode):
     np.testing.assert_allclose(grad, finite_differences(sorted_scalars, (a,), (0,))[0],
                                rtol=1e-8)
     np.testing.assert_allclose(grad, [14.0, 2.0, 2.0, 4.0])  # by hand: ranks times weights
+
+
+# ---- np.apply_along_axis: batched (Note [np.apply_along_axis on traced values]) -------------
+def _pnorm(r, p=2.0):
+    return np.sum(np.abs(r) ** p) ** (1 / p)
+
+
+def along_axes(m):
+    a = np.apply_along_axis(_pnorm, 1, m)
+    b = np.apply_along_axis(lambda r: r[::-1] * r, 0, m)  # the result's axis where axis 0 was
+    c = np.apply_along_axis(np.sum, -1, m[None] * 2.0)
+    d = np.apply_along_axis(_pnorm, 0, m, 3.0)  # extra arguments passed on
+    e = np.apply_along_axis(lambda r: (np.max(r), np.min(r)), 1, m)  # a tuple: stacked
+    return (np.sum(a) + np.sum(b * m) + np.sum(c ** 2) + np.sum(d) + np.sum(e * np.arange(2.0))
+            + np.sum(np.apply_along_axis(lambda r: np.outer(r, r), 1, m)[1] * m[0]))
+
+
+def test_apply_along_axis(mode):
+    value, grad = compiled(along_axes, 0).value_and_grad(M45)
+    assert value == pytest.approx(along_axes(M45), rel=1e-12)
+    np.testing.assert_allclose(grad, finite_differences(along_axes, (M45,), (0,))[0],
+                               rtol=1e-6, atol=1e-8)
