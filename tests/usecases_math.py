@@ -200,3 +200,9 @@ def apply_along_axis(m, w):
         return np.sqrt(np.sum(r * r)) * scale
     return (np.sum(np.apply_along_axis(rownorm, 1, m, 2.0) * w[:3])
             + np.sum(np.apply_along_axis(lambda c: np.cumsum(c) * c, 0, m) ** 2))
+
+
+@usecase
+def scipy_erfinv(x, p):
+    return (np.sum(scipy.special.erfinv(np.tanh(x)) * p)
+            + np.sum(scipy.special.erfinv(p / 2.5 - 0.1) ** 2))
