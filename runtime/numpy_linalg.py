@@ -112,8 +112,20 @@ def _np_lstsq(a, b, rcond=None):
     return (ops.reshape(x, (n,)) if vector else x), res, np.int32(min(m, n)), sv
 
 
+def _refused_eig(name: str):
+    """np.linalg.eig/eigvals: complex in general, which llgrad does not compute."""
+    def refuse(a, *args, **kwargs):
+        raise UnsupportedError(f"np.linalg.{name} is not supported on llgrad values: the "
+                               f"eigenvalues of a general real matrix are complex",
+                               loc=user_loc(), fix=f"for a symmetric matrix use np.linalg."
+                               f"{name}h (real eigenvalues, in ascending order)")
+    refuse.refused = True  # (docs/gen_numpy_support.py lists what is supported)
+    return refuse
+
+
 FUNCTIONS = {
     np.linalg.lstsq: _np_lstsq,
+    np.linalg.eigvals: _refused_eig("eigvals"), np.linalg.eig: _refused_eig("eig"),
     np.linalg.cholesky: lambda a, upper=False: ops.cholesky(a, upper),
     np.linalg.solve: _np_solve, np.linalg.inv: ops.inv, np.linalg.det: ops.det,
     np.linalg.slogdet: ops.slogdet, np.linalg.eigh: ops.eigh, np.linalg.eigvalsh: ops.eigvalsh,

@@ -217,3 +217,11 @@ def test_apply_along_axis(mode):
     assert value == pytest.approx(along_axes(M45), rel=1e-12)
     np.testing.assert_allclose(grad, finite_differences(along_axes, (M45,), (0,))[0],
                                rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", ["eigvals", "eig"])
+def test_eig_of_a_general_matrix_is_refused_with_the_symmetric_alternative(name):
+    fn = getattr(np.linalg, name)
+    with pytest.raises(UnsupportedError, match=rf"np.linalg.{name} is not supported(.*\n)*.*"
+                       rf"test_numpy_calculus.py(.*\n)*.*np.linalg.{name}h"):
+        llgrad.differentiate(lambda a: np.sum(fn(a)[0]))(M45[:3, :3])
