@@ -90,7 +90,8 @@ def _np_lstsq(a, b, rcond=None):
         raise LinAlgError("Incompatible dimensions", loc=user_loc())
     rhs = ops.reshape(b, (m, 1)) if vector else b
     sv = ops.svdvals(a)
-    cut = np.finfo(sv.dtype).eps * max(m, n) if rcond is None or rcond < 0 else rcond
+    eps = np.finfo(dtype_of(sv)).eps  # numpy's cut-offs: None, a negative rcond, rcond
+    cut = eps * max(m, n) if rcond is None else eps if rcond < 0 else rcond
     kept = ops.sum(ops.astype(ops.gt(ops.stop_gradient(sv), ops.mul(
         ops.stop_gradient(sv[0]), cut)), np.int64))
     loc = user_loc()
@@ -206,9 +207,9 @@ def _sp_solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_fin
 # theta_13)) halvings (none for a small norm), the degree-13 Pade approximant of exp(A / 2^s)
 # (one solve), then s squarings. s is known only when the function runs, so there are
 # _MAX_SQUARINGS squarings, each taking effect only while its index is below s; a larger
-# norm (above 5e7, where exp overflows unless A is special) is an error when the function
-# runs. The gradient is that of the approximant: the Frechet derivative of the same
-# algorithm (Al-Mohy and Higham, 2009), exact to rounding as the value is.
+# norm (above 9e7, where exp overflows unless A is special) is an error when the function
+# runs. The gradient is that of the approximant, the Frechet derivative of the algorithm:
+# the same s and degree make it as accurate as the value (Al-Mohy and Higham, 2009).
 _PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353796428800.0,
            129060195264000.0, 10559470521600.0, 670442572800.0, 33522128640.0, 1323241920.0,
            40840800.0, 960960.0, 16380.0, 182.0, 1.0)
