@@ -26,7 +26,7 @@ import numpy as np
 OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "numpy_support.md")
 SECTIONS = [("np.linalg.", "numpy.linalg"), ("np.fft.", "numpy.fft"),
             ("scipy.special.", "scipy.special"), ("scipy.linalg.", "scipy.linalg"),
-            ("scipy.stats.", "scipy.stats"),
+            ("scipy.stats.", "scipy.stats"), ("scipy.integrate.", "scipy.integrate"),
             ("np.", "numpy")]
 
 
@@ -93,7 +93,8 @@ def _leaves(args):
 
 def entries() -> list[tuple[str, str, str, str]]:
     """(name, compiled, eager, gradient) for every supported function, sorted by name."""
-    import scipy.linalg  # noqa: F401 - LAZY names of imported modules join FUNCTIONS
+    import scipy.integrate  # noqa: F401 - LAZY names of imported modules join FUNCTIONS
+    import scipy.linalg  # noqa: F401
     import scipy.special  # noqa: F401
     import scipy.stats  # noqa: F401
 

@@ -202,3 +202,34 @@ def _with_keywords(f, kwargs: dict):
     """f with keyword arguments bound, converted when called as converted code calls it."""
     from llgrad.tracer.operators import converted_call
     return lambda *args: converted_call(f, args, kwargs)
+
+
+# Note [np.apply_along_axis on traced values]
+# numpy calls func1d once per 1-D slice along `axis` and builds the result from what it
+# returns (np.asanyarray: a traced result would be converted, its graph lost). Traced, it is
+# vmap: the other axes are flattened into one batch axis, func1d (converted, as converted code
+# calls it) is traced once on one slice and batched, and the result's axes take the place of
+# `axis`, as numpy places them. A tuple result is stacked, as np.asanyarray would.
+def along_axis(func1d, axis, arr, *args, **kwargs):
+    """np.apply_along_axis(func1d, axis, arr, *args, **kwargs) for a traced `arr`."""
+    from llgrad.tracer.operators import converted_call
+    x = current().lift(arr)
+    shape = tuple(x.aval.shape)
+    axis = int(axis)
+    if not -len(shape) <= axis < len(shape):
+        raise np.exceptions.AxisError(axis, len(shape))
+    axis %= len(shape)
+    rest = shape[:axis] + shape[axis + 1:]
+    n = int(np.prod(rest, dtype=np.int64))
+    if n == 0:
+        raise ValueError("Cannot apply_along_axis when any iteration dimensions are 0")
+    rows = ops.reshape(ops.movedim(x, axis, -1), (n, shape[axis]))
+
+    def one(row):
+        out = converted_call(func1d, (row, *args), kwargs)
+        return ops.stack(list(out), 0) if isinstance(out, (tuple, list)) else out
+    out = _vmap_traced(one, (rows,), (0,), 0)
+    core = tuple(out.aval.shape[1:])
+    out = ops.reshape(out, rest + core)  # numpy: the result's axes where `axis` was
+    return ops.transpose(out, list(range(axis)) + list(range(len(rest), len(rest) + len(core)))
+                         + list(range(axis, len(rest))))

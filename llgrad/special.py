@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from llgrad.runtime.functions import logit
 from llgrad.runtime.ops import (
-    beta, betaln, digamma, erf, erfc, exp2, expm1, gamma, log1p, log_expit, log_ndtr,
+    beta, betaln, digamma, erf, erfc, erfinv, exp2, expm1, gamma, log1p, log_expit, log_ndtr,
     log_softmax, logsumexp, ndtr, polygamma, sigmoid, sinc, softmax, xlog1py, xlogy,
 )
 from llgrad.runtime.ops import lgamma as gammaln
@@ -12,6 +12,6 @@ from llgrad.runtime.ops import round  # noqa: A004
 expit = sigmoid
 psi = digamma
 
-__all__ = ["expit", "logit", "log_expit", "erf", "erfc", "gamma", "gammaln", "beta", "betaln",
-           "digamma", "psi", "polygamma", "xlogy", "xlog1py", "ndtr", "log_ndtr", "logsumexp",
-           "softmax", "log_softmax", "sinc", "exp2", "expm1", "log1p", "round"]
+__all__ = ["expit", "logit", "log_expit", "erf", "erfc", "erfinv", "gamma", "gammaln", "beta",
+           "betaln", "digamma", "psi", "polygamma", "xlogy", "xlog1py", "ndtr", "log_ndtr",
+           "logsumexp", "softmax", "log_softmax", "sinc", "exp2", "expm1", "log1p", "round"]

@@ -335,9 +335,10 @@ from llgrad.runtime.numpy_shape import FUNCTIONS as _SHAPE_FUNCTIONS  # noqa: E4
 FUNCTIONS.update(_SHAPE_FUNCTIONS)
 
 # ---- numpy.linalg and scipy.linalg (issue 11, linalg) ------------------------------------------
-from llgrad.runtime import numpy_linalg, scipy_stats  # noqa: E402
+from llgrad.runtime import numpy_calculus, numpy_linalg, scipy_stats  # noqa: E402
 
 FUNCTIONS.update(numpy_linalg.FUNCTIONS)
+FUNCTIONS.update(numpy_calculus.FUNCTIONS)  # np.gradient, np.nanmax, ...
 
 # Note [Lazily named functions]
 # A primitive's `numpy` entry may name a function of a module runtime must not import (scipy:
@@ -355,6 +356,7 @@ LAZY.update({
     "scipy.special.log_expit": ops.log_expit, "scipy.special.polygamma": _sp_polygamma,
 })
 LAZY.update(numpy_linalg.SCIPY)  # scipy.linalg's functions
+LAZY.update(numpy_calculus.SCIPY)  # scipy.integrate's
 LAZY.update(scipy_stats.SCIPY)  # "module:object.method": scipy.stats's distributions
 
 
@@ -409,6 +411,25 @@ def traced_forms() -> dict:
                if isinstance(f, types.MethodType)
                and not isinstance(f.__self__, (type, types.ModuleType)))
     return out
+
+
+# What to write instead of a library function llgrad does not support on traced values
+# (Note [Unsupported library functions] in tracer/operators.py), by the name the user wrote.
+_ALTERNATIVES = {
+    "scipy.signal.convolve2d": "write the convolution as a sum of shifted slices "
+    "(sum of k[i, j] * a[i:i + m, j:j + n]), or use llgrad.nn.functional.conv2d",
+    "scipy.signal.convolve": "use np.convolve (1-D), or a sum of shifted slices",
+    "scipy.ndimage.gaussian_filter": "convolve with the Gaussian kernel as a sum of shifted "
+    "slices (np.convolve per axis for 1-D kernels)",
+    "scipy.ndimage.convolve": "write the convolution as a sum of shifted slices",
+}
+
+
+def library_alternative(name: str) -> str:
+    """How to fix a call of the library function `name` on traced values."""
+    return _ALTERNATIVES.get(name, "") + ("; or " if name in _ALTERNATIVES else "") + (
+        "write it with the numpy functions llgrad supports (docs/numpy_support.md), or call "
+        "it outside the differentiated function on plain arrays (no gradient flows through it)")
 
 
 def numpy_name(func) -> str:

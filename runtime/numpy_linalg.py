@@ -13,11 +13,12 @@ import numpy as np
 
 from llgrad.runtime import ops
 from llgrad.runtime.aval import normalize_axes
-from llgrad.runtime.errors import UnsupportedError, user_loc
-from llgrad.runtime.ops import elementwise as ew
-from llgrad.runtime.ops._util import shape_of
+from llgrad.runtime.errors import LinAlgError, UnsupportedError, user_loc
+from llgrad.runtime.ops import elementwise as ew, stats
+from llgrad.runtime.ops._util import dtype_of, shape_of
+from llgrad.runtime.ops.control import check_p
 from llgrad.runtime.ops.linalg_solve import (
-    _matrices, _rhs, cholesky_solve_p, mT, solve_p, triangular_solve,
+    _matrices, _rhs, cholesky_solve_p, mT, need_square, solve_p, triangular_solve,
 )
 from llgrad.runtime.ops.linalg_spectral import SVDResult
 from llgrad.runtime.ops.structure import tril, triu
@@ -73,7 +74,59 @@ def _np_pinv(a, rcond=None, hermitian=False, *, rtol=np._NoValue):
     return ops.pinv(a, rcond, hermitian)
 
 
+def _np_lstsq(a, b, rcond=None):
+    """np.linalg.lstsq for a matrix of full rank: the least-squares solution of a tall (or
+    square) system from the QR factors of a, the least-norm one of a wide system from those of
+    a^T; the same numbers numpy's SVD gives, with the QR's gradient (stable however the
+    singular values lie). The rank, numpy's count of singular values above rcond times the
+    largest, is checked when the function runs: rank-deficient is an error (not the SVD's
+    answer, whose gradient does not exist where the rank changes)."""
+    a, b = _matrices("lstsq", a, b)
+    if len(shape_of(a)) != 2 or len(shape_of(b)) not in (1, 2):
+        raise LinAlgError(f"lstsq: a must be 2-D and b 1-D or 2-D, got shapes "
+                          f"{shape_of(a)} and {shape_of(b)}", loc=user_loc())
+    (m, n), vector = shape_of(a), len(shape_of(b)) == 1
+    if shape_of(b)[0] != m:
+        raise LinAlgError("Incompatible dimensions", loc=user_loc())
+    rhs = ops.reshape(b, (m, 1)) if vector else b
+    sv = ops.svdvals(a)
+    eps = np.finfo(dtype_of(sv)).eps  # numpy's cut-offs: None, a negative rcond, rcond
+    cut = eps * max(m, n) if rcond is None else eps if rcond < 0 else rcond
+    kept = ops.sum(ops.astype(ops.gt(ops.stop_gradient(sv), ops.mul(
+        ops.stop_gradient(sv[0]), cut)), np.int64))
+    loc = user_loc()
+    bind(check_p, ops.lt(kept, min(m, n)), exc=LinAlgError, args=(
+        "np.linalg.lstsq of a rank-deficient matrix is not supported on llgrad values (its "
+        "least-norm solution has no gradient where the rank changes)", loc,
+        "make the columns (rows, for a wide matrix) independent, or use np.linalg.pinv(a, "
+        "rcond) @ b, numpy's answer for any rank"))
+    if m >= n:
+        q, r = ops.qr(a)
+        x = triangular_solve(r, ops.matmul(mT(q), rhs), lower=False)
+    else:
+        q, r = ops.qr(mT(a))
+        x = ops.matmul(q, triangular_solve(r, rhs, lower=False, trans=True))
+    if m > n:
+        res = ops.sum(ops.square(ops.sub(ops.matmul(a, x), rhs)), 0)
+    else:
+        res = np.zeros((0,), dtype_of(x))
+    return (ops.reshape(x, (n,)) if vector else x), res, np.int32(min(m, n)), sv
+
+
+def _refused_eig(name: str):
+    """np.linalg.eig/eigvals: complex in general, which llgrad does not compute."""
+    def refuse(a, *args, **kwargs):
+        raise UnsupportedError(f"np.linalg.{name} is not supported on llgrad values: the "
+                               f"eigenvalues of a general real matrix are complex",
+                               loc=user_loc(), fix=f"for a symmetric matrix use np.linalg."
+                               f"{name}h (real eigenvalues, in ascending order)")
+    refuse.refused = True  # (docs/gen_numpy_support.py lists what is supported)
+    return refuse
+
+
 FUNCTIONS = {
+    np.linalg.lstsq: _np_lstsq,
+    np.linalg.eigvals: _refused_eig("eigvals"), np.linalg.eig: _refused_eig("eig"),
     np.linalg.cholesky: lambda a, upper=False: ops.cholesky(a, upper),
     np.linalg.solve: _np_solve, np.linalg.inv: ops.inv, np.linalg.det: ops.det,
     np.linalg.slogdet: ops.slogdet, np.linalg.eigh: ops.eigh, np.linalg.eigvalsh: ops.eigvalsh,
@@ -149,7 +202,53 @@ def _sp_solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, check_fin
     return _rhs("solve", a, b, vector, lambda a, b: bind(solve_p, a, b))
 
 
+# Note [expm by scaling and squaring]
+# scipy.linalg.expm(A) as Higham's (2005) algorithm, written with ops: s = ceil(log2(|A|_1 /
+# theta_13)) halvings (none for a small norm), the degree-13 Pade approximant of exp(A / 2^s)
+# (one solve), then s squarings. s is known only when the function runs, so there are
+# _MAX_SQUARINGS squarings, each taking effect only while its index is below s; a larger
+# norm (above 9e7, where exp overflows unless A is special) is an error when the function
+# runs. The gradient is that of the approximant, the Frechet derivative of the algorithm:
+# the same s and degree make it as accurate as the value (Al-Mohy and Higham, 2009).
+_PADE13 = (64764752532480000.0, 32382376266240000.0, 7771770303897600.0, 1187353796428800.0,
+           129060195264000.0, 10559470521600.0, 670442572800.0, 33522128640.0, 1323241920.0,
+           40840800.0, 960960.0, 16380.0, 182.0, 1.0)
+_THETA13 = 5.371920351148152
+_MAX_SQUARINGS = 24
+
+
+def _sp_expm(A):
+    """scipy.linalg.expm of a square matrix (or a stack of them): Note [expm by scaling and
+    squaring]."""
+    a, = _matrices("expm", A)
+    n = need_square("expm", a)
+    b = _PADE13
+    norm = ops.stop_gradient(ops.amax(ops.sum(ops.abs(a), -2, True), -1, True))
+    s = ops.maximum(ops.ceil(ops.log2(ops.div(norm, _THETA13))), 0.0)
+    bind(check_p, stats.any(ops.gt(s, float(_MAX_SQUARINGS))), exc=UnsupportedError, args=(
+        f"scipy.linalg.expm of a matrix of 1-norm above {_THETA13 * 2 ** _MAX_SQUARINGS:.1e} "
+        f"is not supported on llgrad values", user_loc(),
+        "scale the matrix down (expm(A) = expm(A / 2^k) squared k times)"))
+    a = ops.div(a, ops.exp2(s))
+    eye = np.eye(n, dtype=dtype_of(a))
+    a2 = ops.matmul(a, a)
+    a4 = ops.matmul(a2, a2)
+    a6 = ops.matmul(a4, a2)
+
+    def poly(c6, c4, c2, c0):
+        return ops.add(ops.add(ops.mul(c6, a6), ops.mul(c4, a4)),
+                       ops.add(ops.mul(c2, a2), ops.mul(c0, eye)))
+    u = ops.matmul(a, ops.add(ops.matmul(a6, poly(b[13], b[11], b[9], 0.0)),
+                              poly(b[7], b[5], b[3], b[1])))
+    v = ops.add(ops.matmul(a6, poly(b[12], b[10], b[8], 0.0)), poly(b[6], b[4], b[2], b[0]))
+    x = bind(solve_p, ops.sub(v, u), ops.add(v, u))
+    for i in range(_MAX_SQUARINGS):
+        x = ops.where(ops.gt(s, float(i)), ops.matmul(x, x), x)
+    return x
+
+
 SCIPY = {
+    "scipy.linalg.expm": _sp_expm,
     "scipy.linalg.solve_triangular": _sp_solve_triangular,
     "scipy.linalg.cholesky": _sp_cholesky,
     "scipy.linalg.cho_factor": _sp_cho_factor,

@@ -505,6 +505,7 @@ NUMPY_MATH_DB: list[OpSpec] = [
     _math("logit", lambda x: x.logit(), _special("logit"), "prob"),
     _math("ndtr", lambda x: lg.special.ndtr(x), _special("ndtr")),
     _math("log_ndtr", lambda x: lg.special.log_ndtr(x), _special("log_ndtr")),
+    _math("erfinv", lambda x: lg.special.erfinv(x), _special("erfinv"), "unit"),
     # gamma'' needs trigamma, whose own derivative is not provided: order 2 is the most
     _math("gamma", lambda x: lg.special.gamma(x), _special("gamma"), "gamma"),
     _math("xlogy", lambda x, y: lg.xlogy(x, y), _special("xlogy"), ("real", "positive")),

@@ -45,3 +45,15 @@ def scipy_cholesky_solves(s, x):
             + np.sum(scipy.linalg.cho_solve(c, s)) + np.sum(scipy.linalg.solve(a, x[:3],
                                                                               assume_a="pos"))
             + 0.1 * scipy.linalg.det(a) + np.sum(scipy.linalg.inv(a) * s))
+
+
+@usecase
+def linalg_lstsq(m, x):
+    coef, res, rank, sv = np.linalg.lstsq(m.T, x, rcond=None)  # tall: the least squares
+    return (np.sum(coef ** 2) + res[0] + np.sum(sv) + rank
+            + np.sum(np.linalg.lstsq(m, x[:3], rcond=None)[0] * x))  # wide: the least norm
+
+
+@usecase(eager=SCIPY)
+def scipy_expm(s):
+    return np.sum(scipy.linalg.expm(s) * s) + np.trace(scipy.linalg.expm(3.0 * s))

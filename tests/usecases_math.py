@@ -4,6 +4,7 @@ tests/e2e/test_differentiate.py runs each four ways."""
 from __future__ import annotations
 
 import numpy as np
+import scipy.integrate
 import scipy.optimize
 import scipy.special
 import scipy.stats
@@ -168,3 +169,40 @@ def lists_of_traced_values(x, w, a):
     return (np.sum([1.0, a * a, b]) + np.mean([x[2], 2.0 * a]) + np.max([b, a, x[3]])
             + np.sum(np.stack([x[0], a, 1.0]) * w[1:]) + np.sum(np.concatenate([x, [a, b]]))
             + np.sum(np.array([x, w]) * x) + np.prod([a, b]))
+
+
+# ---- finite differences, integrals, NaN-skipping extrema ---------------------------------------
+@usecase
+def nan_extrema_and_gradients(m, x, p):
+    holes = np.where(m > 1.5, np.nan, m)
+    return (np.sum(np.nanmax(holes, axis=1)) + np.nanmin(holes) + np.sum(np.gradient(x) * x)
+            + np.sum(np.gradient(m, axis=1) ** 2) + np.sum(np.gradient(x, np.cumsum(p)) * p)
+            + np.sum(np.gradient(x, 0.5) ** 2) + np.sum(np.ediff1d(x, to_begin=0.5) ** 2))
+
+
+@usecase(eager=SCIPY_PYTHON)
+def scipy_integrate_trapezoids(x, p, m):
+    grid = np.cumsum(p)
+    return (scipy.integrate.trapezoid(x ** 2, grid) + scipy.integrate.trapezoid(m, dx=0.5)[1]
+            + np.sum(scipy.integrate.cumulative_trapezoid(x, grid, initial=0) * p)
+            + np.sum(scipy.integrate.cumulative_trapezoid(m, dx=0.5, axis=0) ** 2))
+
+
+@usecase
+def sorted_traced_scalars(x, w):
+    s = sorted([x[0], x[1] * w[0], x[2], w[3]])
+    return s[0] + 2.0 * s[1] + 3.0 * s[2] + 4.0 * s[3] + max(sorted([w[1], x[3]])[0], w[2])
+
+
+@usecase(eager="np.apply_along_axis has no eager form (numpy's own builds a numpy array)")
+def apply_along_axis(m, w):
+    def rownorm(r, scale):
+        return np.sqrt(np.sum(r * r)) * scale
+    return (np.sum(np.apply_along_axis(rownorm, 1, m, 2.0) * w[:3])
+            + np.sum(np.apply_along_axis(lambda c: np.cumsum(c) * c, 0, m) ** 2))
+
+
+@usecase
+def scipy_erfinv(x, p):
+    return (np.sum(scipy.special.erfinv(np.tanh(x)) * p)
+            + np.sum(scipy.special.erfinv(p / 2.5 - 0.1) ** 2))

@@ -784,8 +784,16 @@ def _converted_target(f: Callable, args=()) -> Callable:
         return f if inner is None else types.MethodType(inner, f.__self__)
     if isinstance(f, types.FunctionType):
         converted = _convert(f, traced)
+        if converted is not None and traced and _is_library(f):
+            from .library import library_call  # Note [Unsupported library functions]
+            return library_call(f, converted, _STAGERS)
         return f if converted is None else converted
     return f
+
+
+def _is_library(f) -> bool:
+    from .convert.calls import is_converted_library
+    return is_converted_library(f)
 
 
 def _convert(f: types.FunctionType, traced: bool) -> Callable | None:

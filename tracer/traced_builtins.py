@@ -26,6 +26,8 @@ def _traced_builtins() -> dict:
         ("pow", "pow")]}
     table[max] = _extremum(max, ops.gt)
     table[min] = _extremum(min, ops.lt)
+    table[sorted] = _sorted
+    table[np.apply_along_axis] = _apply_along_axis
     table[float] = _number(float)
     table[int] = _number(int)
     table[zip] = lambda *args, **kwargs: Zipped(zip, args, kwargs)
@@ -53,6 +55,31 @@ def _extremum(builtin, better: Callable) -> Callable:
             best = _pick(builtin.__name__, better, best, v)
         return best
     return call
+
+
+def _sorted(iterable, /, *, key=None, reverse=False):
+    """Python's sorted() of traced scalars of one dtype: one np.sort of them stacked, as a
+    list of 0-d values, instead of a bool() per comparison (which sends the function to the
+    dynamic path). Equal items are interchangeable numbers, so which comes first does not
+    matter. Anything else (a key=, Python numbers among them, arrays) is the builtin's."""
+    items = list(iterable)
+    if key is not None or not items or not all(
+            is_value(v) and tuple(v.shape) == () and v.dtype == items[0].dtype for v in items):
+        return sorted(items, key=key, reverse=reverse)
+    from llgrad.runtime import ops
+    out = ops.sort(ops.stack(items))
+    if reverse:
+        out = ops.flip(out, 0)
+    return [out[i] for i in range(len(items))]
+
+
+def _apply_along_axis(func1d, axis, arr, *args, **kwargs):
+    """np.apply_along_axis: batched (Note [np.apply_along_axis on traced values]) when `arr`
+    is traced, else numpy's."""
+    if not is_value(arr):
+        return np.apply_along_axis(func1d, axis, arr, *args, **kwargs)
+    from llgrad.batching import along_axis
+    return along_axis(func1d, axis, arr, *args, **kwargs)
 
 
 def _pick(name: str, better: Callable, a, b):

@@ -23,8 +23,8 @@ from llgrad.runtime.ops.shape import (  # noqa: F401
     stack, sum_to, swapaxes, transpose, unsqueeze,
 )
 from llgrad.runtime.ops.special import (  # noqa: F401
-    beta, betaln, digamma, erf, erfc, gamma, lgamma, log_expit, log_ndtr, logit, ndtr, polygamma,
-    trigamma, xlog1py, xlogy,
+    beta, betaln, digamma, erf, erfc, erfinv, gamma, lgamma, log_expit, log_ndtr, logit, ndtr,
+    polygamma, trigamma, xlog1py, xlogy,
 )
 from llgrad.runtime.ops.ufuncs import (  # noqa: F401
     arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh, cbrt, ceil, copysign, cosh,

@@ -1,6 +1,6 @@
 """Special functions (scipy.special's, PyTorch's torch.special): erf, erfc, gamma, lgamma
 (gammaln), digamma (psi) and trigamma, logit, ndtr (the normal CDF) and log_ndtr, xlogy,
-xlog1py; and compositions of them: betaln, beta, log_expit. (expit is `sigmoid` in
+xlog1py, erfinv; and compositions of them: betaln, beta, log_expit. (expit is `sigmoid` in
 elementwise.py.)
 
 Declared like every elementwise primitive; their `numpy` entries name scipy.special's ufuncs
@@ -237,9 +237,48 @@ log_ndtr_p = elementwise(
     (lambda g, out, x: mul(g, exp(sub(sub(mul(mul(x, x), -0.5), _LOG_SQRT_2PI), out))),),
     _log_ndtr_scalar, numpy="scipy.special.log_ndtr", node_name="SpecialLogNdtrBackward0")
 
-erf, erfc, gamma, lgamma, digamma, trigamma, logit, ndtr, log_ndtr = (
+# Note [erfinv by Newton steps]
+# erfinv(y): Giles' (2010) single-precision approximation x0 (a polynomial in w = -log(1 -
+# y^2), relative error ~1e-7 where float32 reaches), then Newton steps on erf(x) = |y| (the
+# error squares each step). Where |y| >= 1/2 they solve log erfc(x) = log(1 - |y|) instead:
+# 1 - |y| is exact there, where erf(x) - |y| would cancel near 1, and log erfc is nearly
+# quadratic, so the steps also converge from Giles' rougher x0 in float64's far tail
+# (1 - |y| down to 1e-16). Four steps reach float64's rounding everywhere.
+# |y| = 1 gives +-inf, |y| > 1 NaN, as scipy. The gradient sqrt(pi)/2 exp(erfinv(y)^2) is
+# 1 / erf'(x), from the derivative of erf at the result.
+_ERFINV_STEPS = 4
+_GILES_CENTRAL = (1.50140941, 0.246640727, -0.00417768164, -0.00125372503, 0.00021858087,
+                  -4.39150654e-06, -3.5233877e-06, 3.43273939e-07, 2.81022636e-08)
+_GILES_TAIL = (2.83297682, 1.00167406, 0.00943887047, -0.0076224613, 0.00573950773,
+               -0.00367342844, 0.00134934322, 0.000100950558, -0.000200214257)
+
+
+def _erfinv_rule(s, y):
+    a = s.abs(y)
+    w = s.neg(s.log(s.mul(s.sub(1.0, a), s.add(1.0, a))))
+    central = _horner(s, s.sub(w, 2.5), _GILES_CENTRAL)
+    tail = _horner(s, s.sub(s.sqrt(s.max(w, 5.0)), 3.0), _GILES_TAIL)
+    x = s.mul(s.select(s.cmp("<", w, 5.0), central, tail), a)
+    central, t = s.cmp("<", a, 0.5), s.sub(1.0, a)
+    for _ in range(_ERFINV_STEPS):
+        slope = s.mul(s.exp(s.neg(s.mul(x, x))), _TWO_OVER_SQRT_PI)  # erf'(x)
+        c = s.call("erfc", x)
+        step = s.select(central, s.div(s.sub(s.call("erf", x), a), slope),
+                        s.div(s.mul(s.sub(s.log(t), s.log(c)), c), slope))
+        x = s.sub(x, step)
+    x = s.select(s.cmp("==", a, 1.0), math.inf, x)
+    return s.select(s.cmp("<", y, 0.0), s.neg(x), x)
+
+
+_erfinv_scalar = _in_float64(_erfinv_rule)
+erfinv_p = elementwise(
+    "erfinv", formula_impl(_erfinv_scalar),
+    (lambda g, out, x: mul(g, mul(exp(mul(out, out)), 1.0 / _TWO_OVER_SQRT_PI)),),
+    _erfinv_scalar, numpy="scipy.special.erfinv", node_name="ErfinvBackward0")
+
+erf, erfc, gamma, lgamma, digamma, trigamma, logit, ndtr, log_ndtr, erfinv = (
     _unary(p) for p in (erf_p, erfc_p, gamma_p, lgamma_p, digamma_p, trigamma_p, logit_p,
-                        ndtr_p, log_ndtr_p))
+                        ndtr_p, log_ndtr_p, erfinv_p))
 gamma.__doc__ = "Gamma(x), as scipy.special.gamma (C's tgamma: +-inf at +-0, NaN at -1, ...)."
 xlogy, xlog1py = _float_binary(xlogy_p), _float_binary(xlog1py_p)
 

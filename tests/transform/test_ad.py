@@ -79,6 +79,7 @@ SAMPLES.update({
     "erfc": U(sp.erfc_p), "lgamma": U(sp.lgamma_p, GAMMA), "digamma": U(sp.digamma_p, GAMMA),
     "logit": U(sp.logit_p, POS / 2), "ndtr": U(sp.ndtr_p), "xlogy": B(sp.xlogy_p, X, POS),
     "gamma": U(sp.gamma_p, GAMMA), "log_ndtr": U(sp.log_ndtr_p),
+    "erfinv": U(sp.erfinv_p, X / 3),
     "xlog1py": B(sp.xlog1py_p, X, POS),
 })
 # linear algebra (issue 11): inputs made invertible / positive definite / with spread-out
