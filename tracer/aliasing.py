@@ -9,7 +9,8 @@ value and rebinds only the name it writes (`operators.setitem` for element updat
 another live reference would have seen the write, the compiled function would silently compute
 something else, so the update is refused instead: `check_unaliased` looks through the frames of
 the function being traced (the user's function and the helpers it called, up to the trace's
-entry) for another reference to the written array: the same object under another name or in a
+entry), their names and the items of the lists, tuples and dicts those hold, for
+another reference to the written array: the same object under another name or in a
 caller, or an array the written one is a view of (numpy's basic indexing, reshape, transpose).
 The error names the line and says to `.copy()` first.
 A name may hold one of several arrays, known only at run time: the result of a traced `if`
@@ -182,6 +183,24 @@ def _user_frames(start):
         f = f.f_back
 
 
+_HELD = 256  # items of a list, tuple or dict looked at (Note [In-place updates are by value])
+
+
+def _references(frame):
+    """(name, value) for the user's locals of `frame` and the items of the lists, tuples and
+    dicts they hold, two levels deep (`rs = [Y[0]]` holds a view of Y as `rs[0]`)."""
+    for name, value in frame.f_locals.items():
+        if not name.startswith(_GENERATED):
+            yield from _held(name, value, 0)
+
+
+def _held(name, value, depth):
+    yield name, value
+    if depth < 2 and type(value) in (list, tuple, dict) and len(value) <= _HELD:
+        for k, v in value.items() if type(value) is dict else enumerate(value):
+            yield from _held(f"{name}[{k!r}]", v, depth + 1)
+
+
 def _same_variable(inner, outer, name) -> bool:
     """A closure cell shared by two frames (a converted branch or loop body and its function)."""
     return name in inner.f_code.co_freevars and (name in outer.f_code.co_cellvars or
@@ -266,9 +285,7 @@ def check_unaliased(target, what: str, index=None) -> None:
             fix=f"copy first: `{name} = {name}.copy()` (or compute the new value without "
             f"an in-place statement)")
     for f in frames:
-        for name, value in f.f_locals.items():
-            if name.startswith(_GENERATED):
-                continue
+        for name, value in _references(f):
             if value is target or isinstance(value, ir.Value) and same and \
                     not same.keys().isdisjoint(may_be(value)):
                 rel = "same"

@@ -112,6 +112,20 @@ def write_under_a_numpy_view_after_the_array_became_traced(x):
     return np.sum(c * x[:2]) + np.sum(y)
 
 
+def view_held_in_a_list(x):
+    y = x.reshape(2, 2) * 1.0
+    rs = [y[0]]  # the list holds a view of row 0
+    y[0] = x[:2] * 2.0
+    return np.sum(rs[0])
+
+
+def array_held_in_a_dict(x):
+    y = x * 1.0
+    d = {"a": y}
+    y += 1.0
+    return np.sum(d["a"])
+
+
 REFUSED = {
     write_under_a_view_taken_before_another_write: ("update", "earlier view `r`",
                                                     "y[0, 1] = x[0]"),
@@ -130,6 +144,8 @@ REFUSED = {
     helper_writes_into_the_callers_array: ("update", "`y` (in helper_writes_into_the_caller",
                                            "a[0] = v"),
     whole_update_under_a_view_at_a_traced_index: ("+=", "earlier view `r`", "y += 1.0"),
+    view_held_in_a_list: ("update", "earlier view `rs[0]`", "y[0] = x[:2] * 2.0"),
+    array_held_in_a_dict: ("+=", "bound to `y` and `d['a']`", "y += 1.0"),
 }
 
 
