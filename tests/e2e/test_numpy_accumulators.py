@@ -118,9 +118,9 @@ def a_view(x):
 
 @pytest.mark.parametrize("fn, why", [
     (through_global, r"refers to \(a global\)"),
-    (through_list, r"refers to \(a container\)"),
-    (list_then_loop, r"refers to \(a container\)"),
-    (view_in_list_then_loop, r"refers to \(a view of it\)"),
+    (through_list, r"bound to `acc` and `keep\[0\]`"),
+    (list_then_loop, r"the same array is also `keep\['a'\]\[0\]`"),
+    (view_in_list_then_loop, r"shares memory with `rows\[0\]`"),
     (other_name, "bound to `acc` and `b`"),
     (a_view, "a view of another array"),
 ])
