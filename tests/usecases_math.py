@@ -202,6 +202,15 @@ def apply_along_axis(m, w):
             + np.sum(np.apply_along_axis(lambda c: np.cumsum(c) * c, 0, m) ** 2))
 
 
+@usecase(eager="np.piecewise has no eager form (numpy's own fills a numpy array)")
+def piecewise(x, p):
+    def soft(t, a):
+        return a * np.log1p(t * t)
+    return (np.sum(np.piecewise(x, [x < 0, x >= 0], [lambda t: t ** 2, np.sin]) * p)
+            + np.sum(np.piecewise(x, [x > 0.5], [soft, lambda t, a: 0.5 * t], 1.5) ** 2)
+            + np.sum(np.piecewise(p, [p < 1.0, p > 1.5], [0.0, np.log, lambda t: t * t])))
+
+
 @usecase
 def scipy_erfinv(x, p):
     return (np.sum(scipy.special.erfinv(np.tanh(x)) * p)

@@ -762,7 +762,8 @@ def _converted_target(f: Callable, args=()) -> Callable:
     traced = bool(_STAGERS) and any(
         is_traced(a) or _traced_list(a) or type(a) is tuple and any(map(is_traced, a))
         for a in args)  # (a tuple: scipy's cho_solve((c, lower), b))
-    if _STAGERS and f in SHAPED and any(True for a in args for _ in _traced_leaves(a)):
+    if _STAGERS and type(f).__hash__ is not None and f in SHAPED and \
+            any(True for a in args for _ in _traced_leaves(a)):  # (a dataclass is unhashable)
         return static_shape(f)
     if traced and isinstance(f, np.vectorize):  # Note [np.vectorize on traced values]
         from llgrad.batching import vectorized

@@ -28,6 +28,8 @@ def _traced_builtins() -> dict:
     table[min] = _extremum(min, ops.lt)
     table[sorted] = _sorted
     table[np.apply_along_axis] = _apply_along_axis
+    table[np.piecewise] = _piecewise
+    table[np.poly1d] = _poly1d
     table[float] = _number(float)
     table[int] = _number(int)
     table[zip] = lambda *args, **kwargs: Zipped(zip, args, kwargs)
@@ -80,6 +82,48 @@ def _apply_along_axis(func1d, axis, arr, *args, **kwargs):
         return np.apply_along_axis(func1d, axis, arr, *args, **kwargs)
     from llgrad.batching import along_axis
     return along_axis(func1d, axis, arr, *args, **kwargs)
+
+
+def _piecewise(x, condlist, funclist, *args, **kw):
+    """np.piecewise on traced values, as numpy computes it: each function sees only its
+    elements, `x[cond]` (a masked selection, Note [Boolean masks of data-dependent length]),
+    and its result is written at `cond`, later conditions over earlier ones, into zeros of
+    x's dtype; one more function than conditions applies where none holds. So a branch
+    undefined elsewhere (`np.log` of the negatives) never reaches the value or the gradient,
+    as it would through np.where."""
+    conds = condlist if type(condlist) in (list, tuple) else [condlist]
+    if not is_value(x) and not any(is_value(c) for c in conds):
+        return np.piecewise(x, condlist, funclist, *args, **kw)
+    from llgrad.runtime import ops
+
+    from .operators import converted_call
+    shape = tuple(np.shape(x))
+    conds = [ops.broadcast_to(ops.astype(c, np.bool_), shape) for c in conds]
+    if len(funclist) == len(conds) + 1:
+        none = conds[0]
+        for c in conds[1:]:
+            none = ops.logical_or(none, c)
+        conds.append(ops.logical_not(none))
+    elif len(funclist) != len(conds):
+        raise ValueError(f"with {len(conds)} condition(s), either {len(conds)} or "
+                         f"{len(conds) + 1} functions are expected")
+    y = np.zeros(shape, np.result_type(x))
+    for cond, func in zip(conds, funclist):
+        value = converted_call(func, (ops.getitem(x, cond), *args), kw) if callable(func) \
+            else func
+        y = ops.setitem(y, cond, value)
+    return y
+
+
+def _poly1d(c_or_r, *args, **kwargs):
+    """np.poly1d of traced coefficients: numpy's class holds a numpy array (its constructor
+    trims the leading zeros by value), so it is refused with the function to use instead."""
+    if not is_value(c_or_r) and not any(is_value(v) for v in np.ravel(
+            np.asarray(c_or_r, dtype=object))):
+        return np.poly1d(c_or_r, *args, **kwargs)
+    raise UnsupportedError("np.poly1d of traced coefficients is not supported", loc=user_loc(),
+                           fix="evaluate the polynomial with np.polyval(c, x) (highest power "
+                           "first, as poly1d), or build the poly1d outside the function")
 
 
 def _pick(name: str, better: Callable, a, b):

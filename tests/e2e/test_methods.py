@@ -177,3 +177,28 @@ def test_cached_property_of_self(mode):
     assert c.energy(v) == pytest.approx(v @ W.T @ W @ v, rel=1e-12)
     np.testing.assert_allclose(c.energy.grad(v), 2 * W.T @ W @ v, rtol=1e-12)
     assert c.energy.cache_info()["traces"] == 1
+
+
+@dataclasses.dataclass
+class _Scale:
+    """A callable dataclass: eq=True makes its instances unhashable."""
+    k: float
+
+    def __call__(self, x):
+        return self.k * np.tanh(x) if self.k > 0 else x
+
+
+_SCALE = _Scale(2.0)
+
+
+def _uses_a_callable_dataclass(x):
+    return np.sum(_SCALE(x) ** 2)
+
+
+def test_a_callable_unhashable_object_is_called_in_the_function(mode):
+    """Its call in converted code looked it up in a set (a TypeError: unhashable type)."""
+    x = np.array([0.3, -1.2, 0.8])
+    value, grad = llgrad.differentiate(_uses_a_callable_dataclass).value_and_grad(x)
+    assert value == pytest.approx(_uses_a_callable_dataclass(x), rel=1e-12)
+    np.testing.assert_allclose(grad, numerical_vjp(_uses_a_callable_dataclass, [x],
+                                                   np.ones(()), [0])[0], rtol=1e-6)

@@ -131,3 +131,13 @@ def test_bitwise_functions_on_integers_are_refused_at_the_users_line(fn):
     with pytest.raises(DTypeError, match=rf"np\.{fn.__name__} on int64: llgrad "
                        r"computes it on booleans only(.|\n)*test_numpy_api\.py"):
         llgrad.differentiate(f)(np.ones(3))
+
+
+def test_poly1d_of_traced_coefficients_names_polyval():
+    """numpy's poly1d trims its coefficients by value (the error named np.trim_zeros)."""
+    with pytest.raises(UnsupportedError, match=r"(?s)np.poly1d of traced coefficients.*"
+                                               r"test_numpy_api.py.*np.polyval"):
+        llgrad.grad(lambda c: np.sum(np.poly1d(c)(np.arange(3.0))))(np.ones(3))
+    x = np.arange(3.0)  # a poly1d of constants is numpy's own
+    assert llgrad.differentiate(lambda c: np.sum(np.poly1d([1.0, 2.0])(x) * c))(
+        np.ones(3)) == pytest.approx(np.sum(np.poly1d([1.0, 2.0])(x)))
