@@ -122,11 +122,15 @@ class Pool:
                 if line:
                     idle.append(p)
                     yield req, json.loads(line), None
-                else:  # the worker died on this request
+                else:  # the worker died on this request: its own exit code, not the kill's
+                    try:
+                        rc = p.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        rc = None
                     self.retire(p)
-                    rc = p.returncode
                     idle.append(self.spawn())
-                    yield req, None, "segfault" if rc is not None and rc < 0 else f"exit {rc}"
+                    yield req, None, "segfault" if rc == -signal.SIGSEGV else \
+                        f"signal {-rc}" if rc is not None and rc < 0 else f"exit {rc}"
             now = time.monotonic()
             for p, (req, t0) in list(self.busy.items()):
                 if now - t0 > self.timeout:

@@ -170,3 +170,9 @@ def test_pool_counts_a_dead_worker_and_goes_on():
                {"op": "check", "index": i} for i in range(3))}
     assert got[1] == "segfault" and {got[0], got[2]} <= {"ok", "mismatch", "crash",
                                                         "unsupported", "invalid", "boundary"}
+
+
+def test_typecheck_of_a_where_of_constants():
+    """`np.where((2.0 > 3.0), 1.5, 2)` has no operand after its condition: the typer indexed
+    an empty list, and the worker's exception was counted as a segfault (seed 96, 691)."""
+    assert generate(96, 691, parse_features("all")).known_bugs() == ["alias_inplace"]

@@ -66,7 +66,7 @@ def rules(template: str, ops: list[E], ty: Ty, node: ast.expr) -> set[str]:
                                                               not o.const)) for o in vals)
         if ty.kind == "f" and "astype" not in template and not any(
                 o.ty.kind == "f" and o.ty.weak is False and (o.ty.shape or not o.const)
-                for o in vals) and (traced_int or vals is not ops and not ops[0].const):
+                for o in vals) and (traced_int or vals is not ops and bool(ops) and not ops[0].const):
             out.add("int_to_float")
     if re.search(r"\+|np\.add\(", template) and len(ops) == 2 and \
             all(o.ty.kind == "b" and o.ty.weak is not True for o in ops):
