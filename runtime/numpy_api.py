@@ -94,6 +94,27 @@ def _append(arr, values, axis=None):
     return _concat((arr, values), axis)
 
 
+def _bincount(x, weights=None, minlength=0):
+    """np.bincount of constant indices with traced weights: their sums per index (one
+    scatter-add), numpy's length max(x) + 1 or minlength. Traced indices would make the
+    length depend on their values: refused, naming what to write instead."""
+    if is_value(x):
+        raise UnsupportedError("np.bincount of traced indices: the length of its result "
+                               "depends on their values", loc=user_loc(),
+                               fix="pass the indices as a numpy array, or add into an array of "
+                               "a length you choose: out = np.zeros(n); np.add.at(out, idx, w)")
+    idx = np.asarray(x)
+    if weights is None:
+        return np.bincount(idx, minlength=minlength)
+    counts = np.bincount(idx, minlength=minlength)  # numpy's checks, and its length
+    w = as_array(weights)
+    if shape_of(w) != idx.shape:
+        raise ValueError("The weights and list don't have the same length.")
+    if dtype_of(w).kind != "f":
+        w = ops.astype(w, np.float64)
+    return ops.index_add(np.zeros(counts.shape[0], dtype_of(w)), (idx,), w)
+
+
 def _select(condlist, choicelist, default=0):
     """The first choice whose condition holds, elementwise: np.where from the last one."""
     if len(condlist) != len(choicelist):
@@ -183,6 +204,7 @@ FUNCTIONS = {
     np.dot: _tensordot_free, np.matmul: _ufunc_call(ops.matmul), np.outer: ops.outer,
     np.where: _numpy_call(_where), np.clip: _numpy_call(_clip),
     np.concatenate: _concat, np.stack: _stack, np.append: _append, np.select: _select,
+    np.bincount: _bincount,
     np.reshape: _reshape, np.transpose: _transpose, np.swapaxes: ops.swapaxes,
     np.squeeze: _squeeze, np.expand_dims: _expand_dims, np.ravel: ops.ravel,
     np.broadcast_to: ops.broadcast_to,

@@ -169,3 +169,12 @@ def interpolation_and_quadrature(x, w, p, m):
             + np.sum(np.interp(3.0 * x, grid, w, left=0.0, right=1.0))
             + np.sum(np.searchsorted(grid, 3.0 * x) * x) + np.sum(np.searchsorted(grid, x, "right"))
             + np.trapezoid(x ** 2) + np.trapezoid(m, axis=0).sum() + np.trapezoid(x, grid))
+
+
+@usecase
+def bincount_weights(x, m):
+    """Weighted counts of constant indices (sums per group), and the unweighted counts."""
+    groups = np.array([0, 2, 2, 5])
+    sums = np.bincount(groups, weights=x, minlength=7)
+    return np.sum(sums ** 2 * np.arange(7.0)) + np.sum(np.bincount(groups) * x[0]) \
+        + np.sum(np.bincount(np.array([1, 0, 1, 2]), m[0]) * m[1, :3])

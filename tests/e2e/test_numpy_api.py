@@ -141,3 +141,12 @@ def test_poly1d_of_traced_coefficients_names_polyval():
     x = np.arange(3.0)  # a poly1d of constants is numpy's own
     assert llgrad.differentiate(lambda c: np.sum(np.poly1d([1.0, 2.0])(x) * c))(
         np.ones(3)) == pytest.approx(np.sum(np.poly1d([1.0, 2.0])(x)))
+
+
+def test_bincount_of_traced_indices_is_refused_naming_add_at():
+    """Its length would depend on the indices' values (constant indices are supported:
+    tests/usecases_shape.py bincount_weights)."""
+    with pytest.raises(UnsupportedError, match=r"(?s)np.bincount of traced indices.*"
+                                               r"test_numpy_api.py.*np.add.at"):
+        llgrad.grad(lambda w, i: np.sum(np.bincount(i, weights=w)))(np.ones(4),
+                                                                    np.array([0, 1, 1, 3]))
