@@ -54,6 +54,9 @@ def make(re, im):
     from llgrad.runtime.prim import is_value
     if not is_value(re) and not is_value(im):
         return (0.0 if re is None else np.asarray(re)) + 1j * (0.0 if im is None else im)
+    if re is not None and im is not None and np.shape(re) != np.shape(im):  # (x * 1j + 2)
+        shape = np.broadcast_shapes(np.shape(re), np.shape(im))
+        re, im = np.broadcast_to(re, shape), np.broadcast_to(im, shape)
     return Complex(re, im)
 
 
@@ -215,7 +218,6 @@ FUNCTIONS = {
     np.add: _BINARY["add"], np.subtract: _BINARY["sub"], np.multiply: cmul,
     np.true_divide: cdiv, np.power: cpow, np.negative: _UNARY["neg"],
     np.positive: _UNARY["positive"], np.absolute: cabs, np.exp: cexp, np.square: _UNARY["square"],
-    np.conjugate: conj, np.real: real, np.imag: imag, np.angle: angle,
     np.matmul: lambda x, y: cmul(x, y, operator.matmul), np.dot: lambda x, y: cmul(x, y, np.dot),
     np.where: _where, np.concatenate: _joined(np.concatenate), np.stack: _joined(np.stack),
 }
@@ -225,6 +227,10 @@ FUNCTIONS.update({f: _each_part(f) for f in (
     np.diagonal, np.copy)})
 FUNCTIONS.update({np.shape: lambda z: z.shape, np.ndim: lambda z: z.ndim,
                   np.size: lambda z: z.size})
+# on real values too (runtime/numpy_api.py)
+REAL_AND_COMPLEX = {np.real: real, np.imag: imag, np.conjugate: conj, np.angle: angle,
+                    np.iscomplexobj: is_complex, np.isrealobj: lambda x: not is_complex(x)}
+FUNCTIONS.update(REAL_AND_COMPLEX)
 
 
 class Complex:

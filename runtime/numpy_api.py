@@ -365,8 +365,7 @@ FUNCTIONS.update(numpy_calculus.FUNCTIONS)  # np.gradient, np.nanmax, ...
 # ---- complex intermediates and np.fft (Note [Complex values are pairs]) ------------------------
 from llgrad.runtime import complex_values, numpy_fft  # noqa: E402
 
-FUNCTIONS.update({np.real: complex_values.real, np.imag: complex_values.imag,
-                  np.conjugate: complex_values.conj, np.angle: complex_values.angle})
+FUNCTIONS.update(complex_values.REAL_AND_COMPLEX)
 FUNCTIONS.update(numpy_fft.FUNCTIONS)
 
 # Note [Lazily named functions]
