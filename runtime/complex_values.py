@@ -25,6 +25,7 @@ import operator
 import numpy as np
 
 from llgrad.runtime.errors import DTypeError, UnsupportedError, user_loc
+from llgrad.runtime.pytree import register_pytree
 
 _FIX = ("compute a real value from it first: np.abs(z), z.real, z.imag, np.angle(z), "
         "np.abs(z) ** 2")
@@ -367,3 +368,10 @@ class Complex:
         if fn is None:
             raise _refused(numpy_name(func))
         return fn(*args, **kwargs)
+
+
+# In staged loops and branches a Complex is carried as its two parts (a part that is exactly
+# zero, None, becomes an array of zeros: the two paths of a branch may differ in which part is
+# zero). Returned from a differentiated function it is still an error (tracer/tracing.py).
+register_pytree(Complex, lambda z: ((zero_if_none(z.re, z.im), zero_if_none(z.im, z.re)), None),
+                lambda aux, children: Complex(*children))

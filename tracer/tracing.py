@@ -93,6 +93,13 @@ def _flatten_outputs(out, builder: Builder, fn: Callable | None = None):
     leaves = []
 
     def rec(x, top=False):
+        if isinstance(x, Complex):  # Note [Complex values are pairs]
+            name = getattr(fn, "__name__", "a differentiated function")
+            raise UnsupportedError(f"{name} returned a complex value ({x.dtype}, of shape "
+                                   f"{x.shape}); llgrad differentiates real results of real "
+                                   f"arguments (complex intermediates are fine)",
+                                   loc=_def_loc(fn), fix="return a real value computed from "
+                                   "it: np.abs(z), np.abs(z) ** 2, z.real, z.imag, np.angle(z)")
         nt = pytree.node_type(x)
         if nt is not None:
             children, aux = nt.flatten(x)
@@ -109,12 +116,6 @@ def _flatten_outputs(out, builder: Builder, fn: Callable | None = None):
             raise x.refuse(f"returning it from {getattr(fn, '__name__', 'the function')}",
                            loc=x.loc)
         name = getattr(fn, "__name__", "a differentiated function")
-        if isinstance(x, Complex):  # Note [Complex values are pairs]
-            raise UnsupportedError(f"{name} returned a complex value ({x.dtype}, of shape "
-                                   f"{x.shape}); llgrad differentiates real results of real "
-                                   f"arguments (complex intermediates are fine)",
-                                   loc=_def_loc(fn), fix="return a real value computed from "
-                                   "it: np.abs(z), np.abs(z) ** 2, z.real, z.imag, np.angle(z)")
         hint = " (a missing return statement?)" if x is None else ""
         raise UnsupportedError(f"{name} returned a {type(x).__name__}{hint}; a differentiated "
                                f"function returns arrays, numbers, or containers of them "

@@ -94,3 +94,154 @@ def test_values_and_gradients(parts, x, mode):
     assert value == pytest.approx(loss(x), rel=1e-11)
     np.testing.assert_allclose(grad, finite_differences(loss, (x,), (0,))[0],
                                rtol=1e-6, atol=1e-7)
+
+
+# ---- realistic programs ------------------------------------------------------------------
+N = 16
+T = np.linspace(0, 2 * np.pi, N, endpoint=False)  # a periodic grid
+TARGET = np.abs(np.fft.rfft(np.sin(3 * T) + 0.5 * np.cos(5 * T))) ** 2 / N
+
+
+def power_spectrum_loss(x):
+    return np.mean((np.abs(np.fft.rfft(x)) ** 2 / x.shape[0] - TARGET) ** 2)
+
+
+def fft_convolve(a, b):
+    n = a.shape[0] + b.shape[0] - 1
+    return np.fft.irfft(np.fft.rfft(a, n) * np.fft.rfft(b, n), n)
+
+
+def spectral_derivative(u):  # du/dt of a periodic function on the grid T
+    k = np.fft.fftfreq(u.shape[0], d=T[1] - T[0]) * 2 * np.pi
+    return np.fft.ifft(1j * k * np.fft.fft(u)).real
+
+
+def lowpass_image_loss(img):
+    fy, fx = np.fft.fftfreq(img.shape[0]), np.fft.rfftfreq(img.shape[1])
+    keep = np.hypot(fy[:, None], fx[None, :]) < 0.25  # a constant mask
+    smooth = np.fft.irfft2(np.fft.rfft2(img) * keep, s=img.shape)
+    return np.sum((smooth - img * 0.5) ** 2) + np.sum(np.abs(np.fft.fftshift(
+        np.fft.fft2(img)))[:2] ** 2)
+
+
+def parseval(x):
+    return np.sum(np.abs(np.fft.fft(x)) ** 2) / x.shape[0]
+
+
+PROGRAMS = [(power_spectrum_loss, R.standard_normal(N)),
+            (lambda x: np.sum(fft_convolve(x[:7], x[7:]) ** 2), R.standard_normal(12)),
+            (lambda u: np.sum(spectral_derivative(u) ** 2 * np.cos(T)), np.sin(2 * T) + T),
+            (lowpass_image_loss, R.standard_normal((6, 8))),
+            (parseval, R.standard_normal(10))]
+
+
+@pytest.mark.parametrize("fn,x", PROGRAMS, ids=["power_spectrum", "fft_convolution",
+                                                "spectral_derivative", "lowpass_2d",
+                                                "parseval"])
+def test_programs(fn, x, mode):
+    value, grad = compiled(fn, 0).value_and_grad(x)
+    assert value == pytest.approx(fn(x), rel=1e-11)
+    np.testing.assert_allclose(grad, finite_differences(fn, (x,), (0,))[0], rtol=1e-6,
+                               atol=1e-7)
+
+
+def test_programs_agree_with_their_direct_forms():
+    a, b = R.standard_normal(7), R.standard_normal(5)
+    conv = llgrad.differentiate(fft_convolve, wrt=(0, 1))
+    np.testing.assert_allclose(conv(a, b), np.convolve(a, b), atol=1e-12)
+    direct = llgrad.differentiate(lambda a, b: np.sum(np.convolve(a, b) ** 3), wrt=(0, 1))
+    spectral = llgrad.differentiate(lambda a, b: np.sum(fft_convolve(a, b) ** 3), wrt=(0, 1))
+    for g, h in zip(spectral.grad(a, b), direct.grad(a, b)):
+        np.testing.assert_allclose(g, h, rtol=1e-10, atol=1e-12)
+    # the spectral derivative of sin(3t) is 3 cos(3t), to rounding
+    np.testing.assert_allclose(llgrad.differentiate(spectral_derivative)(np.sin(3 * T)),
+                               3 * np.cos(3 * T), atol=1e-12)
+    x = R.standard_normal(10)  # Parseval: sum |X|^2 / n = sum x^2, so the gradient is 2x
+    value, grad = llgrad.differentiate(parseval).value_and_grad(x)
+    assert value == pytest.approx(np.sum(x ** 2), rel=1e-12)
+    np.testing.assert_allclose(grad, 2 * x, rtol=1e-12)
+
+
+def test_complex_values_in_staged_loops_and_branches(mode):
+    def fn(x):
+        z = np.fft.fft(x)
+        for i in range(x.shape[0]):  # staged: z is carried as its two parts
+            z = z * np.exp(1j * x[i]) * 0.9
+        if x[0] > 0:
+            z = z.conj() * 2
+        return np.sum(np.abs(z) ** 2 + z.real)
+    x = R.standard_normal(6)
+    for arg in (x, -x):
+        value, grad = compiled(fn, 0).value_and_grad(arg)
+        assert value == pytest.approx(fn(arg), rel=1e-11)
+        np.testing.assert_allclose(grad, finite_differences(fn, (arg,), (0,))[0], rtol=1e-6,
+                                   atol=1e-7)
+
+
+def test_eager_tensors():
+    x = lg.tensor(R.standard_normal(8), requires_grad=True)
+    loss = np.sum(np.abs(np.fft.rfft(x) * (1 + 1j)) ** 2)  # a Complex of Tensors, then real
+    assert isinstance(loss, lg.Tensor)
+    loss.backward()
+    f = lambda x: np.sum(np.abs(np.fft.rfft(x) * (1 + 1j)) ** 2)  # noqa: E731
+    assert loss.item() == pytest.approx(f(x.detach().numpy()), rel=1e-12)
+    np.testing.assert_allclose(x.grad.numpy(), finite_differences(f, (x.detach().numpy(),),
+                                                                  (0,))[0], rtol=1e-6)
+
+
+def test_abs_has_gradient_zero_at_zero():
+    # |z|'s derivative is undefined at 0; like JAX and PyTorch, llgrad gives 0 there, so a
+    # power spectrum of a signal with empty bins (a constant: all but bin 0) has a gradient
+    value, grad = llgrad.differentiate(lambda x: np.sum(np.abs(np.fft.rfft(x)) ** 2)
+                                       ).value_and_grad(np.ones(6))
+    assert value == pytest.approx(36.0)
+    np.testing.assert_allclose(grad, 2 * 6 * np.ones(6))
+
+
+# ---- errors --------------------------------------------------------------------------------
+def returns_complex(x):
+    return np.sum(np.fft.fft(x))
+
+
+def sine_of_complex(x):
+    return np.sum(np.sin(np.fft.fft(x)).real)
+
+
+def assigns_into_complex(x):
+    z = np.fft.fft(x)
+    z[0] = 0.0
+    return np.sum(np.abs(z))
+
+
+def traced_exponent(x):
+    return np.sum(np.abs(np.fft.fft(x) ** x[0]))
+
+
+def branches_on_complex(x):
+    z = np.fft.fft(x)
+    return 1.0 if z[1] else 0.0
+
+
+@pytest.mark.parametrize("fn,cls,what,fix", [
+    (returns_complex, UnsupportedError, r"returns_complex returned a complex value "
+     r"\(complex128, of shape \(\)\)", "np.abs"),
+    (sine_of_complex, UnsupportedError, "np.sin of a complex value is not supported", "z.real"),
+    (assigns_into_complex, UnsupportedError, r"assigning into a complex value", "np.where"),
+    (traced_exponent, UnsupportedError, "constant real scalar exponent", "z \\* z"),
+    (branches_on_complex, UnsupportedError, r"bool\(\) of a complex value", "np.abs"),
+])
+def test_errors_name_the_line(fn, cls, what, fix):
+    with pytest.raises(cls, match=rf"{what}(.*\n)*.*test_numpy_fft.py:\d+ \(in {fn.__name__}"
+                       rf"\)(.*\n)*.*How to fix:.*{fix}"):
+        llgrad.differentiate(fn)(np.arange(4.0))
+
+
+def test_argument_errors():
+    with pytest.raises(TypeError, match="np.fft.rfft of a complex array"):
+        llgrad.differentiate(lambda x: np.sum(np.fft.rfft(x * 1j).real))(np.ones(4))
+    with pytest.raises(ValueError, match='Invalid norm value unit; should be'):
+        llgrad.differentiate(lambda x: np.sum(np.fft.fft(x, norm="unit").real))(np.ones(4))
+    with pytest.raises(ValueError, match="Invalid number of FFT data points"):
+        llgrad.differentiate(lambda x: np.sum(np.fft.fft(x, n=0).real))(np.ones(4))
+    with pytest.raises(DTypeError, match="complex numbers are not supported"):
+        llgrad.differentiate(lambda x: np.sum(np.abs(x)))(np.ones(3) * 1j)
