@@ -116,7 +116,7 @@ def cabs(z):
 
 def angle(z, deg=False):
     a, b = parts(z)
-    out = np.arctan2(zero_if_none(b, a), zero_if_none(a, b))
+    out = np.where(a < 0, np.pi, 0.0) if b is None else np.arctan2(b, zero_if_none(a, b))
     return out * (180 / np.pi) if deg else out
 
 
