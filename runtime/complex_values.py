@@ -177,8 +177,14 @@ def elementwise(prim, *xs):
     table = _BINARY if len(xs) == 2 else _UNARY
     fn = table.get(prim.name)
     if fn is None:
-        raise _refused(prim.name)
+        raise _refused(_name(prim))
     return fn(*xs)
+
+
+def _name(prim) -> str:
+    """How the user wrote the primitive: its numpy function (np.less), else its own name."""
+    f = next((f for f in prim.numpy if callable(f)), None)
+    return prim.name if f is None else f"np.{f.__name__}"
 
 
 def _refused(name: str) -> UnsupportedError:
@@ -343,8 +349,8 @@ class Complex:
     def __complex__(self): raise self._refuse("complex()", DTypeError)
     def __int__(self): raise self._refuse("int()", DTypeError)
     def __array__(self, dtype=None, copy=None): raise self._refuse("a numpy array")
-    def __lt__(self, o): raise self._refuse("<")
-    __le__ = __gt__ = __ge__ = __lt__
+    def __lt__(self, o): raise self._refuse("a comparison")
+    __le__ = __gt__ = __ge__ = __eq__ = __ne__ = __lt__
     __hash__ = object.__hash__
 
     def __repr__(self) -> str:
@@ -352,7 +358,7 @@ class Complex:
 
     @staticmethod
     def _lg_process(prim, args, params):
-        raise _refused(prim.name)
+        raise _refused(_name(prim))
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         fn = FUNCTIONS.get(ufunc) if method == "__call__" else None

@@ -22,6 +22,7 @@ import math
 import numpy as np
 
 from llgrad.runtime.complex_values import Complex, make, parts, zero_if_none
+from llgrad.runtime.conversions import array_from
 from llgrad.runtime.errors import UnsupportedError, user_loc
 
 _DIRECT = 32  # lengths up to this are one matrix product
@@ -111,7 +112,7 @@ def _check(n, what: str = "n"):
 
 def _along(z, axis: int, fn):
     """fn of the parts of `z` with `axis` moved last, moved back."""
-    re, im = parts(z)
+    re, im = parts(array_from(z) if type(z) in (list, tuple) else z)
     nd = len(np.shape(re if re is not None else im))
     axis = axis + nd if axis < 0 else axis
     if not 0 <= axis < nd:
