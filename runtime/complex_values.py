@@ -40,22 +40,23 @@ def is_complex(x) -> bool:
 
 
 def parts(x) -> tuple:
-    """`(re, im)` of any operand; `None` stands for an exact zero part (a real operand's
-    imaginary part, or a constant's zero part)."""
+    """`(re, im)` of any operand; `None` is the imaginary part of a real operand, an exact
+    zero of the real part's shape (a complex constant's parts are arrays, zero or not: `x * 0j`
+    keeps x's shape, and NaN * 0 is NaN, as in numpy)."""
     if type(x) is Complex:
         return x.re, x.im
     if is_complex(x):
-        re, im = np.real(x), np.imag(x)
-        return (None if not np.any(re) else re), (None if not np.any(im) else im)
+        return np.real(x), np.imag(x)
     return x, None
 
 
 def make(re, im):
-    """The Complex of two parts; a numpy complex array when neither is a value (constants)."""
+    """The Complex of two parts (`im` None: exactly zero); a numpy complex array when
+    neither is a value (constants)."""
     from llgrad.runtime.prim import is_value
     if not is_value(re) and not is_value(im):
-        return (0.0 if re is None else np.asarray(re)) + 1j * (0.0 if im is None else im)
-    if re is not None and im is not None and np.shape(re) != np.shape(im):  # (x * 1j + 2)
+        return np.asarray(re) + 1j * (0.0 if im is None else im)
+    if im is not None and np.shape(re) != np.shape(im):  # (x * 1j + 2)
         shape = np.broadcast_shapes(np.shape(re), np.shape(im))
         re, im = np.broadcast_to(re, shape), np.broadcast_to(im, shape)
     return Complex(re, im)
@@ -94,21 +95,19 @@ def cmul(x, y, product=operator.mul):
 def cdiv(x, y):
     """(a + ib) / (c + id) = ((ac + bd) + i(bc - ad)) / (c^2 + d^2)."""
     (a, b), (c, d) = parts(x), parts(y)
-    if c is None and d is None:
-        raise ZeroDivisionError("complex division by zero")
     if d is None:
-        return make(None if a is None else a / c, None if b is None else b / c)
+        return make(a / c, None if b is None else b / c)
     den = _add(_mul(c, c), _mul(d, d))
     re, im = _add(_mul(a, c), _mul(b, d)), _sub(_mul(b, c), _mul(a, d))
-    return make(None if re is None else re / den, None if im is None else im / den)
+    return make(re / den, None if im is None else im / den)
 
 
 def cabs(z):
     """|z| = sqrt(re^2 + im^2), with gradient 0 at z = 0 (as JAX and PyTorch define it) where
     the square root's would be infinite."""
     a, b = parts(z)
-    if a is None or b is None:
-        return np.abs(b if a is None else a)
+    if b is None:
+        return np.abs(a)
     s = a * a + b * b
     nz = s > 0
     return np.where(nz, np.sqrt(np.where(nz, s, 1.0)), 0.0)
@@ -116,14 +115,14 @@ def cabs(z):
 
 def angle(z, deg=False):
     a, b = parts(z)
-    out = np.where(a < 0, np.pi, 0.0) if b is None else np.arctan2(b, zero_if_none(a, b))
+    out = np.where(a < 0, np.pi, 0.0) if b is None else np.arctan2(b, a)
     return out * (180 / np.pi) if deg else out
 
 
 def cexp(z):
     """e^(a + ib) = e^a (cos b + i sin b)."""
     a, b = parts(z)
-    r = 1.0 if a is None else np.exp(a)
+    r = np.exp(a)
     if b is None:
         return r
     return make(r * np.cos(b), r * np.sin(b))
@@ -156,7 +155,7 @@ def conj(z):
 
 
 def real(z):
-    return zero_if_none(parts(z)[0], z)
+    return parts(z)[0]
 
 
 def imag(z):
@@ -209,7 +208,7 @@ def _joined(fn):
         ps = [parts(a) for a in arrays]
         if all(im is None for _, im in ps):
             return fn([re for re, _ in ps], *args, **kw)
-        return make(fn([zero_if_none(re, im) for re, im in ps], *args, **kw),
+        return make(fn([re for re, _ in ps], *args, **kw),
                     fn([zero_if_none(im, re) for re, im in ps], *args, **kw))
     return impl
 
@@ -252,7 +251,7 @@ class Complex:
 
     @property
     def shape(self) -> tuple:
-        return tuple(np.shape(self.im if self.re is None else self.re))
+        return tuple(np.shape(self.re))
 
     @property
     def ndim(self) -> int:
@@ -264,8 +263,8 @@ class Complex:
 
     @property
     def dtype(self):
-        p = self.im if self.re is None else self.re
-        return np.dtype(np.complex64 if np.result_type(p) == np.float32 else np.complex128)
+        return np.dtype(np.complex64 if np.result_type(self.re) == np.float32 else
+                        np.complex128)
 
     _np_dtype = dtype
 
@@ -379,5 +378,5 @@ class Complex:
 # In staged loops and branches a Complex is carried as its two parts (a part that is exactly
 # zero, None, becomes an array of zeros: the two paths of a branch may differ in which part is
 # zero). Returned from a differentiated function it is still an error (tracer/tracing.py).
-register_pytree(Complex, lambda z: ((zero_if_none(z.re, z.im), zero_if_none(z.im, z.re)), None),
+register_pytree(Complex, lambda z: ((z.re, zero_if_none(z.im, z.re)), None),
                 lambda aux, children: Complex(*children))

@@ -21,7 +21,7 @@ import math
 
 import numpy as np
 
-from llgrad.runtime.complex_values import Complex, make, parts, zero_if_none
+from llgrad.runtime.complex_values import Complex, make, parts
 from llgrad.runtime.conversions import array_from
 from llgrad.runtime.errors import UnsupportedError, user_loc
 
@@ -53,20 +53,18 @@ def _factor(n: int) -> int:
 
 def _direct(re, im, inverse: bool):
     """One product with the DFT matrix along the last axis: (re + i im) @ (C + i S)."""
-    shape = np.shape(re if re is not None else im)
-    n, dt = shape[-1], _dtype(re if re is not None else im)
+    shape, dt = np.shape(re), _dtype(re)
+    n = shape[-1]
     t = _angles(n, n, n, inverse)
-    c, s = np.cos(t).astype(dt), np.sin(t).astype(dt)
     flat = [None if p is None else np.reshape(p, (-1, n)) for p in (re, im)]
-    out = parts(make(*flat) @ make(c, s)) if flat[0] is not None or flat[1] is not None \
-        else (None, None)
+    out = parts(make(*flat) @ make(np.cos(t).astype(dt), np.sin(t).astype(dt)))
     return tuple(None if p is None else np.reshape(p, shape) for p in out)
 
 
 def _dft(re, im, inverse: bool):
     """The unscaled transform of (re, im) along the last axis (Note [Fourier transforms as
     matrix products])."""
-    shape = np.shape(re if re is not None else im)
+    shape = np.shape(re)  # (re is never None: runtime/complex_values.parts)
     n = shape[-1]
     n1 = _factor(n)
     if n1 == 1:
@@ -77,7 +75,7 @@ def _dft(re, im, inverse: bool):
         return None if p is None else np.swapaxes(np.reshape(p, lead + (n1, n2)), -1, -2)
     re, im = _dft(split(re), split(im), inverse)  # [..., j2, k1]
     t = _angles(n2, n1, n, inverse)
-    dt = _dtype(re if re is not None else im)
+    dt = _dtype(re)
     re, im = parts(make(re, im) * make(np.cos(t).astype(dt), np.sin(t).astype(dt)))
     re, im = _dft(*(None if p is None else np.swapaxes(p, -1, -2) for p in (re, im)), inverse)
     return tuple(None if p is None else np.reshape(np.swapaxes(p, -1, -2), shape)
@@ -113,7 +111,7 @@ def _check(n, what: str = "n"):
 def _along(z, axis: int, fn):
     """fn of the parts of `z` with `axis` moved last, moved back."""
     re, im = parts(array_from(z) if type(z) in (list, tuple) else z)
-    nd = len(np.shape(re if re is not None else im))
+    nd = len(np.shape(re))
     axis = axis + nd if axis < 0 else axis
     if not 0 <= axis < nd:
         raise np.exceptions.AxisError(axis, nd)
@@ -129,7 +127,7 @@ def _c2c(inverse: bool):
         _check(n)
 
         def fn(re, im):
-            m = np.shape(re if re is not None else im)[-1] if n is None else n
+            m = np.shape(re)[-1] if n is None else n
             re, im = _dft(_resize(re, m), _resize(im, m), inverse)
             k = _scale(norm, m, inverse)
             return (re, im) if k == 1 else (_times(re, k), _times(im, k))
@@ -153,11 +151,11 @@ def _irfft(a, n=None, axis=-1, norm=None, out=None):
     _check(n)
 
     def fn(re, im):
-        m = 2 * (np.shape(re if re is not None else im)[-1] - 1) if n is None else n
+        m = 2 * (np.shape(re)[-1] - 1) if n is None else n
         if m < 1:
             raise ValueError(f"Invalid number of data points ({m}) specified")
         h = m // 2 + 1
-        re, im = _resize(zero_if_none(re, im), h), _resize(im, h)
+        re, im = _resize(re, h), _resize(im, h)
         if im is not None:  # numpy ignores them
             keep = np.ones(h, _dtype(im))
             keep[0] = 0

@@ -70,6 +70,8 @@ ALGEBRA = [
           + np.angle(x + 1j * x[::-1]) + np.angle(x), (5,)),
     _case("abs_and_powers", lambda x: np.abs(x + 1j * x[::-1]) + (x - 1j) ** 2
           + (x + 0.3j) ** 0.5 + np.square(1j * x) + abs(x * 1j) ** 3, (5,)),
+    _case("zero_constants", lambda x: x * 0j + 1 + x / (x * 0j + 2) + np.abs(x * 0j),
+          (4,)),  # (x's shape kept)
     _case("real_imag", lambda x: (np.real(x * 1j + x) + np.imag(x * 2j) + np.real(x)
                                   + np.imag(x) + (x + 1j).conj().imag + x.real), (5,)),
     _case("matmul_constant", lambda x: (x @ np.exp(1j * np.outer(np.arange(4.0), [1, 2]))
