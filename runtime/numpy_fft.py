@@ -3,15 +3,17 @@ on the real and imaginary parts of runtime/complex_values.Complex values, so the
 differentiated exactly by the ordinary VJPs of matmul, reshape and transpose.
 
 Note [Fourier transforms as matrix products]
-A transform of length n along the last axis is, for n <= 32 or prime, one product with the
-n x n DFT matrix (cos and sin of 2 pi jk / n, its angles reduced mod n so they are exact);
-otherwise the four-step (Cooley-Tukey) factorisation n = n1 n2 with n1 the largest divisor
-<= sqrt(n): reshape to (n1, n2), transforms of length n1 over the first index, the twiddle
-factors exp(-2 pi i j2 k1 / n), transforms of length n2 over the second, read back
+A transform of length n along the last axis is, for n <= 32 (or a prime <= 128), one product
+with the n x n DFT matrix (cos and sin of 2 pi jk / n, its angles reduced mod n so they are
+exact); otherwise the four-step (Cooley-Tukey) factorisation n = n1 n2 with n1 the largest
+divisor <= sqrt(n): reshape to (n1, n2), transforms of length n1 over the first index, the
+twiddle factors exp(-2 pi i j2 k1 / n), transforms of length n2 over the second, read back
 transposed; each sub-transform recursively the same. That is O(n (n1 + n2)) work in a handful
-of matmuls (about 0.1 s to compile and 0.2 ms for value and gradient at n = 1024, where the
-one 1024 x 1024 matrix took 2.3 s and 12 ms). A native FFT primitive would be O(n log n) but
-needs its own lowering and VJP; at the sizes people differentiate, the matmuls are fast.
+of matmuls: at n = 1024 about 0.1 s of CPU to compile and 0.05 ms for value and gradient,
+where the one 1024 x 1024 matrix took 2.3 s and 12 ms. A larger prime is Bluestein's
+convolution by transforms of a power of two (n = 1021: 0.4 s to compile, the 1021 x 1021
+matrix 1.2 s). A native FFT primitive would be O(n log n) but needs its own lowering and
+VJP; at the sizes people differentiate, the matmuls are fast.
 Every axis argument moves its axis last and back; `n` / `s` truncate or zero-pad; `norm`
 scales by 1, 1/sqrt(n) or 1/n as numpy does.
 """
@@ -26,6 +28,7 @@ from llgrad.runtime.conversions import array_from
 from llgrad.runtime.errors import UnsupportedError, user_loc
 
 _DIRECT = 32  # lengths up to this are one matrix product
+_PRIME = 128  # and prime lengths up to this; longer ones by Bluestein's algorithm
 
 
 def _angles(rows: int, cols: int, n: int, inverse: bool) -> np.ndarray:
@@ -51,14 +54,38 @@ def _factor(n: int) -> int:
     return next(d for d in range(math.isqrt(n), 0, -1) if n % d == 0)
 
 
+def _phases(t: np.ndarray, dt):
+    """The constant cos t + i sin t, its parts of dtype dt (float32 stays float32)."""
+    return make(np.cos(t).astype(dt), np.sin(t).astype(dt))
+
+
 def _direct(re, im, inverse: bool):
     """One product with the DFT matrix along the last axis: (re + i im) @ (C + i S)."""
-    shape, dt = np.shape(re), _dtype(re)
+    shape = np.shape(re)
     n = shape[-1]
-    t = _angles(n, n, n, inverse)
     flat = [None if p is None else np.reshape(p, (-1, n)) for p in (re, im)]
-    out = parts(make(*flat) @ make(np.cos(t).astype(dt), np.sin(t).astype(dt)))
+    out = parts(make(*flat) @ _phases(_angles(n, n, n, inverse), _dtype(re)))
     return tuple(None if p is None else np.reshape(p, shape) for p in out)
+
+
+def _bluestein(re, im, inverse: bool):
+    """A prime length n > _PRIME as a convolution (Bluestein's chirp z-transform): with
+    c_j = exp(-+i pi j^2 / n), X_k = c_k sum_j (x_j c_j) conj(c)_(k-j), the convolution by
+    transforms of a length m >= 2n - 1 that factors well (the chirp's transform a constant)."""
+    n, dt = np.shape(re)[-1], _dtype(re)
+    m = 1 << (2 * n - 2).bit_length()
+    j = np.arange(n)
+    t = (np.pi / n) * ((j * j) % (2 * n)) * (1 if inverse else -1)
+    kernel = np.zeros(m, complex)  # conj(c) at offsets -(n-1)..(n-1), circularly
+    kernel[:n] = np.exp(-1j * t)
+    kernel[m - n + 1:] = kernel[1:n][::-1]
+    spectrum = np.fft.fft(kernel) / m  # (the inverse transform's 1/m included)
+    chirp = _phases(t, dt)
+    re, im = parts(make(re, im) * chirp)
+    re, im = parts(make(*_dft(_resize(re, m), _resize(im, m), False)) *
+                   make(spectrum.real.astype(dt), spectrum.imag.astype(dt)))
+    re, im = _dft(re, im, True)
+    return parts(make(re[..., :n], im[..., :n]) * chirp)
 
 
 def _dft(re, im, inverse: bool):
@@ -68,15 +95,14 @@ def _dft(re, im, inverse: bool):
     n = shape[-1]
     n1 = _factor(n)
     if n1 == 1:
-        return _direct(re, im, inverse)
+        return _direct(re, im, inverse) if n <= _PRIME else _bluestein(re, im, inverse)
     n2, lead = n // n1, shape[:-1]
 
     def split(p):  # x[j1 n2 + j2] -> [..., j2, j1]
         return None if p is None else np.swapaxes(np.reshape(p, lead + (n1, n2)), -1, -2)
     re, im = _dft(split(re), split(im), inverse)  # [..., j2, k1]
-    t = _angles(n2, n1, n, inverse)
-    dt = _dtype(re)
-    re, im = parts(make(re, im) * make(np.cos(t).astype(dt), np.sin(t).astype(dt)))
+    t, dt = _angles(n2, n1, n, inverse), _dtype(re)
+    re, im = parts(make(re, im) * _phases(t, dt))
     re, im = _dft(*(None if p is None else np.swapaxes(p, -1, -2) for p in (re, im)), inverse)
     return tuple(None if p is None else np.reshape(np.swapaxes(p, -1, -2), shape)
                  for p in (re, im))  # X[k1 + n1 k2] = [..., k1, k2] transposed

@@ -39,6 +39,8 @@ TRANSFORMS = [
     _case("fft_four_step_square", F.fft, (36,)),  # 6 x 6 (Note: the four-step factorisation)
     _case("fft_four_step_uneven", lambda x: F.fft(x * 1j + x[::-1]), (35,)),  # 5 x 7
     _case("fft_four_step_nested", lambda x: F.fft(x, norm="ortho"), (2, 1089)),  # 33 x 33
+    _case("fft_bluestein_prime", lambda x: F.fft(x * (1 - 1j)), (131,)),
+    _case("ifft_bluestein_twice_prime", F.ifft, (262,)),  # 2 x 131
     _case("fft_axis0", lambda x: F.fft(x, axis=0, norm="forward"), (5, 3)),
     _case("ifft_of_complex", lambda x: F.ifft(F.fft(x) * _phase(7)), (7,)),
     _case("ifft_ortho_real", lambda x: F.ifft(x, 9, norm="ortho"), (2, 6)),
