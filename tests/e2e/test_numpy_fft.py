@@ -182,6 +182,18 @@ def test_complex_values_in_staged_loops_and_branches(mode):
                                    atol=1e-7)
 
 
+def test_fftfreq_of_a_traced_spacing():
+    def energy(u, length):  # the domain's length differentiated through the wavenumbers
+        k = 2 * np.pi * np.fft.fftfreq(u.shape[0], d=length / u.shape[0])
+        return np.sum(np.fft.ifft(1j * k * np.fft.fft(u)).real ** 2)
+    u, length = np.sin(T) + 0.1 * T, 3.0
+    value, (gu, gl) = llgrad.differentiate(energy, wrt=(0, 1)).value_and_grad(u, length)
+    assert value == pytest.approx(energy(u, length), rel=1e-11)
+    fu, fl = finite_differences(energy, (u, np.array(length)), (0, 1))
+    np.testing.assert_allclose(gu, fu, rtol=1e-6, atol=1e-7)
+    assert gl == pytest.approx(float(fl), rel=1e-6)
+
+
 def test_eager_tensors():
     x = lg.tensor(R.standard_normal(8), requires_grad=True)
     loss = np.sum(np.abs(np.fft.rfft(x) * (1 + 1j)) ** 2)  # a Complex of Tensors, then real
