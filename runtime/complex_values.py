@@ -45,6 +45,8 @@ def parts(x) -> tuple:
     keeps x's shape, and NaN * 0 is NaN, as in numpy)."""
     if type(x) is Complex:
         return x.re, x.im
+    if type(x) is complex:  # Python floats: weak, as numpy takes a Python complex
+        return x.real, x.imag
     if is_complex(x):
         return np.real(x), np.imag(x)
     return x, None
@@ -114,8 +116,11 @@ def cabs(z):
 
 
 def angle(z, deg=False):
+    """np.angle; of a real value 0 or pi, piecewise constant (no gradient, where arctan2's
+    would be NaN at 0)."""
+    from llgrad.runtime.ops import stop_gradient
     a, b = parts(z)
-    out = np.where(a < 0, np.pi, 0.0) if b is None else np.arctan2(b, a)
+    out = stop_gradient(np.arctan2(zeros(a), a)) if b is None else np.arctan2(b, a)
     return out * (180 / np.pi) if deg else out
 
 
