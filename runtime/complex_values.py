@@ -58,7 +58,8 @@ def make(re, im):
     from llgrad.runtime.prim import is_value
     if not is_value(re) and not is_value(im):
         return np.asarray(re) + 1j * (0.0 if im is None else im)
-    if im is not None and np.shape(re) != np.shape(im):  # (x * 1j + 2)
+    if im is not None and not any(getattr(type(p), "_lg_padded", False) for p in (re, im)) \
+            and np.shape(re) != np.shape(im):  # (x * 1j + 2; a Padded's shape is unknown)
         shape = np.broadcast_shapes(np.shape(re), np.shape(im))
         re, im = np.broadcast_to(re, shape), np.broadcast_to(im, shape)
     return Complex(re, im)

@@ -182,6 +182,20 @@ def test_complex_values_in_staged_loops_and_branches(mode):
                                    atol=1e-7)
 
 
+def test_boolean_masks_of_complex_values_stay_compiled(mode):
+    def fn(x):  # the parts selected by one mask (Note [Slices of loop-dependent length])
+        z = np.fft.fft(x)
+        return np.sum(np.abs(z[z.real > 0]) ** 2) + np.sum((z * 2j)[x > 0].imag)
+    x = R.standard_normal(6)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", llgrad.runtime.errors.DynamicPathWarning)
+        value, grad = llgrad.differentiate(fn).value_and_grad(x)
+    assert value == pytest.approx(fn(x), rel=1e-11)
+    np.testing.assert_allclose(grad, finite_differences(fn, (x,), (0,))[0], rtol=1e-6,
+                               atol=1e-7)
+
+
 def test_fftfreq_of_a_traced_spacing():
     def energy(u, length):  # the domain's length differentiated through the wavenumbers
         k = 2 * np.pi * np.fft.fftfreq(u.shape[0], d=length / u.shape[0])
