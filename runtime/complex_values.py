@@ -4,15 +4,16 @@ and `np.fft.rfft(x)` give on llgrad values.
 Note [Complex values are pairs]
 The IR, the primitives, AD and codegen know real dtypes only (float64, float32, int64, bool).
 A complex intermediate is a `Complex` holding its real and imaginary parts, each a real value
-of the same shape (an IR value, an eager Tensor, or a numpy constant; `None` where it is
-exactly zero, so a real array made complex costs nothing). Arithmetic on a Complex is written
+of the same shape (an IR value, an eager Tensor, or a numpy constant; the imaginary part
+`None` where it is exactly zero, so a real array made complex costs nothing). Arithmetic on a Complex is written
 with numpy functions and operators on the parts, so the trace holds only real ops: the
 gradient of a real result with respect to real inputs is the usual real gradient, from the
 ordinary VJPs, with no complex cotangent anywhere (what JAX and PyTorch give for a real loss
 of real inputs through complex intermediates). The eager runtime gets the same for free:
 the parts of np.fft.rfft(tensor) are Tensors.
-A Complex reaches user code only as an intermediate: a final value (returned or printed),
-`float()`, `bool()`, and numpy functions with no rule below are errors naming the line.
+A Complex reaches user code only as an intermediate: a returned value, `float()`, `bool()`,
+comparisons and numpy functions with no rule below are errors naming the line. In staged
+loops and branches it is carried as its two parts (a pytree).
 Python's and numpy's operators reach it three ways: its own dunders and `__array_ufunc__` /
 `__array_function__` (`_lg_level` above every value class, so a real value defers to it),
 and the ops layer's elementwise functions, which send operands that are complex (a Complex,
@@ -367,9 +368,9 @@ class Complex:
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         fn = FUNCTIONS.get(ufunc) if method == "__call__" else None
-        if fn is None or kwargs.get("out") is not None:
-            raise _refused(f"np.{ufunc.__name__}" + ("" if method == "__call__" else
-                                                       f".{method}"))
+        name = f"np.{ufunc.__name__}" + ("" if method == "__call__" else f".{method}")
+        if fn is None or kwargs:  # (out=, where=, dtype=)
+            raise _refused(name + "".join(f" with {k}=" for k in kwargs))
         return fn(*inputs)
 
     def __array_function__(self, func, types, args, kwargs):
