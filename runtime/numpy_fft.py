@@ -129,7 +129,7 @@ def _scale(norm, n: int, inverse: bool) -> float:
     return 1 / n if (norm == "forward") != inverse else 1.0
 
 
-def _check(n, what: str = "n"):
+def _check(n):
     if n is not None and (not isinstance(n, (int, np.integer)) or n < 1):
         raise ValueError(f"Invalid number of FFT data points ({n}) specified.")
 
@@ -194,7 +194,7 @@ def _irfft(a, n=None, axis=-1, norm=None, out=None):
         re, _ = _dft(full_re, full_im, True)
         k = _scale(norm, m, True)
         return (re if k == 1 else re * k), None
-    return _along(make(*parts(a)), axis, fn).real
+    return _along(a, axis, fn).real
 
 
 def _axes_and_sizes(a, s, axes, name: str):
