@@ -9,10 +9,10 @@ exact); otherwise the four-step (Cooley-Tukey) factorisation n = n1 n2 with n1 t
 divisor <= sqrt(n): reshape to (n1, n2), transforms of length n1 over the first index, the
 twiddle factors exp(-2 pi i j2 k1 / n), transforms of length n2 over the second, read back
 transposed; each sub-transform recursively the same. That is O(n (n1 + n2)) work in a handful
-of matmuls: at n = 1024 about 0.1 s of CPU to compile and 0.05 ms for value and gradient,
-where the one 1024 x 1024 matrix took 2.3 s and 12 ms. A larger prime is Bluestein's
-convolution by transforms of a power of two (n = 1021: 0.4 s to compile, the 1021 x 1021
-matrix 1.2 s). A native FFT primitive would be O(n log n) but needs its own lowering and
+of matmuls: a rfft loss at n = 1024 compiles in 0.05 s of CPU (after the JIT's start-up)
+and runs value and gradient in 0.034 ms, where the direct 1024 x 513 cos and sin matrices
+took 1.0 s and 5 ms. A larger prime is Bluestein's convolution by transforms of a power of
+two (n = 1021: 0.15 s and 0.16 ms, where the 1021 x 1021 matrices took 1.2 s and 12 ms). A native FFT primitive would be O(n log n) but needs its own lowering and
 VJP; at the sizes people differentiate, the matmuls are fast.
 Every axis argument moves its axis last and back; `n` / `s` truncate or zero-pad; `norm`
 scales by 1, 1/sqrt(n) or 1/n as numpy does.
