@@ -53,7 +53,9 @@ def _float_results(out) -> list:
     flat = []
     for x in items:
         flat.extend(_float_results(x) if isinstance(x, (tuple, list)) else [x])
-    return [x for x in flat if np.dtype(getattr(x, "_np_dtype", "O")).kind == "f"]
+    kinds = [np.dtype(getattr(x, "_np_dtype", "O")).kind for x in flat]
+    return [p for x, k in zip(flat, kinds) if k in "fc"  # (complex: its two parts)
+            for p in ((x,) if k == "f" else (x.real, x.imag))]
 
 
 _ORDER = ["-", "none", "zero", "yes"]

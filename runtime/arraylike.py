@@ -182,6 +182,21 @@ class NumpyMethods:
     def T(self):
         return ops.transpose(self)
 
+    # a real value's complex parts (a complex one is a runtime/complex_values.Complex)
+    @property
+    def real(self):
+        return self
+
+    @property
+    def imag(self):
+        import numpy as np
+        return np.zeros(self.shape, self._np_dtype)
+
+    def conj(self):
+        return self
+
+    conjugate = conj
+
     def __len__(self) -> int:
         if not self.shape:
             raise TypeError("len() of unsized object (a 0-d value)")

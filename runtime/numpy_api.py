@@ -362,6 +362,12 @@ from llgrad.runtime import numpy_calculus, numpy_linalg, scipy_stats  # noqa: E4
 FUNCTIONS.update(numpy_linalg.FUNCTIONS)
 FUNCTIONS.update(numpy_calculus.FUNCTIONS)  # np.gradient, np.nanmax, ...
 
+# ---- complex intermediates and np.fft (Note [Complex values are pairs]) ------------------------
+from llgrad.runtime import complex_values, numpy_fft  # noqa: E402
+
+FUNCTIONS.update(complex_values.REAL_AND_COMPLEX)
+FUNCTIONS.update(numpy_fft.FUNCTIONS)
+
 # Note [Lazily named functions]
 # A primitive's `numpy` entry may name a function of a module runtime must not import (scipy:
 # `numpy="scipy.special.erf"`), so `import llgrad` stays fast. Such names wait in LAZY (with

@@ -66,6 +66,28 @@ def ufunc_predicates(x, w):
             + np.where(np.allclose(x, w, rtol=0.1), 1.0, 2.0) * np.sum(w))
 
 
+# ---- complex intermediates and np.fft ------------------------------------------------------
+@usecase
+def fft_transforms(x, w, m, t):
+    return (np.sum(np.abs(np.fft.rfft(x)) ** 2) + np.sum(np.fft.irfft(np.fft.rfft(x)
+                                                                      * np.fft.rfft(w), 4))
+            + np.sum(np.real(np.fft.ifft(np.fft.fft(x) * (1 + 2j))) * w)
+            + np.sum(np.abs(np.fft.fft2(m))) + np.sum(np.imag(np.fft.ifft2(m * 1j + m)) ** 2)
+            + np.sum(np.fft.irfft2(np.fft.rfft2(m) * 0.5, s=(3, 4)) * m)
+            + np.sum(np.abs(np.fft.fftn(t, axes=(0, 2)))) + np.sum(np.real(np.fft.ifftn(t)) * t)
+            + np.sum(np.fft.irfftn(np.fft.rfftn(t) * (0.5 + 1j), (2, 3, 4)) ** 2)
+            + np.sum(np.fft.fftshift(x) * w) + np.sum(np.abs(np.fft.ifftshift(np.fft.fft(w)))))
+
+
+@usecase
+def complex_parts_and_angles(x, w, p):
+    z = x + 1j * w
+    return (np.sum(np.angle(z) * p) + np.sum(np.real(np.conjugate(z) * z))
+            + np.sum(np.imag(z * z / p)) + np.sum(np.angle(x) * w) + np.sum(np.real(x) * p)
+            + np.sum(np.imag(x) + np.conjugate(x) * p) + np.iscomplexobj(z) * np.sum(w)
+            + np.isrealobj(x) * np.sum(p ** 2))
+
+
 # ---- scipy.special ------------------------------------------------------------------------
 @usecase
 def scipy_special_ufuncs(x, p, w):

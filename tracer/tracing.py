@@ -16,6 +16,7 @@ from llgrad.runtime.errors import (ConcretizationError, DTypeError, LLGradError,
                                    PerformanceWarning, SourceLoc, UnrollWarning,
                                    UnsupportedError)
 from llgrad.runtime import pytree
+from llgrad.runtime.complex_values import Complex
 from llgrad.runtime.padded import Padded
 from llgrad.tracer import signature as sig
 from llgrad.transform import ir
@@ -92,6 +93,13 @@ def _flatten_outputs(out, builder: Builder, fn: Callable | None = None):
     leaves = []
 
     def rec(x, top=False):
+        if isinstance(x, Complex):  # Note [Complex values are pairs]
+            name = getattr(fn, "__name__", "a differentiated function")
+            raise UnsupportedError(f"{name} returned a complex value ({x.dtype}, of shape "
+                                   f"{x.shape}); llgrad differentiates real results of real "
+                                   f"arguments (complex intermediates are fine)",
+                                   loc=_def_loc(fn), fix="return a real value computed from "
+                                   "it: np.abs(z), np.abs(z) ** 2, z.real, z.imag, np.angle(z)")
         nt = pytree.node_type(x)
         if nt is not None:
             children, aux = nt.flatten(x)

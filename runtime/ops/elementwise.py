@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from llgrad.runtime.aval import BOOL, I64, Aval, broadcast_shapes, to_np
+from llgrad.runtime.complex_values import elementwise as complex_elementwise, is_complex
 from llgrad.runtime.errors import DTypeError, user_loc
 from llgrad.runtime.ops._util import dtype_of
 from llgrad.runtime.prim import _DEFAULT, Primitive, bind, is_value, register
@@ -273,6 +274,8 @@ def _binary(p, floating=False, check=None):
                     return T._lg_binary(p, np.asarray(x, d), y)
                 if tx is np.ndarray and x.dtype is d:
                     return T._lg_binary(p, x, y)
+        if is_complex(x) or is_complex(y):  # Note [Complex values are pairs]
+            return complex_elementwise(p, x, y)
         (x, y), dt, weak = coerce(p, (x, y), floating)
         if check is not None:
             check(x, y, dt)
@@ -293,6 +296,8 @@ def _unary(p, floating=True):
         T = _DEFAULT[0]
         if type(x) is T and (not floating or x._data.dtype.kind == "f"):
             return T._lg_process(p, (x,), _NO_PARAMS)
+        if is_complex(x):
+            return complex_elementwise(p, x)
         (x,), dt, weak = coerce(p, (x,), floating)
         out = bind(p, x)
         if weak:

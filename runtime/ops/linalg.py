@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from llgrad.runtime.aval import Aval
+from llgrad.runtime.complex_values import cmul, is_complex
 from llgrad.runtime.errors import ShapeError
 from llgrad.runtime.ops._util import dtype_of, operands, shape_of
 from llgrad.runtime.ops.shape import broadcast_to, reshape, swapaxes
@@ -100,6 +101,8 @@ def _fmt(s):
 
 def matmul(a, b):
     """numpy/PyTorch matmul semantics: 1-D promotion and batch broadcasting."""
+    if is_complex(a) or is_complex(b):  # Note [Complex values are pairs]
+        return cmul(a, b, matmul)
     (a, b), dt = operands(a, b)
     sa, sb = shape_of(a), shape_of(b)
     if not sa or not sb:
