@@ -86,6 +86,7 @@ from llgrad.runtime.errors import ConcretizationError, UnsupportedError, user_lo
 
 from . import captures, checkpointed
 from .traced_builtins import SHAPED, Zipped, static_shape, traced_builtins
+from .convert.cells import OWNED
 from .convert.errors import SourceLoc, UnsupportedSyntaxError  # noqa: F401
 
 
@@ -604,6 +605,15 @@ def _region_stager() -> Stager | None:
         if in_region is not None and in_region():
             return s
     return None
+
+
+def owns_cells(names: Sequence[str]) -> Callable:
+    """Decorator marking a nested function with the ``nonlocal`` names that are variables of
+    a converted frame (Note [Nonlocal variables of converted functions] in convert/cells.py)."""
+    def mark(fn):
+        setattr(fn, OWNED, frozenset(names))
+        return fn
+    return mark
 
 
 def fence(kind: str, loc: SourceLoc, values: dict, names: Sequence[str]) -> None:

@@ -1,0 +1,121 @@
+"""Python as people write it inside differentiated functions: closures that rebind the
+function's own variables (`nonlocal`), builtins over views and with keys, and the idioms of
+numeric code. Each is checked against plain Python for its value and against central
+differences for its gradient, staying compiled (no DynamicPathWarning); what stays
+unsupported is an error naming the user's line.
+"""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import llgrad
+from llgrad.runtime.errors import DynamicPathWarning, UnsupportedSyntaxError
+from tests.e2e.conftest import finite_differences
+
+X = np.array([0.5, -2.0, 3.0, 1.0])
+
+
+def _check(fn, x=X):
+    """Value equals plain Python, gradient equals central differences, staged path."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DynamicPathWarning)
+        value, grad = llgrad.differentiate(fn).value_and_grad(x)
+    np.testing.assert_allclose(value, fn(x), rtol=1e-12)
+    np.testing.assert_allclose(grad, finite_differences(fn, (x,), (0,))[0], rtol=1e-6,
+                               atol=1e-8)
+
+
+# ---- nonlocal variables of the differentiated function -----------------------------------------
+def nonlocal_static_loop(x):
+    total = 0.0
+
+    def add(v):
+        nonlocal total
+        total = total + np.sum(v ** 2)
+    for i in range(3):
+        add(x * i)
+    return total
+
+
+def nonlocal_traced_loop(x):
+    total = 0.0
+    count = 0
+
+    def add(v):
+        nonlocal total, count
+        total = total + np.sin(v) * count
+        count += 1
+    for v in x:
+        add(v)
+    return total + count
+
+
+def nonlocal_traced_if_in_helper(x):
+    best = x[0]
+
+    def keep(v):
+        nonlocal best
+        if v > best:
+            best = v
+    for v in x:
+        keep(v)
+    return best * best
+
+
+def nonlocal_helper_in_traced_if(x):
+    acc = 0.0
+
+    def bump(v):
+        nonlocal acc
+        acc = acc + v * v
+    if np.sum(x) > 0:
+        bump(x[0])
+    else:
+        bump(x[1])
+    return acc
+
+
+def nonlocal_two_levels(x):
+    total = x[0]
+
+    def apply_all(v):
+        def scale(w):
+            nonlocal total
+            total = total * w
+        for w in v:
+            scale(w)
+    apply_all(x[1:])
+    return total
+
+
+@pytest.mark.parametrize("fn", [nonlocal_static_loop, nonlocal_traced_loop,
+                                nonlocal_traced_if_in_helper, nonlocal_helper_in_traced_if,
+                                nonlocal_two_levels])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_nonlocal_of_the_differentiated_function(fn, sign):
+    _check(fn, sign * X)
+
+
+def _leaking_helper():
+    box = 0.0
+
+    def helper(v):
+        nonlocal box
+        box = v
+
+    def f(x):
+        helper(np.sum(x))
+        return np.sum(x)
+    return f
+
+
+def test_nonlocal_outside_the_differentiated_function_is_refused():
+    f = _leaking_helper()
+    with pytest.raises(UnsupportedSyntaxError, match=r"traced values \(v\) to a `nonlocal` "
+                       r"variable would leak") as info:
+        llgrad.differentiate(f)(X)
+    assert info.value.filename == __file__
+    assert info.value.lineno == _leaking_helper.__code__.co_firstlineno + 5
