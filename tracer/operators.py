@@ -766,9 +766,8 @@ def _converted_target(f: Callable, args=()) -> Callable:
     if is_random(f):
         _random_draw(f)
         return f
-    if _STAGERS and (f is zip or f is enumerate or (f is max or f is min) and len(args) == 1
-                     and type(args[0]) is types.GeneratorType):  # (its items may be traced)
-        return traced_builtins()[f]
+    if _STAGERS and f in (zip, enumerate, max, min, any, all):
+        return traced_builtins()[f]  # (the items of a generator or a view may be traced)
     traced = bool(_STAGERS) and any(
         is_traced(a) or _traced_list(a) or type(a) is tuple and any(map(is_traced, a))
         for a in args)  # (a tuple: scipy's cho_solve((c, lower), b))

@@ -37,6 +37,8 @@ def _traced_builtins() -> dict:
     table[math.prod] = _math_prod
     table[max] = _extremum(max, ops.gt)
     table[min] = _extremum(min, ops.lt)
+    table[any] = _truth(any, ops.logical_or)
+    table[all] = _truth(all, ops.logical_and)
     table[sorted] = _sorted
     table[np.apply_along_axis] = _apply_along_axis
     table[np.piecewise] = _piecewise
@@ -52,21 +54,49 @@ def _traced_builtins() -> dict:
 
 
 def _extremum(builtin, better: Callable) -> Callable:
-    """Python's max(a, b, ...) / min(a, b, ...), or of one iterable of them: a fold of
-    `b if bool(better(b, a)) else a` (the first of equal ones wins, as in Python). Python takes
-    bool() of each comparison, which raises for arrays of more than one element (np.maximum is
-    the elementwise form); of one element, it returns one operand itself, whose shape must then
-    not depend on which. key= and default= go to the builtin (which concretises)."""
-    def call(*args, **kwargs):
-        if len(args) == 1 and not is_value(args[0]) and type(args[0]) is not np.ndarray:
-            args = (list(args[0]),)  # (a generator: its items, once)
-        items = args[0] if len(args) == 1 else args
-        if len(items) < 2 or kwargs:
-            return builtin(*args, **kwargs)
-        best = items[0]
-        for v in items[1:]:
-            best = _pick(builtin.__name__, better, best, v)
+    """Python's max(a, b, ...) / min(a, b, ...), or of one iterable of them (a generator, a
+    dict's values), with key= and default=: a fold of `b if bool(better(key(b), key(a))) else
+    a` (the first of equal ones wins, as in Python), each bool() a `where`, so the gradient
+    flows to the item chosen. Python takes bool() of each comparison, which raises for arrays
+    of more than one element (np.maximum is the elementwise form); of one element, it returns
+    one operand itself, whose shape must then not depend on which."""
+    def call(*args, key=None, **kwargs):
+        if len(args) == 1:
+            items = args[0] if is_value(args[0]) or type(args[0]) is np.ndarray else \
+                list(args[0])  # (a generator or a view: its items, once)
+        else:
+            items = args
+        if len(items) < 2 or set(kwargs) - {"default"}:
+            return builtin(*(args if len(args) > 1 else (items,)), key=key, **kwargs)
+        from .operators import converted_call
+        keys = items if key is None else [converted_call(key, (v,), None) for v in items]
+        best, best_key = items[0], keys[0]
+        for v, k in zip(items[1:], keys[1:]):
+            best, best_key = _pick(builtin.__name__, better, best, v, best_key, k)
         return best
+    return call
+
+
+def _truth(builtin, fold: Callable) -> Callable:
+    """Python's any()/all() of an iterable holding traced one-element values: one traced bool
+    (a fold of logical_or/logical_and) instead of a bool() per item. Every item is evaluated
+    (a generator does not stop at the first deciding one)."""
+    def call(iterable, /):
+        items = list(iterable)
+        if not any(map(is_value, items)):
+            return builtin(items)
+        from llgrad.runtime import ops
+        out = None
+        for v in items:
+            if is_value(v) and int(np.prod(v.shape, dtype=np.int64)) != 1:
+                raise ShapeError(
+                    f"{builtin.__name__}() of an array of shape {list(v.shape)}: Python takes "
+                    f"the truth value of each item, and the truth value of an array with "
+                    f"more than one element is ambiguous", loc=user_loc(),
+                    fix=f"use np.{builtin.__name__}(...) over the array")
+            b = ops.reshape(ops.astype(v, np.bool_), ()) if is_value(v) else bool(v)
+            out = b if out is None else fold(out, b)
+        return out
     return call
 
 
@@ -137,11 +167,12 @@ def _poly1d(c_or_r, *args, **kwargs):
                            "first, as poly1d), or build the poly1d outside the function")
 
 
-def _pick(name: str, better: Callable, a, b):
-    """`b if better(b, a) else a` on one-element operands (see _extremum)."""
-    if not (is_value(a) or is_value(b)):
-        return (max if name == "max" else min)(a, b)
-    shapes = [tuple(v.shape) if is_value(v) else np.shape(v) for v in (a, b)]
+def _pick(name: str, better: Callable, a, b, ka, kb):
+    """(b, kb) if better(kb, ka) else (a, ka), where ka and kb are the keys of a and b
+    (one-element operands; see _extremum)."""
+    if not (is_value(ka) or is_value(kb)):
+        return (b, kb) if (kb > ka if name == "max" else kb < ka) else (a, ka)
+    shapes = [tuple(v.shape) if is_value(v) else np.shape(v) for v in (ka, kb)]
     size = int(np.prod(np.broadcast_shapes(*shapes), dtype=np.int64))
     if size != 1:
         what = ("an empty array is ambiguous" if size == 0 else
@@ -152,6 +183,8 @@ def _pick(name: str, better: Callable, a, b):
             f"a`, and the truth value of {what}", loc=user_loc(),
             fix=f"use np.{name}imum(a, b) for the elementwise {name}imum, or "
             f"np.{name}(...) over an array")
+    if ka is not a or kb is not b:  # (a key: the items themselves are chosen)
+        shapes = [tuple(v.shape) if is_value(v) else np.shape(v) for v in (a, b)]
     if shapes[0] != shapes[1]:
         raise UnsupportedError(
             f"{name}(a, b) of one-element operands of shapes {list(shapes[0])} and "
@@ -159,7 +192,9 @@ def _pick(name: str, better: Callable, a, b):
             f"depends on the values", loc=user_loc(),
             fix=f"give both the same shape, or use np.{name}imum(a, b)")
     from llgrad.runtime import ops
-    return ops.where(better(b, a), b, a)
+    c = better(kb, ka)
+    best = ops.where(c, b, a)
+    return best, (best if ka is a and kb is b else ops.where(c, kb, ka))
 
 
 class Zipped:

@@ -119,3 +119,48 @@ def test_nonlocal_outside_the_differentiated_function_is_refused():
         llgrad.differentiate(f)(X)
     assert info.value.filename == __file__
     assert info.value.lineno == _leaking_helper.__code__.co_firstlineno + 5
+
+
+# ---- max/min with key= and over views, any/all -------------------------------------------------
+def max_min_of_dict_values(x):
+    d = {"a": x[0], "b": x[1] * 2, "c": x[2]}
+    return max(d.values()) + min(d.values()) + sum(d.values())
+
+
+def max_min_with_key(x):
+    return max(x, key=lambda v: v * v) + min([x[0], x[1]], key=abs)
+
+
+def max_of_indices_by_key(x):
+    i = max(range(3), key=lambda j: x[j] ** 2)
+    return x[i] * 2
+
+
+def min_of_generator_with_key(x):
+    return min((v for v in x), key=lambda v: (v - 1) ** 2) + max([], default=1.0)
+
+
+def any_all_of_generators(x):
+    s = np.sum(x)
+    if any(v > 2.5 for v in x):
+        s = s + np.sum(x ** 2)
+    if all(v > -2.5 for v in x):
+        s = s * 3
+    return s
+
+
+@pytest.mark.parametrize("fn", [max_min_of_dict_values, max_min_with_key, max_of_indices_by_key,
+                                min_of_generator_with_key, any_all_of_generators])
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_builtin_folds_are_staged(fn, sign):
+    _check(fn, sign * X)
+
+
+def any_of_vectors(x):
+    return np.sum(x) if any(v > 0 for v in x.reshape(2, 2)) else 0.0
+
+
+def test_any_of_vectors_is_refused_as_python_does():
+    with pytest.raises(ValueError, match=r"(?s)any\(\) of an array of shape \[2\]: Python takes the "
+                       r"truth value of each item.*np\.any"):
+        llgrad.differentiate(any_of_vectors)(X)

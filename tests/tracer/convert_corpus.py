@@ -405,7 +405,7 @@ def try_branches(x):
         if x > 5:
             w = 1
         t = t + 1
-    return t + v
+    return t + v + (w if x > 5 else 0)
 
 
 def with_branch(x):
