@@ -6,6 +6,7 @@ unsupported is an error naming the user's line.
 """
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -161,6 +162,30 @@ def any_of_vectors(x):
 
 
 def test_any_of_vectors_is_refused_as_python_does():
-    with pytest.raises(ValueError, match=r"(?s)any\(\) of an array of shape \[2\]: Python takes the "
-                       r"truth value of each item.*np\.any"):
+    with pytest.raises(ValueError, match=r"(?s)any\(\) of an array of shape \[2\]: Python "
+                       r"takes the truth value of each item.*np\.any"):
         llgrad.differentiate(any_of_vectors)(X)
+
+
+# ---- a list whose length depends on a traced condition -----------------------------------------
+def appends_until_break(x):
+    out = []
+    for v in x:
+        if v > 1.5:
+            break
+        out.append(math.exp(v))
+    return sum(out)
+
+
+def test_append_after_a_traced_break_takes_the_dynamic_path():
+    """The length of `out` depends on the values: the call is traced per call, as a boolean
+    mask's result is, with a warning at the append that says why and how to stay compiled."""
+    with pytest.warns(DynamicPathWarning, match=r"(?s)`.append\(\)` on a list under the traced "
+                      r"condition of the `if` at .*:\d+ \(written there, or after a `break`.*"
+                      r"the length would depend on the traced values.*np\.cumprod") as record:
+        for x in (X, -X):
+            value, grad = llgrad.differentiate(appends_until_break).value_and_grad(x)
+            np.testing.assert_allclose(value, appends_until_break(x), rtol=1e-12)
+            want = finite_differences(appends_until_break, (x,), (0,))[0]
+            np.testing.assert_allclose(grad, want, rtol=1e-6, atol=1e-8)
+    assert record[0].lineno == appends_until_break.__code__.co_firstlineno + 5
