@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import operator
 import threading
 import types
@@ -760,13 +761,17 @@ def len_(x) -> int:
     return len(x)
 
 
+# builtins whose traced forms take the items of any iterable (and are Python's otherwise)
+_OF_ITERABLES = (zip, enumerate, max, min, any, all, sorted, math.fsum)
+
+
 def _converted_target(f: Callable, args=()) -> Callable:
     if _STAGERS and (type(f) is types.BuiltinMethodType or f is print or f is len):
         _note_call(f, args)
     if is_random(f):
         _random_draw(f)
         return f
-    if _STAGERS and f in (zip, enumerate, max, min, any, all):
+    if _STAGERS and f in _OF_ITERABLES:
         return traced_builtins()[f]  # (the items of a generator or a view may be traced)
     traced = bool(_STAGERS) and any(
         is_traced(a) or _traced_list(a) or type(a) is tuple and any(map(is_traced, a))

@@ -40,6 +40,8 @@ def _traced_builtins() -> dict:
     table[any] = _truth(any, ops.logical_or)
     table[all] = _truth(all, ops.logical_and)
     table[sorted] = _sorted
+    table[math.fsum] = _fsum
+    table[isinstance] = _isinstance
     table[np.apply_along_axis] = _apply_along_axis
     table[np.piecewise] = _piecewise
     table[np.poly1d] = _poly1d
@@ -101,19 +103,54 @@ def _truth(builtin, fold: Callable) -> Callable:
 
 
 def _sorted(iterable, /, *, key=None, reverse=False):
-    """Python's sorted() of traced scalars of one dtype: one np.sort of them stacked, as a
-    list of 0-d values, instead of a bool() per comparison (which sends the function to the
-    dynamic path). Equal items are interchangeable numbers, so which comes first does not
-    matter. Anything else (a key=, Python numbers among them, arrays) is the builtin's."""
+    """Python's sorted() of traced scalars of one dtype (or with a key= giving those): one
+    stable argsort of the keys stacked, the items gathered in that order, as a list of 0-d
+    values, instead of a bool() per comparison (which sends the function to the dynamic
+    path). Equal keys keep their order, reversed or not, as in Python. Anything else (Python
+    numbers among the keys, array items) is sorted by Python."""
     items = list(iterable)
-    if key is not None or not items or not all(
-            is_value(v) and tuple(v.shape) == () and v.dtype == items[0].dtype for v in items):
-        return sorted(items, key=key, reverse=reverse)
+    if key is None:
+        keys = items
+    else:
+        from .operators import converted_call
+        keys = [converted_call(key, (v,), None) for v in items]
+    if not items or not (_scalars(keys) and (keys is items or _scalars(items))):
+        order = sorted(range(len(items)), key=keys.__getitem__, reverse=reverse)
+        return [items[i] for i in order]
     from llgrad.runtime import ops
-    out = ops.sort(ops.stack(items))
-    if reverse:
-        out = ops.flip(out, 0)
+    if keys is items:
+        out = ops.sort(ops.stack(items), descending=reverse)
+    else:
+        out = ops.take(ops.stack(items), ops.argsort(ops.stack(keys), descending=reverse))
     return [out[i] for i in range(len(items))]
+
+
+def _scalars(values) -> bool:
+    """Traced 0-d values of one dtype."""
+    return all(is_value(v) and tuple(v.shape) == () and v.dtype == values[0].dtype
+               for v in values)
+
+
+def _isinstance(obj, classinfo, /) -> bool:
+    """isinstance() of a traced value answers for the numpy object it stands for: an ndarray,
+    or of shape () a numpy scalar (np.float64 is a float, as x[0] and np.sum(x) are in
+    numpy); also true for llgrad's own classes."""
+    if is_value(obj):
+        stand_in = obj.dtype.type(0) if tuple(obj.shape) == () else np.empty(0, obj.dtype)
+        return isinstance(obj, classinfo) or isinstance(stand_in, classinfo)
+    return isinstance(obj, classinfo)
+
+
+def _fsum(iterable, /):
+    """math.fsum of traced values: their sum as one array op (exactly rounded in fsum, here
+    to float64 rounding, pairwise), as a float64 scalar."""
+    items = list(iterable)
+    if not any(map(is_value, items)) or any(is_value(v) and v.shape != () for v in items):
+        import math
+        return math.fsum(items)  # (of arrays: Python's TypeError, or concretisation)
+    from llgrad.runtime import ops
+    from llgrad.runtime.conversions import array_from
+    return ops.astype(ops.sum(array_from(items)), np.float64)
 
 
 def _apply_along_axis(func1d, axis, arr, *args, **kwargs):

@@ -150,8 +150,19 @@ def any_all_of_generators(x):
     return s
 
 
+def sorted_with_key(x):
+    by_size = sorted(x, key=lambda v: v * v)
+    by_neg = sorted((v for v in x), key=lambda v: -v, reverse=True)
+    return by_size[0] * 2 + by_size[-1] + by_neg[1] * 5
+
+
+def fsum_of_items(x):
+    return math.fsum([x[0], x[1] * 2, x[2]]) + math.fsum(v * v for v in x)
+
+
 @pytest.mark.parametrize("fn", [max_min_of_dict_values, max_min_with_key, max_of_indices_by_key,
-                                min_of_generator_with_key, any_all_of_generators])
+                                min_of_generator_with_key, any_all_of_generators,
+                                sorted_with_key, fsum_of_items])
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_builtin_folds_are_staged(fn, sign):
     _check(fn, sign * X)
@@ -189,3 +200,21 @@ def test_append_after_a_traced_break_takes_the_dynamic_path():
             want = finite_differences(appends_until_break, (x,), (0,))[0]
             np.testing.assert_allclose(grad, want, rtol=1e-6, atol=1e-8)
     assert record[0].lineno == appends_until_break.__code__.co_firstlineno + 5
+
+
+# ---- isinstance of traced values -----------------------------------------------------------------
+def isinstance_checks(x):
+    s, v, out = np.sum(x), x[0], 0.0
+    if isinstance(x, np.ndarray):  # (numpy's answers: an array, numpy scalars)
+        out = out + np.sum(x * x)
+    if isinstance(s, float):
+        out = out + s
+    if isinstance(v, (np.floating, int)):
+        out = out + v * 3
+    if isinstance(x, (list, tuple)) or isinstance(v, np.ndarray):
+        out = out + 100.0
+    return out
+
+
+def test_isinstance_answers_for_the_numpy_object():
+    _check(isinstance_checks)
