@@ -42,6 +42,7 @@ def _traced_builtins() -> dict:
     table[sorted] = _sorted
     table[math.fsum] = _fsum
     table[isinstance] = _isinstance
+    table[round] = _round
     table[np.apply_along_axis] = _apply_along_axis
     table[np.piecewise] = _piecewise
     table[np.poly1d] = _poly1d
@@ -139,6 +140,17 @@ def _isinstance(obj, classinfo, /) -> bool:
         stand_in = obj.dtype.type(0) if tuple(obj.shape) == () else np.empty(0, obj.dtype)
         return isinstance(obj, classinfo) or isinstance(stand_in, classinfo)
     return isinstance(obj, classinfo)
+
+
+def _round(number, ndigits=None):
+    """round() of a traced value, as of the numpy object it stands for: with ndigits,
+    np.round (half to even, as Python); without, an int, so concretisation (as int(t))."""
+    if not is_value(number):
+        return round(number, ndigits)
+    from llgrad.runtime import ops
+    if ndigits is None:
+        return int(ops.round(number))
+    return ops.round(number, ndigits)
 
 
 def _fsum(iterable, /):

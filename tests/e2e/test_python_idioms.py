@@ -218,3 +218,43 @@ def isinstance_checks(x):
 
 def test_isinstance_answers_for_the_numpy_object():
     _check(isinstance_checks)
+
+
+# ---- `in` a Python container, round() ------------------------------------------------------------
+def skips_indices_in_a_set(x):
+    skip = {1, 3}
+    s = 0.0
+    for i in range(len(x)):  # (a staged loop: `i` is traced)
+        if i in skip:
+            continue
+        s = s + x[i] * (2.0 if i not in {0: "first"} else 1.0)
+    return s
+
+
+def scales_indices_in_a_list(x):
+    s = 0.0
+    for i in range(len(x)):
+        s = s + x[i] * (3.0 if i in [1, 2.0, "a"] else 1.0)
+    return s
+
+
+def rounds_to_digits(x):
+    return np.sum(x ** 2) * round(x[0] * 3.0, 1) + round(x[1], 0)
+
+
+@pytest.mark.parametrize("fn", [skips_indices_in_a_set, scales_indices_in_a_list,
+                                rounds_to_digits])
+def test_membership_and_round(fn):
+    # a traced number in a set was hashed as an object: never found, a wrong value
+    _check(fn, X + 0.01)
+
+
+def array_in_a_set(x):
+    return np.sum(x) if x in {1.0} else 0.0
+
+
+def test_array_in_a_set_is_unhashable_as_in_numpy():
+    with pytest.raises(TypeError, match="unhashable type: 'numpy.ndarray'"):
+        array_in_a_set(X)
+    with pytest.raises(TypeError, match="unhashable type: 'numpy.ndarray'"):
+        llgrad.differentiate(array_in_a_set)(X)
