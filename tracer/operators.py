@@ -490,28 +490,28 @@ def not_(value) -> Any:
     return not value
 
 
-def in_(item, container) -> Any:
-    """``item in container`` in converted code. For a traced one-element `item` and a Python
+def in_(value, container) -> Any:
+    """``value in container`` in converted code. For a traced one-element `value` and a Python
     set, dict, list or tuple: whether it equals one of the numbers there, a traced bool (a set
     or dict would hash the traced value, not its number: always False, a wrong result; a
     list would take bool() of each comparison). Of a traced array with more elements, a set or
     dict raises numpy's TypeError (an array is unhashable)."""
-    if not (_STAGERS and is_traced(item) and type(container) in _CONTAINERS):
-        return item in container
+    if not (_STAGERS and is_traced(value) and type(container) in _CONTAINERS):
+        return value in container
     hashed = type(container) not in (list, tuple)
-    if tuple(item.shape) != ():
+    if tuple(value.shape) != ():
         if hashed:
             raise TypeError("unhashable type: 'numpy.ndarray'")
-        return item in container
+        return value in container
     candidates = [k for k in container if is_traced(k) or isinstance(k, (int, float, np.number))]
     if not candidates:
         return False
-    return traced_builtins()[any]([item == k for k in candidates])
+    return traced_builtins()[any]([value == k for k in candidates])
 
 
-def not_in(item, container) -> Any:
-    """``item not in container`` in converted code (see in_)."""
-    return not_(in_(item, container))
+def not_in(value, container) -> Any:
+    """``value not in container`` in converted code (see in_)."""
+    return not_(in_(value, container))
 
 
 _CONTAINERS = (set, frozenset, dict, list, tuple, type({}.keys()))
