@@ -8,7 +8,8 @@ variadic for longer chains), ``not a`` -> ``__lg.not_(a)``, ``a if c else b`` ->
 still evaluated at most once and in Python's order. ``assert t, m`` -> ``if not t: raise
 AssertionError(m)`` (no statement under ``python -O``), so a traced ``t`` becomes a run-time
 check (Note [Raise under a traced condition]). Operands holding ``:=``, ``yield`` or
-``await`` are left as written (a lambda would change their scope). Nested def/class bodies are not rewritten.
+``await`` are left as written (a lambda would change their scope). Nested def/class bodies
+are not rewritten.
 """
 
 from __future__ import annotations
