@@ -232,18 +232,27 @@ def _pick(name: str, better: Callable, a, b, ka, kb):
             f"a`, and the truth value of {what}", loc=user_loc(),
             fix=f"use np.{name}imum(a, b) for the elementwise {name}imum, or "
             f"np.{name}(...) over an array")
-    if ka is not a or kb is not b:  # (a key: the items themselves are chosen)
-        shapes = [tuple(v.shape) if is_value(v) else np.shape(v) for v in (a, b)]
+    c = better(kb, ka)
+    best = _select(name, c, b, a)
+    return best, (best if ka is a and kb is b else _select(name, c, kb, ka))
+
+
+def _select(name: str, c, b, a):
+    """`b if c else a` for a traced bool `c`: a where per leaf of tuples and lists of one
+    structure (`max(enumerate(x), key=...)` gives a traced index and value)."""
+    if type(a) in (tuple, list) and type(b) is type(a) and len(a) == len(b):
+        return type(a)(_select(name, c, u, v) for u, v in zip(b, a))
+    if a is b:
+        return a
+    shapes = [tuple(v.shape) if is_value(v) else np.shape(v) for v in (a, b)]
     if shapes[0] != shapes[1]:
         raise UnsupportedError(
-            f"{name}(a, b) of one-element operands of shapes {list(shapes[0])} and "
-            f"{list(shapes[1])}: Python returns a or b itself, so the result's shape "
+            f"{name}(a, b) of operands of shapes {list(shapes[0])} and {list(shapes[1])} "
+            f"under a traced comparison: Python returns a or b itself, so the result's shape "
             f"depends on the values", loc=user_loc(),
             fix=f"give both the same shape, or use np.{name}imum(a, b)")
     from llgrad.runtime import ops
-    c = better(kb, ka)
-    best = ops.where(c, b, a)
-    return best, (best if ka is a and kb is b else ops.where(c, kb, ka))
+    return ops.where(c, b, a)
 
 
 class Zipped:

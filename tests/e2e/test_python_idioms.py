@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import llgrad
-from llgrad.runtime.errors import DynamicPathWarning, UnsupportedSyntaxError
+from llgrad.runtime.errors import DynamicPathWarning, UnsupportedError, UnsupportedSyntaxError
 from tests.e2e.conftest import finite_differences
 
 X = np.array([0.5, -2.0, 3.0, 1.0])
@@ -92,9 +92,22 @@ def nonlocal_two_levels(x):
     return total
 
 
+def nonlocal_in_a_while_loop(x):
+    total = 0.0
+
+    def add(v):
+        nonlocal total
+        total = total + v
+    i = 0
+    while i < 4:
+        add(x[i] ** 2)
+        i += 1
+    return total
+
+
 @pytest.mark.parametrize("fn", [nonlocal_static_loop, nonlocal_traced_loop,
                                 nonlocal_traced_if_in_helper, nonlocal_helper_in_traced_if,
-                                nonlocal_two_levels])
+                                nonlocal_two_levels, nonlocal_in_a_while_loop])
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_nonlocal_of_the_differentiated_function(fn, sign):
     _check(fn, sign * X)
@@ -141,6 +154,12 @@ def min_of_generator_with_key(x):
     return min((v for v in x), key=lambda v: (v - 1) ** 2) + max([], default=1.0)
 
 
+def argmin_of_enumerate(x):
+    i, v = min(enumerate(x), key=lambda p: p[1])
+    best = max(zip(x, range(4)), key=lambda p: p[0] ** 2)
+    return v * 2 + x[i] + best[0] * 3 + best[1]
+
+
 def any_all_of_generators(x):
     s = np.sum(x)
     if any(v > 2.5 for v in x):
@@ -162,10 +181,22 @@ def fsum_of_items(x):
 
 @pytest.mark.parametrize("fn", [max_min_of_dict_values, max_min_with_key, max_of_indices_by_key,
                                 min_of_generator_with_key, any_all_of_generators,
-                                sorted_with_key, fsum_of_items])
+                                sorted_with_key, fsum_of_items, argmin_of_enumerate])
 @pytest.mark.parametrize("sign", [1.0, -1.0])
 def test_builtin_folds_are_staged(fn, sign):
     _check(fn, sign * X)
+
+
+def max_of_different_shapes(x):
+    return np.sum(max(x[0], x[1:2]))
+
+
+def test_max_of_different_shapes_is_refused():
+    with pytest.raises(UnsupportedError, match=r"(?s)max\(a, b\) of operands of shapes \[\] "
+                       r"and \[1\] under a traced comparison: Python returns a or b itself.*"
+                       r"np.maximum") as info:
+        llgrad.differentiate(max_of_different_shapes)(X)
+    assert f"{__file__}:{max_of_different_shapes.__code__.co_firstlineno + 1}" in str(info.value)
 
 
 def any_of_vectors(x):

@@ -43,7 +43,8 @@ class _ControlFlow(gast.NodeTransformer):
     # -- shared pieces -------------------------------------------------------------------
     def _modified(self, nodes) -> set[str]:
         """Names the statements bind, and the `shared` ones when they call something."""
-        calls = self.shared and any(isinstance(n, gast.Call) for s in nodes for n in gast.walk(s))
+        calls = self.shared and any(isinstance(n, gast.Call) for s in _as_list(nodes)
+                                    for n in gast.walk(s))
         return (activity(nodes).writes | (self.shared if calls else set())) - self.globals
 
     def _declare(self, fn_stmts: list, modified: set[str]) -> None:
@@ -250,6 +251,10 @@ class _ControlFlow(gast.NodeTransformer):
             loop_test=test_name, loop_body=body_name, get_state=get_state, set_state=set_state,
             names=templates.str_tuple(state), loc=templates.loc_expr(node))
         return self._finish(node, prelude + test + body + call)
+
+
+def _as_list(x) -> list:
+    return x if isinstance(x, list) else [x]
 
 
 def _attribute(name: str) -> gast.Attribute:
