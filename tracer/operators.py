@@ -824,11 +824,21 @@ def _converted_target(f: Callable, args=()) -> Callable:
         return f if inner is None else types.MethodType(inner, f.__self__)
     if isinstance(f, types.FunctionType):
         converted = _convert(f, traced)
-        if converted is not None and traced and _is_library(f):
+        if traced and (converted is not None and _is_library(f) or
+                       converted is None and _is_unconverted_library(f)):
             from .library import library_call  # Note [Unsupported library functions]
-            return library_call(f, converted, _STAGERS)
+            return library_call(f, converted or f, _STAGERS)
         return f if converted is None else converted
     return f
+
+
+def _is_unconverted_library(f: types.FunctionType) -> bool:
+    """A Python function of the standard library or an installed package run as it is
+    (statistics.mean), but numpy's and llgrad's, whose errors are their own."""
+    from .convert.api import _is_user_function
+    root = (getattr(f, "__module__", None) or "").split(".")[0]
+    return root not in ("numpy", "llgrad") and f.__name__ != "<lambda>" and \
+        not _is_user_function(f)
 
 
 def _is_library(f) -> bool:

@@ -7,6 +7,7 @@ unsupported is an error naming the user's line.
 from __future__ import annotations
 
 import math
+import statistics
 import warnings
 
 import numpy as np
@@ -289,3 +290,15 @@ def test_array_in_a_set_is_unhashable_as_in_numpy():
         array_in_a_set(X)
     with pytest.raises(TypeError, match="unhashable type: 'numpy.ndarray'"):
         llgrad.differentiate(array_in_a_set)(X)
+
+
+# ---- library code that fails on traced values ----------------------------------------------------
+def statistics_mean(x):
+    return statistics.mean([x[0], x[1]])
+
+
+def test_standard_library_failures_name_the_function_and_line():
+    with pytest.raises(UnsupportedError, match=r"(?s)statistics.mean is not supported on traced "
+                       r"values: .*its own Python code fails on them \(TypeError") as info:
+        llgrad.differentiate(statistics_mean)(X)
+    assert f"{__file__}:{statistics_mean.__code__.co_firstlineno + 1}" in str(info.value)
