@@ -33,7 +33,6 @@ def _traced_builtins() -> dict:
     table.update({getattr(math, n): _math_int(getattr(ops, n)) for n in ("floor", "ceil", "trunc")})
     table.update({getattr(math, n): _math_bool(getattr(ops, n)) for n in ("isnan", "isinf",
                                                                           "isfinite")})
-    table[math.fsum] = lambda items: sum(items, 0.0)
     table[math.prod] = _math_prod
     table[max] = _extremum(max, ops.gt)
     table[min] = _extremum(min, ops.lt)
@@ -158,7 +157,6 @@ def _fsum(iterable, /):
     to float64 rounding, pairwise), as a float64 scalar."""
     items = list(iterable)
     if not any(map(is_value, items)) or any(is_value(v) and v.shape != () for v in items):
-        import math
         return math.fsum(items)  # (of arrays: Python's TypeError, or concretisation)
     from llgrad.runtime import ops
     from llgrad.runtime.conversions import array_from

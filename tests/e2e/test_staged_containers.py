@@ -383,7 +383,7 @@ def test_in_place_changes_in_traced_branches_are_refused():
 
 @pytest.mark.parametrize("fn, match, line", [
     (appends_in_a_branch, r"`.append\(\)` on a list under the traced condition of the `if` "
-                          r"at .*the length would depend on the traced values",
+                          r"at .*the list's length or items would depend on the traced condition",
      "flags.append(1.0)"),
     (loop_appends_in_a_branch, r"a change to a list that existed before it \(its length or "
                                r"keys\) under the traced condition", "if np.sum(x) > 0:"),
