@@ -838,7 +838,7 @@ def _is_unconverted_library(f: types.FunctionType) -> bool:
     from .convert.api import _is_user_function
     root = (getattr(f, "__module__", None) or "").split(".")[0]
     return root not in ("numpy", "llgrad") and f.__name__ != "<lambda>" and \
-        not _is_user_function(f)
+        not f.__code__.co_filename.startswith("<") and not _is_user_function(f)
 
 
 def _is_library(f) -> bool:

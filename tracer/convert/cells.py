@@ -61,11 +61,11 @@ def _nested_defs(stmts):
             stack.extend(gast.iter_child_nodes(n))
 
 
-def mark_nested(fn: gast.FunctionDef, frame_names: set[str]) -> None:
+def mark_nested(fn: gast.FunctionDef, frame: set[str]) -> None:
     """Decorate each def nested in ``fn`` with the ``nonlocal`` names it shares with
-    ``frame_names`` (the variables of ``fn``'s frame and those ``fn`` owns)."""
+    ``frame`` (the variables of ``fn``'s frame and those ``fn`` owns)."""
     for d in _nested_defs(fn.body):
-        names = sorted(nested_nonlocals(d) & frame_names)
+        names = sorted(nested_nonlocals(d) & frame)
         if names:
             mark = templates.replace_expr("__lg.owns_cells(names)",
                                           names=templates.str_tuple(names))
