@@ -68,7 +68,8 @@ def _extremum(builtin, better: Callable) -> Callable:
                 list(args[0])  # (a generator or a view: its items, once)
         else:
             items = args
-        if len(items) < 2 or set(kwargs) - {"default"}:
+        if len(items) < 2 or set(kwargs) - {"default"} or key is None and not is_value(
+                items) and not any(map(is_value, items)):
             return builtin(*(args if len(args) > 1 else (items,)), key=key, **kwargs)
         from .operators import converted_call
         keys = items if key is None else [converted_call(key, (v,), None) for v in items]
