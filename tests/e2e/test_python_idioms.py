@@ -114,6 +114,29 @@ def test_nonlocal_of_the_differentiated_function(fn, sign):
     _check(fn, sign * X)
 
 
+def helper_reads_a_changing_local(x):
+    k = 2.0
+
+    def scale(v):
+        return k * v
+    s = np.sum(scale(x))
+    k = 3.0  # (the helper's variable changes after it ran: no captured constant)
+    return s + np.sum(scale(x))
+
+
+@pytest.mark.parametrize("fn", [nonlocal_static_loop, nonlocal_traced_loop,
+                                helper_reads_a_changing_local])
+def test_variables_of_the_function_are_no_guards(fn):
+    """A nested function's variables of the traced frame are made anew by every call: as
+    guards (Note [Captured values are guarded]) they failed at every call after the trace
+    changed them, so each call traced again."""
+    d = llgrad.differentiate(fn)
+    for _ in range(3):
+        d.value_and_grad(X)
+    assert d.cache_info()["traces"] == 1
+    _check(fn)
+
+
 def _leaking_helper():
     box = 0.0
 

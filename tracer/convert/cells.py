@@ -1,10 +1,10 @@
-"""Variables of converted functions that their nested functions rebind with ``nonlocal``.
+"""Variables of converted functions that their nested functions read or rebind (``nonlocal``).
 
 Output invariants: each ``def`` nested in a converted function (run by its frame) carries,
-as its innermost decorator, ``__lg.owns_cells(names)``: the names it (or a function nested
-in it) declares ``nonlocal`` that are variables of a converted frame (the enclosing
-function's locals, or names that function owns in turn). See Note [Nonlocal variables of
-converted functions].
+as its innermost decorator, ``__lg.owns_cells(names)``: its free variables (read, or
+declared ``nonlocal`` in it or a function nested in it) that are variables of a converted
+frame (the enclosing function's locals, or names that function owns in turn). See Note
+[Nonlocal variables of converted functions].
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import gast
 
 from . import anno, templates
-from .activity import _COMPS, _SCOPES
+from .activity import _COMPS, _SCOPES, scope_activity
 
 OWNED = "__lg_owned_cells__"
 
@@ -27,6 +27,9 @@ OWNED = "__lg_owned_cells__"
 # it, since a call may run the helper: a staged loop carries them and a traced `if` merges
 # them. A `nonlocal` of a frame outside the trace (the differentiated function's own
 # `nonlocal`, or a helper defined outside it) keeps its fence: the value would leak.
+# The variables a nested function only reads are marked too: they are no captured constants
+# (Note [Captured values are guarded] in tracer/captures.py), since every call makes them
+# anew; guarding them retraced at every call once the frame had changed them after the read.
 
 
 def nested_nonlocals(node) -> set[str]:
@@ -62,10 +65,10 @@ def _nested_defs(stmts):
 
 
 def mark_nested(fn: gast.FunctionDef, frame: set[str]) -> None:
-    """Decorate each def nested in ``fn`` with the ``nonlocal`` names it shares with
-    ``frame`` (the variables of ``fn``'s frame and those ``fn`` owns)."""
+    """Decorate each def nested in ``fn`` with the free variables (read or ``nonlocal``) it
+    shares with ``frame`` (the variables of ``fn``'s frame and those ``fn`` owns)."""
     for d in _nested_defs(fn.body):
-        names = sorted(nested_nonlocals(d) & frame)
+        names = sorted((scope_activity(d).reads | nested_nonlocals(d)) & frame)
         if names:
             mark = templates.replace_expr("__lg.owns_cells(names)",
                                           names=templates.str_tuple(names))
