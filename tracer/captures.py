@@ -29,6 +29,7 @@ from typing import Callable
 import numpy as np
 
 from llgrad.runtime.tensor import Tensor
+from llgrad.tracer.convert.cells import OWNED
 from llgrad.tracer.signature import Identity, static_key
 
 _TLS = threading.local()
@@ -173,7 +174,10 @@ class Recording:
             value = glob.get(name, _UNBOUND)
             if value is not _UNBOUND:
                 self._add(glob, name, value)
+        owned = getattr(fn, OWNED, ())  # variables of a traced frame: no constants
         for name, cell in zip(code.co_freevars, fn.__closure__ or ()):
+            if name in owned:
+                continue
             try:
                 value = cell.cell_contents
             except ValueError:

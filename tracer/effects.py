@@ -15,7 +15,7 @@ import numpy as np
 
 from llgrad.runtime import ops, pytree
 from llgrad.runtime.aval import Aval
-from llgrad.runtime.errors import LLGradError, UnsupportedError, user_loc
+from llgrad.runtime.errors import ConcretizationError, LLGradError, UnsupportedError, user_loc
 from llgrad.runtime.padded import Padded
 from llgrad.runtime.prim import is_value
 from llgrad.tracer import operators
@@ -449,6 +449,8 @@ def note_call(stager, kind, loc, obj, name) -> None:
             eff.note_len(obj)
         return
     if kind == "if" and stager.branches and stager.branches[-1].holds(obj):
+        if isinstance(obj, (list, dict, set)) and not stager.loops:  # (a loop unrolls first)
+            raise _length_in_branch(f"`.{name}()` on a {_kind(obj)}", _kind(obj), loc, where)
         _in_branch(stager, f"`.{name}()` changes a {_kind(obj)} in place inside a branch of "
                    f"the traced `if` at {loc}", where)
     if kind == "loop" and stager.loops:
@@ -469,10 +471,26 @@ def branch(stager, state, fn, loc):
     changed = next(snap.changes(), None)
     if changed is not None:
         snap.restore()
+        if changed[1] in ("list", "dict", "set") and not stager.loops:
+            raise _length_in_branch(f"a change to a {_kind(changed[0])} that existed before "
+                                    f"it (its length or keys)", _kind(changed[0]), loc, loc)
         what = {"attrs": "its attributes", "array": "its contents"}.get(changed[1],
                                                                     "its length or keys")
         _in_branch(stager, f"a branch of the traced `if` at {loc} changes a "
                    f"{_kind(changed[0])} that existed before it ({what})", loc)
+
+
+def _length_in_branch(what: str, kind: str, branch, loc) -> ConcretizationError:
+    """A list (dict, set) growing or shrinking under a traced condition: its length would
+    depend on the values, so the call takes the dynamic path, as a boolean mask's result does
+    (Note [Boolean masks of data-dependent length])."""
+    return ConcretizationError(
+        f"{what} under the traced condition of the `if` at {branch} (written there, or after "
+        f"a `break`, `continue` or `return` in it that skips the rest): the {kind}'s length "
+        f"or items would depend on the traced condition", loc=loc,
+        fix="keep every item and mask the ones the condition drops: np.where(cond, value, 0) "
+        "for an `if`; for a `break`, multiply by the running product of the condition, e.g. "
+        "keep = np.cumprod(x <= 1.5); np.sum(keep * np.exp(x))")
 
 
 def _in_branch(stager, what, loc):

@@ -1,5 +1,6 @@
-"""Calls of library (scipy) functions that run converted on traced values: their failures as
-one clear error (Note [Unsupported library functions])."""
+"""Calls of library functions on traced values (scipy's run converted, the standard
+library's and other packages' as they are): their failures as one clear error (Note
+[Unsupported library functions])."""
 from __future__ import annotations
 
 import sys
@@ -23,6 +24,9 @@ from llgrad.runtime.errors import ConcretizationError, UnsupportedError, is_own_
 # float into a number (`float(x)`: scipy.integrate.quad's C code on what the integrand
 # returns) is refused (`library_number`): the user did not ask for a constant, and the
 # gradient through it would be lost: a wrong gradient, not PyTorch's documented float(t).
+# A Python function of the standard library or another package that llgrad does not convert
+# (statistics.mean) gets the same translation of its failures (a TypeError from deep inside
+# it named no line of the user's).
 _IN_LIBRARY = threading.local()
 
 

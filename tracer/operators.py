@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import operator
 import threading
 import types
@@ -87,6 +88,7 @@ from llgrad.runtime.errors import ConcretizationError, UnsupportedError, user_lo
 from . import captures, checkpointed
 from .traced_builtins import (SHAPED, STACKED_MIN, Zipped, stacked_items, static_shape,
                               traced_builtins)
+from .convert.cells import OWNED
 from .convert.errors import SourceLoc, UnsupportedSyntaxError  # noqa: F401
 
 
@@ -494,9 +496,34 @@ def not_(value) -> Any:
     return not value
 
 
+def in_(value, container) -> Any:
+    """``value in container`` in converted code. For a traced one-element `value` and a Python
+    set, dict, list or tuple: whether it equals one of the numbers there, a traced bool (a set
+    or dict would hash the traced value, not its number: always False, a wrong result; a
+    list would take bool() of each comparison). Of a traced array with more elements, a set or
+    dict raises numpy's TypeError (an array is unhashable)."""
+    if not (_STAGERS and is_traced(value) and type(container) in _CONTAINERS):
+        return value in container
+    hashed = type(container) not in (list, tuple)
+    if tuple(value.shape) != ():
+        if hashed:
+            raise TypeError("unhashable type: 'numpy.ndarray'")
+        return value in container
+    candidates = [k for k in container if is_traced(k) or isinstance(k, (int, float, np.number))]
+    if not candidates:
+        return False
+    return traced_builtins()[any]([value == k for k in candidates])
+
+
+def not_in(value, container) -> Any:
+    """``value not in container`` in converted code (see in_)."""
+    return not_(in_(value, container))
+
+
+_CONTAINERS = (set, frozenset, dict, list, tuple, type({}.keys()))
 _COMPARE = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
             ">": operator.gt, ">=": operator.ge, "is": operator.is_, "is not": operator.is_not,
-            "in": lambda a, b: a in b, "not in": lambda a, b: a not in b}
+            "in": in_, "not in": not_in}
 
 
 def compare_chain(left, *ops_and_fns) -> Any:
@@ -610,6 +637,15 @@ def _region_stager() -> Stager | None:
         if in_region is not None and in_region():
             return s
     return None
+
+
+def owns_cells(names: Sequence[str]) -> Callable:
+    """Decorator marking a nested function with the ``nonlocal`` names that are variables of
+    a converted frame (Note [Nonlocal variables of converted functions] in convert/cells.py)."""
+    def mark(fn):
+        setattr(fn, OWNED, frozenset(names))
+        return fn
+    return mark
 
 
 def fence(kind: str, loc: SourceLoc, values: dict, names: Sequence[str]) -> None:
@@ -756,15 +792,18 @@ def len_(x) -> int:
     return len(x)
 
 
+# builtins whose traced forms take the items of any iterable (and are Python's otherwise)
+_OF_ITERABLES = (zip, enumerate, max, min, any, all, sorted, math.fsum)
+
+
 def _converted_target(f: Callable, args=()) -> Callable:
     if _STAGERS and (type(f) is types.BuiltinMethodType or f is print or f is len):
         _note_call(f, args)
     if is_random(f):
         _random_draw(f)
         return f
-    if _STAGERS and (f is zip or f is enumerate or (f is max or f is min) and len(args) == 1
-                     and type(args[0]) is types.GeneratorType):  # (its items may be traced)
-        return traced_builtins()[f]
+    if _STAGERS and f in _OF_ITERABLES:
+        return traced_builtins()[f]  # (the items of a generator or a view may be traced)
     traced = bool(_STAGERS) and any(
         is_traced(a) or _traced_list(a) or type(a) is tuple and any(map(is_traced, a))
         for a in args)  # (a tuple: scipy's cho_solve((c, lower), b))
@@ -791,11 +830,21 @@ def _converted_target(f: Callable, args=()) -> Callable:
         return f if inner is None else types.MethodType(inner, f.__self__)
     if isinstance(f, types.FunctionType):
         converted = _convert(f, traced)
-        if converted is not None and traced and _is_library(f):
+        if traced and (converted is not None and _is_library(f) or
+                       converted is None and _is_unconverted_library(f)):
             from .library import library_call  # Note [Unsupported library functions]
-            return library_call(f, converted, _STAGERS)
+            return library_call(f, converted or f, _STAGERS)
         return f if converted is None else converted
     return f
+
+
+def _is_unconverted_library(f: types.FunctionType) -> bool:
+    """A Python function of the standard library or an installed package run as it is
+    (statistics.mean), but numpy's and llgrad's, whose errors are their own."""
+    from .convert.api import _is_user_function
+    root = (getattr(f, "__module__", None) or "").split(".")[0]
+    return root not in ("numpy", "llgrad") and f.__name__ != "<lambda>" and \
+        not f.__code__.co_filename.startswith("<") and not _is_user_function(f)
 
 
 def _is_library(f) -> bool:

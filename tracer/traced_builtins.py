@@ -33,11 +33,15 @@ def _traced_builtins() -> dict:
     table.update({getattr(math, n): _math_int(getattr(ops, n)) for n in ("floor", "ceil", "trunc")})
     table.update({getattr(math, n): _math_bool(getattr(ops, n)) for n in ("isnan", "isinf",
                                                                           "isfinite")})
-    table[math.fsum] = lambda items: sum(items, 0.0)
     table[math.prod] = _math_prod
     table[max] = _extremum(max, ops.gt)
     table[min] = _extremum(min, ops.lt)
+    table[any] = _truth(any, ops.logical_or)
+    table[all] = _truth(all, ops.logical_and)
     table[sorted] = _sorted
+    table[math.fsum] = _fsum
+    table[isinstance] = _isinstance
+    table[round] = _round
     table[np.apply_along_axis] = _apply_along_axis
     table[np.piecewise] = _piecewise
     table[np.poly1d] = _poly1d
@@ -52,38 +56,112 @@ def _traced_builtins() -> dict:
 
 
 def _extremum(builtin, better: Callable) -> Callable:
-    """Python's max(a, b, ...) / min(a, b, ...), or of one iterable of them: a fold of
-    `b if bool(better(b, a)) else a` (the first of equal ones wins, as in Python). Python takes
-    bool() of each comparison, which raises for arrays of more than one element (np.maximum is
-    the elementwise form); of one element, it returns one operand itself, whose shape must then
-    not depend on which. key= and default= go to the builtin (which concretises)."""
-    def call(*args, **kwargs):
-        if len(args) == 1 and not is_value(args[0]) and type(args[0]) is not np.ndarray:
-            args = (list(args[0]),)  # (a generator: its items, once)
-        items = args[0] if len(args) == 1 else args
-        if len(items) < 2 or kwargs:
-            return builtin(*args, **kwargs)
-        best = items[0]
-        for v in items[1:]:
-            best = _pick(builtin.__name__, better, best, v)
+    """Python's max(a, b, ...) / min(a, b, ...), or of one iterable of them (a generator, a
+    dict's values), with key= and default=: a fold of `b if bool(better(key(b), key(a))) else
+    a` (the first of equal ones wins, as in Python), each bool() a `where`, so the gradient
+    flows to the item chosen. Python takes bool() of each comparison, which raises for arrays
+    of more than one element (np.maximum is the elementwise form); of one element, it returns
+    one operand itself, whose shape must then not depend on which."""
+    def call(*args, key=None, **kwargs):
+        if len(args) == 1:
+            items = args[0] if is_value(args[0]) or type(args[0]) is np.ndarray else \
+                list(args[0])  # (a generator or a view: its items, once)
+        else:
+            items = args
+        if len(items) < 2 or set(kwargs) - {"default"} or key is None and not is_value(
+                items) and not any(map(is_value, items)):
+            return builtin(*(args if len(args) > 1 else (items,)), key=key, **kwargs)
+        from .operators import converted_call
+        keys = items if key is None else [converted_call(key, (v,), None) for v in items]
+        best, best_key = items[0], keys[0]
+        for v, k in zip(items[1:], keys[1:]):
+            best, best_key = _pick(builtin.__name__, better, best, v, best_key, k)
         return best
     return call
 
 
+def _truth(builtin, fold: Callable) -> Callable:
+    """Python's any()/all() of an iterable holding traced one-element values: one traced bool
+    (a fold of logical_or/logical_and) instead of a bool() per item. Every item is evaluated
+    (a generator does not stop at the first deciding one)."""
+    def call(iterable, /):
+        items = list(iterable)
+        if not any(map(is_value, items)):
+            return builtin(items)
+        from llgrad.runtime import ops
+        out = None
+        for v in items:
+            if is_value(v) and int(np.prod(v.shape, dtype=np.int64)) != 1:
+                raise ShapeError(
+                    f"{builtin.__name__}() of an array of shape {list(v.shape)}: Python takes "
+                    f"the truth value of each item, and the truth value of an array with "
+                    f"more than one element is ambiguous", loc=user_loc(),
+                    fix=f"use np.{builtin.__name__}(...) over the array")
+            b = ops.reshape(ops.astype(v, np.bool_), ()) if is_value(v) else bool(v)
+            out = b if out is None else fold(out, b)
+        return out
+    return call
+
+
 def _sorted(iterable, /, *, key=None, reverse=False):
-    """Python's sorted() of traced scalars of one dtype: one np.sort of them stacked, as a
-    list of 0-d values, instead of a bool() per comparison (which sends the function to the
-    dynamic path). Equal items are interchangeable numbers, so which comes first does not
-    matter. Anything else (a key=, Python numbers among them, arrays) is the builtin's."""
+    """Python's sorted() of traced scalars of one dtype (or with a key= giving those): one
+    stable argsort of the keys stacked, the items gathered in that order, as a list of 0-d
+    values, instead of a bool() per comparison (which sends the function to the dynamic
+    path). Equal keys keep their order, reversed or not, as in Python. Anything else (Python
+    numbers among the keys, array items) is sorted by Python."""
     items = list(iterable)
-    if key is not None or not items or not all(
-            is_value(v) and tuple(v.shape) == () and v.dtype == items[0].dtype for v in items):
-        return sorted(items, key=key, reverse=reverse)
+    if key is None:
+        keys = items
+    else:
+        from .operators import converted_call
+        keys = [converted_call(key, (v,), None) for v in items]
+    if not items or not (_scalars(keys) and (keys is items or _scalars(items))):
+        order = sorted(range(len(items)), key=keys.__getitem__, reverse=reverse)
+        return [items[i] for i in order]
     from llgrad.runtime import ops
-    out = ops.sort(ops.stack(items))
-    if reverse:
-        out = ops.flip(out, 0)
+    if keys is items:
+        out = ops.sort(ops.stack(items), descending=reverse)
+    else:
+        out = ops.take(ops.stack(items), ops.argsort(ops.stack(keys), descending=reverse))
     return [out[i] for i in range(len(items))]
+
+
+def _scalars(values) -> bool:
+    """Traced 0-d values of one dtype."""
+    return all(is_value(v) and tuple(v.shape) == () and v.dtype == values[0].dtype
+               for v in values)
+
+
+def _isinstance(obj, classinfo, /) -> bool:
+    """isinstance() of a traced value answers for the numpy object it stands for: an ndarray,
+    or of shape () a numpy scalar (np.float64 is a float, as x[0] and np.sum(x) are in
+    numpy); also true for llgrad's own classes."""
+    if is_value(obj):
+        stand_in = obj.dtype.type(0) if tuple(obj.shape) == () else np.empty(0, obj.dtype)
+        return isinstance(obj, classinfo) or isinstance(stand_in, classinfo)
+    return isinstance(obj, classinfo)
+
+
+def _round(number, ndigits=None):
+    """round() of a traced value, as of the numpy object it stands for: with ndigits,
+    np.round (half to even, as Python); without, an int, so concretisation (as int(t))."""
+    if not is_value(number):
+        return round(number, ndigits)
+    from llgrad.runtime import ops
+    if ndigits is None:
+        return int(ops.round(number))
+    return ops.round(number, ndigits)
+
+
+def _fsum(iterable, /):
+    """math.fsum of traced values: their sum as one array op (exactly rounded in fsum, here
+    to float64 rounding, pairwise), as a float64 scalar."""
+    items = list(iterable)
+    if not any(map(is_value, items)) or any(is_value(v) and v.shape != () for v in items):
+        return math.fsum(items)  # (of arrays: Python's TypeError, or concretisation)
+    from llgrad.runtime import ops
+    from llgrad.runtime.conversions import array_from
+    return ops.astype(ops.sum(array_from(items)), np.float64)
 
 
 def _apply_along_axis(func1d, axis, arr, *args, **kwargs):
@@ -137,11 +215,12 @@ def _poly1d(c_or_r, *args, **kwargs):
                            "first, as poly1d), or build the poly1d outside the function")
 
 
-def _pick(name: str, better: Callable, a, b):
-    """`b if better(b, a) else a` on one-element operands (see _extremum)."""
-    if not (is_value(a) or is_value(b)):
-        return (max if name == "max" else min)(a, b)
-    shapes = [tuple(v.shape) if is_value(v) else np.shape(v) for v in (a, b)]
+def _pick(name: str, better: Callable, a, b, ka, kb):
+    """(b, kb) if better(kb, ka) else (a, ka), where ka and kb are the keys of a and b
+    (one-element operands; see _extremum)."""
+    if not (is_value(ka) or is_value(kb)):
+        return (b, kb) if (kb > ka if name == "max" else kb < ka) else (a, ka)
+    shapes = [tuple(v.shape) if is_value(v) else np.shape(v) for v in (ka, kb)]
     size = int(np.prod(np.broadcast_shapes(*shapes), dtype=np.int64))
     if size != 1:
         what = ("an empty array is ambiguous" if size == 0 else
@@ -152,14 +231,27 @@ def _pick(name: str, better: Callable, a, b):
             f"a`, and the truth value of {what}", loc=user_loc(),
             fix=f"use np.{name}imum(a, b) for the elementwise {name}imum, or "
             f"np.{name}(...) over an array")
+    c = better(kb, ka)
+    best = _select(name, c, b, a)
+    return best, (best if ka is a and kb is b else _select(name, c, kb, ka))
+
+
+def _select(name: str, c, b, a):
+    """`b if c else a` for a traced bool `c`: a where per leaf of tuples and lists of one
+    structure (`max(enumerate(x), key=...)` gives a traced index and value)."""
+    if type(a) in (tuple, list) and type(b) is type(a) and len(a) == len(b):
+        return type(a)(_select(name, c, u, v) for u, v in zip(b, a))
+    if a is b:
+        return a
+    shapes = [tuple(v.shape) if is_value(v) else np.shape(v) for v in (a, b)]
     if shapes[0] != shapes[1]:
         raise UnsupportedError(
-            f"{name}(a, b) of one-element operands of shapes {list(shapes[0])} and "
-            f"{list(shapes[1])}: Python returns a or b itself, so the result's shape "
+            f"{name}(a, b) of operands of shapes {list(shapes[0])} and {list(shapes[1])} "
+            f"under a traced comparison: Python returns a or b itself, so the result's shape "
             f"depends on the values", loc=user_loc(),
             fix=f"give both the same shape, or use np.{name}imum(a, b)")
     from llgrad.runtime import ops
-    return ops.where(better(b, a), b, a)
+    return ops.where(c, b, a)
 
 
 class Zipped:

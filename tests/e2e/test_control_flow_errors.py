@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import llgrad
-from llgrad.runtime.errors import LLGradError, ShapeError, UnsupportedSyntaxError
+from llgrad.runtime.errors import (DynamicPathWarning, LLGradError, ShapeError,
+                                   UnsupportedSyntaxError)
 from llgrad.tracer.tracing import UnrollWarning
 
 FILE = __file__.rsplit("/", 1)[-1]
@@ -352,11 +353,16 @@ def append_in_branch(x):
     return np.sum(out[0])
 
 
-def test_value_leaks_out_of_branch():
-    with pytest.raises(LLGradError, match=r"`.append\(\)` changes a list in place inside a "
-                                          r"branch of the traced `if`") as info:
-        llgrad.differentiate(append_in_branch)(np.ones(3))
-    assert_at(info.value, append_in_branch, "out.append(x * 2.0)")
+def test_list_changed_in_branch_takes_the_dynamic_path():
+    # as a boolean mask's result (Note [Boolean masks of data-dependent length])
+    with pytest.warns(DynamicPathWarning, match=r"`.append\(\)` on a list under the traced "
+                      r"condition of the `if` at .*the list's length or items would depend on "
+                      r"the traced condition") as record:
+        for x in (np.ones(3), -np.ones(3)):
+            value, grad = llgrad.differentiate(append_in_branch).value_and_grad(x)
+            assert value == append_in_branch(x)
+            np.testing.assert_allclose(grad, np.where(x > 0, 2.0, 1.0))
+    assert record[0].lineno == line_of(append_in_branch, "out.append(x * 2.0)")
 
 
 # ---- traced range step -------------------------------------------------------------------------

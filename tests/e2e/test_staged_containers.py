@@ -5,13 +5,14 @@ silent difference from Python (Note [Python effects in staged code])."""
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import warnings
 
 import numpy as np
 import pytest
 
 import llgrad
-from llgrad.runtime.errors import LLGradError, UnsupportedError
+from llgrad.runtime.errors import DynamicPathWarning, LLGradError, UnsupportedError
 from llgrad.tracer.effects import TracePrintWarning
 from llgrad.tracer.tracing import UnrollWarning
 from tests.fd import numerical_grad_tree
@@ -373,17 +374,28 @@ def list_made_in_the_branch(x):
     return y
 
 
+def test_in_place_changes_in_traced_branches_are_refused():
+    with pytest.raises(UnsupportedError, match=r"`.fill\(\)` changes a numpy array in "
+                       r"place") as info:
+        llgrad.differentiate(fills_in_a_branch)(X)
+    assert "a.fill(0.0)" in str(info.value)
+
+
 @pytest.mark.parametrize("fn, match, line", [
-    (appends_in_a_branch, r"`.append\(\)` changes a list in place inside a branch of the "
-                          r"traced `if`", "flags.append(1.0)"),
-    (fills_in_a_branch, r"`.fill\(\)` changes a numpy array in place", "a.fill(0.0)"),
-    (loop_appends_in_a_branch, r"a branch of the traced `if` at .* changes a list that "
-                               r"existed before it", "if np.sum(x) > 0:"),
+    (appends_in_a_branch, r"`.append\(\)` on a list under the traced condition of the `if` "
+                          r"at .*the list's length or items would depend on the traced condition",
+     "flags.append(1.0)"),
+    (loop_appends_in_a_branch, r"a change to a list that existed before it \(its length or "
+                               r"keys\) under the traced condition", "if np.sum(x) > 0:"),
 ], ids=lambda v: getattr(v, "__name__", "") if callable(v) else "")
-def test_in_place_changes_in_traced_branches_are_refused(fn, match, line):
-    with pytest.raises(UnsupportedError, match=match) as info:
-        llgrad.differentiate(fn)(X)
-    assert line in str(info.value)
+def test_lists_growing_in_traced_branches_take_the_dynamic_path(fn, match, line):
+    # as a boolean mask's result: Note [Boolean masks of data-dependent length]
+    with pytest.warns(DynamicPathWarning, match=match) as record:
+        _check(fn, X)
+        _check(fn, -X)
+    lines, first = inspect.getsourcelines(fn)
+    want = first + next(i for i, text in enumerate(lines) if line in text)
+    assert (record[0].filename, record[0].lineno) == (__file__, want)
 
 
 def test_a_list_made_inside_a_branch_may_change(mode):

@@ -384,6 +384,39 @@ def try_plain(x):
     return y
 
 
+def try_branches(x):
+    # names first bound by an `if` inside each block of a try (scipy.linalg.logm's shape: a
+    # `nonlocal` of the branch functions had no binding, a SyntaxError at conversion)
+    try:
+        if x > 0:
+            t = 1 / x
+        else:
+            t = -1.0
+    except ZeroDivisionError:
+        if x == 0:
+            u = 0.0
+        return u
+    else:
+        if t > 1:
+            v = t
+        else:
+            v = 2 * t
+    finally:
+        if x > 5:
+            w = 1
+        t = t + 1
+    return t + v + (w if x > 5 else 0)
+
+
+def with_branch(x):
+    with np.errstate(divide="ignore"):
+        if x > 0:
+            t = 1 / x
+        else:
+            t = 0.0
+    return t
+
+
 def del_plain(x):
     y = x + 1
     del y
@@ -455,6 +488,8 @@ CASES = [
     (numpy_piecewise, [(np.array([2.0, 0.5, -3.0]),)]),
     (docstring_return, [(1,), (5,)]),
     (try_plain, [(2.0,), (0,)]),
+    (try_branches, [(2.0,), (0.25,), (-1.0,), (6.0,)]),
+    (with_branch, [(2.0,), (-1.0,)]),
     (del_plain, [(1,)]),
     (walrus_while, [([1, 2, 3],)]),
 ]

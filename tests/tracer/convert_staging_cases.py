@@ -87,7 +87,7 @@ def unsupported_global(x):
     return x
 
 
-def unsupported_nonlocal(x):
+def nonlocal_in_helper(x):
     out = None
 
     def inner():

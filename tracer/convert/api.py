@@ -2,9 +2,10 @@
 
 Pipeline (each pass states its output invariants in its module docstring): parse with real
 locations -> static checks and run-time fences (fence) -> break/continue/return to flags
-(jumps) -> calls, range loops, element updates (calls) -> and/or/not/ternary/chained
-comparisons (logical) -> liveness/definedness annotations (liveness) -> if/for/while to
-operator calls (control_flow) -> compile with the original globals and closure (compile).
+(jumps) -> calls, range loops, element updates (calls) -> marks on nested defs (cells) ->
+and/or/not/ternary/chained comparisons (logical) -> liveness/definedness annotations
+(liveness) -> if/for/while to operator calls (control_flow) -> compile with the original
+globals and closure (compile).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any, Callable
 import gast
 import numpy as np
 
-from . import calls, compile as compile_, fence, jumps, liveness, logical, stored
+from . import calls, cells, compile as compile_, fence, jumps, liveness, logical, stored
 from .activity import declared_names, local_names
 from .control_flow import convert_control_flow
 from .errors import SourceMap, UnsupportedSyntaxError
@@ -215,15 +216,18 @@ def _convert(fn: Callable) -> ConvertedFunction:
     namer = Namer.for_function(node)
     globals_, nonlocals = declared_names(node)
     locals_ = local_names(node)
-    cells = liveness.closure_reads(node) & locals_
+    frame, nonlocals = cells.frame_names(node, fn, locals_, nonlocals)
+    owned, shared = nonlocals & frame, cells.nested_nonlocals(node) & frame
+    live = liveness.closure_reads(node) & locals_ | owned
     resolve = stored.Lookups(fn)
-    fence.insert_fences(node, locals_ | set(fn.__code__.co_freevars), globals_, nonlocals,
-                        _is_llgrad_context(resolve, locals_))
+    fence.insert_fences(node, locals_ | set(fn.__code__.co_freevars), globals_,
+                        nonlocals - owned, _is_llgrad_context(resolve, locals_))
     jumps.convert_jumps(node, namer)
     calls.convert_calls(node, locals_, locals_, resolve, namer)
+    cells.mark_nested(node, frame)
     logical.convert_logical(node)
-    liveness.annotate(node, cells)
-    convert_control_flow(node, namer, globals_, nonlocals, locals_)
+    liveness.annotate(node, live)
+    convert_control_flow(node, namer, globals_, nonlocals, locals_, owned, shared)
 
     py_node = gast.gast_to_ast(node)
     source = ast.unparse(py_node)

@@ -27,8 +27,12 @@ from .naming import Namer
 
 
 class _ControlFlow(gast.NodeTransformer):
-    def __init__(self, namer: Namer, globals_: set[str], nonlocals: set[str], locals_: set[str]):
-        self.namer, self.globals, self.nonlocals, self.locals = namer, globals_, nonlocals, locals_
+    def __init__(self, namer: Namer, globals_: set[str], nonlocals: set[str], locals_: set[str],
+                 owned: set[str] = frozenset(), shared: set[str] = frozenset()):
+        self.namer, self.globals, self.locals = namer, globals_, locals_
+        # nonlocal names that are no state (Note [Nonlocal variables of converted functions]):
+        # all of them are bound outside, so none gets an Undefined here
+        self.nonlocals, self.declared, self.shared = nonlocals - owned, nonlocals, shared
         self.initialised: set[str] = set()  # Undefined already bound by an enclosing statement
 
     def _skip(self, node):
@@ -38,7 +42,10 @@ class _ControlFlow(gast.NodeTransformer):
 
     # -- shared pieces -------------------------------------------------------------------
     def _modified(self, nodes) -> set[str]:
-        return activity(nodes).writes - self.globals
+        """Names the statements bind, and the `shared` ones when they call something."""
+        calls = self.shared and any(isinstance(n, gast.Call) for s in _as_list(nodes)
+                                    for n in gast.walk(s))
+        return (activity(nodes).writes | (self.shared if calls else set())) - self.globals
 
     def _declare(self, fn_stmts: list, modified: set[str]) -> None:
         """Prepend nonlocal/global declarations to the body of the (single) def in fn_stmts."""
@@ -54,7 +61,7 @@ class _ControlFlow(gast.NodeTransformer):
 
     def _inits(self, node, modified: set[str]) -> set[str]:
         maybe = anno.get(node, anno.Key.DEFINED_IN, set())
-        return {n for n in modified if not is_composite(n)} - maybe - self.nonlocals - \
+        return {n for n in modified if not is_composite(n)} - maybe - self.declared - \
             self.initialised
 
     def _visit_children(self, node, modified: set[str]) -> None:
@@ -246,6 +253,10 @@ class _ControlFlow(gast.NodeTransformer):
         return self._finish(node, prelude + test + body + call)
 
 
+def _as_list(x) -> list:
+    return x if isinstance(x, list) else [x]
+
+
 def _attribute(name: str) -> gast.Attribute:
     base, attr = name.split(".", 1)
     return gast.Attribute(value=templates.name(base), attr=attr, ctx=gast.Load())
@@ -260,8 +271,12 @@ def _attribute(name: str) -> gast.Attribute:
 
 
 def convert_control_flow(fn: gast.FunctionDef, namer: Namer, globals_: set[str],
-                         nonlocals: set[str], locals_: set[str]) -> None:
-    t = _ControlFlow(namer, globals_, nonlocals, locals_)
+                         nonlocals: set[str], locals_: set[str], owned: set[str] = frozenset(),
+                         shared: set[str] = frozenset()) -> None:
+    """Convert ``fn``'s if/for/while; ``owned``: its nonlocal names that are variables of a
+    converted frame, ``shared``: its variables that nested functions rebind (Note [Nonlocal
+    variables of converted functions])."""
+    t = _ControlFlow(namer, globals_, nonlocals, locals_, owned, shared)
     out = []
     for s in fn.body:
         r = t.visit(s)

@@ -114,9 +114,20 @@ class _Defined:
             self.block(s.orelse, maybe | writes, sure)
             return maybe | writes, sure
         if isinstance(s, (gast.Try, gast.With, gast.AsyncWith)) or type(s).__name__ == "TryStar":
-            for field in ("body", "orelse", "finalbody"):
-                self.block(getattr(s, field, []) or [], maybe | writes, sure)
-            for h in getattr(s, "handlers", []):
-                self.block(h.body, maybe | writes, sure)
+            self._blocks(s, maybe, sure)
             return maybe | writes, sure
         return maybe | writes, sure | writes
+
+    def _blocks(self, s, maybe: set[str], sure: set[str]) -> None:
+        """The blocks of a try/with. Each starts from the names bound before it, not every
+        name the statement binds: one bound only later is unbound there, and the control-flow
+        conversion must bind it to Undefined before a nested statement that declares it
+        nonlocal. A handler may follow a raise anywhere in the body."""
+        items = getattr(s, "items", [])
+        after = self.block(s.body, maybe | activity(items).writes, sure)[0]
+        orelse, handlers = getattr(s, "orelse", []) or [], getattr(s, "handlers", [])
+        self.block(orelse, after, sure)
+        for h in handlers:
+            self.block(h.body, after | ({h.name.id} if h.name else set()), sure)
+        self.block(getattr(s, "finalbody", []) or [],
+                   maybe | activity(s.body + orelse + handlers).writes, sure)

@@ -3,11 +3,13 @@
 Output invariants: ``a and b`` -> ``__lg.and_(lambda: a, lambda: b)`` (same for ``or``,
 variadic for longer chains), ``not a`` -> ``__lg.not_(a)``, ``a if c else b`` ->
 ``__lg.if_exp(c, lambda: a, lambda: b, loc)``, ``a < b <= c`` ->
-``__lg.compare_chain(a, '<', lambda: b, '<=', lambda: c)``; each operand is still evaluated at
-most once and in Python's order. ``assert t, m`` -> ``if not t: raise AssertionError(m)`` (no
-statement under ``python -O``), so a traced ``t`` becomes a run-time check (Note [Raise under
-a traced condition]). Operands holding ``:=``, ``yield`` or ``await`` are left as
-written (a lambda would change their scope). Nested def/class bodies are not rewritten.
+``__lg.compare_chain(a, '<', lambda: b, '<=', lambda: c)``, ``a in b`` -> ``__lg.in_(a, b)``
+(and ``not_in``: a traced number in a set is found by value, operators.in_); each operand is
+still evaluated at most once and in Python's order. ``assert t, m`` -> ``if not t: raise
+AssertionError(m)`` (no statement under ``python -O``), so a traced ``t`` becomes a run-time
+check (Note [Raise under a traced condition]). Operands holding ``:=``, ``yield`` or
+``await`` are left as written (a lambda would change their scope). Nested def/class bodies
+are not rewritten.
 """
 
 from __future__ import annotations
@@ -83,6 +85,9 @@ class _Logical(gast.NodeTransformer):
 
     def visit_Compare(self, node):
         self.generic_visit(node)
+        if len(node.ops) == 1 and isinstance(node.ops[0], (gast.In, gast.NotIn)):
+            name = "in_" if isinstance(node.ops[0], gast.In) else "not_in"
+            return _call(name, [node.left, node.comparators[0]], node)
         if len(node.ops) == 1 or not _lambda_safe(*node.comparators):
             return node
         args = [node.left]

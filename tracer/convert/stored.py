@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import Any, Callable
 
 from . import calls
+from .cells import OWNED
 from .parsing import code_span
 
 _FORMAT = "conversion 1"
@@ -116,8 +117,9 @@ def key(fn: Callable, lines: list[str], firstlineno: int) -> str:
     code = fn.__code__
     filename = inspect.getsourcefile(fn) or code.co_filename
     h = hashlib.sha256(_stamp().encode())
+    owned = " ".join(sorted(getattr(fn, OWNED, ())))
     for part in (filename, str(firstlineno), fn.__name__, fn.__qualname__,
-                 " ".join(code.co_freevars), "".join(lines), str(code_span(code))):
+                 " ".join(code.co_freevars), owned, "".join(lines), str(code_span(code))):
         h.update(b"\0" + part.encode())
     return h.hexdigest()
 
