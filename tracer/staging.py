@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from llgrad.runtime import ops
+from llgrad.runtime import ops, pytree
 from llgrad.runtime.aval import BOOL, I64, Aval, aval_str
 from llgrad.runtime.errors import (ConcretizationError, DTypeError, LLGradError, ShapeError,
                                    user_loc)
 from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
 from llgrad.tracer import aliasing, checks, effects, merge, operators
 from llgrad.tracer.operators import TracedRange, Undefined
-from llgrad.tracer.traced_builtins import Zipped
+from llgrad.tracer.traced_builtins import Zipped, stacked_items
 from llgrad.tracer.stores import StoreLog
 from llgrad.tracer.effects import LoopEffects, NewEffects, PoisonRead, Unstageable
 from llgrad.tracer.records import flat_state, split_merge
@@ -74,6 +74,7 @@ class IRStager:
         self.stores = StoreLog()  # Note [Stores in traced branches]
         self.loops: list = []  # LoopEffects of the loops being staged (innermost last)
         self.branches: list = []  # Snapshots of the traced branches being traced
+        self.stacked: dict = {}  # Note [Lists indexed by a traced index]
 
     # -- the dynamic path ------------------------------------------------------------------
     # Under an eager builder (tracer/dynamic.py) values are concrete: control flow runs as
@@ -213,6 +214,39 @@ class IRStager:
     def stage_getitem(self, target, index):
         """`target[index]` for a numpy `target` and a traced index (tracer/updates.py)."""
         return current().const(np.array(target))[index]
+
+    def stage_list_item(self, items, index):
+        """`items[index]` for a Python list or tuple of traced values of one structure and
+        shape, and a traced integer index: row `index` of the items stacked (Note [Lists
+        indexed by a traced index]), or None when they cannot be stacked."""
+        b = current()
+        for loop in self.loops:  # (as len() of it: Note [Containers in staged loops])
+            loop.note_len(items)
+        leaves = [v for item in items for v in pytree.tree_leaves(item)]
+        if not leaves or not all(map(_is_val, leaves)):
+            return None
+        key = (id(items), tuple(v.id for v in leaves))
+        hit = self.stacked.get(key)
+        if hit is None or hit[0] is not items or not _in_scope(b, hit[1].arrays):
+            with b.emitting_where_defined(leaves):
+                stacked = stacked_items(items, at_least=1)
+            if stacked is None:
+                return None
+            hit = self.stacked[key] = (items, stacked)
+        return hit[1][index]
+
+    # Note [Lists indexed by a traced index]
+    # `xs[t]` with `xs` a Python list (a list argument of arrays, the steps of a sequence) and
+    # `t` a staged loop's counter needs t as a Python int: the loop was unrolled, one copy of
+    # the body per trip, to index the list with Python ints. When the items have one
+    # structure and shape (as for a loop over them: Note [Loops over lists of traced values]
+    # in traced_builtins.py), the read is row t of the items stacked instead, so the loop
+    # stays one loop; numpy's indexing of the stack checks t's bounds and wraps a negative
+    # t as the list would. The stack is emitted once, where the items are defined (before
+    # the loop, not in its body, where it would be rebuilt every trip), and reused by later
+    # reads of the same list while its items are unchanged. A list the loop appends to is
+    # read as its length would be (Note [Containers in staged loops] in effects.py): its
+    # items are not known while the body is traced.
 
     def stage_ufunc_at(self, ufunc, target, index, value=None):
         """`np.add.at(target, index, value)` (or np.subtract.at) as a new value."""
@@ -644,6 +678,12 @@ def _is_zero(v) -> bool:
     """Whether a lifted range bound is the constant 0."""
     op = v.op
     return op is not None and op.prim.name == "constant" and not op.params["value"].any()
+
+
+def _in_scope(b, values) -> bool:
+    """Whether values defined earlier are still visible (their region was not dropped)."""
+    return all(b.home.get(v.id) is None or any(b.home[v.id] is r for r in b.regions)
+               for v in values)
 
 
 def _returned(names, state) -> bool:

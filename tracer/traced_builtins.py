@@ -336,11 +336,11 @@ class StackedItems(Zipped):
         return unflatten(self.struct, rows)
 
 
-def stacked_items(items) -> StackedItems | None:
+def stacked_items(items, at_least: int = STACKED_MIN) -> StackedItems | None:
     """`items` (a list or tuple) as a StackedItems, or None when they cannot be stacked
     (Note [Loops over lists of traced values])."""
     from llgrad.runtime.pytree import flatten
-    if len(items) < STACKED_MIN:
+    if len(items) < at_least:
         return None
     leaves, struct = flatten(items[0])
     if not leaves or not all(is_value(v) for v in leaves):

@@ -57,6 +57,13 @@ def item(y, i) -> Any:
         stage = getattr(stager, "stage_getitem", None)
         if stage is not None:
             return stage(y, i)
+    elif type(y) in (list, tuple) and y and is_traced(i) and i.aval.shape == () and \
+            i.aval.dtype.kind in "iu":  # Note [Lists indexed by a traced index] (staging.py)
+        stage = getattr(stager_of(i), "stage_list_item", None)
+        if stage is not None and not stager_of(i).eager():
+            item = stage(y, i)
+            if item is not None:
+                return item
     elif (y is np.r_ or y is np.c_) and any(map(is_traced, _flat_index((i,)))):
         from llgrad.runtime.numpy_api import concatenated_items  # np.r_[0.0, x]
         return concatenated_items(i, columns=y is np.c_)

@@ -288,6 +288,20 @@ class Builder:
         finally:
             self.regions.pop()
 
+    @contextmanager
+    def emitting_where_defined(self, values):
+        """Emit into the innermost open region that defines all of `values` (the function's
+        body when none is defined in a region), as if the regions opened since were not: a
+        value computed from them there is visible to every region still open."""
+        homes = {id(self.home.get(v.id)) for v in values}
+        k = max((i for i, r in enumerate(self.regions) if id(r) in homes), default=0)
+        inner = self.regions[k + 1:]
+        del self.regions[k + 1:]
+        try:
+            yield
+        finally:
+            self.regions.extend(inner)
+
     def check_scope(self, values) -> None:
         """Raise ScopeError if a value defined in a closed region is used outside it."""
         for v in values:

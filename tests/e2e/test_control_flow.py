@@ -182,7 +182,7 @@ def _shrinking_tree(s0, n=4):
 
 
 def _indexes_a_list(w, n=3):
-    ws = [w * k for k in range(n)]
+    ws = [w[:k + 1] * k for k in range(n)]  # (of one shape, they would be stacked)
     t = 0.0
     for i in range(n):
         t = t + np.sum(ws[i] ** 2)  # a Python list at the counter
@@ -200,7 +200,7 @@ def test_unroll_reasons_name_the_line_that_needs_the_counter(monkeypatch):
     line = _indexes_a_list.__code__.co_firstlineno + 4
     with pytest.warns(UnrollWarning, match=rf"indexes a Python list with the loop index at line "
                                            rf"{line}.*np\.stack\(Ws\)"):
-        llgrad.differentiate(_indexes_a_list)(np.ones(2))
+        llgrad.differentiate(_indexes_a_list)(np.ones(3))
 
 
 # ---- memory of long loops -----------------------------------------------------------------------
