@@ -1,0 +1,274 @@
+"""scipy.integrate.solve_ivp (explicit Runge-Kutta methods) and scipy.integrate.odeint on traced
+values: scipy's own RK algorithm written as one staged while loop (Note [ODE solvers on traced
+values]). The gradient is that of the computed solution (discretise, then differentiate),
+through the loop's tape. The entry points are traced forms (tracer/traced_builtins.py): they
+check the static arguments and call the converted `_integrate`."""
+from __future__ import annotations
+
+import numpy as np
+
+from llgrad.runtime import ops
+from llgrad.runtime.errors import UnsupportedError, user_loc
+from llgrad.runtime.ops import stats
+from llgrad.runtime.ops.control import check_p
+from llgrad.runtime.prim import bind, is_value
+
+# Note [ODE solvers on traced values]
+# scipy's solve_ivp with an explicit RK method (rk.py, common.py) steps a solver object
+# until it reaches t_bound, rejecting and shrinking steps whose error norm is 1 or more. Here
+# the same algorithm is one while loop whose iteration is one attempted step (an accepted one
+# or a rejected one: scipy's inner `while not step_accepted` flattened), carrying t, y, f,
+# h_abs, whether the step being attempted follows a rejection, the t_eval columns filled so
+# far and nfev. Every decision scipy takes by an `if` is an np.where over the same
+# comparisons, so the loop takes scipy's steps and its values equal scipy's to rounding; the
+# columns of t_eval an accepted step covers get scipy's dense output (the step's interpolant
+# K^T P). The gradient follows everything the values depend on, the step sizes too (h_abs is
+# a smooth function of the parameters between the points where a decision flips), so it is
+# the derivative of the computed solution, as central differences of the solver see it.
+# Where scipy would fail (a step below 10 ulps of t), the compiled code raises when it runs:
+# scipy's partial solution has fewer columns than t_eval, a shape not known when tracing.
+# t_span is taken as floats (scipy takes float() of it), so it cannot carry a gradient.
+SAFETY, MIN_FACTOR, MAX_FACTOR = 0.9, 0.2, 10.0
+
+
+def _norm(x):
+    """scipy's RMS norm, with a gradient of 0 (not NaN) at x = 0 (an exact error estimate)."""
+    s = ops.sum(ops.square(x))
+    zero = ops.eq(s, 0.0)
+    return ops.div(ops.where(zero, 0.0, ops.sqrt(ops.where(zero, 1.0, s))), np.sqrt(x.shape[0]))
+
+
+def _ulp_towards(t, direction):
+    """|np.nextafter(t, direction * inf) - t| of a normal (or zero) float64 t."""
+    a = ops.stop_gradient(ops.abs(t))
+    p = ops.exp2(ops.floor(ops.log2(ops.where(ops.eq(a, 0.0), 1.0, a))))
+    p = ops.where(ops.gt(p, a), ops.mul(p, 0.5), p)  # the power of 2 at or below |t|
+    p = ops.where(ops.le(ops.add(p, p), a), ops.add(p, p), p)
+    towards_zero = ops.logical_and(ops.lt(ops.mul(t, direction), 0.0), ops.eq(a, p))
+    ulp = ops.mul(p, ops.where(towards_zero, 2.0 ** -53, 2.0 ** -52))
+    return ops.where(ops.eq(a, 0.0), 5e-324, ulp)
+
+
+def _error_factor(err, exponent):
+    """SAFETY * err ** exponent, finite (and with a finite gradient) at err = 0."""
+    return ops.mul(SAFETY, ops.pow(ops.where(ops.eq(err, 0.0), 1.0, err), exponent))
+
+
+def _check_success(failed, done, loc) -> None:
+    """Raise, when the compiled code runs, where scipy fails or a time of t_eval was missed."""
+    bind(check_p, failed, exc=UnsupportedError, args=(
+        "solve_ivp failed: Required step size is less than spacing between numbers. (scipy "
+        "returns status -1 and the solution so far; llgrad's solution has the shape of "
+        "t_eval)", loc, "loosen rtol/atol, or check the right-hand side for a singularity"))
+    bind(check_p, ops.logical_not(stats.all(done)), exc=ValueError, args=(
+        "Values in `t_eval` are not within `t_span`.", loc, None))
+
+
+def _integrate(fun, t0, tf, y0, t_eval, tableau, rtol, atol, max_step, first_step, loc):
+    """The solution at t_eval (n, m) and nfev: Note [ODE solvers on traced values]."""
+    rows, B, E, P, err_order = tableau  # rows: (A[s, :s], C[s]) of the stages s >= 1
+    stages = len(rows) + 1
+    exponent = -1.0 / (err_order + 1)
+    direction = 1.0 if tf > t0 else -1.0
+    y = y0
+    f = fun(t0, y)
+    if first_step is None:
+        h_abs = _initial_step(fun, t0, y, tf, max_step, f, direction, err_order, rtol, atol)
+        nfev = 2
+    else:
+        h_abs = first_step
+        nfev = 1
+    t = t0 + 0.0 * h_abs
+    out = np.zeros((y.shape[0], t_eval.shape[0]))
+    done = t_eval != t_eval
+    rejected = t != t
+    running = t == t
+    failed = t != t
+    while running:
+        min_step = 10.0 * _ulp_towards(t, direction)
+        h_abs = np.where(rejected, h_abs, np.minimum(np.maximum(h_abs, min_step), max_step))
+        too_small = h_abs < min_step
+        t_new = t + h_abs * direction
+        t_new = np.where(direction * (t_new - tf) > 0, tf, t_new)
+        h = t_new - t
+        h_abs = np.abs(h)
+        K = [f]
+        for a, c in rows:  # (a Python list: the stages unrolled)
+            dy = np.dot(np.stack(K, 1), a) * h
+            K.append(fun(t + c * h, y + dy))
+        y_new = y + h * np.dot(np.stack(K, 1), B)
+        f_new = fun(t + h, y_new)
+        K.append(f_new)
+        scale = atol + np.maximum(np.abs(y), np.abs(y_new)) * rtol
+        err = _norm(np.dot(np.stack(K, 1), E) * h / scale)
+        accept = (err < 1) & ~too_small
+        grow = np.where(err == 0, MAX_FACTOR, np.minimum(MAX_FACTOR, _error_factor(err, exponent)))
+        grow = np.where(rejected, np.minimum(1.0, grow), grow)
+        shrink = np.maximum(MIN_FACTOR, _error_factor(err, exponent))
+        h_abs = h_abs * np.where(accept, grow, shrink)
+        # the t_eval columns this step covers, from its interpolant (scipy's RkDenseOutput)
+        x = (t_eval - t) / h
+        powers = [x]
+        for _ in P.T[1:].tolist():
+            powers.append(powers[-1] * x)
+        dense = h * np.dot(np.dot(np.stack(K, 1), P), np.stack(powers)) + y[:, None]
+        covered = accept & (direction * (t_eval - t_new) <= 0) & ~done
+        out = np.where(covered, dense, out)
+        done = done | covered
+        nfev = nfev + np.where(too_small, 0, stages)
+        t = np.where(accept, t_new, t)
+        y = np.where(accept, y_new, y)
+        f = np.where(accept, f_new, f)
+        rejected = ~accept
+        failed = too_small
+        running = ~too_small & ~(accept & (direction * (t_new - tf) >= 0))
+    _check_success(failed, done, loc)
+    return out, nfev
+
+
+def _initial_step(fun, t0, y0, t_bound, max_step, f0, direction, order, rtol, atol):
+    """scipy's select_initial_step (common.py), its `if`s as np.where."""
+    interval = abs(t_bound - t0)
+    scale = atol + np.abs(y0) * rtol
+    d0 = _norm(y0 / scale)
+    d1 = _norm(f0 / scale)
+    h0 = np.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / np.where(d1 == 0, 1.0, d1))
+    h0 = np.minimum(h0, interval)
+    y1 = y0 + h0 * direction * f0
+    f1 = fun(t0 + h0 * direction, y1)
+    d2 = _norm((f1 - f0) / scale) / h0
+    small = (d1 <= 1e-15) & (d2 <= 1e-15)
+    big = np.maximum(d1, d2)
+    h1 = np.where(small, np.maximum(1e-6, h0 * 1e-3),
+                  (0.01 / np.where(small, 1.0, big)) ** (1.0 / (order + 1)))
+    return np.minimum(np.minimum(np.minimum(100 * h0, h1), interval), max_step)
+
+
+_CONVERTED: list = []
+
+
+def _run(fun, args: tuple, t0: float, tf: float, y0, t_eval, method: str, rtol, atol,
+         max_step, first_step):
+    """The converted `_integrate` of fun(t, y, *args) on the tableau of scipy's own class for
+    `method`."""
+    from scipy.integrate import _ivp
+
+    from .convert.api import convert
+    if not _CONVERTED:
+        _CONVERTED.append(convert(_integrate))
+    from llgrad.runtime.numpy_api import CONVERSIONS
+
+    from .operators import converted_call
+    asarray = CONVERSIONS[np.asarray]
+
+    def rhs(t, y):  # scipy's fun_wrapped: the user's function, its result a float array
+        return asarray(converted_call(fun, (t, y, *args), None), dtype=np.float64)
+    solver = getattr(_ivp, method)
+    rows = [(solver.A[s, :s], solver.C[s]) for s in range(1, solver.n_stages)]
+    tableau = (rows, solver.B, solver.E, solver.P, solver.error_estimator_order)
+    return _CONVERTED[0](rhs, t0, tf, asarray(y0, dtype=np.float64), t_eval, tableau, rtol, atol, max_step, first_step,
+                         user_loc(3))
+
+
+_METHODS = ("RK45", "RK23")
+
+
+def _refuse(what: str, fix: str, loc=None) -> UnsupportedError:
+    return UnsupportedError(what, loc=loc or user_loc(3), fix=fix)
+
+
+def _span(t_span) -> tuple[float, float]:
+    if any(is_value(t) for t in t_span):
+        raise _refuse("solve_ivp's t_span of traced values is not supported (scipy takes "
+                      "float() of it: no gradient could flow through it)",
+                      "pass t_span as constants")
+    t0, tf = map(float, t_span)
+    if t0 == tf:
+        raise _refuse("solve_ivp over an empty interval (t_span[0] == t_span[1]) is not "
+                      "supported on traced values", "give an interval of nonzero length")
+    return t0, tf
+
+
+def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, events=None,
+              vectorized=False, args=None, **options):
+    """scipy.integrate.solve_ivp on traced values, methods RK45 and RK23, at t_eval: scipy's
+    steps and values (Note [ODE solvers on traced values]); the result is scipy's OdeResult
+    (t, y, nfev, status, success, message)."""
+    from scipy.integrate._ivp.ivp import OdeResult
+    fix = "use method='RK45' (or 'RK23') with t_eval, and no dense_output, events or vectorized"
+    if method not in _METHODS:
+        raise _refuse(f"solve_ivp(method={method!r}) is not supported on traced values (llgrad "
+                      f"has the explicit Runge-Kutta methods {', '.join(_METHODS)})", fix)
+    for name, given in (("dense_output", dense_output), ("events", events),
+                        ("vectorized", vectorized)):
+        if given:
+            raise _refuse(f"solve_ivp({name}=...) is not supported on traced values", fix)
+    if t_eval is None:
+        raise _refuse("solve_ivp without t_eval is not supported on traced values (the number "
+                      "of steps scipy returns is known only when it runs)",
+                      "pass t_eval, the times at which you need the solution")
+    extra = set(options) - {"rtol", "atol", "max_step", "first_step"}
+    if extra:
+        raise _refuse(f"solve_ivp({', '.join(sorted(extra))}=...) is not supported on traced "
+                      f"values", "pass only rtol, atol, max_step and first_step as options")
+    t0, tf = _span(t_span)
+    t_eval = _times(t_eval, t0, tf)
+    y, nfev = _run(fun, () if args is None else tuple(args), t0, tf, y0, t_eval, method, options.get("rtol", 1e-3),
+                   options.get("atol", 1e-6), options.get("max_step", np.inf),
+                   options.get("first_step"))
+    return OdeResult(t=t_eval, y=y, sol=None, t_events=None, y_events=None, nfev=nfev, njev=0,
+                     nlu=0, status=0, message="The solver successfully reached the end of the "
+                     "integration interval.", success=True)
+
+
+def _times(t_eval, t0: float, tf: float):
+    """t_eval as a float array, checked as scipy checks it when its values are known."""
+    if not is_value(t_eval):
+        t_eval = np.asarray(t_eval, dtype=float)
+        if t_eval.ndim != 1:
+            raise ValueError("`t_eval` must be 1-dimensional.")
+        if np.any(t_eval < min(t0, tf)) or np.any(t_eval > max(t0, tf)):
+            raise ValueError("Values in `t_eval` are not within `t_span`.")
+        d = np.diff(t_eval)
+        if tf > t0 and np.any(d <= 0) or tf < t0 and np.any(d >= 0):
+            raise ValueError("Values in `t_eval` are not properly sorted.")
+        return t_eval
+    if len(t_eval.shape) != 1:
+        raise ValueError("`t_eval` must be 1-dimensional.")
+    return ops.astype(t_eval, np.float64)
+
+
+# odeint's options that LSODA alone reads (a Jacobian, its band, method orders, messages):
+# the RK solver has no use for them, so their values change nothing
+_LSODA_ONLY = ("Dfun", "col_deriv", "ml", "mu", "mxordn", "mxords", "printmessg", "mxhnil",
+               "ixpr")
+_ODEINT_TOL = 1.49012e-8
+
+
+def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None, mu=None,
+           rtol=None, atol=None, tcrit=None, h0=0.0, hmax=0.0, hmin=0.0, ixpr=0, mxstep=0,
+           mxhnil=0, mxordn=12, mxords=5, printmessg=0, tfirst=False):
+    """scipy.integrate.odeint on traced values: y at the times t, shape (len(t), len(y0)),
+    by the RK45 solver of solve_ivp (not scipy's LSODA) to odeint's tolerances (1.49012e-8),
+    so the values agree with scipy's to the tolerance, not to rounding; h0 is the first step
+    and hmax the largest (Note [ODE solvers on traced values])."""
+    fix = "call odeint without full_output, tcrit, hmin and mxstep"
+    for name, given in (("full_output", full_output), ("tcrit", tcrit), ("hmin", hmin),
+                        ("mxstep", mxstep)):
+        if given is not None and np.any(given):
+            raise _refuse(f"odeint({name}=...) is not supported on traced values", fix)
+    if is_value(t):
+        raise _refuse("odeint's times t of traced values are not supported (its first and "
+                      "last set the interval)", "pass t as a constant array")
+    t = np.asarray(t, dtype=float)
+    if t.ndim != 1 or t.shape[0] < 2:
+        raise _refuse("odeint on traced values needs at least two times t",
+                      "pass t with the initial time first and at least one more")
+    t0, tf = _span((t[0], t[-1]))
+    t_eval = _times(t, t0, tf)
+    args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
+    fun = func if tfirst else lambda s, y, *a: func(y, s, *a)  # noqa: E731
+    y, _ = _run(fun, args, t0, tf, y0, t_eval, "RK45", _ODEINT_TOL if rtol is None else rtol,
+                _ODEINT_TOL if atol is None else atol, hmax if hmax else np.inf,
+                h0 if h0 else None)
+    return ops.transpose(y)
