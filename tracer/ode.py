@@ -5,6 +5,8 @@ through the loop's tape. The entry points are traced forms (tracer/traced_builti
 check the static arguments and call the converted `_integrate`."""
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from llgrad.runtime import ops
@@ -27,8 +29,17 @@ from llgrad.runtime.prim import bind, is_value
 # the derivative of the computed solution, as central differences of the solver see it.
 # Where scipy would fail (a step below 10 ulps of t), the compiled code raises when it runs:
 # scipy's partial solution has fewer columns than t_eval, a shape not known when tracing.
-# t_span is taken as floats (scipy takes float() of it), so it cannot carry a gradient.
+# t_span may be traced (a Python float argument is): it gets a gradient, the derivative of
+# the computed solution, where scipy takes float() of it.
 SAFETY, MIN_FACTOR, MAX_FACTOR = 0.9, 0.2, 10.0
+
+
+def calls_user_functions(f) -> bool:
+    """scipy.integrate.solve_ivp or odeint: they call the user's function, whose closure may
+    hold traced values (`odeint(lambda y, t: -k * y, y0, t)`), so their traced forms run
+    whenever a function is traced, traced arguments or not."""
+    integrate = sys.modules.get("scipy.integrate")
+    return integrate is not None and (f is integrate.solve_ivp or f is integrate.odeint)
 
 
 def _norm(x):
@@ -47,6 +58,22 @@ def _ulp_towards(t, direction):
     towards_zero = ops.logical_and(ops.lt(ops.mul(t, direction), 0.0), ops.eq(a, p))
     ulp = ops.mul(p, ops.where(towards_zero, 2.0 ** -53, 2.0 ** -52))
     return ops.where(ops.eq(a, 0.0), 5e-324, ulp)
+
+
+def _min(a, b):
+    """Python's min(a, b) (a unless b < a: scipy's NaN behaves so), elementwise."""
+    return ops.where(ops.lt(b, a), b, a)
+
+
+def _max(a, b):
+    """Python's max(a, b) (a unless b > a)."""
+    return ops.where(ops.gt(b, a), b, a)
+
+
+def _zero_like(f):
+    """0.0, traced when f is (the loop's state must be traced before the loop, and f's values,
+    even NaN, must not reach it)."""
+    return ops.where(ops.isnan(f[0]), 0.0, 0.0) if is_value(f) else 0.0
 
 
 def _error_factor(err, exponent):
@@ -69,7 +96,7 @@ def _integrate(fun, t0, tf, y0, t_eval, tableau, rtol, atol, max_step, first_ste
     rows, B, E, P, err_order = tableau  # rows: (A[s, :s], C[s]) of the stages s >= 1
     stages = len(rows) + 1
     exponent = -1.0 / (err_order + 1)
-    direction = 1.0 if tf > t0 else -1.0
+    direction = np.where(tf > t0, 1.0, -1.0)
     y = y0
     f = fun(t0, y)
     if first_step is None:
@@ -78,16 +105,18 @@ def _integrate(fun, t0, tf, y0, t_eval, tableau, rtol, atol, max_step, first_ste
     else:
         h_abs = first_step
         nfev = 1
-    t = t0 + 0.0 * h_abs
-    out = np.zeros((y.shape[0], t_eval.shape[0]))
-    done = t_eval != t_eval
-    rejected = t != t
-    running = t == t
-    failed = t != t
+    zero = _zero_like(f)  # the loop's state traced from the start
+    t, h_abs, nfev = t0 + zero, h_abs + zero, nfev + (zero != 0.0)
+    out = np.zeros((y.shape[0], t_eval.shape[0])) + zero
+    done = t_eval != t_eval + zero
+    rejected = zero != 0.0
+    failed = zero != 0.0
+    running = zero == 0.0
     while running:
         min_step = 10.0 * _ulp_towards(t, direction)
-        h_abs = np.where(rejected, h_abs, np.minimum(np.maximum(h_abs, min_step), max_step))
-        too_small = h_abs < min_step
+        h_abs = np.where(rejected | (h_abs <= max_step) & (h_abs >= min_step), h_abs,
+                         np.where(h_abs > max_step, max_step, min_step))
+        too_small = ~(h_abs >= min_step)  # (scipy's h_abs < min_step, and NaN: scipy hangs)
         t_new = t + h_abs * direction
         t_new = np.where(direction * (t_new - tf) > 0, tf, t_new)
         h = t_new - t
@@ -102,9 +131,9 @@ def _integrate(fun, t0, tf, y0, t_eval, tableau, rtol, atol, max_step, first_ste
         scale = atol + np.maximum(np.abs(y), np.abs(y_new)) * rtol
         err = _norm(np.dot(np.stack(K, 1), E) * h / scale)
         accept = (err < 1) & ~too_small
-        grow = np.where(err == 0, MAX_FACTOR, np.minimum(MAX_FACTOR, _error_factor(err, exponent)))
-        grow = np.where(rejected, np.minimum(1.0, grow), grow)
-        shrink = np.maximum(MIN_FACTOR, _error_factor(err, exponent))
+        grow = np.where(err == 0, MAX_FACTOR, _min(MAX_FACTOR, _error_factor(err, exponent)))
+        grow = np.where(rejected, _min(1.0, grow), grow)
+        shrink = _max(MIN_FACTOR, _error_factor(err, exponent))
         h_abs = h_abs * np.where(accept, grow, shrink)
         # the t_eval columns this step covers, from its interpolant (scipy's RkDenseOutput)
         x = (t_eval - t) / h
@@ -128,65 +157,87 @@ def _integrate(fun, t0, tf, y0, t_eval, tableau, rtol, atol, max_step, first_ste
 
 def _initial_step(fun, t0, y0, t_bound, max_step, f0, direction, order, rtol, atol):
     """scipy's select_initial_step (common.py), its `if`s as np.where."""
-    interval = abs(t_bound - t0)
+    interval = np.abs(t_bound - t0)
     scale = atol + np.abs(y0) * rtol
     d0 = _norm(y0 / scale)
     d1 = _norm(f0 / scale)
     h0 = np.where((d0 < 1e-5) | (d1 < 1e-5), 1e-6, 0.01 * d0 / np.where(d1 == 0, 1.0, d1))
-    h0 = np.minimum(h0, interval)
+    h0 = _min(h0, interval)
     y1 = y0 + h0 * direction * f0
     f1 = fun(t0 + h0 * direction, y1)
     d2 = _norm((f1 - f0) / scale) / h0
     small = (d1 <= 1e-15) & (d2 <= 1e-15)
-    big = np.maximum(d1, d2)
-    h1 = np.where(small, np.maximum(1e-6, h0 * 1e-3),
-                  (0.01 / np.where(small, 1.0, big)) ** (1.0 / (order + 1)))
-    return np.minimum(np.minimum(np.minimum(100 * h0, h1), interval), max_step)
+    h1 = np.where(small, _max(1e-6, h0 * 1e-3),
+                  (0.01 / np.where(small, 1.0, _max(d1, d2))) ** (1.0 / (order + 1)))
+    return _min(_min(_min(100 * h0, h1), interval), max_step)
 
 
 _CONVERTED: list = []
 
 
-def _run(fun, args: tuple, t0: float, tf: float, y0, t_eval, method: str, rtol, atol,
-         max_step, first_step):
-    """The converted `_integrate` of fun(t, y, *args) on the tableau of scipy's own class for
-    `method`."""
+def _run(fun, args: tuple, tfirst: bool, t_span, y0, t_eval, method: str, rtol, atol,
+         max_step, first_step, loc):
+    """The solution at t_eval (n, m) and nfev: the converted `_integrate` of fun(t, y, *args)
+    (fun(y, t, *args) unless tfirst) on the tableau of scipy's own class for `method`."""
     from scipy.integrate import _ivp
 
-    from .convert.api import convert
-    if not _CONVERTED:
-        _CONVERTED.append(convert(_integrate))
     from llgrad.runtime.numpy_api import CONVERSIONS
 
+    from .convert.api import convert
     from .operators import converted_call
+    if not _CONVERTED:
+        _CONVERTED.append(convert(_integrate))
     asarray = CONVERSIONS[np.asarray]
 
     def rhs(t, y):  # scipy's fun_wrapped: the user's function, its result a float array
-        return asarray(converted_call(fun, (t, y, *args), None), dtype=np.float64)
+        return asarray(converted_call(fun, (t, y, *args) if tfirst else (y, t, *args), None),
+                       dtype=np.float64)
+    t0, tf = (ops.astype(t, np.float64) if is_value(t) else float(t) for t in t_span)
+    t_eval = _times(t_eval, t0, tf, loc)
     solver = getattr(_ivp, method)
     rows = [(solver.A[s, :s], solver.C[s]) for s in range(1, solver.n_stages)]
     tableau = (rows, solver.B, solver.E, solver.P, solver.error_estimator_order)
-    return _CONVERTED[0](rhs, t0, tf, asarray(y0, dtype=np.float64), t_eval, tableau, rtol, atol, max_step, first_step,
-                         user_loc(3))
+    y, nfev = _CONVERTED[0](rhs, t0, tf, asarray(y0, dtype=np.float64), t_eval, tableau, rtol,
+                            atol, max_step, first_step, loc)
+    return t_eval, y, nfev
+
+
+def _times(t_eval, t0, tf, loc):
+    """t_eval as a float array, checked as scipy checks it: while tracing when it and t_span
+    are constants, else when the function runs."""
+    if not is_value(t_eval):
+        t_eval = np.asarray(t_eval, dtype=float)
+    if len(t_eval.shape) != 1:
+        raise ValueError("`t_eval` must be 1-dimensional.")
+    if not any(map(is_value, (t_eval, t0, tf))):
+        if t0 == tf:
+            raise _refuse("solve_ivp over an empty interval (t_span[0] == t_span[1]) is not "
+                          "supported on traced values", "give an interval of nonzero length")
+        if np.any(t_eval < min(t0, tf)) or np.any(t_eval > max(t0, tf)):
+            raise ValueError("Values in `t_eval` are not within `t_span`.")
+        d = np.diff(t_eval)
+        if tf > t0 and np.any(d <= 0) or tf < t0 and np.any(d >= 0):
+            raise ValueError("Values in `t_eval` are not properly sorted.")
+        return t_eval
+    t_eval = ops.astype(t_eval, np.float64)
+    lo, hi = ops.minimum(t0, tf), ops.maximum(t0, tf)
+    d = ops.mul(ops.diff(t_eval), ops.sub(tf, t0))  # (the steps times the direction)
+    for bad, exc, what in [
+            (ops.eq(t0, tf), UnsupportedError, "solve_ivp over an empty interval (t_span[0] == "
+             "t_span[1]) is not supported on traced values"),
+            (stats.any(ops.logical_or(ops.lt(t_eval, lo), ops.gt(t_eval, hi))), ValueError,
+             "Values in `t_eval` are not within `t_span`."),
+            (stats.any(ops.le(d, 0.0)), ValueError, "Values in `t_eval` are not properly "
+             "sorted.")]:
+        bind(check_p, bad, exc=exc, args=(what, loc, None))
+    return t_eval
 
 
 _METHODS = ("RK45", "RK23")
 
 
-def _refuse(what: str, fix: str, loc=None) -> UnsupportedError:
-    return UnsupportedError(what, loc=loc or user_loc(3), fix=fix)
-
-
-def _span(t_span) -> tuple[float, float]:
-    if any(is_value(t) for t in t_span):
-        raise _refuse("solve_ivp's t_span of traced values is not supported (scipy takes "
-                      "float() of it: no gradient could flow through it)",
-                      "pass t_span as constants")
-    t0, tf = map(float, t_span)
-    if t0 == tf:
-        raise _refuse("solve_ivp over an empty interval (t_span[0] == t_span[1]) is not "
-                      "supported on traced values", "give an interval of nonzero length")
-    return t0, tf
+def _refuse(what: str, fix: str) -> UnsupportedError:
+    return UnsupportedError(what, loc=user_loc(3), fix=fix)
 
 
 def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, events=None,
@@ -211,37 +262,14 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     if extra:
         raise _refuse(f"solve_ivp({', '.join(sorted(extra))}=...) is not supported on traced "
                       f"values", "pass only rtol, atol, max_step and first_step as options")
-    t0, tf = _span(t_span)
-    t_eval = _times(t_eval, t0, tf)
-    y, nfev = _run(fun, () if args is None else tuple(args), t0, tf, y0, t_eval, method, options.get("rtol", 1e-3),
-                   options.get("atol", 1e-6), options.get("max_step", np.inf),
-                   options.get("first_step"))
-    return OdeResult(t=t_eval, y=y, sol=None, t_events=None, y_events=None, nfev=nfev, njev=0,
+    t, y, nfev = _run(fun, () if args is None else tuple(args), True, t_span, y0, t_eval,
+                      method, options.get("rtol", 1e-3), options.get("atol", 1e-6),
+                      options.get("max_step", np.inf), options.get("first_step"), user_loc(2))
+    return OdeResult(t=t, y=y, sol=None, t_events=None, y_events=None, nfev=nfev, njev=0,
                      nlu=0, status=0, message="The solver successfully reached the end of the "
                      "integration interval.", success=True)
 
 
-def _times(t_eval, t0: float, tf: float):
-    """t_eval as a float array, checked as scipy checks it when its values are known."""
-    if not is_value(t_eval):
-        t_eval = np.asarray(t_eval, dtype=float)
-        if t_eval.ndim != 1:
-            raise ValueError("`t_eval` must be 1-dimensional.")
-        if np.any(t_eval < min(t0, tf)) or np.any(t_eval > max(t0, tf)):
-            raise ValueError("Values in `t_eval` are not within `t_span`.")
-        d = np.diff(t_eval)
-        if tf > t0 and np.any(d <= 0) or tf < t0 and np.any(d >= 0):
-            raise ValueError("Values in `t_eval` are not properly sorted.")
-        return t_eval
-    if len(t_eval.shape) != 1:
-        raise ValueError("`t_eval` must be 1-dimensional.")
-    return ops.astype(t_eval, np.float64)
-
-
-# odeint's options that LSODA alone reads (a Jacobian, its band, method orders, messages):
-# the RK solver has no use for them, so their values change nothing
-_LSODA_ONLY = ("Dfun", "col_deriv", "ml", "mu", "mxordn", "mxords", "printmessg", "mxhnil",
-               "ixpr")
 _ODEINT_TOL = 1.49012e-8
 
 
@@ -251,24 +279,20 @@ def odeint(func, y0, t, args=(), Dfun=None, col_deriv=0, full_output=0, ml=None,
     """scipy.integrate.odeint on traced values: y at the times t, shape (len(t), len(y0)),
     by the RK45 solver of solve_ivp (not scipy's LSODA) to odeint's tolerances (1.49012e-8),
     so the values agree with scipy's to the tolerance, not to rounding; h0 is the first step
-    and hmax the largest (Note [ODE solvers on traced values])."""
+    and hmax the largest. LSODA's own options (Dfun, col_deriv, ml, mu, mxordn, mxords, ixpr,
+    mxhnil, printmessg) change nothing here (Note [ODE solvers on traced values])."""
     fix = "call odeint without full_output, tcrit, hmin and mxstep"
     for name, given in (("full_output", full_output), ("tcrit", tcrit), ("hmin", hmin),
                         ("mxstep", mxstep)):
         if given is not None and np.any(given):
             raise _refuse(f"odeint({name}=...) is not supported on traced values", fix)
-    if is_value(t):
-        raise _refuse("odeint's times t of traced values are not supported (its first and "
-                      "last set the interval)", "pass t as a constant array")
-    t = np.asarray(t, dtype=float)
-    if t.ndim != 1 or t.shape[0] < 2:
-        raise _refuse("odeint on traced values needs at least two times t",
+    if not is_value(t):
+        t = np.asarray(t, dtype=float)
+    if len(t.shape) != 1 or t.shape[0] < 2:
+        raise _refuse("odeint on traced values needs a 1-D array of at least two times t",
                       "pass t with the initial time first and at least one more")
-    t0, tf = _span((t[0], t[-1]))
-    t_eval = _times(t, t0, tf)
     args = tuple(args) if isinstance(args, (tuple, list)) else (args,)
-    fun = func if tfirst else lambda s, y, *a: func(y, s, *a)  # noqa: E731
-    y, _ = _run(fun, args, t0, tf, y0, t_eval, "RK45", _ODEINT_TOL if rtol is None else rtol,
-                _ODEINT_TOL if atol is None else atol, hmax if hmax else np.inf,
-                h0 if h0 else None)
+    _, y, _ = _run(func, args, tfirst, (t[0], t[-1]), y0, t, "RK45",
+                   _ODEINT_TOL if rtol is None else rtol, _ODEINT_TOL if atol is None else atol,
+                   hmax if hmax else np.inf, h0 if h0 else None, user_loc(2))
     return ops.transpose(y)

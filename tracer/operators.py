@@ -85,6 +85,7 @@ from llgrad.runtime import pytree
 from llgrad.runtime.errors import ConcretizationError, UnsupportedError, user_loc
 
 from . import captures, checkpointed
+from .ode import calls_user_functions
 from .traced_builtins import SHAPED, Zipped, static_shape, traced_builtins
 from .convert.errors import SourceLoc, UnsupportedSyntaxError  # noqa: F401
 
@@ -759,9 +760,9 @@ def _converted_target(f: Callable, args=()) -> Callable:
     if _STAGERS and (f is zip or f is enumerate or (f is max or f is min) and len(args) == 1
                      and type(args[0]) is types.GeneratorType):  # (its items may be traced)
         return traced_builtins()[f]
-    traced = bool(_STAGERS) and any(
+    traced = bool(_STAGERS) and (any(
         is_traced(a) or _traced_list(a) or type(a) is tuple and any(map(is_traced, a))
-        for a in args)  # (a tuple: scipy's cho_solve((c, lower), b))
+        for a in args) or calls_user_functions(f))  # (a tuple: scipy's cho_solve((c, lower), b))
     if _STAGERS and type(f).__hash__ is not None and f in SHAPED and \
             any(True for a in args for _ in _traced_leaves(a)):  # (a dataclass is unhashable)
         return static_shape(f)
