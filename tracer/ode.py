@@ -81,14 +81,12 @@ def _error_factor(err, exponent):
     return ops.mul(SAFETY, ops.pow(ops.where(ops.eq(err, 0.0), 1.0, err), exponent))
 
 
-def _check_success(failed, done, loc) -> None:
-    """Raise, when the compiled code runs, where scipy fails or a time of t_eval was missed."""
+def _check_success(failed, loc) -> None:
+    """Raise, when the compiled code runs, where scipy fails."""
     bind(check_p, failed, exc=UnsupportedError, args=(
         "solve_ivp failed: Required step size is less than spacing between numbers. (scipy "
         "returns status -1 and the solution so far; llgrad's solution has the shape of "
         "t_eval)", loc, "loosen rtol/atol, or check the right-hand side for a singularity"))
-    bind(check_p, ops.logical_not(stats.all(done)), exc=ValueError, args=(
-        "Values in `t_eval` are not within `t_span`.", loc, None))
 
 
 def _integrate(fun, t0, tf, y0, t_eval, tableau, rtol, atol, max_step, first_step, loc):
@@ -151,7 +149,7 @@ def _integrate(fun, t0, tf, y0, t_eval, tableau, rtol, atol, max_step, first_ste
         rejected = ~accept
         failed = too_small
         running = ~too_small & ~(accept & (direction * (t_new - tf) >= 0))
-    _check_success(failed, done, loc)
+    _check_success(failed, loc)
     return out, nfev
 
 
@@ -192,12 +190,20 @@ def _run(fun, args: tuple, tfirst: bool, t_span, y0, t_eval, method: str, rtol, 
     def rhs(t, y):  # scipy's fun_wrapped: the user's function, its result a float array
         return asarray(converted_call(fun, (t, y, *args) if tfirst else (y, t, *args), None),
                        dtype=np.float64)
+    from scipy.integrate._ivp import common
     t0, tf = (ops.astype(t, np.float64) if is_value(t) else float(t) for t in t_span)
-    t_eval = _times(t_eval, t0, tf, loc)
+    t_eval = _times(asarray(t_eval), t0, tf, loc)
+    y0 = asarray(y0, dtype=np.float64)
+    if not any(map(is_value, (rtol, atol))):  # (scipy's checks, where it makes them)
+        rtol, atol = common.validate_tol(rtol, atol, y0.shape[0])
+    if not is_value(max_step):
+        common.validate_max_step(max_step)
+    if first_step is not None and not any(map(is_value, (first_step, t0, tf))):
+        common.validate_first_step(first_step, t0, tf)
     solver = getattr(_ivp, method)
     rows = [(solver.A[s, :s], solver.C[s]) for s in range(1, solver.n_stages)]
     tableau = (rows, solver.B, solver.E, solver.P, solver.error_estimator_order)
-    y, nfev = _CONVERTED[0](rhs, t0, tf, asarray(y0, dtype=np.float64), t_eval, tableau, rtol,
+    y, nfev = _CONVERTED[0](rhs, t0, tf, y0, t_eval, tableau, rtol,
                             atol, max_step, first_step, loc)
     return t_eval, y, nfev
 
@@ -205,9 +211,7 @@ def _run(fun, args: tuple, tfirst: bool, t_span, y0, t_eval, method: str, rtol, 
 def _times(t_eval, t0, tf, loc):
     """t_eval as a float array, checked as scipy checks it: while tracing when it and t_span
     are constants, else when the function runs."""
-    if not is_value(t_eval):
-        t_eval = np.asarray(t_eval, dtype=float)
-    if len(t_eval.shape) != 1:
+    if len(np.shape(t_eval)) != 1:
         raise ValueError("`t_eval` must be 1-dimensional.")
     if not any(map(is_value, (t_eval, t0, tf))):
         if t0 == tf:
@@ -215,6 +219,7 @@ def _times(t_eval, t0, tf, loc):
                           "supported on traced values", "give an interval of nonzero length")
         if np.any(t_eval < min(t0, tf)) or np.any(t_eval > max(t0, tf)):
             raise ValueError("Values in `t_eval` are not within `t_span`.")
+        t_eval = np.asarray(t_eval, dtype=float)
         d = np.diff(t_eval)
         if tf > t0 and np.any(d <= 0) or tf < t0 and np.any(d >= 0):
             raise ValueError("Values in `t_eval` are not properly sorted.")

@@ -73,6 +73,12 @@ def relaxation(lam):
     return np.sum(sol.y ** 2)
 
 
+def kinetics_until(T):  # a traced end of the interval, and a time of t_eval
+    sol = si.solve_ivp(kinetics_rhs, (0.0, T), [1.0, 0.0], t_eval=[0.5, T],
+                       args=(np.array([1.3, 0.4]),), rtol=1e-6)
+    return np.sum(sol.y[0] * np.array([1.0, 3.0])) + sol.y[1][1]
+
+
 CASES = [  # (function, arguments, central differences' step)
     (kinetics, (np.array([1.3, 0.4]),), 1e-6), (kinetics_rk23, (np.array([1.3, 0.4]),), 1e-6),
     (kinetics_backwards, (np.array([0.8, 0.3]),), 1e-6),
@@ -80,6 +86,7 @@ CASES = [  # (function, arguments, central differences' step)
     # (rounding, amplified through the step sizes, makes the value rough at 1e-13: a step of
     # 1e-6 errs by 4e-7, one of 1e-5 agrees with the gradient to 2e-8)
     (damped_oscillator, (np.array([2.0, 0.3]),), 1e-5), (relaxation, (40.0,), 1e-6),
+    (kinetics_until, (1.7,), 1e-6),
 ]
 
 
