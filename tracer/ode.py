@@ -34,6 +34,14 @@ from llgrad.runtime.prim import bind, is_value
 SAFETY, MIN_FACTOR, MAX_FACTOR = 0.9, 0.2, 10.0
 
 
+def traced_forms() -> dict:
+    """scipy.integrate's solvers -> their traced forms, once scipy.integrate is imported."""
+    integrate = sys.modules.get("scipy.integrate")
+    if integrate is None:
+        return {}
+    return {integrate.solve_ivp: solve_ivp, integrate.odeint: odeint}
+
+
 def calls_user_functions(f) -> bool:
     """scipy.integrate.solve_ivp or odeint: they call the user's function, whose closure may
     hold traced values (`odeint(lambda y, t: -k * y, y0, t)`), so their traced forms run

@@ -8,7 +8,6 @@ promotion rules] in runtime/promotion.py).
 from __future__ import annotations
 
 import math
-import sys
 from typing import Callable
 
 import numpy as np
@@ -49,11 +48,8 @@ def _traced_builtins() -> dict:
     # np.zeros(...) and friends: listed so converted code calls them through converted_call,
     # which also catches a list shape holding traced ints (operators._converted_target)
     table.update((f, static_shape(f)) for f in SHAPED)
-    integrate = sys.modules.get("scipy.integrate")
-    if integrate is not None:  # (a user who holds solve_ivp has imported it)
-        from . import ode
-        table[integrate.solve_ivp] = ode.solve_ivp
-        table[integrate.odeint] = ode.odeint
+    from .ode import traced_forms  # (scipy.integrate's, once imported)
+    table.update(traced_forms())
     return table
 
 
