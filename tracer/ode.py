@@ -97,16 +97,16 @@ def _check_success(failed, loc) -> None:
         "t_eval)", loc, "loosen rtol/atol, or check the right-hand side for a singularity"))
 
 
-def _integrate(fun, t0, tf, y0, t_eval, tableau, rtol, atol, max_step, first_step, loc):
+def _integrate(fun, t0, tf, y0, t_eval, method, rtol, atol, max_step, first_step, loc):
     """The solution at t_eval (n, m) and nfev: Note [ODE solvers on traced values]."""
-    rows, B, E, P, err_order = tableau  # rows: (A[s, :s], C[s]) of the stages s >= 1
-    stages = len(rows) + 1
-    exponent = -1.0 / (err_order + 1)
+    stages = len(method.rows) + 1
+    exponent = -1.0 / (method.err_order + 1)
     direction = np.where(tf > t0, 1.0, -1.0)
     y = y0
     f = fun(t0, y)
     if first_step is None:
-        h_abs = _initial_step(fun, t0, y, tf, max_step, f, direction, err_order, rtol, atol)
+        h_abs = _initial_step(fun, t0, y, tf, max_step, f, direction, method.err_order, rtol,
+                              atol)
         nfev = 2
     else:
         h_abs = first_step
@@ -127,30 +127,23 @@ def _integrate(fun, t0, tf, y0, t_eval, tableau, rtol, atol, max_step, first_ste
         t_new = np.where(direction * (t_new - tf) > 0, tf, t_new)
         h = t_new - t
         h_abs = np.abs(h)
-        K = [f]
-        for a, c in rows:  # (a Python list: the stages unrolled)
-            dy = np.dot(np.stack(K, 1), a) * h
-            K.append(fun(t + c * h, y + dy))
-        y_new = y + h * np.dot(np.stack(K, 1), B)
+        K = _stages(fun, t, y, h, method.rows, [f])
+        y_new = y + h * np.dot(np.stack(K, 1), method.B)
         f_new = fun(t + h, y_new)
         K.append(f_new)
         scale = atol + np.maximum(np.abs(y), np.abs(y_new)) * rtol
-        err = _norm(np.dot(np.stack(K, 1), E) * h / scale)
+        err = method.error_norm(np.stack(K, 1), h, scale)
         accept = (err < 1) & ~too_small
         grow = np.where(err == 0, MAX_FACTOR, _min(MAX_FACTOR, _error_factor(err, exponent)))
         grow = np.where(rejected, _min(1.0, grow), grow)
         shrink = _max(MIN_FACTOR, _error_factor(err, exponent))
         h_abs = h_abs * np.where(accept, grow, shrink)
-        # the t_eval columns this step covers, from its interpolant (scipy's RkDenseOutput)
-        x = (t_eval - t) / h
-        powers = [x]
-        for _ in P.T[1:].tolist():
-            powers.append(powers[-1] * x)
-        dense = h * np.dot(np.dot(np.stack(K, 1), P), np.stack(powers)) + y[:, None]
+        # the t_eval columns this step covers, from its interpolant
         covered = accept & (direction * (t_eval - t_new) <= 0) & ~done
-        out = np.where(covered, dense, out)
+        out = np.where(covered, method.dense(fun, K, t, h, y, y_new, (t_eval - t) / h), out)
         done = done | covered
-        nfev = nfev + np.where(too_small, 0, stages)
+        nfev = nfev + np.where(too_small, 0, stages) + np.where(
+            np.any(covered), method.dense_fevals, 0)
         t = np.where(accept, t_new, t)
         y = np.where(accept, y_new, y)
         f = np.where(accept, f_new, f)
@@ -159,6 +152,67 @@ def _integrate(fun, t0, tf, y0, t_eval, tableau, rtol, atol, max_step, first_ste
         running = ~too_small & ~(accept & (direction * (t_new - tf) >= 0))
     _check_success(failed, loc)
     return out, nfev
+
+
+def _stages(fun, t, y, h, rows, K):
+    """rk_step's stages after K's: K[s] = fun(t + c h, y + h K[:s]^T a) for (a, c) in rows."""
+    for a, c in rows:
+        dy = ops.mul(np.dot(np.stack(K, 1), a), h)
+        K.append(fun(ops.add(t, ops.mul(c, h)), ops.add(y, dy)))
+    return K
+
+
+class _RungeKutta:
+    """One of scipy's explicit RK methods: its stages, its error norm and its interpolant."""
+
+    def __init__(self, solver):
+        n = solver.n_stages
+        self.rows = [(solver.A[s, :s], solver.C[s]) for s in range(1, n)]
+        self.B, self.err_order, self.solver, self.dense_fevals = (
+            solver.B, solver.error_estimator_order, solver, 0)
+
+    def error_norm(self, K, h, scale):
+        """RungeKutta._estimate_error_norm."""
+        return _norm(ops.div(ops.mul(np.dot(K, self.solver.E), h), scale))
+
+    def dense(self, fun, K, t, h, y, y_new, x):
+        """RkDenseOutput at x = (t_eval - t) / h: y + h Q p(x), Q = K^T P, p the powers."""
+        powers = [x]
+        for _ in range(self.solver.P.shape[1] - 1):
+            powers.append(ops.mul(powers[-1], x))
+        q = np.dot(np.stack(K, 1), self.solver.P)
+        return ops.add(ops.mul(h, np.dot(q, np.stack(powers))), y[:, None])
+
+
+class _DOP853(_RungeKutta):
+    """DOP853: two error estimates, and an interpolant of three more stages."""
+
+    def __init__(self, solver):
+        super().__init__(solver)
+        n = solver.n_stages
+        self.extra = [(solver.A_EXTRA[i, :n + 1 + i], c) for i, c in enumerate(solver.C_EXTRA)]
+        self.dense_fevals = len(self.extra)
+
+    def error_norm(self, K, h, scale):
+        """DOP853._estimate_error_norm (0 where both estimates are, finite gradients)."""
+        e5 = ops.sum(ops.square(ops.div(np.dot(K, self.solver.E5), scale)))
+        e3 = ops.sum(ops.square(ops.div(np.dot(K, self.solver.E3), scale)))
+        zero = ops.logical_and(ops.eq(e5, 0.0), ops.eq(e3, 0.0))
+        denom = ops.where(zero, 1.0, ops.mul(ops.add(e5, ops.mul(0.01, e3)), scale.shape[0]))
+        return ops.where(zero, 0.0, ops.div(ops.mul(ops.abs(h), e5), ops.sqrt(denom)))
+
+    def dense(self, fun, K, t, h, y, y_new, x):
+        """Dop853DenseOutput at x = (t_eval - t) / h, from the extra stages."""
+        K = _stages(fun, t, y, h, self.extra, list(K))
+        dy = ops.sub(y_new, y)
+        F = [dy, ops.sub(ops.mul(h, K[0]), dy),
+             ops.sub(ops.mul(2.0, dy), ops.mul(h, ops.add(K[-len(self.extra) - 1], K[0])))]
+        F += list(ops.mul(h, np.dot(self.solver.D, np.stack(K))))
+        x = x[None, :]
+        out = 0.0
+        for i, f in enumerate(reversed(F)):
+            out = ops.mul(ops.add(out, f[:, None]), x if i % 2 == 0 else ops.sub(1.0, x))
+        return ops.add(out, y[:, None])
 
 
 def _initial_step(fun, t0, y0, t_bound, max_step, f0, direction, order, rtol, atol):
@@ -209,9 +263,8 @@ def _run(fun, args: tuple, tfirst: bool, t_span, y0, t_eval, method: str, rtol, 
     if first_step is not None and not any(map(is_value, (first_step, t0, tf))):
         common.validate_first_step(first_step, t0, tf)
     solver = getattr(_ivp, method)
-    rows = [(solver.A[s, :s], solver.C[s]) for s in range(1, solver.n_stages)]
-    tableau = (rows, solver.B, solver.E, solver.P, solver.error_estimator_order)
-    y, nfev = _CONVERTED[0](rhs, t0, tf, y0, t_eval, tableau, rtol,
+    method = (_DOP853 if method == "DOP853" else _RungeKutta)(solver)
+    y, nfev = _CONVERTED[0](rhs, t0, tf, y0, t_eval, method, rtol,
                             atol, max_step, first_step, loc)
     return t_eval, y, nfev
 
@@ -246,7 +299,7 @@ def _times(t_eval, t0, tf, loc):
     return t_eval
 
 
-_METHODS = ("RK45", "RK23")
+_METHODS = ("RK45", "RK23", "DOP853")
 
 
 def _refuse(what: str, fix: str) -> UnsupportedError:
@@ -259,7 +312,8 @@ def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, e
     steps and values (Note [ODE solvers on traced values]); the result is scipy's OdeResult
     (t, y, nfev, status, success, message)."""
     from scipy.integrate._ivp.ivp import OdeResult
-    fix = "use method='RK45' (or 'RK23') with t_eval, and no dense_output, events or vectorized"
+    fix = "use method='RK45' (or 'RK23', 'DOP853') with t_eval, and no dense_output, events or " \
+        "vectorized"
     if method not in _METHODS:
         raise _refuse(f"solve_ivp(method={method!r}) is not supported on traced values (llgrad "
                       f"has the explicit Runge-Kutta methods {', '.join(_METHODS)})", fix)
