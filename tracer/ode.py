@@ -22,11 +22,15 @@ from llgrad.runtime.prim import bind, is_value
 # or a rejected one: scipy's inner `while not step_accepted` flattened), carrying t, y, f,
 # h_abs, whether the step being attempted follows a rejection, the t_eval columns filled so
 # far and nfev. Every decision scipy takes by an `if` is an np.where over the same
-# comparisons, so the loop takes scipy's steps and its values equal scipy's to rounding; the
-# columns of t_eval an accepted step covers get scipy's dense output (the step's interpolant
-# K^T P). The gradient follows everything the values depend on, the step sizes too (h_abs is
-# a smooth function of the parameters between the points where a decision flips), so it is
-# the derivative of the computed solution, as central differences of the solver see it.
+# comparisons, so the loop takes scipy's steps and its values equal scipy's to rounding (as
+# amplified through the step sizes: an error estimate is a difference of nearly equal sums,
+# which BLAS rounds in its own order in scipy); the columns of t_eval an accepted step covers
+# get the method's dense output (RK45/RK23: K^T P; DOP853: from three more stages, counted
+# in nfev only where scipy computes them, at steps that cover a t_eval). The gradient
+# follows everything the values depend on, the step sizes too (h_abs is a smooth function of
+# the parameters between the points where a decision flips), so it is the derivative of the
+# computed solution, as central differences of the solver see it. odeint (LSODA in scipy)
+# runs RK45 to odeint's tolerances: its values agree with scipy's to the tolerance only.
 # Where scipy would fail (a step below 10 ulps of t), the compiled code raises when it runs:
 # scipy's partial solution has fewer columns than t_eval, a shape not known when tracing.
 # t_span may be traced (a Python float argument is): it gets a gradient, the derivative of
@@ -238,8 +242,9 @@ _CONVERTED: list = []
 def _run(fun, args: tuple, tfirst: bool, t_span, y0, t_eval, method: str, rtol, atol,
          max_step, first_step, loc):
     """The solution at t_eval (n, m) and nfev: the converted `_integrate` of fun(t, y, *args)
-    (fun(y, t, *args) unless tfirst) on the tableau of scipy's own class for `method`."""
+    (fun(y, t, *args) unless tfirst) by the coefficients of scipy's own class for `method`."""
     from scipy.integrate import _ivp
+    from scipy.integrate._ivp import common
 
     from llgrad.runtime.numpy_api import CONVERSIONS
 
@@ -252,7 +257,6 @@ def _run(fun, args: tuple, tfirst: bool, t_span, y0, t_eval, method: str, rtol, 
     def rhs(t, y):  # scipy's fun_wrapped: the user's function, its result a float array
         return asarray(converted_call(fun, (t, y, *args) if tfirst else (y, t, *args), None),
                        dtype=np.float64)
-    from scipy.integrate._ivp import common
     t0, tf = (ops.astype(t, np.float64) if is_value(t) else float(t) for t in t_span)
     t_eval = _times(asarray(t_eval), t0, tf, loc)
     y0 = asarray(y0, dtype=np.float64)
@@ -262,10 +266,8 @@ def _run(fun, args: tuple, tfirst: bool, t_span, y0, t_eval, method: str, rtol, 
         common.validate_max_step(max_step)
     if first_step is not None and not any(map(is_value, (first_step, t0, tf))):
         common.validate_first_step(first_step, t0, tf)
-    solver = getattr(_ivp, method)
-    method = (_DOP853 if method == "DOP853" else _RungeKutta)(solver)
-    y, nfev = _CONVERTED[0](rhs, t0, tf, y0, t_eval, method, rtol,
-                            atol, max_step, first_step, loc)
+    rk = (_DOP853 if method == "DOP853" else _RungeKutta)(getattr(_ivp, method))
+    y, nfev = _CONVERTED[0](rhs, t0, tf, y0, t_eval, rk, rtol, atol, max_step, first_step, loc)
     return t_eval, y, nfev
 
 
@@ -308,9 +310,9 @@ def _refuse(what: str, fix: str) -> UnsupportedError:
 
 def solve_ivp(fun, t_span, y0, method="RK45", t_eval=None, dense_output=False, events=None,
               vectorized=False, args=None, **options):
-    """scipy.integrate.solve_ivp on traced values, methods RK45 and RK23, at t_eval: scipy's
-    steps and values (Note [ODE solvers on traced values]); the result is scipy's OdeResult
-    (t, y, nfev, status, success, message)."""
+    """scipy.integrate.solve_ivp on traced values, methods RK45, RK23 and DOP853, at t_eval:
+    scipy's steps and values (Note [ODE solvers on traced values]); the result is scipy's
+    OdeResult (t, y, nfev, status, success, message)."""
     from scipy.integrate._ivp.ivp import OdeResult
     fix = "use method='RK45' (or 'RK23', 'DOP853') with t_eval, and no dense_output, events or " \
         "vectorized"
