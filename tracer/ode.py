@@ -259,6 +259,9 @@ def _run(fun, args: tuple, tfirst: bool, t_span, y0, t_eval, method: str, rtol, 
                        dtype=np.float64)
     t0, tf = (ops.astype(t, np.float64) if is_value(t) else float(t) for t in t_span)
     t_eval = _times(asarray(t_eval), t0, tf, loc)
+    y0 = asarray(y0)  # (complex values are refused there)
+    if len(y0.shape) != 1:
+        raise ValueError("`y0` must be 1-dimensional.")
     y0 = asarray(y0, dtype=np.float64)
     if not any(map(is_value, (rtol, atol))):  # (scipy's checks, where it makes them)
         rtol, atol = common.validate_tol(rtol, atol, y0.shape[0])

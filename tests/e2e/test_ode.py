@@ -10,7 +10,7 @@ import pytest
 import scipy.integrate as si
 
 import llgrad
-from llgrad.runtime.errors import UnsupportedError
+from llgrad.runtime.errors import DTypeError, UnsupportedError
 from tests.e2e.conftest import compiled, finite_differences
 
 T5 = np.linspace(0.0, 2.0, 5)
@@ -193,6 +193,9 @@ def test_unsupported_options_name_the_line(kw, match, fix):
         llgrad.differentiate(_solve(**kw))(np.array([1.3, 0.4]))
 
 
+COMPLEX_Y0 = np.array([1j])
+
+
 def test_argument_errors():
     k = np.array([1.3, 0.4])
     with pytest.raises(ValueError, match="not within `t_span`"):
@@ -202,6 +205,10 @@ def test_argument_errors():
     with pytest.raises(ValueError, match="not within `t_span`"):  # (checked when it runs)
         llgrad.differentiate(lambda s: np.sum(si.solve_ivp(
             kinetics_rhs, (0.0, s), [1.0, 0.0], t_eval=[0.0, 1.5], args=(k,)).y))(1.0)
+    with pytest.raises(ValueError, match="`y0` must be 1-dimensional"):
+        llgrad.differentiate(lambda a: np.sum(si.odeint(lambda y, t: -a * y, [[1.0]], T5)))(0.5)
+    with pytest.raises(DTypeError, match="dtype complex128"):
+        llgrad.differentiate(lambda a: np.sum(si.odeint(lambda y, t: -a * y, COMPLEX_Y0, T5)))(0.5)
     with pytest.raises(UnsupportedError, match=r"odeint\(full_output=...\)"):
         llgrad.differentiate(lambda a: np.sum(si.odeint(
             lambda y, t: -a * y, [1.0], T5, full_output=1)[0]))(0.5)
