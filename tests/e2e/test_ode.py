@@ -1,4 +1,4 @@
-"""scipy.integrate.solve_ivp (RK45, RK23) and odeint inside `llgrad.differentiate` (Note [ODE
+"""scipy.integrate.solve_ivp (RK45, RK23, DOP853) and odeint inside `llgrad.differentiate` (Note [ODE
 solvers on traced values] in tracer/ode.py): solve_ivp's values and nfev equal scipy's (the
 same steps), gradients against central differences (float64) through the interpreter and
 natively; odeint (RK45, not LSODA) against scipy to the solver tolerance; one staged while
@@ -101,8 +101,8 @@ def test_solve_ivp_value_and_gradient(fn, args, eps, mode):
     value, grad = compiled(fn, wrt).value_and_grad(*args)
     # scipy's steps; the values to rounding, as amplified through the step sizes: each step's
     # error estimate is a difference of nearly equal sums (rounded in BLAS's order in scipy),
-    # and the next step size its power -1/5 (1e-15 for the kinetics, 2e-11 where the
-    # oscillator's force jumps)
+    # and the next step size its power -1/5 (1e-15 for the kinetics, 1e-13 for the oscillator,
+    # 2e-11 were its force to jump)
     np.testing.assert_allclose(value, fn(*args), rtol=1e-10)
     for g, fd in zip(grad, finite_differences(fn, args, wrt, eps)):
         np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
@@ -114,9 +114,12 @@ def test_solve_ivp_result_is_scipys(method):
         sol = si.solve_ivp(kinetics_rhs, (0.0, 3.0), [1.0, 0.0], t_eval=np.linspace(0, 3, 7),
                            args=(k,), method=method)
         return sol.y, sol.t, sol.nfev, sol.status, sol.success
+    def loss(k):
+        result = solve(k)
+        return np.sum(result[0]), result
     k = np.array([1.3, 0.4])
     want = solve(k)
-    got = llgrad.differentiate(lambda k: (np.sum(solve(k)[0]), solve(k)), has_aux=True)(k)[1]
+    got = llgrad.differentiate(loss, has_aux=True)(k)[1]
     np.testing.assert_allclose(got[0], want[0], rtol=1e-12)
     np.testing.assert_array_equal(got[1], want[1])
     assert int(got[2]) == want[2] and int(got[3]) == want[3] and bool(got[4]) == want[4]
@@ -169,10 +172,9 @@ def test_solver_failure_raises_when_it_runs():
         f(1.0)
 
 
-def _solve(**kw):
+def _solve(span=(0.0, 2.0), **kw):
     def f(k):
-        return np.sum(si.solve_ivp(kinetics_rhs, kw.pop("span", (0.0, 2.0)), [1.0, 0.0],
-                                   args=(k,), **kw).y)
+        return np.sum(si.solve_ivp(kinetics_rhs, span, [1.0, 0.0], args=(k,), **kw).y)
     return f
 
 
@@ -202,6 +204,8 @@ def test_argument_errors():
         llgrad.differentiate(_solve(t_eval=[0.0, 3.0]))(k)
     with pytest.raises(ValueError, match="not properly sorted"):
         llgrad.differentiate(_solve(t_eval=[1.0, 0.5]))(k)
+    with pytest.raises(ValueError, match="`first_step` exceeds bounds"):  # (scipy's checks)
+        llgrad.differentiate(_solve(t_eval=T5, first_step=3.0))(k)
     with pytest.raises(ValueError, match="not within `t_span`"):  # (checked when it runs)
         llgrad.differentiate(lambda s: np.sum(si.solve_ivp(
             kinetics_rhs, (0.0, s), [1.0, 0.0], t_eval=[0.0, 1.5], args=(k,)).y))(1.0)
