@@ -123,7 +123,7 @@ def entries() -> list[tuple[str, str, str, str]]:
     for f, impl in api.CONVERSIONS.items():
         rows.setdefault(api.numpy_name(f), ("yes", "no (a numpy array)", gradient(lg, impl)))
     from llgrad.tracer import ode
-    for f, impl in ode.traced_forms().items():
+    for f in ode.traced_forms():
         rows[f"scipy.integrate.{f.__name__}"] = ("yes", "no (a numpy array)", "yes")
     return sorted((n, *cols) for n, cols in rows.items())
 
