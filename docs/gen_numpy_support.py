@@ -13,7 +13,9 @@ Tensors that require grad (every one of a few sample argument lists it accepts) 
 gradient of the sum of its float results is taken; the best outcome is shown. "yes" means a
 gradient reaches the inputs, "zero" that it is zero everywhere (piecewise-constant
 functions), "none" that the results are integer or boolean, or constants; "-" that no
-sample call applied (see the function's own docs).
+sample call applied (see the function's own docs). scipy.integrate's ODE solvers (solve_ivp,
+odeint) take your functions, so they run in compiled code only, where their gradient is
+tested (tests/e2e/test_ode.py), not measured here.
 """
 from __future__ import annotations
 
@@ -122,6 +124,9 @@ def entries() -> list[tuple[str, str, str, str]]:
                         rows.setdefault(f"scipy.special.{alias}", rows[name])
     for f, impl in api.CONVERSIONS.items():
         rows.setdefault(api.numpy_name(f), ("yes", "no (a numpy array)", gradient(lg, impl)))
+    from llgrad.tracer import ode
+    for f in ode.traced_forms():
+        rows[f"scipy.integrate.{f.__name__}"] = ("yes", "no (a numpy array)", "yes")
     return sorted((n, *cols) for n, cols in rows.items())
 
 

@@ -86,6 +86,7 @@ from llgrad.runtime import pytree
 from llgrad.runtime.errors import ConcretizationError, UnsupportedError, user_loc
 
 from . import captures, checkpointed
+from .ode import calls_user_functions
 from .traced_builtins import (SHAPED, STACKED_MIN, Zipped, stacked_items, static_shape,
                               traced_builtins)
 from .convert.cells import OWNED
@@ -804,9 +805,9 @@ def _converted_target(f: Callable, args=()) -> Callable:
         return f
     if _STAGERS and f in _OF_ITERABLES:
         return traced_builtins()[f]  # (the items of a generator or a view may be traced)
-    traced = bool(_STAGERS) and any(
+    traced = bool(_STAGERS) and (any(
         is_traced(a) or _traced_list(a) or type(a) is tuple and any(map(is_traced, a))
-        for a in args)  # (a tuple: scipy's cho_solve((c, lower), b))
+        for a in args) or calls_user_functions(f))  # (a tuple: scipy's cho_solve((c, lower), b))
     if _STAGERS and type(f).__hash__ is not None and f in SHAPED and \
             any(True for a in args for _ in _traced_leaves(a)):  # (a dataclass is unhashable)
         return static_shape(f)

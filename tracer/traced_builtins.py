@@ -15,6 +15,8 @@ import numpy as np
 from llgrad.runtime.errors import ShapeError, UnsupportedError, user_loc
 from llgrad.runtime.prim import is_value
 
+from . import ode
+
 
 def _traced_builtins() -> dict:
     """`math.*` and builtins that need a traced counterpart (they would concretise)."""
@@ -52,6 +54,7 @@ def _traced_builtins() -> dict:
     # np.zeros(...) and friends: listed so converted code calls them through converted_call,
     # which also catches a list shape holding traced ints (operators._converted_target)
     table.update((f, static_shape(f)) for f in SHAPED)
+    table.update(ode.traced_forms())  # (scipy.integrate's, once it is imported)
     return table
 
 
