@@ -357,8 +357,8 @@ from llgrad.runtime.numpy_shape import FUNCTIONS as _SHAPE_FUNCTIONS  # noqa: E4
 FUNCTIONS.update(_SHAPE_FUNCTIONS)
 
 # ---- numpy.linalg and scipy.linalg (issue 11, linalg) ------------------------------------------
-from llgrad.runtime import (numpy_calculus, numpy_linalg, scipy_spatial,  # noqa: E402
-                            scipy_stats)
+from llgrad.runtime import (numpy_calculus, numpy_linalg, scipy_signal,  # noqa: E402
+                            scipy_spatial, scipy_stats)
 
 FUNCTIONS.update(numpy_linalg.FUNCTIONS)
 FUNCTIONS.update(numpy_calculus.FUNCTIONS)  # np.gradient, np.nanmax, ...
@@ -380,6 +380,7 @@ LAZY.update({
 })
 LAZY.update(numpy_linalg.SCIPY)  # scipy.linalg's functions
 LAZY.update(numpy_calculus.SCIPY)  # scipy.integrate's
+LAZY.update(scipy_signal.SCIPY)  # scipy.signal's lfilter, filtfilt
 LAZY.update(scipy_spatial.SCIPY)  # scipy.spatial.distance's cdist, pdist, squareform
 LAZY.update(scipy_stats.SCIPY)  # "module:object.method": scipy.stats's distributions
 

@@ -1,0 +1,102 @@
+"""scipy.signal.lfilter and filtfilt inside `llgrad.differentiate`: values against scipy,
+gradients against central differences (float64) with respect to the signal, the coefficients
+and the initial state; the recurrence stays one loop (not unrolled); and the errors."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.signal as S
+
+import llgrad
+from llgrad.runtime.errors import UnsupportedError
+from tests.e2e.conftest import compiled, finite_differences
+
+R = np.random.default_rng(23)
+Y = R.standard_normal(16)
+M = R.standard_normal((3, 12))
+B, A = np.array([0.3, 0.2, -0.1]), np.array([1.2, -0.5, 0.2])
+ZI, ZIM = R.standard_normal(2), R.standard_normal((3, 2))
+RAMP = np.arange(16.0)
+
+
+def first_order(y):  # the brief's example
+    return np.sum(S.lfilter([1.0], [1.0, -0.5], y) ** 2)
+
+
+def second_order(y):
+    return np.sum(S.lfilter(B, A, y) * RAMP) + np.sum(S.lfilter(B, [2.0], y) ** 2)  # FIR too
+
+
+def with_state(y):
+    out, zf = S.lfilter(B, A, y, zi=ZI)
+    short, zf1 = S.lfilter(B, A, y[:1], zi=ZI)  # fewer samples than the state
+    return np.sum(out ** 2) + np.sum(zf * [1.0, 2.0]) + np.sum(zf1 ** 2) + short[0]
+
+
+def along_axis0(m):
+    return np.sum(S.lfilter(B, A, m, axis=0) ** 2)
+
+
+def traced_b(b):
+    return np.sum(S.lfilter(b, A, Y) ** 2)
+
+
+def traced_a(a):
+    return np.sum(S.lfilter(B, a, Y) ** 2)
+
+
+def traced_state(z):
+    out, zf = S.lfilter(B, A, M, zi=z)
+    return np.sum(out ** 2) + np.sum(zf ** 3)
+
+
+def zero_phase(y):
+    return np.sum(S.filtfilt(B, A, y) * RAMP)
+
+
+def zero_phase_pads(m):
+    return (np.sum(S.filtfilt(B, A, m, padtype="even", padlen=4) ** 2)
+            + np.sum(S.filtfilt(B, A, m, axis=0, padtype=None) ** 2)
+            + np.sum(S.filtfilt(B, A, m, padtype="constant") ** 2))
+
+
+CASES = [(first_order, Y), (second_order, Y), (with_state, Y), (along_axis0, M),
+         (traced_b, B), (traced_a, A), (traced_state, ZIM), (zero_phase, Y),
+         (zero_phase_pads, M)]
+
+
+@pytest.mark.parametrize("fn,arg", CASES, ids=[c[0].__name__ for c in CASES])
+def test_value_and_gradient(fn, arg):
+    value, grad = compiled(fn, 0).value_and_grad(arg)
+    assert value == pytest.approx(fn(arg), rel=1e-12)
+    np.testing.assert_allclose(grad, finite_differences(fn, (arg,), (0,))[0], rtol=1e-6,
+                               atol=1e-8)
+
+
+def test_arrays_against_scipy(mode):
+    f = llgrad.differentiate(lambda y: S.lfilter(B, A, y, zi=ZI))
+    got, want = f(Y), S.lfilter(B, A, Y, zi=ZI)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(llgrad.differentiate(lambda m: S.filtfilt(B, A, m))(M),
+                               S.filtfilt(B, A, M), rtol=1e-11, atol=1e-13)
+
+
+def test_recurrence_is_one_loop_forward_and_backward():
+    text = compiled(first_order, 0).inspect(Y).backward_ir
+    assert "iir" in text and "reverse=True" in text  # the transpose: the filter run backwards
+    assert text.count(" = iir ") == 2  # not unrolled: one op per direction
+
+
+@pytest.mark.parametrize("call,err,match", [
+    (lambda y: S.filtfilt(y[:3], A, Y), UnsupportedError,
+     r"filtfilt with traced coefficients(.*\n)*.*test_scipy_signal.py:\d+"),
+    (lambda y: S.filtfilt(B, A, y, method="gust"), UnsupportedError, "method='gust'"),
+    (lambda y: S.lfilter(B, A, y, zi=ZI[:1])[0], ValueError, "Unexpected shape for zi"),
+    (lambda y: S.filtfilt(B, A, y, padtype="wrap"), ValueError, "Unknown value 'wrap'"),
+    (lambda y: S.lfilter(B, [0.0, 1.0], y), ValueError, "a\\[0\\] == 0"),
+    (lambda y: S.lfilter(np.ones((2, 2)), A, y), ValueError, "b must be a non-empty 1-D"),
+])
+def test_errors(call, err, match):
+    with pytest.raises(err, match=match):
+        llgrad.differentiate(lambda y: np.sum(call(y)))(Y)
