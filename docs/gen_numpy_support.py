@@ -28,7 +28,7 @@ SECTIONS = [("np.linalg.", "numpy.linalg"), ("np.fft.", "numpy.fft"),
             ("scipy.special.", "scipy.special"), ("scipy.linalg.", "scipy.linalg"),
             ("scipy.stats.", "scipy.stats"), ("scipy.integrate.", "scipy.integrate"),
             ("scipy.spatial.", "scipy.spatial"), ("scipy.signal.", "scipy.signal"),
-            ("np.", "numpy")]
+            ("np.polynomial.", "numpy.polynomial"), ("np.", "numpy")]
 
 
 def _samples(lg):
@@ -45,6 +45,8 @@ def _samples(lg):
         lambda: (t(v), np.array([1, 0]), 0), lambda: (v > 0.5, t(v), t(v[::-1].copy())),
         lambda: (lg.tensor(v > 0.5),), lambda: (lg.tensor(v > 0.5), lg.tensor(v < 0.7)),
         lambda: (0, t(v)), lambda: (t(np.array([0.0, 2.0, 3.0])), 5.0, t(np.array(0.3))),
+        lambda: (t(v), t(v[::-1].copy()), 2),  # (x, y, deg): polyfit
+        lambda: (np.array([0.5, 0.5]), np.array([1.0, -0.5]), t(np.linspace(0.0, 1.0, 12))),
     ]
 
 
@@ -94,7 +96,8 @@ def _leaves(args):
 
 def entries() -> list[tuple[str, str, str, str]]:
     """(name, compiled, eager, gradient) for every supported function, sorted by name."""
-    import scipy.integrate  # noqa: F401 - LAZY names of imported modules join FUNCTIONS
+    import numpy.polynomial.polynomial  # noqa: F401 - LAZY names of imported modules join
+    import scipy.integrate  # noqa: F401 - FUNCTIONS
     import scipy.linalg  # noqa: F401
     import scipy.signal  # noqa: F401
     import scipy.spatial.distance  # noqa: F401
@@ -110,9 +113,10 @@ def entries() -> list[tuple[str, str, str, str]]:
         if getattr(impl, "refused", False):  # (an error naming what is supported instead)
             continue
         if name.startswith(("np.", "scipy.")) and name not in rows:
-            # scipy's Python functions do not dispatch: eagerly they compute in numpy
-            eager = "no (a numpy array)" if name.startswith("scipy.") and not isinstance(
-                f, np.ufunc) else "yes"
+            # scipy's (and numpy.polynomial's) Python functions do not dispatch: eagerly they
+            # compute in numpy
+            eager = "no (a numpy array)" if name.startswith(("scipy.", "np.polynomial.")) and \
+                not isinstance(f, np.ufunc) else "yes"
             # (a class, scipy.stats.norm(loc, scale): what it makes has the methods)
             grad = "its methods'" if isinstance(impl, type) else gradient(lg, impl)
             rows[name] = ("yes", eager, grad)

@@ -357,11 +357,12 @@ from llgrad.runtime.numpy_shape import FUNCTIONS as _SHAPE_FUNCTIONS  # noqa: E4
 FUNCTIONS.update(_SHAPE_FUNCTIONS)
 
 # ---- numpy.linalg and scipy.linalg (issue 11, linalg) ------------------------------------------
-from llgrad.runtime import (numpy_calculus, numpy_linalg, scipy_signal,  # noqa: E402
-                            scipy_spatial, scipy_stats)
+from llgrad.runtime import (numpy_calculus, numpy_linalg, numpy_poly,  # noqa: E402
+                            scipy_signal, scipy_spatial, scipy_stats)
 
 FUNCTIONS.update(numpy_linalg.FUNCTIONS)
 FUNCTIONS.update(numpy_calculus.FUNCTIONS)  # np.gradient, np.nanmax, ...
+FUNCTIONS.update(numpy_poly.FUNCTIONS)  # np.vander, np.polyfit
 
 # Note [Lazily named functions]
 # A primitive's `numpy` entry may name a function of a module runtime must not import (scipy:
@@ -380,6 +381,7 @@ LAZY.update({
 })
 LAZY.update(numpy_linalg.SCIPY)  # scipy.linalg's functions
 LAZY.update(numpy_calculus.SCIPY)  # scipy.integrate's
+LAZY.update(numpy_poly.LAZY)  # numpy.polynomial.polynomial's polyfit, polyval, polyvander
 LAZY.update(scipy_signal.SCIPY)  # scipy.signal's lfilter, filtfilt
 LAZY.update(scipy_spatial.SCIPY)  # scipy.spatial.distance's cdist, pdist, squareform
 LAZY.update(scipy_stats.SCIPY)  # "module:object.method": scipy.stats's distributions
@@ -426,11 +428,12 @@ def _typed_like(ufunc, fn):
 
 def traced_forms() -> dict:
     """Library callables whose Python implementation cannot run on llgrad values (numpy's
-    conversions, scipy's Python-level functions), each with the llgrad function to call."""
+    conversions, scipy's and numpy.polynomial's Python-level functions), each with the llgrad
+    function to call."""
     resolve_lazy()
     out = dict(CONVERSIONS)
-    out.update((f, fn) for f, fn in FUNCTIONS.items() if not isinstance(f, np.ufunc)
-               and (getattr(f, "__module__", None) or "").startswith("scipy"))
+    out.update((f, fn) for f, fn in FUNCTIONS.items() if not isinstance(f, np.ufunc) and (
+        getattr(f, "__module__", None) or "").startswith(("scipy", "numpy.polynomial")))
     # methods of library objects also by (class, name): a copy of the object has them too
     out.update(((type(f.__self__), f.__name__), fn) for f, fn in list(out.items())
                if isinstance(f, types.MethodType)
