@@ -100,3 +100,22 @@ def test_recurrence_is_one_loop_forward_and_backward():
 def test_errors(call, err, match):
     with pytest.raises(err, match=match):
         llgrad.differentiate(lambda y: np.sum(call(y)))(Y)
+
+
+# ---- compiled library code given traced values (Note [Compiled library code on traced values])
+def test_compiled_library_function_is_named_not_its_conversion_error():
+    # scipy's C filter reports the failed conversion of a traced value as "could not convert
+    # b, a, and x to a common type", which read like the user's mistake
+    from scipy.signal import _sigtools
+    with pytest.raises(UnsupportedError, match=r"scipy.signal._sigtools._linear_filter is "
+                       r"compiled code, which cannot take traced values \(ValueError: could not "
+                       r"convert(.*\n)*.*test_scipy_signal.py:\d+(.*\n)*.*How to fix"):
+        llgrad.differentiate(lambda y: np.sum(_sigtools._linear_filter(
+            np.ones(1), np.array([1.0, -0.5]), y, -1)))(Y)
+
+
+def test_library_function_calling_compiled_code_names_the_function_called():
+    sos = S.butter(2, 0.3, output="sos")
+    with pytest.raises(UnsupportedError, match=r"scipy.signal.sosfilt is not supported on traced "
+                       r"values.*_sosfilt is compiled code(.*\n)*.*test_scipy_signal.py:\d+"):
+        llgrad.differentiate(lambda y: np.sum(S.sosfilt(sos, y)))(Y)
