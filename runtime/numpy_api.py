@@ -444,12 +444,10 @@ def traced_forms() -> dict:
 # What to write instead of a library function llgrad does not support on traced values
 # (Note [Unsupported library functions] in tracer/operators.py), by the name the user wrote.
 _ALTERNATIVES = {
-    "scipy.signal.convolve2d": "write the convolution as a sum of shifted slices "
-    "(sum of k[i, j] * a[i:i + m, j:j + n]), or use llgrad.nn.functional.conv2d",
-    "scipy.signal.convolve": "use np.convolve (1-D), or a sum of shifted slices",
-    "scipy.ndimage.gaussian_filter": "convolve with the Gaussian kernel as a sum of shifted "
-    "slices (np.convolve per axis for 1-D kernels)",
-    "scipy.ndimage.convolve": "write the convolution as a sum of shifted slices",
+    "scipy.ndimage.gaussian_filter": "correlate with the Gaussian kernel per axis "
+    "(scipy.signal.correlate, or a sum of shifted slices)",
+    "scipy.ndimage.convolve": "use scipy.signal.convolve2d(a, k, 'same', boundary='symm') "
+    "(ndimage's mode='reflect' for an odd-sized kernel)",
 }
 
 

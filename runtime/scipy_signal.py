@@ -1,8 +1,11 @@
 """scipy.signal's linear filters on llgrad values, with scipy's signatures: lfilter (b, a
-constant or traced, x traced, axis, zi) and filtfilt (constant b, a). lfilter is the FIR part,
-a sum of delayed copies of x, followed by the all-pole recurrence `ops.iir` (one primitive
-looping over time, whose VJP is the same filter run backwards: Note [All-pole filters] in
-runtime/ops/scan.py). `SCIPY` joins runtime/numpy_api.LAZY (Note [Lazily named functions])."""
+constant or traced, x traced, axis, zi) and filtfilt (constant b, a); and the 1-D and 2-D
+convolutions and correlations (convolve, correlate, fftconvolve, convolve2d, correlate2d).
+lfilter is the FIR part, a sum of delayed copies of x, followed by the all-pole recurrence
+`ops.iir` (one primitive looping over time, whose VJP is the same filter run backwards: Note
+[All-pole filters] in runtime/ops/scan.py). The convolutions are one `ops.conv` (a
+cross-correlation) of the input, padded as scipy's boundary says, with the kernel flipped for
+a convolution; FFT or direct, scipy's results differ from these by rounding only. `SCIPY` joins runtime/numpy_api.LAZY (Note [Lazily named functions])."""
 from __future__ import annotations
 
 import numpy as np
@@ -168,4 +171,79 @@ def _extend(x, edge: int, axis: int, padtype: str):
     return ops.concatenate([left, x, right], axis)
 
 
-SCIPY = {"scipy.signal.lfilter": lfilter, "scipy.signal.filtfilt": filtfilt}
+# ---- convolutions -----------------------------------------------------------------------------
+_PADS = {"fill": "constant", "pad": "constant", "wrap": "wrap", "circular": "wrap",
+         "symm": "symmetric", "symmetric": "symmetric"}
+
+
+def _conv(name: str, a, k, mode: str, flip: bool, boundary="fill", fillvalue=0):
+    """scipy's convolution (flip) or correlation of 1-D or 2-D a and k, in mode 'full',
+    'same' or 'valid', a extended by `boundary` (2-D only: 'fill' with fillvalue, 'wrap',
+    'symm')."""
+    a, k = as_operand(a), as_operand(k)
+    nd = len(shape_of(a))
+    if nd not in (1, 2) or len(shape_of(k)) != nd:
+        raise UnsupportedError(f"{name} of {nd}-D arrays is not supported on traced values "
+                               f"(1-D and 2-D are)", loc=user_loc(), fix="call it per slice")
+    dt = np.result_type(dtype_of(a), dtype_of(k), np.float16)
+    a, k = ops.astype(a, dt), ops.astype(k, dt)
+    sa, sk = shape_of(a), shape_of(k)
+    if mode == "valid" and any(x < y for x, y in zip(sa, sk)):
+        if not all(x <= y for x, y in zip(sa, sk)):
+            raise ValueError("For 'valid' mode, one must be at least as large as the other in "
+                             "every dimension")
+        # scipy swaps the operands: a convolution commutes; a correlation comes out reversed
+        out = _conv(name, k, a, mode, flip, boundary, fillvalue)
+        return out if flip else ops.flip(out, tuple(range(nd)))
+    if flip:
+        k = ops.flip(k, tuple(range(nd)))
+    if mode == "full":
+        widths = [(n - 1, n - 1) for n in sk]
+    elif mode == "same":  # scipy's centre of the full result (correlate2d's the mirror)
+        lo = [(n - 1) // 2 for n in sk]
+        widths = [(n - 1 - m, m) if flip else (m, n - 1 - m) for n, m in zip(sk, lo)]
+    elif mode == "valid":
+        widths = [(0, 0)] * nd
+    else:
+        raise ValueError("Acceptable mode flags are 'valid', 'same', or 'full'.")
+    if boundary not in _PADS:
+        raise ValueError("Acceptable boundary flags are 'fill', 'circular' (or 'wrap'), and "
+                         "'symmetric' (or 'symm').")
+    pad_mode = _PADS[boundary]
+    if any(w != (0, 0) for w in widths):
+        a = ops.pad(a, widths, pad_mode, **({"constant_values": fillvalue}
+                                             if pad_mode == "constant" else {}))
+    out = ops.conv(ops.reshape(a, (1, 1) + tuple(shape_of(a))),
+                   ops.reshape(k, (1, 1) + tuple(sk)))
+    return ops.reshape(out, tuple(shape_of(out))[2:])
+
+
+def convolve2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
+    return _conv("scipy.signal.convolve2d", in1, in2, mode, True, boundary, fillvalue)
+
+
+def correlate2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
+    return _conv("scipy.signal.correlate2d", in1, in2, mode, False, boundary, fillvalue)
+
+
+def convolve(in1, in2, mode="full", method="auto"):
+    return _conv("scipy.signal.convolve", in1, in2, mode, True)
+
+
+def correlate(in1, in2, mode="full", method="auto"):
+    # scipy's: the convolution with in2 reversed (so 'same' is centred as a convolution's,
+    # unlike correlate2d's)
+    k = as_operand(in2)
+    return _conv("scipy.signal.correlate", in1, ops.flip(k, tuple(range(len(shape_of(k))))),
+                 mode, True)
+
+
+def fftconvolve(in1, in2, mode="full", axes=None):
+    if axes is not None:
+        raise UnsupportedError("scipy.signal.fftconvolve(axes=...) is not supported on traced "
+                               "values", loc=user_loc(), fix="convolve over all axes")
+    return _conv("scipy.signal.fftconvolve", in1, in2, mode, True)
+
+
+SCIPY = {f"scipy.signal.{f.__name__}": f for f in (
+    lfilter, filtfilt, convolve, correlate, fftconvolve, convolve2d, correlate2d)}

@@ -102,6 +102,56 @@ def test_errors(call, err, match):
         llgrad.differentiate(lambda y: np.sum(call(y)))(Y)
 
 
+
+# ---- convolutions and correlations: one conv op of the padded input ---------------------------
+IMG = R.standard_normal((6, 7))
+K24, K33 = R.standard_normal((2, 4)), R.standard_normal((3, 3))
+
+
+@pytest.mark.parametrize("name", ["convolve2d", "correlate2d"])
+def test_2d_modes_and_boundaries_against_scipy(name, mode):
+    fn = getattr(S, name)
+    for k in (K24, K33):
+        for m in ("full", "same", "valid"):
+            for kw in ({"boundary": "fill", "fillvalue": 0.7}, {"boundary": "wrap"},
+                       {"boundary": "symm"}):
+                f = lambda a: fn(a, k, m, **kw)  # noqa: E731
+                np.testing.assert_allclose(llgrad.differentiate(f)(IMG), f(IMG), rtol=1e-12,
+                                           atol=1e-13, err_msg=f"{k.shape} {m} {kw}")
+
+
+def test_nd_convolutions_against_scipy():
+    k4 = np.array([1.0, -2.0, 0.5, 3.0])
+    for f, arg in [(lambda v: S.convolve(v, k4, "same"), Y), (lambda v: S.correlate(v, k4, "same"),
+                                                              Y),
+                   (lambda v: S.correlate(v[:3], k4, "valid"), Y),  # the kernel larger
+                   (lambda v: S.fftconvolve(v, k4, "same"), Y),
+                   (lambda a: S.fftconvolve(a, K24, "valid"), IMG)]:
+        np.testing.assert_allclose(llgrad.differentiate(f)(arg), f(arg), rtol=1e-11, atol=1e-13)
+
+
+def image_and_kernel(a, k):
+    return (np.sum(S.convolve2d(a, k, "same", boundary="symm") ** 2)
+            + np.sum(S.correlate2d(a, k, "valid") * a[:4, :5]) + np.sum(S.fftconvolve(a, k) ** 2))
+
+
+def test_2d_gradients_wrt_image_and_kernel():
+    value, (ga, gk) = compiled(image_and_kernel, (0, 1)).value_and_grad(IMG, K33)
+    assert value == pytest.approx(image_and_kernel(IMG, K33), rel=1e-12)
+    fa, fk = finite_differences(image_and_kernel, (IMG, K33), (0, 1))
+    np.testing.assert_allclose(ga, fa, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(gk, fk, rtol=1e-6, atol=1e-7)
+
+
+def test_convolution_errors():
+    with pytest.raises(UnsupportedError, match=r"scipy.signal.convolve of 3-D arrays(.*\n)*.*"
+                       r"test_scipy_signal.py:\d+"):
+        llgrad.differentiate(lambda a: np.sum(S.convolve(a[None], a[None])))(IMG)
+    with pytest.raises(ValueError, match="at least as large as the other"):
+        llgrad.differentiate(lambda a: np.sum(S.convolve2d(a, np.ones((2, 9)), "valid")))(IMG)
+    with pytest.raises(ValueError, match="Acceptable boundary flags"):
+        llgrad.differentiate(lambda a: np.sum(S.convolve2d(a, K33, boundary="odd")))(IMG)
+
 # ---- compiled library code given traced values (Note [Compiled library code on traced values])
 def test_compiled_library_function_is_named_not_its_conversion_error():
     # scipy's C filter reports the failed conversion of a traced value as "could not convert
