@@ -5,7 +5,8 @@ lfilter is the FIR part, a sum of delayed copies of x, followed by the all-pole 
 `ops.iir` (one primitive looping over time, whose VJP is the same filter run backwards: Note
 [All-pole filters] in runtime/ops/scan.py). The convolutions are one `ops.conv` (a
 cross-correlation) of the input, padded as scipy's boundary says, with the kernel flipped for
-a convolution; FFT or direct, scipy's results differ from these by rounding only. `SCIPY` joins runtime/numpy_api.LAZY (Note [Lazily named functions])."""
+a convolution; FFT or direct, scipy's results differ from these by rounding only. `SCIPY`
+joins runtime/numpy_api.LAZY (Note [Lazily named functions])."""
 from __future__ import annotations
 
 import numpy as np
