@@ -379,6 +379,9 @@ LAZY.update({
     "scipy.special.betaln": ops.betaln, "scipy.special.beta": ops.beta,
     "scipy.special.log_expit": ops.log_expit, "scipy.special.polygamma": _sp_polygamma,
 })
+LAZY.update({f"scipy.special.{f.__name__}": f for f in (
+    ops.special.entr, ops.special.rel_entr, ops.special.kl_div, ops.special.huber,
+    ops.special.pseudo_huber)})
 LAZY.update(numpy_linalg.SCIPY)  # scipy.linalg's functions
 LAZY.update(numpy_calculus.SCIPY)  # scipy.integrate's
 LAZY.update(numpy_poly.LAZY)  # numpy.polynomial.polynomial's polyfit, polyval, polyvander

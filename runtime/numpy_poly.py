@@ -1,5 +1,6 @@
-"""Polynomial fitting on llgrad values, with numpy's signatures: np.vander, np.polyfit and
-numpy.polynomial.polynomial's polyvander, polyval and polyfit. Each is numpy's own formula over
+"""Polynomials on llgrad values, with numpy's signatures: np.vander, np.polyfit, np.polyder,
+np.polyint, np.polyadd, np.polysub, np.polymul and numpy.polynomial.polynomial's polyvander, polyval and
+polyfit. Each is numpy's own formula over
 existing primitives (powers by repeated multiplication, the least-squares solve of the
 column-scaled Vandermonde matrix by np.linalg.lstsq), so values are numpy's and gradients
 follow. A rank-deficient fit is an error (lstsq's, Note in runtime/numpy_linalg.py) where
@@ -118,7 +119,52 @@ def poly_polyvander(x, deg):
                        tuple(shape_of(x)) + (int(deg) + 1,))
 
 
-FUNCTIONS = {np.vander: vander, np.polyfit: polyfit}
+def polyder(p, m=1):
+    """np.polyder: the m-th derivative's coefficients (highest power first)."""
+    m = int(m)
+    if m < 0:
+        raise ValueError("Order of derivative must be positive (see polyint)")
+    p = _operand(p)
+    for _ in range(m):
+        n = shape_of(p)[0] - 1
+        p = ops.mul(p[:-1], np.arange(n, 0, -1))
+    return p
+
+
+def polyint(p, m=1, k=None):
+    """np.polyint: the m-th antiderivative's coefficients, integration constants k."""
+    m = int(m)
+    if m < 0:
+        raise ValueError("Order of integral must be positive (see polyder)")
+    k = np.zeros(m) if k is None else k
+    k = ops.reshape(_operand(k), (-1,))
+    if shape_of(k)[0] == 1 and m > 1:
+        k = ops.broadcast_to(k, (m,))
+    if shape_of(k)[0] < m:
+        raise ValueError("k must be a scalar or a rank-1 array of length 1 or >m.")
+    p = _operand(p)
+    for i in range(m):
+        p = ops.concatenate([ops.div(p, np.arange(shape_of(p)[0], 0, -1)), k[i:i + 1]], 0)
+    return p
+
+
+def _aligned(a1, a2):
+    """a1 and a2 (1-D) padded at the front with zeros to one length."""
+    a1, a2 = ops.reshape(_operand(a1), (-1,)), ops.reshape(_operand(a2), (-1,))
+    d = shape_of(a2)[0] - shape_of(a1)[0]
+    if d > 0:
+        a1 = ops.concatenate([np.zeros(d, dtype_of(a1)), a1], 0)
+    elif d < 0:
+        a2 = ops.concatenate([np.zeros(-d, dtype_of(a2)), a2], 0)
+    return a1, a2
+
+
+FUNCTIONS = {
+    np.vander: vander, np.polyfit: polyfit, np.polyder: polyder, np.polyint: polyint,
+    np.polyadd: lambda a1, a2: ops.add(*_aligned(a1, a2)),
+    np.polysub: lambda a1, a2: ops.sub(*_aligned(a1, a2)),
+    np.polymul: lambda a1, a2: np.convolve(*(ops.reshape(_operand(a), (-1,)) for a in (a1, a2))),
+}
 LAZY = {"numpy.polynomial.polynomial.polyfit": poly_polyfit,
         "numpy.polynomial.polynomial.polyval": poly_polyval,
         "numpy.polynomial.polynomial.polyvander": poly_polyvander}

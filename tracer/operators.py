@@ -647,7 +647,7 @@ _SEQUENCE_FUNCTIONS = frozenset(
     getattr(np, n) for n in ("concatenate", "stack", "hstack", "vstack", "dstack",
                              "column_stack", "block", "choose", "select", "piecewise",
                              "lexsort", "broadcast_arrays", "meshgrid", "einsum", "ix_")
-    if hasattr(np, n))
+    if hasattr(np, n)) | {np.linalg.multi_dot}
 
 
 def _traced_list(x) -> bool:
