@@ -45,6 +45,7 @@ def _samples(lg):
         lambda: (t(v), np.array([1, 0]), 0), lambda: (v > 0.5, t(v), t(v[::-1].copy())),
         lambda: (lg.tensor(v > 0.5),), lambda: (lg.tensor(v > 0.5), lg.tensor(v < 0.7)),
         lambda: (0, t(v)), lambda: (t(np.array([0.0, 2.0, 3.0])), 5.0, t(np.array(0.3))),
+        lambda: (np.array([0, 2, 0, 1, 2, 1]), t(v)),
         lambda: (t(v), t(v[::-1].copy()), 2),  # (x, y, deg): polyfit
         lambda: (np.array([0.5, 0.5]), np.array([1.0, -0.5]), t(np.linspace(0.0, 1.0, 12))),
     ]

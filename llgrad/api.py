@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from llgrad.runtime import config
+from llgrad.runtime import config, pytree
 from llgrad.runtime.aval import aval_str
 from llgrad.runtime.errors import (ConcretizationError, DTypeError, ShapeError, SourceLoc,
                                    _compose)
@@ -82,13 +82,14 @@ class Differentiable:
     """A function compiled to native value and gradient code. See `differentiate`."""
 
     def __init__(self, fn: Callable, wrt=0, cache: bool = False, method: bool = False,
-                 checkpoint=None):
+                 checkpoint=None, has_aux: bool = False):
         self._unbound = isinstance(fn, staticmethod)  # never binds an instance
         fn = fn.__func__ if self._unbound else fn
         functools.update_wrapper(self, fn)
         check_schedule(checkpoint)
         self.fn, self.wrt, self.use_disk_cache = fn, wrt, cache
         self.checkpoint = checkpoint  # Note [Checkpointed loops] in transform/checkpoint.py
+        self.has_aux = has_aux  # fn returns (value, aux): See Note [Auxiliary outputs]
         self.method = method  # See Note [Methods] in llgrad/methods.py
         self._cache: dict = {}
         self._fast: dict = {}  # See Note [Per-call fast path]
@@ -180,7 +181,13 @@ class Differentiable:
         """The gradient w.r.t. `wrt` (a tuple when `wrt` is a tuple), with each argument's
         structure: arrays for arrays, floats for Python floats, None for static entries
         (ints, strings: they have no gradient)."""
-        return self.value_and_grad(*args, **kwargs)[1]
+        return self._grad_result(self.value_and_grad(*args, **kwargs))
+
+    def _grad_result(self, value_and_grad: tuple):
+        """What `grad` returns, from (value, gradient): the gradient, or (gradient, aux)
+        (Note [Auxiliary outputs])."""
+        value, g = value_and_grad
+        return (g, value[1]) if self.has_aux else g
 
     def cache_info(self) -> dict:
         """How many call signatures are compiled, and how many traces ran."""
@@ -290,7 +297,7 @@ class Differentiable:
             self.trace_count += 1
         wrt_leaves, not_differentiable = [], None
         try:
-            _check_scalar_output(tr, self.fn)
+            _check_scalar_output(tr, self.fn, self.has_aux)
             wrt_leaves = _wrt_leaves(tr, wrt_args, self.fn)
         except (ShapeError, DTypeError) as e:
             not_differentiable = _kept(e)  # the value still compiles; grad() raises this
@@ -489,9 +496,26 @@ def _wrt_leaves(tr, wrt_args, fn=None) -> list[int]:
     return out
 
 
-def _check_scalar_output(tr, fn) -> None:
+# Note [Auxiliary outputs]
+# With has_aux=True (jax.grad's option), the function returns a pair (value, aux): value is
+# the scalar differentiated, aux any pytree of arrays and numbers computed beside it (metrics,
+# a new model state). Its leaves are the trace's outputs after the first: the joint function
+# returns every output and seeds only output 0 (transform/ad.py grad_function), so aux costs
+# one store per leaf and is never differentiated. value_and_grad gives ((value, aux), grad)
+# and grad gives (grad, aux), as in JAX.
+def _check_scalar_output(tr, fn, has_aux: bool = False) -> None:
     outs = tr.fn.outputs
-    if len(outs) != 1 or outs[0].aval.shape != ():
+    if has_aux:
+        s = tr.out_struct
+        pair = type(s) is pytree.Node and s.type.name in ("tuple", "list") and \
+            len(s.children) == 2 and type(s.children[0]) is sig.Leaf
+        if not pair:
+            raise ShapeError(
+                f"{getattr(fn, '__name__', 'the function')} is differentiated with "
+                f"has_aux=True, so it must return a pair (value, aux) whose value is one "
+                f"scalar; it returned {sig.describe(s)}", loc=_def_loc(fn),
+                fix="return (loss, aux), e.g. `return loss, {'accuracy': acc}`")
+    if (len(outs) != 1 and not has_aux) or outs[0].aval.shape != ():
         shapes = ", ".join(aval_str(*v.aval) for v in outs)
         bad = next((v for v in outs if v.aval.shape != ()), outs[0] if outs else None)
         loc = getattr(getattr(bad, "op", None), "loc", None) or _def_loc(fn)
@@ -515,7 +539,8 @@ def _jit_beside_trace() -> None:
         jit.set_up_in_background()
 
 
-def differentiate(fn: Callable | None = None, *, wrt=0, cache: bool = False, checkpoint=None):
+def differentiate(fn: Callable | None = None, *, wrt=0, cache: bool = False, checkpoint=None,
+                  has_aux: bool = False):
     """Compile `fn` (plain numpy/Python) to native value and gradient code.
 
     Args:
@@ -532,6 +557,9 @@ def differentiate(fn: Callable | None = None, *, wrt=0, cache: bool = False, che
             checkpointing], [Checkpointed while loops] in transform/checkpoint.py). One loop
             at a time: `llgrad.checkpointed`. `inspect().stats` shows the tape bytes with
             and without.
+        has_aux: fn returns a pair (value, aux); only value is differentiated, and aux (any
+            pytree of arrays and numbers) is returned beside it: `value_and_grad` gives
+            ((value, aux), gradient) and `grad` gives (gradient, aux), as in JAX.
 
     Returns:
         A `Differentiable`: `f(*args)` is the value, `f.grad(*args)` the gradient,
@@ -546,39 +574,39 @@ def differentiate(fn: Callable | None = None, *, wrt=0, cache: bool = False, che
         array([2., 4.])
     """
     if fn is None:
-        return lambda f: _differentiable(f, wrt, cache, checkpoint)
-    return _differentiable(fn, wrt, cache, checkpoint)
+        return lambda f: _differentiable(f, wrt, cache, checkpoint, has_aux)
+    return _differentiable(fn, wrt, cache, checkpoint, has_aux)
 
 
-def _differentiable(f: Callable, wrt, cache: bool = False, checkpoint=None):
-    """A Differentiable of `f` with `wrt`; a bound method (plain or differentiated) gives a
-    BoundDifferentiable whose `self` is an argument (Note [Methods] in llgrad/methods.py)."""
+def _differentiable(f: Callable, wrt, cache: bool = False, checkpoint=None,
+                    has_aux: bool = False):
+    """A Differentiable of `f` with these options; a bound method (plain or differentiated)
+    gives a BoundDifferentiable whose `self` is an argument (Note [Methods] in
+    llgrad/methods.py). A Differentiable keeps its cache and checkpoint unless they are given."""
+    bound, method = None, False
     if isinstance(f, BoundDifferentiable):
-        d = f.__func__
-        if d.wrt != wrt or cache or checkpoint is not None:
-            d = Differentiable(d.fn, wrt, cache or d.use_disk_cache, method=True,
-                               checkpoint=checkpoint if checkpoint is not None else
-                               d.checkpoint)
-        return BoundDifferentiable(d, f.__self__)
-    if isinstance(f, types.MethodType) and isinstance(f.__func__, types.FunctionType):
-        return BoundDifferentiable(Differentiable(f.__func__, wrt, cache, method=True,
-                                                  checkpoint=checkpoint), f.__self__)
-    if isinstance(f, Differentiable) and f.wrt == wrt and not cache and checkpoint is None:
-        return f
-    return Differentiable(getattr(f, "fn", f), wrt, cache,
-                          method=getattr(f, "method", False),
-                          checkpoint=checkpoint if checkpoint is not None else
-                          getattr(f, "checkpoint", None))
+        f, bound = f.__func__, f.__self__
+    elif isinstance(f, types.MethodType) and isinstance(f.__func__, types.FunctionType):
+        f, bound, method = f.__func__, f.__self__, True
+    if not (isinstance(f, Differentiable) and (f.wrt, f.has_aux) == (wrt, has_aux) and
+            not cache and checkpoint is None):
+        f = Differentiable(getattr(f, "fn", f), wrt, cache or getattr(f, "use_disk_cache", False),
+                           method=getattr(f, "method", method),
+                           checkpoint=checkpoint if checkpoint is not None else
+                           getattr(f, "checkpoint", None), has_aux=has_aux)
+    return f if bound is None else BoundDifferentiable(f, bound)
 
 
-def grad(f: Callable, argnums=0) -> Callable:
-    """The gradient function of a scalar function (jax.grad style)."""
-    return _differentiable(f, argnums).grad
+def grad(f: Callable, argnums=0, has_aux: bool = False) -> Callable:
+    """The gradient function of a scalar function (jax.grad style); with has_aux, f returns
+    (value, aux) and the gradient function returns (gradient, aux)."""
+    return _differentiable(f, argnums, has_aux=has_aux).grad
 
 
-def value_and_grad(f: Callable, argnums=0) -> Callable:
-    """A function returning (value, gradient) (jax.value_and_grad style)."""
-    return _differentiable(f, argnums).value_and_grad
+def value_and_grad(f: Callable, argnums=0, has_aux: bool = False) -> Callable:
+    """A function returning (value, gradient) (jax.value_and_grad style); with has_aux, f
+    returns (value, aux) and the function returns ((value, aux), gradient)."""
+    return _differentiable(f, argnums, has_aux=has_aux).value_and_grad
 
 
 jacobian = compose.jacobian

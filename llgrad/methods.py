@@ -36,7 +36,7 @@ class BoundDifferentiable:
 
     def grad(self, *args, **kwargs):
         """The gradient w.r.t. `wrt` (counted after `self`)."""
-        return self.value_and_grad(*args, **kwargs)[1]
+        return self.__func__._grad_result(self.value_and_grad(*args, **kwargs))
 
     def inspect(self, *args, **kwargs):
         return self.__func__._inspect((self.__self__,) + args, kwargs, True)

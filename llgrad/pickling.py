@@ -36,16 +36,17 @@ def reduce(d) -> tuple:
     """`Differentiable.__reduce__`: rebuild with `load` from a reference and the source."""
     fn = d.fn
     ref = (getattr(fn, "__module__", None), getattr(fn, "__qualname__", None))
-    return load, (ref, _source_recipe(fn), d.wrt, d.use_disk_cache, d.method, d.checkpoint)
+    return load, (ref, _source_recipe(fn), d.wrt, d.use_disk_cache, d.method, d.checkpoint,
+                  d.has_aux)
 
 
-def load(ref, recipe, wrt, cache, method, checkpoint=None):
+def load(ref, recipe, wrt, cache, method, checkpoint=None, has_aux=False):
     """The Differentiable a pickle describes (See Note [Pickling compiled functions])."""
     from llgrad.api import Differentiable
     found = _by_reference(*ref)
-    options = (wrt, cache, method, checkpoint)
+    options = (wrt, cache, method, checkpoint, has_aux)
     if found is not None and (found.wrt, found.use_disk_cache, found.method,
-                              found.checkpoint) == options:
+                              found.checkpoint, found.has_aux) == options:
         return found
     if found is not None:  # the same function with other options: no source needed
         return _remembered(("ref", ref, repr(options)),

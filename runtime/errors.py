@@ -23,10 +23,10 @@ def _library_dirs() -> tuple:
 
 # Frames in these directories are never the user's: llgrad's own packages and the libraries
 # above.
-_PKG_DIRS = tuple(
+OWN_DIRS = tuple(
     os.path.dirname(os.path.abspath(__file__)).rsplit(os.sep, 1)[0] + os.sep + d + os.sep
-    for d in ("runtime", "tracer", "transform", "codegen", "llgrad")
-) + _library_dirs()
+    for d in ("runtime", "tracer", "transform", "codegen", "llgrad"))
+_PKG_DIRS = OWN_DIRS + _library_dirs()
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,8 @@
 """Polynomials on llgrad values, with numpy's signatures: np.vander, np.polyfit, np.polyder,
-np.polyint, np.polyadd, np.polysub, np.polymul and numpy.polynomial.polynomial's polyvander, polyval and
-polyfit. Each is numpy's own formula over
-existing primitives (powers by repeated multiplication, the least-squares solve of the
-column-scaled Vandermonde matrix by np.linalg.lstsq), so values are numpy's and gradients
-follow. A rank-deficient fit is an error (lstsq's, Note in runtime/numpy_linalg.py) where
+np.polyint, np.polyadd, np.polysub, np.polymul and numpy.polynomial.polynomial's polyvander,
+polyval and polyfit. Each is numpy's own formula over existing primitives (powers by repeated
+multiplication, the least-squares solve of the column-scaled Vandermonde matrix by
+np.linalg.lstsq), so values are numpy's and gradients follow. A rank-deficient fit is an error (lstsq's, Note in runtime/numpy_linalg.py) where
 numpy warns. `FUNCTIONS` joins runtime/numpy_api.FUNCTIONS; numpy.polynomial's functions do
 not dispatch to llgrad (the tracer calls them: runtime/numpy_api `traced_forms`) and are named
 lazily, `LAZY` (numpy.polynomial loads on first use: Note [Lazily named functions])."""

@@ -364,6 +364,24 @@ def math_on_static_scalars(x, n):
     return np.sum(x ** n) * c + math.cos(0.5) * np.sum(x)
 
 
+@usecase(eager=MATH_TRACED, float32=False)  # (numpy's float32 has no __trunc__)
+def math_functions_of_traced_scalars(x, p):
+    # every math.* function of floats on traced scalars: Python floats, staged
+    u = math.tanh(x[0]) * 0.9
+    q = p[0] + 1.0
+    r = math.log(p[1], 2.0) + math.log(p[1], q) + math.log2(q) + math.log10(p[2])
+    r += math.asin(u) + math.acos(u) + math.atan(x[1]) + math.atan2(x[1], q) + math.atanh(u)
+    r += math.sinh(x[2]) + math.cosh(x[2]) + math.asinh(x[3]) + math.acosh(q)
+    r += math.erf(x[0]) + math.erfc(x[1]) + math.gamma(q) + math.lgamma(p[3])
+    r += math.degrees(x[2]) + math.radians(x[3]) + math.hypot(x[0], x[1])
+    r += math.hypot(x[0], 3.0, x[2]) + math.copysign(x[3], -1.0) + math.fmod(q + 3.0, q)
+    r += math.floor(q) * x[0] + math.ceil(x[1]) + math.trunc(x[2])
+    r += math.fsum([x[0], x[1]]) + math.prod([x[0], x[1], q]) + math.exp2(x[0])
+    if math.isfinite(x[0]) and not math.isnan(x[1]) and not math.isinf(x[2]):
+        r += x[3]
+    return r
+
+
 @usecase
 def static_int_argument(x, m, n):
     # n is static: Python code on it runs while tracing (no IR for the `if` or the slices)

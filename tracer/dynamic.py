@@ -20,6 +20,7 @@ from llgrad.tracer import signature as sig
 from llgrad.tracer.tracing import Arguments, Trace, _convertible, _flatten_outputs, call_with
 from llgrad.tracer.aliasing import check_unaliased
 from llgrad.tracer.custom import trace_custom
+from llgrad.tracer.library import library_number
 from llgrad.runtime.ops.control import custom_vjp_p
 from llgrad.transform.builder import Builder
 from llgrad.transform.control import custom_parts
@@ -52,6 +53,8 @@ class EagerBuilder(Builder):
                 fix="build a list of traced values as an array first, np.array([...]) or "
                 "np.stack(...); use numpy functions llgrad supports; or make the conversion "
                 "explicit with float(x) / x.item() if it is meant as a constant")
+        if what in ("float()", ".item()", ".tolist()") and v.aval.dtype.kind == "f":
+            library_number(what)  # Note [Unsupported library functions]
         value = self.env[v.id]
         self.guards.append((what, value))
         return value

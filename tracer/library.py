@@ -3,11 +3,12 @@ one clear error (Note [Unsupported library functions]); and calls of compiled (C
 library functions with traced arguments (Note [Compiled library code on traced values])."""
 from __future__ import annotations
 
+import sys
 import threading
 import types
 from typing import Callable
 
-from llgrad.runtime.errors import ConcretizationError, UnsupportedError, user_loc
+from llgrad.runtime.errors import OWN_DIRS, ConcretizationError, UnsupportedError, user_loc
 
 
 # Note [Unsupported library functions]
@@ -19,8 +20,31 @@ from llgrad.runtime.errors import ConcretizationError, UnsupportedError, user_lo
 # function, the user's line and what to write instead. A ConcretizationError while tracing
 # the staged path is left alone: it moves the function to the dynamic path, where library
 # code that branches on values runs; ValueErrors and linalg errors are the library's own
-# answers about the values, and stay as they are.
+# answers about the values, and stay as they are. There, a library that turns a traced
+# float into a number (`float(x)`: scipy.integrate.quad's C code on what the integrand
+# returns) is refused (`library_number`): the user did not ask for a constant, and the
+# gradient through it would be lost: a wrong gradient, not PyTorch's documented float(t).
 _IN_LIBRARY = threading.local()
+
+
+def library_number(what: str) -> None:
+    """Raise if library code, not the user's, is converting a traced float to a number
+    (`what`: float(), .item(), .tolist()) on the dynamic path (Note [Unsupported library
+    functions])."""
+    from .convert.calls import LIBRARY_ROOTS
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename.startswith(OWN_DIRS):
+        f = f.f_back  # (to who asked for the number: numpy, scipy, the user)
+    module = f.f_globals.get("__name__", "") if f is not None else ""
+    if module.split(".")[0] not in LIBRARY_ROOTS:
+        return
+    raise UnsupportedError(
+        f"{module} converts a traced float to a Python number ({what}), which would lose "
+        f"its gradient (a library llgrad has no version of, called with a function or "
+        f"values of yours)", loc=user_loc(),
+        fix="write the computation with numpy functions llgrad supports (docs/numpy_"
+        "support.md), e.g. an integral as np.trapezoid on a grid; or call the library "
+        "outside the differentiated function if no gradient flows through it")
 
 
 def library_call(f: types.FunctionType, converted: Callable, stagers: dict) -> Callable:

@@ -7,6 +7,7 @@ promotion rules] in runtime/promotion.py).
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
@@ -17,13 +18,23 @@ from llgrad.runtime.prim import is_value
 
 def _traced_builtins() -> dict:
     """`math.*` and builtins that need a traced counterpart (they would concretise)."""
-    import math
-
     from llgrad.runtime import ops
     table = {getattr(math, n): _math(getattr(ops, m)) for n, m in [
-        ("exp", "exp"), ("log", "log"), ("log1p", "log1p"), ("expm1", "expm1"), ("sin", "sin"),
-        ("cos", "cos"), ("tan", "tan"), ("tanh", "tanh"), ("sqrt", "sqrt"), ("fabs", "abs"),
-        ("pow", "pow")]}
+        ("exp", "exp"), ("log1p", "log1p"), ("expm1", "expm1"), ("log2", "log2"),
+        ("log10", "log10"), ("sin", "sin"), ("cos", "cos"), ("tan", "tan"), ("asin", "arcsin"),
+        ("acos", "arccos"), ("atan", "arctan"), ("atan2", "arctan2"), ("sinh", "sinh"),
+        ("cosh", "cosh"), ("tanh", "tanh"), ("asinh", "arcsinh"), ("acosh", "arccosh"),
+        ("atanh", "arctanh"), ("sqrt", "sqrt"), ("fabs", "abs"), ("pow", "pow"),
+        ("copysign", "copysign"), ("fmod", "fmod"), ("erf", "erf"), ("erfc", "erfc"),
+        ("gamma", "gamma"), ("lgamma", "lgamma"), ("degrees", "rad2deg"),
+        ("radians", "deg2rad")] + [("exp2", "exp2"), ("cbrt", "cbrt")] * hasattr(math, "cbrt")}
+    table[math.log] = _math_log
+    table[math.hypot] = _math_hypot
+    table.update({getattr(math, n): _math_int(getattr(ops, n)) for n in ("floor", "ceil", "trunc")})
+    table.update({getattr(math, n): _math_bool(getattr(ops, n)) for n in ("isnan", "isinf",
+                                                                          "isfinite")})
+    table[math.fsum] = lambda items: sum(items, 0.0)
+    table[math.prod] = _math_prod
     table[max] = _extremum(max, ops.gt)
     table[min] = _extremum(min, ops.lt)
     table[sorted] = _sorted
@@ -249,6 +260,46 @@ def _math(op: Callable) -> Callable:
     def call(*args):
         return _weak(op(*(_float(a) for a in args)))
     return call
+
+
+def _math_log(x, base=None):
+    """math.log(x) or math.log(x, base), the latter as log(x) / log(base), as CPython does."""
+    from llgrad.runtime import ops
+    def log(v):  # (ops.log of a Python float would be float32: PyTorch's default dtype)
+        return ops.log(_float(v)) if is_value(v) else math.log(v)
+    return _weak(log(x) if base is None else log(x) / log(base))
+
+
+def _math_hypot(*coords):
+    """math.hypot of any number of coordinates (Python 3.8+), folded pairwise."""
+    from llgrad.runtime import ops
+    r = 0.0
+    for c in coords:  # (two Python floats: math's, not ops' float32; See _math_log)
+        r = ops.hypot(r, _float(c)) if is_value(r) or is_value(c) else math.hypot(r, c)
+    return _weak(r) if is_value(r) else r
+
+
+def _math_int(op: Callable) -> Callable:
+    """math.floor/ceil/trunc: a Python int (a traced int64, no gradient), as in Python."""
+    def call(x):
+        from llgrad.runtime import ops
+        return _weak(ops.astype(op(_float(x)), "int64"))
+    return call
+
+
+def _math_bool(op: Callable) -> Callable:
+    """math.isnan/isinf/isfinite: a Python bool (traced)."""
+    def call(x):
+        return _weak(op(_float(x)))
+    return call
+
+
+def _math_prod(items, *, start=1):
+    """math.prod: the running product, left to right, as Python computes it."""
+    r = start
+    for v in items:
+        r = r * v
+    return r
 
 
 def _float(a):

@@ -178,6 +178,27 @@ def test_unsupported_library_function_names_itself_and_the_line(fn, name, fix):
         llgrad.differentiate(fn)(np.eye(3) + 0.1 * M45[:3, :3])
 
 
+def quad_of_a_closure(k):  # quad's C code calls float() on what the integrand returns
+    value, _ = si.quad(lambda t: np.exp(-k[0] * t), 0.0, 1.0)
+    return value
+
+
+@pytest.mark.filterwarnings("ignore::llgrad.runtime.errors.DynamicPathWarning")
+def test_a_library_turning_a_traced_float_into_a_number_is_refused():
+    """On the dynamic path the number would be a constant: a zero gradient where the user
+    asked for none (Note [Unsupported library functions]). The user's own float() stays a
+    documented constant."""
+    with pytest.raises(UnsupportedError, match=r"scipy.integrate._quadpack_py converts a traced "
+                       r"float to a Python number \(float\(\)\), which would lose its gradient"
+                       r"(.*\n)*.*test_numpy_calculus.py:\d+ \(in quad_of_a_closure\)"
+                       r"(.*\n)*.*How to fix:.*np.trapezoid"):
+        llgrad.differentiate(quad_of_a_closure).grad(np.array([0.7]))
+
+    def own_float(k):
+        return float(k[0]) * k[1]
+    assert llgrad.differentiate(own_float).grad(np.array([2.0, 3.0]))[0] == 0.0
+
+
 # ---- sorted() of traced scalars: one np.sort, staged ------------------------------------------
 def sorted_scalars(a):
     s = sorted([a[0], a[1] * 2.0, a[2] - 1.0, a[3]])
