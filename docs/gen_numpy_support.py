@@ -28,6 +28,7 @@ SECTIONS = [("np.linalg.", "numpy.linalg"), ("np.fft.", "numpy.fft"),
             ("scipy.special.", "scipy.special"), ("scipy.linalg.", "scipy.linalg"),
             ("scipy.stats.", "scipy.stats"), ("scipy.integrate.", "scipy.integrate"),
             ("scipy.spatial.", "scipy.spatial"), ("scipy.signal.", "scipy.signal"),
+            ("scipy.ndimage.", "scipy.ndimage"),
             ("np.polynomial.", "numpy.polynomial"), ("np.", "numpy")]
 
 
@@ -100,6 +101,7 @@ def entries() -> list[tuple[str, str, str, str]]:
     import numpy.polynomial.polynomial  # noqa: F401 - LAZY names of imported modules join
     import scipy.integrate  # noqa: F401 - FUNCTIONS
     import scipy.linalg  # noqa: F401
+    import scipy.ndimage  # noqa: F401
     import scipy.signal  # noqa: F401
     import scipy.spatial.distance  # noqa: F401
     import scipy.special  # noqa: F401

@@ -358,7 +358,7 @@ FUNCTIONS.update(_SHAPE_FUNCTIONS)
 
 # ---- numpy.linalg and scipy.linalg (issue 11, linalg) ------------------------------------------
 from llgrad.runtime import (numpy_calculus, numpy_linalg, numpy_poly,  # noqa: E402
-                            scipy_signal, scipy_spatial, scipy_stats)
+                            scipy_ndimage, scipy_signal, scipy_spatial, scipy_stats)
 
 FUNCTIONS.update(numpy_linalg.FUNCTIONS)
 FUNCTIONS.update(numpy_calculus.FUNCTIONS)  # np.gradient, np.nanmax, ...
@@ -385,7 +385,8 @@ LAZY.update({f"scipy.special.{f.__name__}": f for f in (
 LAZY.update(numpy_linalg.SCIPY)  # scipy.linalg's functions
 LAZY.update(numpy_calculus.SCIPY)  # scipy.integrate's
 LAZY.update(numpy_poly.LAZY)  # numpy.polynomial.polynomial's polyfit, polyval, polyvander
-LAZY.update(scipy_signal.SCIPY)  # scipy.signal's lfilter, filtfilt
+LAZY.update(scipy_ndimage.SCIPY)  # scipy.ndimage's linear filters
+LAZY.update(scipy_signal.SCIPY)  # scipy.signal's filters and convolutions
 LAZY.update(scipy_spatial.SCIPY)  # scipy.spatial.distance's cdist, pdist, squareform
 LAZY.update(scipy_stats.SCIPY)  # "module:object.method": scipy.stats's distributions
 
@@ -447,10 +448,8 @@ def traced_forms() -> dict:
 # What to write instead of a library function llgrad does not support on traced values
 # (Note [Unsupported library functions] in tracer/operators.py), by the name the user wrote.
 _ALTERNATIVES = {
-    "scipy.ndimage.gaussian_filter": "correlate with the Gaussian kernel per axis "
-    "(scipy.signal.correlate, or a sum of shifted slices)",
-    "scipy.ndimage.convolve": "use scipy.signal.convolve2d(a, k, 'same', boundary='symm') "
-    "(ndimage's mode='reflect' for an odd-sized kernel)",
+    "scipy.ndimage.median_filter": "np.median(np.lib.stride_tricks.sliding_window_view(np.pad("
+    "a, size // 2, mode='symmetric'), (size, size)), axis=(-2, -1)) (ndimage's mode='reflect')",
 }
 
 
