@@ -1,6 +1,6 @@
 """Functions found missing by docs/library_survey.py, inside `llgrad.differentiate`: numpy's
-quantile methods, np.linalg.multi_dot/cond/matrix_rank, np.polyder/polyint/polyadd/polysub/
-polymul and scipy.special's entr/rel_entr/kl_div/huber/pseudo_huber. Values against
+quantile methods, np.histogram, np.linalg.multi_dot/cond/matrix_rank, np.polyder/polyint/
+polyadd/polysub/polymul and scipy.special's entr/rel_entr/kl_div/huber/pseudo_huber. Values against
 numpy/scipy (boundaries and NaN included), gradients against central differences (float64),
 errors by their message."""
 from __future__ import annotations
@@ -56,7 +56,18 @@ def special(u):
             + np.sum(sp.huber(0.7, V * u)) + np.sum(sp.pseudo_huber(u, V)) + np.sum(sp.huber(u, V)))
 
 
-CASES = [(quantiles, R.standard_normal((7, 3))), (linalg, M), (polynomials, V), (special, U)]
+DATA = np.round(R.uniform(0.0, 1.0, 20), 1)  # values on the edges too
+DATA[3] = 1.0  # the last edge: in the last bin
+
+
+def histograms(w):
+    return (np.sum(np.histogram(DATA, 3, weights=w)[0] * [1.0, 2.0, 3.0])
+            + np.sum(np.histogram(DATA, [0.0, 0.2, 0.5, 1.0], weights=w ** 2, density=True)[0])
+            + np.sum(np.histogram(DATA * 2.0, 4, range=(0.1, 1.5), weights=w)[0] ** 2))
+
+
+CASES = [(quantiles, R.standard_normal((7, 3))), (linalg, M), (polynomials, V), (special, U),
+         (histograms, R.uniform(0.5, 2.0, 20))]
 
 
 @pytest.mark.parametrize("fn,arg", CASES, ids=[c[0].__name__ for c in CASES])
@@ -93,3 +104,26 @@ def test_unsupported_quantile_method_names_the_line():
     with pytest.raises(UnsupportedError, match=r"quantile\(method='inverted_cdf'\) is not "
                        r"supported(.*\n)*.*test_numpy_scipy_extras.py:\d+(.*\n)*.*hazen"):
         llgrad.differentiate(lambda x: np.quantile(x, 0.3, method="inverted_cdf"))(V)
+
+
+def test_histograms_against_numpy():
+    w = R.uniform(0.5, 2.0, 20)
+    for bins, rng, density in [(3, None, None), (5, (0.1, 0.8), True),
+                               ([0.0, 0.2, 0.5, 1.0], None, False), (4, None, True)]:
+        f = lambda w: np.histogram(DATA, bins, rng, density, w)  # noqa: E731
+        got, edges = llgrad.differentiate(f)(w)
+        np.testing.assert_allclose(got, f(w)[0], rtol=1e-14)
+        np.testing.assert_array_equal(edges, f(w)[1])
+        if np.ndim(bins) or rng is not None:  # traced data, constant edges: counts
+            for ww in (None, w):
+                g = lambda x: np.histogram(x, bins, rng, density, ww)[0]  # noqa: E731
+                got = llgrad.differentiate(g)(DATA)
+                assert got.dtype == g(DATA).dtype
+                np.testing.assert_allclose(got, g(DATA), rtol=1e-14)
+
+
+def test_histogram_of_traced_data_needs_constant_edges():
+    with pytest.raises(UnsupportedError, match=r"np.histogram of traced data with edges "
+                       r"computed from the data(.*\n)*.*test_numpy_scipy_extras.py:\d+"
+                       r"(.*\n)*.*range="):
+        llgrad.differentiate(lambda x: np.sum(np.histogram(x, 4)[0] * x[:4]))(DATA)
