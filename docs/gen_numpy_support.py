@@ -49,6 +49,7 @@ def _samples(lg):
         lambda: (np.array([0, 2, 0, 1, 2, 1]), t(v)),
         lambda: (t(v), t(v[::-1].copy()), 2),  # (x, y, deg): polyfit
         lambda: (np.array([0.5, 0.5]), np.array([1.0, -0.5]), t(np.linspace(0.0, 1.0, 12))),
+        lambda: (v.copy(), 3, None, None, t(v)),  # histogram: constant data, traced weights
     ]
 
 
