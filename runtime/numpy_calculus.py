@@ -2,9 +2,8 @@
 llgrad values, with the libraries' signatures: np.nanmax/nanmin, np.gradient, np.ediff1d,
 np.histogram, scipy.integrate.trapezoid/cumulative_trapezoid. Composites of existing
 primitives, each the libraries' own formula, so values and gradients follow from the
-primitives'. `FUNCTIONS`
-joins runtime/numpy_api.FUNCTIONS; `SCIPY` its lazily named functions (Note [Lazily named
-functions] there)."""
+primitives'. `FUNCTIONS` joins runtime/numpy_api.FUNCTIONS; `SCIPY` its lazily named
+functions (Note [Lazily named functions] there)."""
 from __future__ import annotations
 
 import numpy as np
