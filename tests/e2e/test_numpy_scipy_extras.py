@@ -1,6 +1,7 @@
 """Functions found missing by docs/library_survey.py, inside `llgrad.differentiate`: numpy's
 quantile methods, np.histogram, np.linalg.multi_dot/cond/matrix_rank, np.polyder/polyint/
-polyadd/polysub/polymul and scipy.special's entr/rel_entr/kl_div/huber/pseudo_huber. Values against
+polyadd/polysub/polymul, scipy.special's entr/rel_entr/kl_div/huber/pseudo_huber and
+scipy.stats' moment/skew/kurtosis/zscore. Values against
 numpy/scipy (boundaries and NaN included), gradients against central differences (float64),
 errors by their message."""
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.special as sp
+import scipy.stats as st
 
 import llgrad
 from llgrad.runtime.errors import UnsupportedError
@@ -66,8 +68,14 @@ def histograms(w):
             + np.sum(np.histogram(DATA * 2.0, 4, range=(0.1, 1.5), weights=w)[0] ** 2))
 
 
+def moments(a):
+    return (np.sum(st.skew(a, bias=False)) + np.sum(st.kurtosis(a) * [1.0, 2.0])
+            + np.sum(st.zscore(a) * np.arange(12.0).reshape(6, 2))
+            + np.sum(st.moment(a, 3, axis=1)) + st.kurtosis(a, axis=None, fisher=False))
+
+
 CASES = [(quantiles, R.standard_normal((7, 3))), (linalg, M), (polynomials, V), (special, U),
-         (histograms, R.uniform(0.5, 2.0, 20))]
+         (histograms, R.uniform(0.5, 2.0, 20)), (moments, R.standard_normal((6, 2)))]
 
 
 @pytest.mark.parametrize("fn,arg", CASES, ids=[c[0].__name__ for c in CASES])
@@ -127,3 +135,23 @@ def test_histogram_of_traced_data_needs_constant_edges():
                        r"computed from the data(.*\n)*.*test_numpy_scipy_extras.py:\d+"
                        r"(.*\n)*.*range="):
         llgrad.differentiate(lambda x: np.sum(np.histogram(x, 4)[0] * x[:4]))(DATA)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # (scipy's, on the constant column)
+def test_moments_against_scipy():
+    m = R.standard_normal((6, 3))
+    m[:, 2] = 1.5  # a constant column: NaN skew, kurtosis and z-scores
+    for f in [lambda a: st.moment(a, 3), lambda a: st.moment(a, 5, axis=None),
+              lambda a: st.moment(a, 0), lambda a: st.moment(a, 1),
+              lambda a: st.moment(a, 2, center=0.5, keepdims=True),
+              lambda a: st.skew(a), lambda a: st.skew(a, bias=False),
+              lambda a: st.skew(a, axis=1, keepdims=True), lambda a: st.kurtosis(a),
+              lambda a: st.kurtosis(a, fisher=False, bias=False), lambda a: st.zscore(a),
+              lambda a: st.zscore(a, axis=1, ddof=1), lambda a: st.zscore(a, axis=None)]:
+        want = f(m)
+        got = llgrad.differentiate(f)(m)
+        assert np.shape(got) == np.shape(want)
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    with pytest.raises(UnsupportedError, match=r"skew\(nan_policy='omit'\)(.*\n)*.*"
+                       r"test_numpy_scipy_extras.py:\d+"):
+        llgrad.differentiate(lambda a: np.sum(st.skew(a, nan_policy="omit")))(m)
