@@ -14,14 +14,9 @@ import numpy as np
 from llgrad.runtime import ops
 from llgrad.runtime.aval import normalize_axes
 from llgrad.runtime.errors import UnsupportedError, user_loc
+from llgrad.runtime.numpy_calculus import _along
 from llgrad.runtime.ops._util import as_operand, dtype_of, shape_of
 from llgrad.runtime.prim import is_value
-
-
-def _along(nd: int, axis: int, s) -> tuple:
-    key = [slice(None)] * nd
-    key[axis] = s
-    return tuple(key)
 
 
 def _delayed(x, k: int, axis: int):
