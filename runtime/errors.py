@@ -23,10 +23,10 @@ def _library_dirs() -> tuple:
 
 # Frames in these directories are never the user's: llgrad's own packages and the libraries
 # above.
-OWN_DIRS = tuple(
+_OWN_DIRS = tuple(
     os.path.dirname(os.path.abspath(__file__)).rsplit(os.sep, 1)[0] + os.sep + d + os.sep
     for d in ("runtime", "tracer", "transform", "codegen", "llgrad"))
-_PKG_DIRS = OWN_DIRS + _library_dirs()
+_PKG_DIRS = _OWN_DIRS + _library_dirs()
 
 
 @dataclass(frozen=True)
@@ -54,6 +54,11 @@ class SourceLoc:
 
 def is_internal_file(filename: str) -> bool:
     return filename.startswith(_PKG_DIRS)
+
+
+def is_own_file(filename: str) -> bool:
+    """Whether a file is llgrad's own (is_internal_file also counts numpy's and scipy's)."""
+    return filename.startswith(_OWN_DIRS)
 
 
 _INTERNAL_FILE: dict = {}  # filename -> is it llgrad's own (hashing a str is cached; a code's is not)

@@ -8,7 +8,7 @@ import threading
 import types
 from typing import Callable
 
-from llgrad.runtime.errors import OWN_DIRS, ConcretizationError, UnsupportedError, user_loc
+from llgrad.runtime.errors import ConcretizationError, UnsupportedError, is_own_file, user_loc
 
 
 # Note [Unsupported library functions]
@@ -33,7 +33,7 @@ def library_number(what: str) -> None:
     functions])."""
     from .convert.calls import LIBRARY_ROOTS
     f = sys._getframe(1)
-    while f is not None and f.f_code.co_filename.startswith(OWN_DIRS):
+    while f is not None and is_own_file(f.f_code.co_filename):
         f = f.f_back  # (to who asked for the number: numpy, scipy, the user)
     module = f.f_globals.get("__name__", "") if f is not None else ""
     if module.split(".")[0] not in LIBRARY_ROOTS:

@@ -85,7 +85,8 @@ from llgrad.runtime import pytree
 from llgrad.runtime.errors import ConcretizationError, UnsupportedError, user_loc
 
 from . import captures, checkpointed
-from .traced_builtins import SHAPED, Zipped, static_shape, traced_builtins
+from .traced_builtins import (SHAPED, STACKED_MIN, Zipped, stacked_items, static_shape,
+                              traced_builtins)
 from .convert.errors import SourceLoc, UnsupportedSyntaxError  # noqa: F401
 
 
@@ -257,6 +258,11 @@ def if_stmt(cond, body_fn, orelse_fn, get_state, set_state, symbol_names: Sequen
 def for_stmt(iterable, extra_test, body_fn, get_state, set_state, symbol_names: Sequence[str],
              loc: SourceLoc) -> None:
     iterable = checkpointed.unwrap(iterable, loc)
+    if type(iterable) in (list, tuple) and _STAGERS and len(iterable) >= STACKED_MIN:
+        first = pytree.tree_leaves(iterable[0])  # Note [Loops over lists of traced values]
+        s = stager_of(first[0]) if first else None
+        if s is not None and not s.eager():
+            iterable = stacked_items(iterable) or iterable
     stager = stager_of(iterable)
     if stager is None and isinstance(iterable, TracedRange):
         stager = stager_of(iterable.traced_bound())

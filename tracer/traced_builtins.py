@@ -206,6 +206,66 @@ class Zipped:
         return next(self._it)
 
 
+# Note [Loops over lists of traced values]
+# A list argument of many same-shaped arrays (a sequence of inputs, minibatches, a list of
+# dicts of arrays) is a list of traced leaves. Iterated as Python (`for x in xs:`), the loop
+# was unrolled, one copy of the body per item, silently: 200 items took 3 s to compile. When
+# every item has the same structure and its leaves are traced values of the same shape and
+# dtype, the loop instead iterates over the items stacked (one np.stack per leaf, before the
+# loop), staged as one loop whose body gets row i of each stack, rebuilt as the item's
+# structure; the stack's VJP sends each row's cotangent back to its item. Short lists
+# (below STACKED_MIN items) stay unrolled, as Python would run them; so do lists that mix
+# Python numbers with arrays, or whose items differ in shape (layers of a network).
+STACKED_MIN = 8
+
+
+class StackedItems(Zipped):
+    """The items of a list of same-structured traced values, stacked, as a stageable
+    iterable (Note [Loops over lists of traced values]); item i is rebuilt from row i."""
+
+    __slots__ = ("struct", "weak")
+
+    def __init__(self, items, struct, columns: list, weak: list):
+        from llgrad.runtime import ops
+        super().__init__(zip, (), {})
+        self.args = (items,)  # (iterated as Python: the items themselves)
+        self.builtin = iter
+        self.struct, self.weak = struct, weak
+        self.arrays = tuple(ops.stack(c) for c in columns)
+        self.length = len(items)
+
+    def __getitem__(self, i):
+        from llgrad.runtime import ops
+        from llgrad.runtime.pytree import unflatten
+        rows = [ops.getitem(a, i) for a in self.arrays]
+        for r, w in zip(rows, self.weak):
+            if w:
+                r._lg_weak = True  # See Note [Two promotion rules] in runtime/promotion.py
+        return unflatten(self.struct, rows)
+
+
+def stacked_items(items) -> StackedItems | None:
+    """`items` (a list or tuple) as a StackedItems, or None when they cannot be stacked
+    (Note [Loops over lists of traced values])."""
+    from llgrad.runtime.pytree import flatten
+    if len(items) < STACKED_MIN:
+        return None
+    leaves, struct = flatten(items[0])
+    if not leaves or not all(is_value(v) for v in leaves):
+        return None
+    key = [(tuple(v.aval.shape), v.aval.dtype, getattr(v, "_lg_weak", False)) for v in leaves]
+    columns = [[v] for v in leaves]
+    for item in items[1:]:
+        ls, st = flatten(item)
+        if st != struct or len(ls) != len(key) or not all(
+                is_value(v) and (tuple(v.aval.shape), v.aval.dtype,
+                                 getattr(v, "_lg_weak", False)) == k for v, k in zip(ls, key)):
+            return None
+        for c, v in zip(columns, ls):
+            c.append(v)
+    return StackedItems(items, struct, columns, [k[2] for k in key])
+
+
 def _rows(a) -> int | None:
     """The length of a traced or numeric numpy array a loop can read rows of."""
     if type(a) is np.ndarray and a.dtype.kind not in "biuf":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from llgrad.runtime.aval import Aval
-from llgrad.runtime.errors import ConcretizationError, IndexingError
+from llgrad.runtime.errors import ConcretizationError, IndexingError, user_loc
 from llgrad.runtime.ops._util import as_operand, dtype_of, shape_of
 from llgrad.runtime.prim import Primitive, bind, is_value, register
 
@@ -39,7 +39,7 @@ def _getitem_shape(x, *idx, key):
         return Aval(probe[numpy_key(key, dummy)].shape, x.dtype)
     except IndexError as e:  # an IndexError, as numpy's: `except IndexError` still works
         raise IndexingError(f"index {describe_key(key)} does not fit shape {list(x.shape)}: "
-                            f"{e}") from None
+                            f"{e}", loc=user_loc()) from None  # (y[5] = v: no op has it)
 
 
 def _scatter_add_impl(g, *idx, key, shape):

@@ -139,6 +139,18 @@ def test_a_static_index_out_of_bounds_is_an_index_error_when_traced(mode):
     assert f"{FILE}:{line_of(static_index, 'x[5]')}" in str(e.value)
 
 
+def static_store(x):
+    y = np.zeros(3)
+    y[5] = x[0]
+    return np.sum(y)
+
+
+def test_a_static_store_out_of_bounds_names_its_line(mode):
+    with pytest.raises(IndexError, match="index 5 is out of bounds for axis 0 with size 3") as e:
+        llgrad.differentiate(static_store)(np.arange(5.0))
+    assert f"{FILE}:{line_of(static_store, 'y[5] = x[0]')}" in str(e.value)
+
+
 def unread_reads(x, k):
     """Element reads whose values nothing uses (numpy still checks them): in a loop, in a
     branch, after it."""

@@ -1,0 +1,121 @@
+"""Loops over lists of traced values of one shape (Note [Loops over lists of traced values] in
+tracer/traced_builtins.py): staged as one loop over the items stacked, so the IR does not
+grow with the list; values equal plain Python, gradients central differences, as lists."""
+from __future__ import annotations
+
+import warnings
+from collections import namedtuple
+
+import numpy as np
+import pytest
+
+import llgrad
+from tests.corpus.check import _finite_differences, _leaves
+from tests.e2e.conftest import finite_differences
+
+RNG = np.random.default_rng(7)
+W = RNG.standard_normal((4, 3))
+Pair = namedtuple("Pair", "x y")
+
+
+def over_arrays(w, xs):
+    total = 0.0
+    for x in xs:
+        total = total + np.sum(np.tanh(x @ w))
+    return total
+
+
+def over_dicts(w, data):
+    total = 0.0
+    for d in data:
+        total += np.sum((d["x"] @ w - d["y"]) ** 2)
+    return total
+
+
+def over_namedtuples(w, pairs):
+    h = np.zeros(3)
+    for p in pairs:
+        h = np.tanh(p.x @ w + h) * p.y
+    return np.sum(h)
+
+
+def over_python_floats(x, ts):
+    total = np.zeros(3, dtype=x.dtype)
+    for t in ts:
+        total = total + np.sin(x * t)  # a Python float keeps x's float32
+    return np.sum(total)
+
+
+def with_break(w, xs):
+    total = 0.0
+    for x in xs:
+        if total > 3.0:
+            break
+        total = total + np.sum(np.abs(x @ w))
+    return total
+
+
+def _arrays(n):
+    return [RNG.standard_normal(4) for _ in range(n)]
+
+
+CASES = [
+    (over_arrays, lambda n: (W, _arrays(n)), (0, 1)),
+    (over_dicts, lambda n: (W, [{"x": RNG.standard_normal((2, 4)),
+                                 "y": RNG.standard_normal((2, 3))} for _ in range(n)]), (0, 1)),
+    (over_namedtuples, lambda n: (W, [Pair(RNG.standard_normal(4), RNG.standard_normal(3))
+                                      for _ in range(n)]), (0, 1)),
+    (over_python_floats, lambda n: (RNG.standard_normal(3), [float(t) for t in
+                                                              np.linspace(0, 1, n)]), (0, 1)),
+    (with_break, lambda n: (W, _arrays(n)), (0, 1)),
+]
+
+
+@pytest.mark.parametrize("fn,make,wrt", CASES, ids=[c[0].__name__ for c in CASES])
+def test_values_and_gradients(fn, make, wrt, mode):
+    args = make(12)
+    d = llgrad.differentiate(fn, wrt=wrt)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no unrolled-loop or dynamic-path warning
+        value, grads = d.value_and_grad(*args)
+    assert value == pytest.approx(fn(*args), rel=1e-12, abs=1e-12)
+    assert type(grads[1]) is type(args[1]) and len(grads[1]) == len(args[1])
+    for g, fd in zip(grads, _finite_differences(fn, list(args), wrt, 1e-6)):
+        got = _leaves(g)
+        assert len(got) == len(fd)
+        for a, b in zip(got, fd):
+            np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("fn,make,wrt", CASES[:3], ids=[c[0].__name__ for c in CASES[:3]])
+def test_the_ir_does_not_grow_with_the_list(fn, make, wrt):
+    small, large = make(10), make(40)
+    ops = [llgrad.differentiate(fn, wrt=wrt).inspect(*a).stats["ops (traced)"]
+           for a in (small, large)]
+    # (one stack of the 10 or 40 items per leaf: a reshape of each, then one concatenate)
+    assert ops[1] - ops[0] <= 30 * len(_leaves(small[1][0])) + 2, ops
+
+
+def test_float32_items_stay_float32():
+    x = RNG.standard_normal(3).astype(np.float32)
+    ts = [float(t) for t in np.linspace(0, 1, 9)]
+    value = llgrad.differentiate(over_python_floats)(x, ts)
+    assert type(value) is type(over_python_floats(x, ts)) is np.float32
+
+
+def layers(x, params):
+    """Items of different shapes (a network's layers) are iterated as Python, as before."""
+    for W, b in params:
+        x = np.tanh(x @ W + b)
+    return np.sum(x)
+
+
+def test_items_of_different_shapes_run_as_python(mode):
+    sizes = [4, 5, 3, 6, 2, 5, 3, 4, 2]
+    params = [(RNG.standard_normal((m, n)), RNG.standard_normal(n))
+              for m, n in zip(sizes[:-1], sizes[1:])]
+    x = RNG.standard_normal(4)
+    value, g = llgrad.differentiate(layers).value_and_grad(x, params)
+    assert value == pytest.approx(layers(x, params), rel=1e-12)
+    np.testing.assert_allclose(g, finite_differences(layers, (x, params), (0,))[0],
+                               rtol=1e-6, atol=1e-8)
