@@ -29,7 +29,9 @@ OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "numpy_support.md
 SECTIONS = [("np.linalg.", "numpy.linalg"), ("np.fft.", "numpy.fft"),
             ("scipy.special.", "scipy.special"), ("scipy.linalg.", "scipy.linalg"),
             ("scipy.stats.", "scipy.stats"), ("scipy.integrate.", "scipy.integrate"),
-            ("np.", "numpy")]
+            ("scipy.spatial.", "scipy.spatial"), ("scipy.signal.", "scipy.signal"),
+            ("scipy.ndimage.", "scipy.ndimage"),
+            ("np.polynomial.", "numpy.polynomial"), ("np.", "numpy")]
 
 
 def _samples(lg):
@@ -47,6 +49,9 @@ def _samples(lg):
         lambda: (lg.tensor(v > 0.5),), lambda: (lg.tensor(v > 0.5), lg.tensor(v < 0.7)),
         lambda: (0, t(v)), lambda: (t(np.array([0.0, 2.0, 3.0])), 5.0, t(np.array(0.3))),
         lambda: (np.array([0, 2, 0, 1, 2, 1]), t(v)),
+        lambda: (t(v), t(v[::-1].copy()), 2),  # (x, y, deg): polyfit
+        lambda: (np.array([0.5, 0.5]), np.array([1.0, -0.5]), t(np.linspace(0.0, 1.0, 12))),
+        lambda: (v.copy(), 3, None, None, t(v)),  # histogram: constant data, traced weights
     ]
 
 
@@ -98,8 +103,12 @@ def _leaves(args):
 
 def entries() -> list[tuple[str, str, str, str]]:
     """(name, compiled, eager, gradient) for every supported function, sorted by name."""
-    import scipy.integrate  # noqa: F401 - LAZY names of imported modules join FUNCTIONS
+    import numpy.polynomial.polynomial  # noqa: F401 - LAZY names of imported modules join
+    import scipy.integrate  # noqa: F401 - FUNCTIONS
     import scipy.linalg  # noqa: F401
+    import scipy.ndimage  # noqa: F401
+    import scipy.signal  # noqa: F401
+    import scipy.spatial.distance  # noqa: F401
     import scipy.special  # noqa: F401
     import scipy.stats  # noqa: F401
 
@@ -112,9 +121,10 @@ def entries() -> list[tuple[str, str, str, str]]:
         if getattr(impl, "refused", False):  # (an error naming what is supported instead)
             continue
         if name.startswith(("np.", "scipy.")) and name not in rows:
-            # scipy's Python functions do not dispatch: eagerly they compute in numpy
-            eager = "no (a numpy array)" if name.startswith("scipy.") and not isinstance(
-                f, np.ufunc) else "yes"
+            # scipy's (and numpy.polynomial's) Python functions do not dispatch: eagerly they
+            # compute in numpy
+            eager = "no (a numpy array)" if name.startswith(("scipy.", "np.polynomial.")) and \
+                not isinstance(f, np.ufunc) else "yes"
             # (a class, scipy.stats.norm(loc, scale): what it makes has the methods)
             grad = "its methods'" if isinstance(impl, type) else gradient(lg, impl)
             rows[name] = ("yes", eager, grad)

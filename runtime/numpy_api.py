@@ -357,10 +357,13 @@ from llgrad.runtime.numpy_shape import FUNCTIONS as _SHAPE_FUNCTIONS  # noqa: E4
 FUNCTIONS.update(_SHAPE_FUNCTIONS)
 
 # ---- numpy.linalg and scipy.linalg (issue 11, linalg) ------------------------------------------
-from llgrad.runtime import numpy_calculus, numpy_linalg, scipy_stats  # noqa: E402
+from llgrad.runtime import (numpy_calculus, numpy_linalg, numpy_poly,  # noqa: E402
+                            scipy_moments, scipy_ndimage, scipy_signal, scipy_spatial,
+                            scipy_stats)
 
 FUNCTIONS.update(numpy_linalg.FUNCTIONS)
 FUNCTIONS.update(numpy_calculus.FUNCTIONS)  # np.gradient, np.nanmax, ...
+FUNCTIONS.update(numpy_poly.FUNCTIONS)  # np.vander, np.polyfit
 
 # ---- complex intermediates and np.fft (Note [Complex values are pairs]) ------------------------
 from llgrad.runtime import complex_values, numpy_fft  # noqa: E402
@@ -383,8 +386,16 @@ LAZY.update({
     "scipy.special.betaln": ops.betaln, "scipy.special.beta": ops.beta,
     "scipy.special.log_expit": ops.log_expit, "scipy.special.polygamma": _sp_polygamma,
 })
+LAZY.update({f"scipy.special.{f.__name__}": f for f in (
+    ops.special.entr, ops.special.rel_entr, ops.special.kl_div, ops.special.huber,
+    ops.special.pseudo_huber)})
 LAZY.update(numpy_linalg.SCIPY)  # scipy.linalg's functions
 LAZY.update(numpy_calculus.SCIPY)  # scipy.integrate's
+LAZY.update(numpy_poly.LAZY)  # numpy.polynomial.polynomial's polyfit, polyval, polyvander
+LAZY.update(scipy_ndimage.SCIPY)  # scipy.ndimage's linear filters
+LAZY.update(scipy_signal.SCIPY)  # scipy.signal's filters and convolutions
+LAZY.update(scipy_spatial.SCIPY)  # scipy.spatial.distance's cdist, pdist, squareform
+LAZY.update(scipy_moments.SCIPY)  # scipy.stats' moment, skew, kurtosis, zscore
 LAZY.update(scipy_stats.SCIPY)  # "module:object.method": scipy.stats's distributions
 
 
@@ -429,11 +440,12 @@ def _typed_like(ufunc, fn):
 
 def traced_forms() -> dict:
     """Library callables whose Python implementation cannot run on llgrad values (numpy's
-    conversions, scipy's Python-level functions), each with the llgrad function to call."""
+    conversions, scipy's and numpy.polynomial's Python-level functions), each with the llgrad
+    function to call."""
     resolve_lazy()
     out = dict(CONVERSIONS)
-    out.update((f, fn) for f, fn in FUNCTIONS.items() if not isinstance(f, np.ufunc)
-               and (getattr(f, "__module__", None) or "").startswith("scipy"))
+    out.update((f, fn) for f, fn in FUNCTIONS.items() if not isinstance(f, np.ufunc) and (
+        getattr(f, "__module__", None) or "").startswith(("scipy", "numpy.polynomial")))
     # methods of library objects also by (class, name): a copy of the object has them too
     out.update(((type(f.__self__), f.__name__), fn) for f, fn in list(out.items())
                if isinstance(f, types.MethodType)
@@ -444,12 +456,8 @@ def traced_forms() -> dict:
 # What to write instead of a library function llgrad does not support on traced values
 # (Note [Unsupported library functions] in tracer/operators.py), by the name the user wrote.
 _ALTERNATIVES = {
-    "scipy.signal.convolve2d": "write the convolution as a sum of shifted slices "
-    "(sum of k[i, j] * a[i:i + m, j:j + n]), or use llgrad.nn.functional.conv2d",
-    "scipy.signal.convolve": "use np.convolve (1-D), or a sum of shifted slices",
-    "scipy.ndimage.gaussian_filter": "convolve with the Gaussian kernel as a sum of shifted "
-    "slices (np.convolve per axis for 1-D kernels)",
-    "scipy.ndimage.convolve": "write the convolution as a sum of shifted slices",
+    "scipy.ndimage.median_filter": "np.median(np.lib.stride_tricks.sliding_window_view(np.pad("
+    "a, size // 2, mode='symmetric'), (size, size)), axis=(-2, -1)) (ndimage's mode='reflect')",
 }
 
 

@@ -1,9 +1,9 @@
-"""numpy's and scipy's finite differences, integrals and NaN-skipping extrema on llgrad values,
-with the libraries' signatures: np.nanmax/nanmin, np.gradient, np.ediff1d,
-scipy.integrate.trapezoid/cumulative_trapezoid. Composites of existing primitives, each the
-libraries' own formula, so values and gradients follow from the primitives'. `FUNCTIONS`
-joins runtime/numpy_api.FUNCTIONS; `SCIPY` its lazily named functions (Note [Lazily named
-functions] there)."""
+"""numpy's and scipy's finite differences, integrals, NaN-skipping extrema and histograms on
+llgrad values, with the libraries' signatures: np.nanmax/nanmin, np.gradient, np.ediff1d,
+np.histogram, scipy.integrate.trapezoid/cumulative_trapezoid. Composites of existing
+primitives, each the libraries' own formula, so values and gradients follow from the
+primitives'. `FUNCTIONS` joins runtime/numpy_api.FUNCTIONS; `SCIPY` its lazily named
+functions (Note [Lazily named functions] there)."""
 from __future__ import annotations
 
 import numpy as np
@@ -152,13 +152,54 @@ def _sp_cumulative_trapezoid(y, x=None, dx=1.0, axis=-1, initial=None):
     return ops.concatenate([np.zeros(shape, dtype_of(res)), res], axis)
 
 
+# ---- histograms -------------------------------------------------------------------------------
+def _histogram(a, bins=10, range=None, density=None, weights=None):
+    """np.histogram: numpy's edges and bins (bin k holds e[k] <= a < e[k+1], the last one
+    closed). Constant data: the (traced) weights summed per bin by one scatter-add. Traced
+    data needs constant edges (bins an array, or a count with range=); its counts are then
+    sums of comparisons, piecewise constant in the data (gradient 0), as numpy's are."""
+    if is_value(a):
+        if isinstance(bins, str) or (np.ndim(bins) == 0 and range is None):
+            raise UnsupportedError(
+                "np.histogram of traced data with edges computed from the data is not "
+                "supported", loc=user_loc(), fix="pass the edges (bins=array) or a count with "
+                "range=(lo, hi), or the data as a numpy array (weights may be traced)")
+        edges = np.histogram_bin_edges(np.asarray(range if range is not None else bins,
+                                                  np.float64), bins, range)
+        flat = ops.reshape(as_operand(a), (-1, 1))
+        inside = ops.logical_and(ops.ge(flat, edges[:-1]), ops.lt(flat, edges[1:]))
+        last = np.zeros(len(edges) - 1, np.bool_)
+        last[-1] = True
+        hit = ops.logical_or(inside, ops.logical_and(ops.eq(flat, edges[-1]), last))
+        if weights is None:
+            counts = ops.sum(ops.astype(hit, np.int64), 0)
+        else:
+            counts = ops.sum(ops.where(hit, ops.reshape(_floating(weights), (-1, 1)), 0.0), 0)
+    else:
+        a = np.asarray(a)
+        if isinstance(bins, str) and weights is not None:
+            raise TypeError("Automated estimation of the number of bins is not supported "
+                            "for weighted data")
+        edges = np.histogram_bin_edges(a, bins, range)
+        flat = a.reshape(-1)
+        keep = np.nonzero((flat >= edges[0]) & (flat <= edges[-1]))[0]
+        idx = np.minimum(np.searchsorted(edges, flat[keep], "right") - 1, len(edges) - 2)
+        w = ops.reshape(_floating(weights), (-1,))
+        if shape_of(w)[0] != flat.shape[0]:
+            raise ValueError("weights should have the same shape as a.")
+        counts = ops.index_add(np.zeros(len(edges) - 1, dtype_of(w)), (idx,), ops.take(w, keep))
+    if density:
+        counts = ops.div(ops.div(counts, np.diff(edges)), ops.sum(counts))
+    return counts, edges
+
+
 def _nonzero(v) -> bool:
     return np.ndim(v) != 0 or float(v) != 0.0
 
 
 FUNCTIONS = {
     np.nanmax: _nan_extremum("max"), np.nanmin: _nan_extremum("min"),
-    np.gradient: _gradient, np.ediff1d: _ediff1d,
+    np.gradient: _gradient, np.ediff1d: _ediff1d, np.histogram: _histogram,
 }
 
 SCIPY = {

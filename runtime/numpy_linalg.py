@@ -113,6 +113,46 @@ def _np_lstsq(a, b, rcond=None):
     return (ops.reshape(x, (n,)) if vector else x), res, np.int32(min(m, n)), sv
 
 
+def _multi_dot(arrays, *, out=None):
+    """np.linalg.multi_dot: the chained product (left to right; numpy's cheaper order gives
+    the same numbers up to rounding); a 1-D first (last) array is a row (column)."""
+    if out is not None:
+        raise UnsupportedError("np.linalg.multi_dot(out=...) is not supported on llgrad values",
+                               loc=user_loc(), fix="use the returned array")
+    if len(arrays) < 2:
+        raise ValueError("Expecting at least two arrays.")
+    result = arrays[0]
+    for a in arrays[1:]:
+        result = ops.matmul(result, a)
+    return result
+
+
+def _cond(x, p=None):
+    """np.linalg.cond: the ratio of the extreme singular values (p None, 2, -2), else
+    norm(x, p) * norm(inv(x), p)."""
+    if p is None or p in (2, -2):
+        s = ops.svdvals(x)
+        hi, lo = s[..., 0], s[..., -1]
+        return ops.div(lo, hi) if p == -2 else ops.div(hi, lo)
+    return ops.mul(norm(x, p, (-2, -1)), norm(ops.inv(x), p, (-2, -1)))
+
+
+def _matrix_rank(A, tol=None, hermitian=False, *, rtol=None):
+    """np.linalg.matrix_rank: the count of singular values above tol (an integer, no
+    gradient; numpy's default tol S.max() * max(M, N) * eps)."""
+    A = ops.stop_gradient(ops.astype(A, np.float64) if dtype_of(A).kind != "f" else A)
+    if len(shape_of(A)) < 2:
+        return ops.astype(ops.logical_not(ops.amin(ops.eq(A, 0.0), None)), np.int64)
+    s = ops.svdvals(A)
+    if tol is None:
+        m, n = shape_of(A)[-2:]
+        eps = np.finfo(dtype_of(s)).eps
+        tol = ops.mul(ops.amax(s, -1, True), max(m, n) * eps if rtol is None else rtol)
+    else:
+        tol = np.asarray(tol)[..., None]
+    return ops.sum(ops.astype(ops.gt(s, tol), np.int64), -1)
+
+
 def _refused_eig(name: str):
     """np.linalg.eig/eigvals: complex in general, which llgrad does not compute."""
     def refuse(a, *args, **kwargs):
@@ -131,7 +171,8 @@ FUNCTIONS = {
     np.linalg.solve: _np_solve, np.linalg.inv: ops.inv, np.linalg.det: ops.det,
     np.linalg.slogdet: ops.slogdet, np.linalg.eigh: ops.eigh, np.linalg.eigvalsh: ops.eigvalsh,
     np.linalg.svd: _np_svd, np.linalg.qr: ops.qr, np.linalg.matrix_power: ops.matrix_power,
-    np.linalg.pinv: _np_pinv,
+    np.linalg.pinv: _np_pinv, np.linalg.multi_dot: _multi_dot, np.linalg.cond: _cond,
+    np.linalg.matrix_rank: _matrix_rank,
     np.linalg.norm: lambda x, ord=None, axis=None, keepdims=False: norm(x, ord, axis, keepdims),
 }
 if hasattr(np.linalg, "matrix_norm"):  # numpy >= 2

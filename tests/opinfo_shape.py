@@ -43,6 +43,22 @@ def _linrec_ref(a, b, axis, reverse):
     return np.moveaxis(y, 0, axis)
 
 
+def _iir_ref(v, a, axis, reverse):  # scipy.signal.lfilter's denominator (a0 = 1)
+    from scipy.signal import lfilter
+    v = np.flip(v, axis) if reverse else v
+    y = lfilter([1.0], np.concatenate([[1.0], a]), v, axis).astype(v.dtype)
+    return np.flip(y, axis) if reverse else y
+
+
+def _iir_samples(rng, dtype):
+    def m(*s):
+        return make_input(rng, s, "real", dtype)
+    a = lambda p: np.asarray(0.4 * rng.standard_normal(p), dtype)  # noqa: E731 (stable)
+    return [Sample((m(6), a(2), 0, False)), Sample((m(6), a(3), 0, True)),
+            Sample((m(3, 5), a(1), 1, False)), Sample((m(4, 2, 3), a(2), 0, True)),
+            Sample((m(2, 2), a(3), 1, False)), Sample((m(3), a(0), 0, False))]
+
+
 def _cumarg_ref(better):
     def ref(x, dim):  # PyTorch's cummax/cummin indices: the later index on ties
         x = np.moveaxis(x, dim, 0)
@@ -102,6 +118,8 @@ SHAPE_OPS: list[OpSpec] = [
                       (((3, 4), (3, 4)), (1, False), {}), (((2, 3, 4), (2, 3, 4)), (0, True), {}),
                       (((1, 1), (1, 1)), (1, False), {})),
            tol={np.dtype(np.float32): (1e-5, 1e-6)}),
+    OpSpec("iir", lambda v, a, axis, rev: ops.iir(v, a, axis, rev), _iir_ref,
+           samples=_iir_samples, tol={np.dtype(np.float32): (1e-5, 1e-6)}),
     OpSpec("cumprod", lambda x, d: x.cumprod(d), lambda x, d: np.cumprod(x, d),
            samples=_with_zeros, tol={np.dtype(np.float32): (1e-5, 1e-6)}),
     OpSpec("cummax", lambda x, d: x.cummax(d).values, lambda x, d: np.maximum.accumulate(x, d),

@@ -57,3 +57,30 @@ def linalg_lstsq(m, x):
 @usecase(eager=SCIPY)
 def scipy_expm(s):
     return np.sum(scipy.linalg.expm(s) * s) + np.trace(scipy.linalg.expm(3.0 * s))
+
+
+@usecase
+def linalg_products_and_conditioning(m, k, s):
+    a = s @ s.T + 3.0 * np.eye(3)
+    return (np.sum(np.linalg.multi_dot([m, k, s])) + np.linalg.multi_dot([m[0], k, m[:, 1]])
+            + np.linalg.cond(a) + np.linalg.cond(a, "fro") + np.linalg.cond(a, 1)
+            + np.sum(s) * np.linalg.matrix_rank(a))
+
+
+@usecase
+def polynomials(x, w):
+    grid = np.arange(4.0)
+    return (np.sum(np.polyfit(grid, x, 2) * [1.0, 2.0, 3.0])
+            + np.sum(np.polyfit(grid, x, 1, w=np.abs(w) + 1.0)) + np.sum(np.vander(x, 3) * 0.5)
+            + np.sum(np.polyder(x) ** 2) + np.sum(np.polyint(x) * np.arange(5.0))
+            + np.sum(np.polyadd(x, w[:2]) * np.polysub(w, x[:3]))
+            + np.sum(np.polymul(x, w[:2]) ** 2))
+
+
+@usecase(eager="numpy.polynomial's functions convert a Tensor with np.asarray")
+def numpy_polynomial_module(x, w):
+    import numpy.polynomial.polynomial
+    grid = np.arange(4.0)
+    return (np.sum(numpy.polynomial.polynomial.polyfit(grid, x, 2) * [1.0, 2.0, 3.0])
+            + np.sum(numpy.polynomial.polynomial.polyval(w, x) ** 2)
+            + np.sum(numpy.polynomial.polynomial.polyvander(x, 2) * 0.3))

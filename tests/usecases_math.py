@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.integrate
+import scipy.ndimage
 import scipy.optimize
+import scipy.signal
+import scipy.spatial.distance
 import scipy.special
 import scipy.stats
 from scipy.special import expit
@@ -237,3 +240,53 @@ def piecewise(x, p):
 def scipy_erfinv(x, p):
     return (np.sum(scipy.special.erfinv(np.tanh(x)) * p)
             + np.sum(scipy.special.erfinv(p / 2.5 - 0.1) ** 2))
+
+
+# ---- scipy.spatial.distance, scipy.signal, scipy.ndimage, scipy.stats' moments ---------------
+@usecase(eager=SCIPY_PYTHON)
+def scipy_distances(m, k):
+    d = scipy.spatial.distance.cdist(m, k.T, "sqeuclidean")
+    return (np.sum(d) + np.sum(scipy.spatial.distance.cdist(m, m)) * 0.5
+            + np.sum(scipy.spatial.distance.pdist(m, "cityblock"))
+            + np.sum(scipy.spatial.distance.squareform(scipy.spatial.distance.pdist(k)) ** 2))
+
+
+@usecase(eager=SCIPY_PYTHON)
+def scipy_signal_filters(x, w, m, s):
+    return (np.sum(scipy.signal.lfilter([1.0], [1.0, -0.5], x) ** 2)
+            + np.sum(scipy.signal.lfilter(w[:2], [1.0, 0.3], m, axis=0) * m)
+            + np.sum(scipy.signal.filtfilt([0.5, 0.5], [1.0, -0.2], m, padlen=2) ** 2)
+            + np.sum(scipy.signal.convolve(x, w) ** 2) + np.sum(scipy.signal.correlate(x, w[:2]))
+            + np.sum(scipy.signal.fftconvolve(m, s[:2, :2], "same") ** 2)
+            + np.sum(scipy.signal.convolve2d(m, s, "same") * m)
+            + np.sum(scipy.signal.correlate2d(m, s[:2], boundary="symm") ** 2))
+
+
+@usecase(eager=SCIPY_PYTHON)
+def scipy_ndimage_filters(x, m, s):
+    return (np.sum(scipy.ndimage.gaussian_filter(m, 1.0) ** 2)
+            + np.sum(scipy.ndimage.gaussian_filter1d(x, 0.7) * x)
+            + np.sum(scipy.ndimage.uniform_filter(m, 2) ** 2)
+            + np.sum(scipy.ndimage.uniform_filter1d(x, 3) ** 2)
+            + np.sum(scipy.ndimage.convolve(m, s) * m)
+            + np.sum(scipy.ndimage.correlate(m, s[:2], mode="wrap") ** 2)
+            + np.sum(scipy.ndimage.convolve1d(x, [1.0, 2.0]) ** 2)
+            + np.sum(scipy.ndimage.correlate1d(m, [1.0, -1.0], axis=0, mode="nearest") ** 2)
+            + np.sum(scipy.ndimage.laplace(m) ** 2) + np.sum(scipy.ndimage.sobel(m) ** 2)
+            + np.sum(scipy.ndimage.prewitt(m, 0) * m))
+
+
+@usecase(eager=SCIPY_PYTHON)
+def scipy_moments_and_entropies(m, x, p):
+    return (np.sum(scipy.stats.moment(m, 3)) + np.sum(scipy.stats.skew(m, axis=1))
+            + np.sum(scipy.stats.kurtosis(m)) + np.sum(scipy.stats.zscore(m) * m)
+            + np.sum(scipy.special.entr(p)) + np.sum(scipy.special.rel_entr(p, p[::-1]))
+            + np.sum(scipy.special.kl_div(p[::-1], p)) + np.sum(scipy.special.huber(1.0, x))
+            + np.sum(scipy.special.pseudo_huber(p, x)))
+
+
+@usecase
+def histogram_weights(w):
+    data = np.array([0.1, 0.7, 0.35, 1.0])
+    return (np.sum(np.histogram(data, 3, weights=w)[0] * [1.0, 2.0, 3.0])
+            + np.sum(np.histogram(data, [0.0, 0.5, 1.0], weights=w * w, density=True)[0]))

@@ -1,6 +1,7 @@
 """Calls of library functions on traced values (scipy's run converted, the standard
 library's and other packages' as they are): their failures as one clear error (Note
-[Unsupported library functions])."""
+[Unsupported library functions]); and calls of compiled (C, Cython) library functions with
+traced arguments (Note [Compiled library code on traced values])."""
 from __future__ import annotations
 
 import sys
@@ -73,4 +74,43 @@ def library_call(f: types.FunctionType, converted: Callable, stagers: dict) -> C
                 fix=library_alternative(name)) from None
         finally:
             _IN_LIBRARY.depth -= 1
+    return call
+
+
+# Note [Compiled library code on traced values]
+# A function written in C or Cython outside numpy and Python's own modules cannot take a
+# traced value: it converts its arguments with numpy's C API, and may report the failure of
+# that conversion (the ConcretizationError of `__array__`) as an error of its own, which
+# reads like a mistake of the user's ("could not convert b, a, and x to a common type", from
+# scipy.signal's _linear_filter). Called with traced arguments, such a function's TypeError
+# or ValueError becomes an UnsupportedError naming it; inside a library function, that one
+# then names the function the user called (Note [Unsupported library functions]).
+_PYTHONS_OWN = frozenset({"builtins", "math", "cmath", "operator", "_operator", "functools",
+                          "itertools", "numpy", "copy", "_functools", "collections"})
+
+
+def is_compiled_library(f) -> bool:
+    """True for a C or Cython function of a module other than numpy and Python's own."""
+    if not (isinstance(f, types.BuiltinFunctionType) or "cython_function" in type(f).__name__):
+        return False
+    mod = getattr(f, "__module__", None)
+    return bool(mod) and isinstance(mod, str) and mod.split(".")[0] not in _PYTHONS_OWN
+
+
+def compiled_library_call(f: Callable) -> Callable:
+    """`f`, a compiled library function given traced arguments, its failures on them one
+    UnsupportedError (Note [Compiled library code on traced values])."""
+    def call(*args, **kwargs):
+        try:
+            return f(*args, **kwargs)
+        except (TypeError, ValueError) as e:
+            if isinstance(e, (ConcretizationError, UnsupportedError)):
+                raise
+            name = f"{f.__module__}.{getattr(f, '__name__', '?')}"
+            raise UnsupportedError(
+                f"{name} is compiled code, which cannot take traced values ("
+                f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})",
+                loc=user_loc(), fix="call it outside the differentiated function on plain "
+                "arrays (no gradient flows through it), or write it with the numpy functions "
+                "llgrad supports (docs/numpy_support.md)") from None
     return call

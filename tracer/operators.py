@@ -690,7 +690,7 @@ _SEQUENCE_FUNCTIONS = frozenset(
     getattr(np, n) for n in ("concatenate", "stack", "hstack", "vstack", "dstack",
                              "column_stack", "block", "choose", "select", "piecewise",
                              "lexsort", "broadcast_arrays", "meshgrid", "einsum", "ix_")
-    if hasattr(np, n))
+    if hasattr(np, n)) | {np.linalg.multi_dot}
 
 
 def _traced_list(x) -> bool:
@@ -826,6 +826,9 @@ def _converted_target(f: Callable, args=()) -> Callable:
             return g
         if _is_numpy(f) and f not in _SEQUENCE_FUNCTIONS and any(map(_traced_list, args)):
             return _with_arrays(f)
+        from .library import compiled_library_call, is_compiled_library
+        if is_compiled_library(f):  # Note [Compiled library code on traced values]
+            return compiled_library_call(f)
     if isinstance(f, types.MethodType):
         inner = _convert(f.__func__, traced)
         return f if inner is None else types.MethodType(inner, f.__self__)

@@ -14,6 +14,7 @@ from llgrad.runtime.aval import Aval
 from llgrad.runtime.ops.control import check_p, constant_p, tape_get_p, tape_new_p, tape_push_p
 from llgrad.runtime.ops.index import getitem_p, index_put_p, scatter_add_p
 from llgrad.runtime.ops.linalg import matmul_p
+from llgrad.runtime.ops.scan import iir_p
 from llgrad.runtime.ops.shape import broadcast_to_p, concatenate_p, reshape_p, transpose_p
 from llgrad.transform import control, ir
 from llgrad.transform.builder import Builder
@@ -25,6 +26,7 @@ from llgrad.transform.vmap_control import (RULES, Ragged, batched_ids, batched_t
 #   - elementwise: a batched operand (n, *s) is reshaped to (n, 1, ..., 1, *s) so that numpy
 #     broadcasting against the unbatched operands (which keep their shapes) lines up;
 #   - reductions, scans and sorts: the operands made batched, their axis parameters shifted;
+#     iir's coefficients stay unbatched when they are (a batch of filters: per example);
 #   - reshape, transpose, broadcast_to, concatenate: the shape/perm/axis parameters extended;
 #   - getitem, scatter_add, index_put: a full slice in front of the key, when the index arrays
 #     are unbatched and adjacent (numpy then keeps their axes in place);
@@ -243,6 +245,16 @@ def _axes(self, op, env):
     self.bind(env, op.outputs, self.emit(op, ins, params))
 
 
+def _iir(self, op, env):
+    """iir: the signal batched and its axis shifted; the coefficients, one filter for all,
+    left as they are (batched coefficients: a filter per example)."""
+    v, a = op.inputs
+    if env[a.id][1]:
+        return _per_example(self, op, env)
+    params = dict(op.params, axis=_axis(op.params["axis"], len(v.aval.shape)))
+    self.bind(env, op.outputs, self.emit(op, [self.force(*env[v.id], v), env[a.id][0]], params))
+
+
 def _reshape(self, op, env):
     x, _ = env[op.inputs[0].id]
     self.bind(env, op.outputs, self.emit(op, [x], {"shape": (self.n,) + tuple(op.params["shape"])}))
@@ -365,7 +377,7 @@ def _zeros(self, aval):
 _RULES = {
     constant_p: lambda self, op, env: self.clone(op, env),
     reshape_p: _reshape, transpose_p: _transpose, broadcast_to_p: _broadcast_to,
-    concatenate_p: _concatenate, matmul_p: _matmul,
+    concatenate_p: _concatenate, matmul_p: _matmul, iir_p: _iir,
     getitem_p: lambda self, op, env: _indexing(self, op, env, 1),
     index_put_p: lambda self, op, env: _indexing(self, op, env, 2),
     scatter_add_p: lambda self, op, env: _indexing(self, op, env, 1),

@@ -1,4 +1,4 @@
-"""Scans along one axis (cumsum, linrec, cumargmax/cumargmin): one pass over the elements.
+"""Scans along one axis (cumsum, linrec, iir, cumargmax/cumargmin): one pass over the elements.
 
 The array is seen as (outer, n, inner) around the scanned axis. For each outer index the first
 row (of `inner` elements) is initialised, then each later row k is computed from row k-1 and
@@ -79,6 +79,33 @@ def _lower_linrec(ctx, op) -> None:
         a = ew._load(b, ap, prev if reverse else at, dt, 1)
         y = em.add(em.mul(a, ew._load(b, yp, prev, dt, 1)), ew._load(b, bp, at, dt, 1))
         ew._store(b, y, yp, at, dt)
+    _scan(ctx, op, first, step)
+
+
+@lowers(S.iir_p)
+def _lower_iir(ctx, op) -> None:
+    # y[k] = v[k], then minus a[m-1] y[k-m] for m = 1 .. min(rows done, p), in the numpy
+    # impl's order (Note [All-pole filters])
+    b, out = ctx.b, op.outputs[0]
+    v, a = op.inputs
+    dt, vp, ap, yp = out.aval.dtype, ctx.ptr(v), ctx.ptr(a), ctx.out(out)
+    em = ew.Emitter(b, 1)
+    reverse, axis, p = op.params["reverse"], op.params["axis"], a.aval.shape[0]
+    n, row = v.aval.shape[axis], ir.Constant(I64, _geometry(v.aval.shape, axis)[2])
+    one, cap = ir.Constant(I64, 1), ir.Constant(I64, p)
+
+    def first(at):
+        ew._store(b, ew._load(b, vp, at, dt, 1), yp, at, dt)
+
+    def step(at, prev, k):
+        first(at)
+        done = b.sub(ir.Constant(I64, n - 1), k) if reverse else k
+        end = b.add(b.select(b.icmp_signed("<", done, cap), done, cap), one)
+        with for_range(b, 1, end, name="iir.m") as m:
+            off = b.mul(m, row)
+            earlier = b.add(at, off) if reverse else b.sub(at, off)
+            t = em.mul(ew._load(b, ap, b.sub(m, one), dt, 1), ew._load(b, yp, earlier, dt, 1))
+            ew._store(b, em.sub(ew._load(b, yp, at, dt, 1), t), yp, at, dt)
     _scan(ctx, op, first, step)
 
 

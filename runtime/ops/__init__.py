@@ -36,7 +36,7 @@ from llgrad.runtime.ops import control  # noqa: F401,E402  (registers IR structu
 
 # ---- numpy scans, sorting, structural and contraction functions (issue 11, branch npshape) ----
 from llgrad.runtime.ops.scan import (  # noqa: F401,E402
-    cummax, cummin, cumprod, cumsum, linrec, logcumsumexp,
+    cummax, cummin, cumprod, cumsum, iir, linrec, logcumsumexp,
 )
 from llgrad.runtime.ops.sort import argsort, median, percentile, quantile, sort  # noqa: F401,E402
 from llgrad.runtime.ops.gather import take, take_along_axis  # noqa: F401,E402

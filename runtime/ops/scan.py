@@ -1,5 +1,6 @@
 """Scans along one axis: the primitives cumsum, linrec (the affine recurrence
-y[k] = a[k] y[k-1] + b[k]) and cumargmax/cumargmin (the running arg-extremum, no gradient),
+y[k] = a[k] y[k-1] + b[k]), iir (the all-pole filter y[k] = v[k] - sum_m a[m-1] y[k-m]) and
+cumargmax/cumargmin (the running arg-extremum, no gradient),
 lowered in codegen/lowerings/scan.py; and the composites cumprod, cummax and cummin (one eager
 node each, PyTorch's names; the compiler sees their `decompose`).
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from llgrad.runtime.aval import I64, Aval, normalize_axes
+from llgrad.runtime.aval import I64, Aval, ShapeError, normalize_axes
 from llgrad.runtime.ops import elementwise as ew
 from llgrad.runtime.ops._util import dtype_of, operands, shape_of
 from llgrad.runtime.prim import Primitive, bind, register
@@ -101,6 +102,60 @@ def linrec(a, b, axis, reverse=False):
     shape = tuple(np.broadcast_shapes(shape_of(a), shape_of(b)))
     return bind(linrec_p, broadcast_to(a, shape), broadcast_to(b, shape), axis=axis,
                 reverse=reverse)
+
+
+# ---- iir ----------------------------------------------------------------------------------
+# Note [All-pole filters]
+# iir(v, a) is the recurrence y[k] = v[k] - sum_{m=1..p} a[m-1] y[k-m] along `axis` (terms
+# before the start are 0), the denominator of scipy.signal.lfilter with a[0] = 1: a linear
+# map y = T v with T lower triangular Toeplitz. Its transpose is the same filter run from the
+# end, so grad_v = lam = iir(g, a, reversed direction), and since T depends on a through
+# A y = v, grad_a[m-1] = -sum_k lam[k] y[k-m] (the reverse direction mirrored). The numpy
+# impl and the lowering subtract the terms in the same order (m = 1, 2, ...): same bits.
+def _iir_impl(v, a, axis, reverse):
+    y = np.moveaxis(v, axis, 0).copy()
+    rows = y[::-1] if reverse else y  # (a view: the writes land in y)
+    for k in range(1, rows.shape[0]):
+        for m in range(1, min(k, a.shape[0]) + 1):
+            rows[k] -= a[m - 1] * rows[k - m]
+    return np.ascontiguousarray(np.moveaxis(y, 0, axis))
+
+
+def _iir_shape(v, a, axis, reverse):
+    if len(a.shape) != 1 or a.dtype != v.dtype or not 0 <= axis < len(v.shape):
+        raise ShapeError(f"iir: needs 1-D coefficients of the signal's dtype and an axis of "
+                         f"it, got a={a}, v={v}, axis={axis}")
+    return Aval(v.shape, v.dtype)
+
+
+def _iir_vjp_a(g, out, v, a, axis, reverse):
+    from llgrad.runtime.ops.index import slice_axis
+    from llgrad.runtime.ops.reduce import sum as total
+    from llgrad.runtime.ops.shape import stack
+    lam, n = iir(g, a, axis, not reverse), shape_of(out)[axis]
+    terms = []
+    for m in range(1, shape_of(a)[0] + 1):
+        if m >= n:
+            terms.append(ew.mul(total(out), 0.0))
+            continue
+        later, earlier = (0, n - m), (m, n)
+        ls, ys = (later, earlier) if reverse else (earlier, later)
+        terms.append(ew.neg(total(ew.mul(slice_axis(lam, axis, *ls),
+                                         slice_axis(out, axis, *ys)))))
+    return stack(terms, 0) if terms else ew.mul(a, 0.0)
+
+
+iir_p = register(Primitive(
+    "iir", "scan", _iir_impl, _iir_shape,
+    (lambda g, out, v, a, axis, reverse: iir(g, a, axis, not reverse), _iir_vjp_a),
+    saves=(1, -1), node_name="IirBackward0"))
+
+
+def iir(v, a, axis, reverse=False):
+    """The all-pole filter y[k] = v[k] - sum_m a[m-1] y[k-m] along `axis` (from the end,
+    y[k] = v[k] - sum_m a[m-1] y[k+m], when reverse): Note [All-pole filters]."""
+    (v, a), _ = operands(v, a)
+    return bind(iir_p, v, a, axis=axis, reverse=reverse)
 
 
 # ---- cumprod (composite) ------------------------------------------------------------------

@@ -132,12 +132,49 @@ def median(x, axis=None, keepdims=False):
     return _keep(_nan_guard(r, s), shape, axes, keepdims)
 
 
+# numpy's quantile methods that interpolate between order statistics: (alpha, beta) of the
+# continuous ones (Hyndman and Fan), the virtual index (n q + alpha + q (1 - alpha - beta) - 1
+# in numpy's _compute_virtual_index); the others pick or average neighbours of (n - 1) q.
+_CONTINUOUS = {"linear": (1.0, 1.0), "hazen": (0.5, 0.5), "weibull": (0.0, 0.0),
+               "median_unbiased": (1 / 3, 1 / 3), "normal_unbiased": (3 / 8, 3 / 8),
+               "interpolated_inverted_cdf": (0.0, 1.0)}
+_NEIGHBOURS = ("lower", "higher", "nearest", "midpoint")
+
+
+def _order_statistic_weights(qk: float, n: int, method: str, dt) -> tuple[int, int, float]:
+    """(lo, hi, t): numpy's quantile `qk` of n sorted values is s[lo] + (s[hi] - s[lo]) t."""
+    if method in _CONTINUOUS:
+        alpha, beta = _CONTINUOUS[method]
+        virtual = n * qk + (alpha + qk * (1 - alpha - beta)) - 1
+        if virtual >= n - 1:
+            return n - 1, n - 1, 0.0
+        if virtual < 0:
+            return 0, 0, 0.0
+        lo = int(np.floor(virtual))
+        return lo, lo + 1, float(np.asarray(virtual - lo, dt))
+    virtual = qk * (n - 1)
+    lo, hi = int(np.floor(virtual)), int(np.ceil(virtual))
+    if method == "lower":
+        return lo, lo, 0.0
+    if method == "higher":
+        return hi, hi, 0.0
+    if method == "nearest":  # (numpy rounds half to even)
+        k = int(np.around(virtual))
+        return k, k, 0.0
+    return lo, hi, 0.5 if hi != lo else 0.0  # midpoint
+
+
 def quantile(x, q, axis=None, keepdims=False, method="linear"):
-    """numpy's quantile with its default 'linear' method (q in [0, 1], static); a sequence
-    of q gives a leading axis of results, as numpy."""
+    """numpy's quantile (q in [0, 1], static) for the methods that interpolate (linear, the
+    default, hazen, weibull, median_unbiased, normal_unbiased, interpolated_inverted_cdf) or
+    pick neighbours (lower, higher, nearest, midpoint); a sequence of q gives a leading axis of
+    results, as numpy."""
+    from llgrad.runtime.errors import UnsupportedError, user_loc
     from llgrad.runtime.ops.shape import stack
-    if method != "linear":
-        raise NotImplementedError(f"quantile(method={method!r}): only 'linear' is supported")
+    if method not in _CONTINUOUS and method not in _NEIGHBOURS:
+        raise UnsupportedError(
+            f"quantile(method={method!r}) is not supported on llgrad values", loc=user_loc(),
+            fix="use one of " + ", ".join([*_CONTINUOUS, *_NEIGHBOURS]))
     qs = np.asarray(q, np.float64)
     if qs.ndim > 1 or np.any((qs < 0) | (qs > 1)) or np.any(np.isnan(qs)):
         raise ShapeError("quantile: q must be a number or a 1-d sequence of numbers in [0, 1]")
@@ -150,14 +187,13 @@ def quantile(x, q, axis=None, keepdims=False, method="linear"):
     dt = dtype_of(s)
     out = []
     for qk in qs.reshape(-1):
-        virtual = qk * (n - 1)  # numpy's 'linear': (n - 1) q, interpolated
-        lo = int(np.floor(virtual))
-        hi = min(lo + 1, n - 1)
-        t = float(np.asarray(virtual - lo, dt))
+        lo, hi, t = _order_statistic_weights(float(qk), n, method, dt)
         a, b = _at(s, lo), _at(s, hi)
-        # numpy's _lerp: a + (b - a) t, or b - (b - a)(1 - t) for t >= 0.5
-        d = ew.sub(b, a)
-        r = ew.sub(b, ew.mul(d, 1.0 - t)) if t >= 0.5 else ew.add(a, ew.mul(d, t))
+        if lo == hi:
+            r = a
+        else:  # numpy's _lerp: a + (b - a) t, or b - (b - a)(1 - t) for t >= 0.5
+            d = ew.sub(b, a)
+            r = ew.sub(b, ew.mul(d, 1.0 - t)) if t >= 0.5 else ew.add(a, ew.mul(d, t))
         out.append(_keep(_nan_guard(r, s), shape, axes, keepdims))
     return out[0] if qs.ndim == 0 else stack(out, 0)
 

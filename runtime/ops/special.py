@@ -374,3 +374,62 @@ def log_expit(x):
     either sign (log(expit(x)) would give -inf below -745 and 0 above 37)."""
     from llgrad.runtime.ops.ufuncs import logaddexp
     return neg(logaddexp(0.0, neg(x)))
+
+
+# ---- scipy.special's entropies and robust losses (where-compositions, scipy's formulas) -------
+# Their boundary lanes (x = 0) are constants, so the gradient there is 0, as xlogy's at x = 0;
+# the lanes not selected compute on stand-ins (1.0) so no NaN reaches a gradient.
+def _nan_of(*xs):
+    nan = None
+    for x in xs:
+        m = ne(x, x)
+        nan = m if nan is None else logical_or(nan, m)
+    return nan
+
+
+def entr(x):
+    """scipy.special.entr: -x log(x) for x > 0, 0 at 0, -inf below, NaN for NaN."""
+    pos = gt(x, 0.0)
+    safe = where(pos, x, 1.0)
+    out = where(pos, neg(mul(safe, log(safe))), where(eq(x, 0.0), 0.0, -math.inf))
+    return where(_nan_of(x), x, out)
+
+
+def _x_log_ratio(x, y):
+    """(x log(x / y) where x > 0 and y > 0, the lanes of that, the lanes x = 0 <= y)."""
+    both = logical_and(gt(x, 0.0), gt(y, 0.0))
+    xs, ys = where(both, x, 1.0), where(both, y, 1.0)
+    return mul(xs, log(div(xs, ys))), both, logical_and(eq(x, 0.0), ge(y, 0.0))
+
+
+def rel_entr(x, y):
+    """scipy.special.rel_entr: x log(x / y) for x, y > 0; 0 for x = 0 <= y; else inf."""
+    v, both, zero = _x_log_ratio(x, y)
+    out = where(both, v, where(zero, 0.0, math.inf))
+    return where(_nan_of(x, y), add(x, y), out)
+
+
+def kl_div(x, y):
+    """scipy.special.kl_div: x log(x / y) - x + y for x, y > 0; y for x = 0 <= y; else inf."""
+    v, both, zero = _x_log_ratio(x, y)
+    out = where(both, add(sub(v, x), y), where(zero, y, math.inf))
+    return where(_nan_of(x, y), add(x, y), out)
+
+
+def huber(delta, r):
+    """scipy.special.huber: r^2 / 2 where |r| <= delta, delta (|r| - delta / 2) beyond; inf
+    for delta < 0."""
+    inside = le(abs_(r), delta)
+    out = where(inside, mul(mul(r, r), 0.5), mul(delta, sub(abs_(r), mul(delta, 0.5))))
+    return where(_nan_of(delta, r), add(delta, r), where(lt(delta, 0.0), math.inf, out))
+
+
+def pseudo_huber(delta, r):
+    """scipy.special.pseudo_huber: delta^2 (sqrt(1 + (r / delta)^2) - 1); 0 where delta or r
+    is 0, inf for delta < 0."""
+    from llgrad.runtime.ops.elementwise import sqrt
+    zero = logical_or(eq(delta, 0.0), eq(r, 0.0))
+    d = where(zero, 1.0, delta)
+    ratio = div(r, d)
+    out = where(zero, 0.0, mul(mul(d, d), sub(sqrt(add(1.0, mul(ratio, ratio))), 1.0)))
+    return where(_nan_of(delta, r), add(delta, r), where(lt(delta, 0.0), math.inf, out))

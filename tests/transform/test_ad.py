@@ -62,6 +62,8 @@ SAMPLES.update({
     "cumsum": (lambda a: sc.cumsum_p.bind(a, axis=1, reverse=False), [R.normal(size=(2, 3))]),
     "linrec": (lambda a, b: sc.linrec_p.bind(a, b, axis=0, reverse=True),
                [R.normal(size=(4, 2)), R.normal(size=(4, 2))]),
+    "iir": (lambda v, a: sc.iir_p.bind(v, a, axis=0, reverse=False),
+            [R.normal(size=(5, 2)), 0.4 * R.normal(size=2)]),
 })
 # numpy's elementwise math and scipy.special (issue 11)
 from llgrad.runtime.ops import special as sp, ufuncs as uf  # noqa: E402

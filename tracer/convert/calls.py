@@ -80,6 +80,9 @@ def is_library_object(value: Any) -> bool:
     """True for modules, builtins, classes and functions of libraries llgrad never converts."""
     if isinstance(value, types.ModuleType):
         return value.__name__.split(".")[0] in LIBRARY_ROOTS
+    from ..library import is_compiled_library
+    if is_compiled_library(value):  # Note [Compiled library code on traced values]
+        return False
     if isinstance(value, (type, types.BuiltinFunctionType, types.BuiltinMethodType)):
         return True
     if is_converted_library(value):
