@@ -12,7 +12,9 @@ time series and finance; programs_learning.py: recommenders, embeddings, convolu
 losses; programs_survival.py: survival, robust and quantile regression, densities;
 programs_geometry.py: embeddings, optimal transport, alignment and multi-view geometry;
 programs_styles.py: Python styles in those domains; programs_loops.py: loops over indices
-as Numba users write them), so PROGRAMS here is the whole corpus.
+as Numba users write them; programs_control.py: reinforcement learning, robotics, control,
+PDEs, graphs, physics, economics and astronomy; programs_probabilistic.py: flows, sequence
+models, ranking, Bayesian models and image processing), so PROGRAMS here is the whole corpus.
 """
 from __future__ import annotations
 
@@ -509,6 +511,7 @@ def kalman_local_level_loglik(log_vars, obs):
 
 
 from tests.corpus import (  # noqa: E402,F401 (register theirs)
-    programs_dynamics, programs_geometry, programs_learning, programs_loops, programs_masks,
-    programs_ml, programs_numerics, programs_science, programs_styles, programs_survival,
+    programs_control, programs_dynamics, programs_geometry, programs_learning, programs_loops,
+    programs_masks, programs_ml, programs_numerics, programs_probabilistic, programs_science,
+    programs_styles, programs_survival,
 )
