@@ -188,7 +188,7 @@ def mixture_density_network(params, x, y):
 def matern52(X1, X2, lengthscales, variance):
     """The ARD Matern 5/2 kernel, distances of the scaled inputs by broadcasting."""
     d = (X1[:, None, :] - X2[None, :, :]) / lengthscales
-    r = np.sqrt(np.sum(d ** 2, axis=-1) + 1e-12)
+    r = np.sqrt(np.sum(d ** 2, axis=-1))
     return variance * (1 + math.sqrt(5) * r + 5.0 / 3.0 * r ** 2) * np.exp(-math.sqrt(5) * r)
 
 
