@@ -451,3 +451,108 @@ def kepler_orbit_fit(elements, t, obs, period=7.0):
     x = r * np.cos(nu + omega)
     y = r * np.sin(nu + omega)
     return np.sum((x - obs[:, 0]) ** 2 + (y - obs[:, 1]) ** 2)
+
+
+# ---- more: actor-critic, Q-learning, manipulator dynamics, equilibria ---------------------------
+def _a2c_args(rng):
+    T = 10
+    return 0.1 * rng.standard_normal(4), rng.standard_normal((T + 1, 4)), rng.standard_normal(T)
+
+
+@program(_a2c_args)
+def critic_discounted_returns_matrix(w, features, rewards, gamma=0.95, lam=0.9):
+    """An actor-critic's critic loss against GAE(lambda) advantages, the discounting written
+    as a matrix of (gamma lam)^(j - i) from np.subtract.outer and np.triu (no Python loop)."""
+    T = len(rewards)
+    values = features @ w
+    deltas = rewards + gamma * values[1:] - values[:-1]
+    idx = np.arange(T)
+    powers = np.triu(np.subtract.outer(idx, idx).T.astype(float))
+    discount = np.triu((gamma * lam) ** powers)
+    advantages = discount @ deltas
+    return 0.5 * np.mean(advantages ** 2)
+
+
+def _bellman_args(rng):
+    n, d, n_actions = 16, 5, 3
+    return (0.1 * rng.standard_normal((d, n_actions)), rng.standard_normal((n, d)),
+            rng.integers(0, n_actions, n), rng.standard_normal(n), rng.standard_normal((n, d)),
+            (rng.random(n) < 0.2).astype(float))
+
+
+@program(_bellman_args)
+def dqn_bellman_residual(W, states, actions, rewards, next_states, dones, gamma=0.99):
+    """A DQN-style squared Bellman residual with a linear Q-function: Q(s, a) picked by
+    np.take_along_axis, the target's max over actions with its gradient, done masks."""
+    q = states @ W
+    q_sa = np.take_along_axis(q, actions[:, None], axis=1).squeeze(1)
+    target = rewards + gamma * (1 - dones) * np.max(next_states @ W, axis=1)
+    return np.mean((q_sa - target) ** 2)
+
+
+def _two_link_args(rng):
+    return 0.5 * rng.standard_normal((25, 2)), np.array([0.3, -0.2, 0.0, 0.0])
+
+
+@program(_two_link_args)
+def two_link_arm_dynamics(torques, x0, m1=1.0, m2=0.8, l1=1.0, l2=0.7, g=9.81, dt=0.02):
+    """A two-link arm's manipulator equation M(q) qdd + C(q, qd) qd + G(q) = tau integrated by
+    semi-implicit Euler, the 2x2 mass matrix solved at every step; reach a target angle."""
+    q, qd = x0[:2], x0[2:]
+    for tau in torques:
+        c2, s2 = np.cos(q[1]), np.sin(q[1])
+        M = np.array([[m1 * l1 ** 2 + m2 * (l1 ** 2 + 2 * l1 * l2 * c2 + l2 ** 2),
+                       m2 * (l1 * l2 * c2 + l2 ** 2)],
+                      [m2 * (l1 * l2 * c2 + l2 ** 2), m2 * l2 ** 2]])
+        C = np.array([-m2 * l1 * l2 * s2 * (2 * qd[0] * qd[1] + qd[1] ** 2),
+                      m2 * l1 * l2 * s2 * qd[0] ** 2])
+        G = np.array([(m1 + m2) * l1 * g * np.cos(q[0]) + m2 * g * l2 * np.cos(q[0] + q[1]),
+                      m2 * g * l2 * np.cos(q[0] + q[1])])
+        qdd = np.linalg.solve(M, tau - C - G)
+        qd = qd + dt * qdd
+        q = q + dt * qd
+    return np.sum((q - np.array([0.5, 0.5])) ** 2) + 1e-3 * np.sum(torques ** 2)
+
+
+def _ising_args(rng):
+    n = 8
+    J = rng.standard_normal((n, n)) / n
+    return 0.1 * rng.standard_normal(n), (J + J.T) / 2 - np.diag(np.diag(J)), 0.5
+
+
+@program(_ising_args, wrt=(0, 2))
+def ising_mean_field_free_energy(h, J, beta, tol=1e-12):
+    """Naive mean-field for an Ising model: the magnetisations m = tanh(beta (J m + h)) by
+    fixed-point iteration until converged, then the mean-field free energy."""
+    m = np.zeros_like(h)
+    while True:
+        m_new = np.tanh(beta * (J @ m + h))
+        if np.max(np.abs(m_new - m)) < tol:
+            break
+        m = m_new
+    m = m_new
+    p_up, p_down = (1 + m) / 2, (1 - m) / 2
+    entropy = -np.sum(p_up * np.log(p_up) + p_down * np.log(p_down))
+    energy = -0.5 * m @ J @ m - h @ m
+    return energy - entropy / beta
+
+
+def _bertrand_args(rng):
+    return np.array([1.0, 1.2, 0.8]), np.array([0.5, 0.6, 0.4]), 2.0
+
+
+@program(_bertrand_args, wrt=(0, 2))
+def bertrand_logit_equilibrium(quality, cost, alpha, tol=1e-12, max_iter=500):
+    """Bertrand-Nash prices of single-product firms under logit demand, by iterating the
+    first-order conditions p = c + 1 / (alpha (1 - s)) to a fixed point; total profit."""
+    p = cost + 1.0
+    for _ in range(max_iter):
+        u = np.exp(quality - alpha * p)
+        s = u / (1 + u.sum())
+        p_new = cost + 1.0 / (alpha * (1 - s))
+        if np.max(np.abs(p_new - p)) < tol:
+            break
+        p = p_new
+    u = np.exp(quality - alpha * p_new)
+    s = u / (1 + u.sum())
+    return np.sum((p_new - cost) * s)

@@ -352,3 +352,41 @@ def bilinear_shift_registration(img, shift, xs, ys):
     moved = bilinear_sample(img, xs + shift[0], ys + shift[1])
     ref = bilinear_sample(img, xs + 0.3, ys - 0.2)
     return np.sum((moved - ref) ** 2)
+
+
+# ---- more: graph attention, image gradients -------------------------------------------------
+def _gat_args(rng):
+    n, d, h = 6, 3, 4
+    A = (rng.random((n, n)) < 0.4).astype(float)
+    A = np.maximum(A, A.T)
+    np.fill_diagonal(A, 1.0)
+    return ({"W": 0.5 * rng.standard_normal((d, h)), "a": 0.5 * rng.standard_normal(2 * h)},
+            A, rng.standard_normal((n, d)), rng.standard_normal((n, h)))
+
+
+@program(_gat_args)
+def gat_masked_softmax(params, A, X, target):
+    """A graph attention layer (Velickovic et al.): LeakyReLU scores for every pair, non-edges
+    set to -inf before a row softmax, as the reference implementations mask them."""
+    H = X @ params["W"]
+    h = H.shape[1]
+    e = (H @ params["a"][:h])[:, None] + (H @ params["a"][h:])[None, :]
+    e = np.where(e > 0, e, 0.2 * e)
+    e = np.where(A > 0, e, -np.inf)
+    e = e - e.max(axis=1, keepdims=True)
+    att = np.exp(e) / np.exp(e).sum(axis=1, keepdims=True)
+    out = np.tanh(att @ H)
+    return np.mean((out - target) ** 2)
+
+
+def _tv_args(rng):
+    clean = np.outer(np.linspace(0, 1, 8), np.ones(9))
+    return clean + 0.1 * rng.standard_normal((8, 9)), clean
+
+
+@program(_tv_args)
+def tv_denoise_np_gradient(u, noisy, lam=0.1, eps=1e-6):
+    """ROF-style denoising energy: fidelity plus a smoothed total variation, the image's
+    gradients taken with np.gradient (central differences, one-sided at the edges)."""
+    gy, gx = np.gradient(u)
+    return 0.5 * np.sum((u - noisy) ** 2) + lam * np.sum(np.sqrt(gx ** 2 + gy ** 2 + eps))
