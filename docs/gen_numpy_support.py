@@ -27,6 +27,7 @@ OUT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "numpy_support.md
 SECTIONS = [("np.linalg.", "numpy.linalg"), ("np.fft.", "numpy.fft"),
             ("scipy.special.", "scipy.special"), ("scipy.linalg.", "scipy.linalg"),
             ("scipy.stats.", "scipy.stats"), ("scipy.integrate.", "scipy.integrate"),
+            ("scipy.signal.", "scipy.signal"),
             ("np.", "numpy")]
 
 
@@ -96,6 +97,7 @@ def entries() -> list[tuple[str, str, str, str]]:
     """(name, compiled, eager, gradient) for every supported function, sorted by name."""
     import scipy.integrate  # noqa: F401 - LAZY names of imported modules join FUNCTIONS
     import scipy.linalg  # noqa: F401
+    import scipy.signal  # noqa: F401
     import scipy.special  # noqa: F401
     import scipy.stats  # noqa: F401
 

@@ -353,6 +353,7 @@ FUNCTIONS.update({f.outer: _ufunc_outer(FUNCTIONS[f]) for f in (
 
 # ---- reductions, scans, sorting, shape and contraction functions (issue 11, npshape) -------
 from llgrad.runtime.numpy_shape import FUNCTIONS as _SHAPE_FUNCTIONS  # noqa: E402
+from llgrad.runtime.numpy_shape import SCIPY as _SHAPE_SCIPY  # noqa: E402
 
 FUNCTIONS.update(_SHAPE_FUNCTIONS)
 
@@ -378,6 +379,7 @@ LAZY.update({
     "scipy.special.log_expit": ops.log_expit, "scipy.special.polygamma": _sp_polygamma,
 })
 LAZY.update(numpy_linalg.SCIPY)  # scipy.linalg's functions
+LAZY.update(_SHAPE_SCIPY)  # scipy.signal.convolve2d
 LAZY.update(numpy_calculus.SCIPY)  # scipy.integrate's
 LAZY.update(scipy_stats.SCIPY)  # "module:object.method": scipy.stats's distributions
 
@@ -438,8 +440,6 @@ def traced_forms() -> dict:
 # What to write instead of a library function llgrad does not support on traced values
 # (Note [Unsupported library functions] in tracer/operators.py), by the name the user wrote.
 _ALTERNATIVES = {
-    "scipy.signal.convolve2d": "write the convolution as a sum of shifted slices "
-    "(sum of k[i, j] * a[i:i + m, j:j + n]), or use llgrad.nn.functional.conv2d",
     "scipy.signal.convolve": "use np.convolve (1-D), or a sum of shifted slices",
     "scipy.ndimage.gaussian_filter": "convolve with the Gaussian kernel as a sum of shifted "
     "slices (np.convolve per axis for 1-D kernels)",

@@ -182,6 +182,42 @@ def _correlate(a, v, mode="valid"):
     return _correlate_valid_or_padded(a, v, mode, "correlate")
 
 
+_BOUNDARIES = {"fill": "constant", "pad": "constant", "wrap": "wrap", "circular": "wrap",
+               "symm": "symmetric", "symmetric": "symmetric"}
+
+
+def _convolve2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
+    """scipy.signal.convolve2d (real arrays): in1 padded as `boundary` says (fill, wrap,
+    symm), then one 2-d ops.conv (a correlation) with in2 flipped; 'same' is centred on the
+    full result, 'valid' convolves the larger argument with the smaller, as scipy does."""
+    in1, in2 = as_operand(in1), as_operand(in2)
+    (m, n), (k, l) = shape_of(in1), shape_of(in2)
+    if len(shape_of(in1)) != 2 or len(shape_of(in2)) != 2:
+        raise ValueError("scipy.signal.convolve2d: in1 and in2 must be 2-d")
+    if mode not in ("full", "same", "valid") or boundary not in _BOUNDARIES:
+        raise ValueError(f"scipy.signal.convolve2d: mode must be 'full', 'same' or 'valid' "
+                         f"and boundary 'fill', 'wrap' or 'symm', got {mode!r}, {boundary!r}")
+    if mode == "valid":
+        if k >= m and l >= n and (k, l) != (m, n):
+            in1, in2, (m, n), (k, l) = in2, in1, (k, l), (m, n)
+        elif not (m >= k and n >= l):
+            raise ValueError("scipy.signal.convolve2d: for 'valid' mode, one must be at "
+                             "least as large as the other in every dimension")
+        pads = ((0, 0), (0, 0))
+    elif mode == "full":
+        pads = ((k - 1, k - 1), (l - 1, l - 1))
+    else:
+        pads = ((k // 2, (k - 1) // 2), (l // 2, (l - 1) // 2))
+    if pads != ((0, 0), (0, 0)):
+        in1 = ops.pad(in1, pads, _BOUNDARIES[boundary], fillvalue)
+    out = ops.conv(ops.reshape(in1, (1, 1) + shape_of(in1)),
+                   ops.reshape(ops.flip(in2, (0, 1)), (1, 1, k, l)))
+    return ops.reshape(out, shape_of(out)[2:])
+
+
+SCIPY = {"scipy.signal.convolve2d": _convolve2d}
+
+
 def _insert(arr, obj, values, axis=None):
     """np.insert at one index (numpy's a[:, i:i+1, :] broadcasting of `values`)."""
     if not isinstance(obj, (int, np.integer)) or isinstance(obj, (bool, np.bool_)):
