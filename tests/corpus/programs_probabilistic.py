@@ -11,6 +11,7 @@ from collections import namedtuple
 
 import numpy as np
 import scipy.linalg
+import scipy.signal
 import scipy.special
 import scipy.stats
 
@@ -390,3 +391,35 @@ def tv_denoise_np_gradient(u, noisy, lam=0.1, eps=1e-6):
     gradients taken with np.gradient (central differences, one-sided at the edges)."""
     gy, gx = np.gradient(u)
     return 0.5 * np.sum((u - noisy) ** 2) + lam * np.sum(np.sqrt(gx ** 2 + gy ** 2 + eps))
+
+
+def _unsharp_args(rng):
+    return rng.random((9, 8)), 0.7, rng.random((9, 8))
+
+
+@program(_unsharp_args, wrt=(0, 1))
+def unsharp_mask_convolve2d(img, amount, target):
+    """Unsharp masking: a binomial blur by scipy.signal.convolve2d with symmetric boundaries,
+    the image plus `amount` times its high-pass part, compared with a sharp target."""
+    kernel = np.outer([1, 4, 6, 4, 1], [1, 4, 6, 4, 1]) / 256.0
+    blurred = scipy.signal.convolve2d(img, kernel, mode="same", boundary="symm")
+    sharpened = img + amount * (img - blurred)
+    return np.mean((sharpened - target) ** 2)
+
+
+def _crn_args(rng):
+    X = rng.standard_normal((25, 3))
+    return np.zeros(3), np.full(3, -1.0), X, X @ np.array([0.5, -1.0, 2.0]) + rng.standard_normal(25)
+
+
+@program(_crn_args, wrt=(0, 1))
+def vi_common_random_numbers(mu, log_sigma, X, y, noise=1.0, n_samples=20):
+    """Mean-field VI for Bayesian linear regression with common random numbers: the noise is
+    drawn from a generator seeded inside the loss, so every evaluation sees the same draws."""
+    rng = np.random.default_rng(1234)
+    eps = rng.standard_normal((n_samples, len(mu)))
+    w = mu + np.exp(log_sigma) * eps
+    resid = y[None, :] - w @ X.T
+    loglik = -0.5 * np.sum(resid ** 2, axis=1) / noise ** 2
+    log_prior = -0.5 * np.sum(w ** 2, axis=1)
+    return -(np.mean(loglik + log_prior) + np.sum(log_sigma))
