@@ -556,3 +556,17 @@ def bertrand_logit_equilibrium(quality, cost, alpha, tol=1e-12, max_iter=500):
     u = np.exp(quality - alpha * p_new)
     s = u / (1 + u.sum())
     return np.sum((p_new - cost) * s)
+
+
+def _heading_args(rng):
+    t = np.linspace(0, 2.0, 15)
+    return 0.5 * rng.standard_normal(15), t, 3.0 * t + 0.05 * rng.standard_normal(15)
+
+
+@program(_heading_args)
+def unwrapped_heading_fit(omega_noise, t, gyro_heading, omega=3.0):
+    """A turning robot's compass headings (wrapped into (-pi, pi] by arctan2) unwrapped with
+    np.unwrap and fitted to an integrated gyro heading."""
+    heading = omega * t + np.cumsum(omega_noise) * (t[1] - t[0])
+    compass = np.arctan2(np.sin(heading), np.cos(heading))
+    return np.mean((np.unwrap(compass) - gyro_heading) ** 2)
