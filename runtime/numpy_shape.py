@@ -191,9 +191,9 @@ def _convolve2d(in1, in2, mode="full", boundary="fill", fillvalue=0):
     symm), then one 2-d ops.conv (a correlation) with in2 flipped; 'same' is centred on the
     full result, 'valid' convolves the larger argument with the smaller, as scipy does."""
     in1, in2 = as_operand(in1), as_operand(in2)
-    (m, n), (k, l) = shape_of(in1), shape_of(in2)
     if len(shape_of(in1)) != 2 or len(shape_of(in2)) != 2:
         raise ValueError("scipy.signal.convolve2d: in1 and in2 must be 2-d")
+    (m, n), (k, l) = shape_of(in1), shape_of(in2)
     if mode not in ("full", "same", "valid") or boundary not in _BOUNDARIES:
         raise ValueError(f"scipy.signal.convolve2d: mode must be 'full', 'same' or 'valid' "
                          f"and boundary 'fill', 'wrap' or 'symm', got {mode!r}, {boundary!r}")

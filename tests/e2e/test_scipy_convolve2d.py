@@ -1,7 +1,7 @@
 """scipy.signal.convolve2d on traced values (runtime/numpy_shape.py): scipy's values for every
 mode and boundary (odd, even and larger kernels, 'valid' with the arguments swapped),
-gradients in the image and the kernel equal to finite differences, scipy's error when
-neither argument contains the other in 'valid' mode."""
+gradients in the image and the kernel equal to finite differences, scipy's errors (neither
+argument containing the other in 'valid' mode, an argument not 2-d)."""
 from __future__ import annotations
 
 import itertools
@@ -43,8 +43,10 @@ def test_gradients_in_image_and_kernel(mode, boundary):
         np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
 
 
-def test_valid_mode_needs_one_argument_containing_the_other():
+def test_valid_mode_needs_one_argument_containing_the_other_and_both_are_2d():
     def f(a, w):
         return scipy.signal.convolve2d(a, w, mode="valid")
     with pytest.raises(ValueError, match="at least as large as the other in every dimension"):
         llgrad.differentiate(f)(RNG.standard_normal((4, 4)), RNG.standard_normal((5, 3)))
+    with pytest.raises(ValueError, match="in1 and in2 must be 2-d"):
+        llgrad.differentiate(f)(RNG.standard_normal((4, 4)), RNG.standard_normal(3))
