@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.integrate
 import scipy.optimize
+import scipy.signal
 import scipy.special
 import scipy.stats
 from scipy.special import expit
@@ -186,6 +187,17 @@ def scipy_integrate_trapezoids(x, p, m):
     return (scipy.integrate.trapezoid(x ** 2, grid) + scipy.integrate.trapezoid(m, dx=0.5)[1]
             + np.sum(scipy.integrate.cumulative_trapezoid(x, grid, initial=0) * p)
             + np.sum(scipy.integrate.cumulative_trapezoid(m, dx=0.5, axis=0) ** 2))
+
+
+@usecase
+def unwrapped_phases(x, m):
+    return np.sum(np.unwrap(4.0 * x) * x) + np.sum(np.unwrap(3.0 * m, axis=0) ** 2)
+
+
+@usecase(eager=SCIPY_PYTHON)
+def scipy_signal_convolve2d(m, s):
+    return (np.sum(scipy.signal.convolve2d(m, s) ** 2)
+            + np.sum(scipy.signal.convolve2d(m, s[:2, :2], mode="same", boundary="symm") * m))
 
 
 @usecase
