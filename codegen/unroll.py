@@ -27,23 +27,30 @@ from .plan import ControlUnit, GroupUnit
 # unrolled bodies of 8 iterations of gmm_loops' loop over components side by side, reading
 # their elements with gathers (forward 0.34 -> 0.49 ms). A module with unrolled loops is
 # optimised at O2 (codegen/compile.py, Note [Choosing the optimisation level]).
+# A loop whose iterations write more than UNROLL_ELEMENTS elements in all is not marked either:
+# its body runs array ops, whose own element loops LLVM then unrolls fully in every copy (a
+# Gaussian blur's 5x5 loop over kernel offsets, each adding an 8x8 window: 25 x 64 elements
+# straight-line; the first value_and_grad took 1.5 s of CPU, 0.35 s rolled; a Sobel filter's
+# 7x7 loop over output pixels, 3x3 patches, 1.0 -> 0.13 s), while scalar loops, which are
+# what unrolling is for, write a few elements an op (the largest marked in the numba-style
+# tests writes 1775).
 # Bounds LLVM cannot see as constants after unrolling are not marked: LLVM warns on stderr
 # about every loop it was asked to unroll and could not (it unrolled loops of 5600 ops).
 # gmm_loops (d=10, k=25, n=1000; CPU time, load ~3-5, with the small arrays on the stack):
 # forward 0.94 -> 0.35 ms, value and gradient 2.65 -> 1.2 ms; the first value_and_grad
 # call's CPU time 0.33 -> 0.50 s (LLVM 210 -> 430 ms). With UNROLL_OPS = 700 the reverse
 # sweep's triangle stays rolled (1.64 ms); unrolling nothing: 2.43 ms.
-UNROLL_TRIPS, UNROLL_OPS = 16, 1200
+UNROLL_TRIPS, UNROLL_OPS, UNROLL_ELEMENTS = 16, 1200, 2048
 _FIXED_OPS = (add_p, sub_p, mul_p, neg_p, maximum_p, minimum_p)
 
 
-def wanted(ctx, loop, body, trips: int) -> bool:
-    """Whether for-loop `loop`, which does not poll and runs `body` at most `trips` times,
-    is to be unrolled."""
+def wanted(ctx, loop, body, trips: int, work: int) -> bool:
+    """Whether for-loop `loop`, which does not poll and runs `body` (writing `work` elements
+    a run) at most `trips` times, is to be unrolled."""
     if trips > UNROLL_TRIPS or not fixed_bounds(ctx, loop):
         return False
     ops = unrolled_ops(ctx, [body])
-    return ops is not None and trips * ops <= UNROLL_OPS
+    return ops is not None and trips * ops <= UNROLL_OPS and trips * work <= UNROLL_ELEMENTS
 
 
 def unrolled_ops(ctx, blocks) -> int | None:

@@ -1,7 +1,7 @@
 """numpy's and scipy's finite differences, integrals, NaN-skipping extrema and histograms on
 llgrad values, with the libraries' signatures: np.nanmax/nanmin, np.gradient, np.ediff1d,
-np.histogram, scipy.integrate.trapezoid/cumulative_trapezoid. Composites of existing
-primitives, each the libraries' own formula, so values and gradients follow from the
+np.unwrap, np.histogram, scipy.integrate.trapezoid/cumulative_trapezoid. Composites of
+existing primitives, each the libraries' own formula, so values and gradients follow from the
 primitives'. `FUNCTIONS` joins runtime/numpy_api.FUNCTIONS; `SCIPY` its lazily named
 functions (Note [Lazily named functions] there)."""
 from __future__ import annotations
@@ -124,6 +124,29 @@ def _ediff1d(ary, to_end=None, to_begin=None):
     return parts[0] if len(parts) == 1 else ops.concatenate(parts, 0)
 
 
+def _unwrap(p, discont=None, axis=-1, *, period=2 * np.pi):
+    """np.unwrap: numpy's formula (differences taken modulo `period` into [-period/2,
+    period/2), corrected where they jump by `discont` or more, the corrections summed). The
+    corrections are whole periods, piecewise constant: no gradient flows through them."""
+    p = as_operand(p)
+    if dtype_of(p).kind != "f" and isinstance(period, (int, np.integer)):
+        raise UnsupportedError("np.unwrap of integers with an integer period is not "
+                               "supported on llgrad values", loc=user_loc(),
+                               fix="unwrap floats: np.unwrap(p.astype(float), ...)")
+    p = _floating(p)
+    nd = len(shape_of(p))
+    axis = normalize_axes(axis, nd)[0]
+    dd = ops.diff(p, 1, axis)
+    high = period / 2
+    discont = high if discont is None else discont
+    ddmod = ops.add(ops.remainder(ops.add(dd, high), period), -high)
+    ddmod = ops.where(ops.logical_and(ops.eq(ddmod, -high), ops.gt(dd, 0)), high, ddmod)
+    correct = ops.where(ops.lt(ops.abs(dd), discont), 0.0, ops.sub(ddmod, dd))
+    correct = ops.stop_gradient(ops.cumsum(correct, axis))
+    rest = ops.add(p[_along(nd, axis, slice(1, None))], correct)
+    return ops.concatenate([p[_along(nd, axis, slice(0, 1))], rest], axis)
+
+
 # ---- scipy.integrate ------------------------------------------------------------------------
 def _sp_trapezoid(y, x=None, dx=1.0, axis=-1):
     return _trapezoid(y, x, dx, axis)
@@ -199,7 +222,7 @@ def _nonzero(v) -> bool:
 
 FUNCTIONS = {
     np.nanmax: _nan_extremum("max"), np.nanmin: _nan_extremum("min"),
-    np.gradient: _gradient, np.ediff1d: _ediff1d, np.histogram: _histogram,
+    np.gradient: _gradient, np.ediff1d: _ediff1d, np.unwrap: _unwrap, np.histogram: _histogram,
 }
 
 SCIPY = {

@@ -87,6 +87,8 @@ def _method(name: str, dist: Dist, method: str):
             z = _float64(x - loc)
         else:
             scale = array_from(scale)
+            if not np.issubdtype(dtype_of(scale), np.floating):  # log(5) in float64, as numpy
+                scale = _float64(scale)
             z = _float64((x - loc) / scale, x)
         shapes_ok = dist.argcheck(*shapes) if dist.argcheck else _positive(shapes)
         scale_ok = True if dist.discrete else scale > 0

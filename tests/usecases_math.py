@@ -214,6 +214,17 @@ def scipy_integrate_trapezoids(x, p, m):
 
 
 @usecase
+def unwrapped_phases(x, m):
+    return np.sum(np.unwrap(4.0 * x) * x) + np.sum(np.unwrap(3.0 * m, axis=0) ** 2)
+
+
+@usecase(eager=SCIPY_PYTHON)
+def scipy_signal_convolve2d(m, s):
+    return (np.sum(scipy.signal.convolve2d(m, s) ** 2)
+            + np.sum(scipy.signal.convolve2d(m, s[:2, :2], mode="same", boundary="symm") * m))
+
+
+@usecase
 def sorted_traced_scalars(x, w):
     s = sorted([x[0], x[1] * w[0], x[2], w[3]])
     return s[0] + 2.0 * s[1] + 3.0 * s[2] + 4.0 * s[3] + max(sorted([w[1], x[3]])[0], w[2])

@@ -83,7 +83,7 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 from llgrad.runtime import pytree
-from llgrad.runtime.errors import ConcretizationError, UnsupportedError, user_loc
+from llgrad.runtime.errors import ConcretizationError, LLGradError, UnsupportedError, user_loc
 
 from . import captures, checkpointed
 from .ode import calls_user_functions
@@ -738,6 +738,45 @@ def is_random(f: Any) -> bool:
     return owner is not None and type(owner).__module__.startswith("numpy.random")
 
 
+# Note [Generators seeded inside the function]
+# `rng = np.random.default_rng(0)` (or np.random.RandomState(0)) made by the function itself,
+# from a constant seed, draws the same numbers at every call: common random numbers, as
+# variational-inference and policy-gradient notebooks fix them. Its draws are constants of
+# the compiled code, as in Python, so they stay on the staged path. Only where both give the
+# same numbers: the generator made while this trace runs (it is remembered by the trace's
+# builder, so one that outlives the call draws per call again), and made and drawn from
+# outside any branch or loop body (a loop body is traced once for all its iterations, and
+# both branches of an `if` are traced). Every other draw runs per call (Note [Random draws
+# run per call]).
+_SEEDED_MAKERS = (np.random.default_rng, np.random.RandomState)
+
+
+def _seeded(f: Callable, args) -> bool:
+    """Whether `f(*args)` makes or draws from a generator seeded inside the function being
+    staged (Note [Generators seeded inside the function]); a maker's result is remembered."""
+    from llgrad.transform.builder import current
+    if _region_stager() is not None:
+        return False
+    try:
+        seeded = current().seeded
+    except LLGradError:
+        return False
+    if id(getattr(f, "__self__", None)) in seeded:
+        return True
+    seed = args[0] if len(args) == 1 else None
+    return f in _SEEDED_MAKERS and (type(seed) is int or type(seed) in (list, tuple) and
+                                    all(type(k) is int for k in seed) and len(seed) > 0)
+
+
+def _make_seeded(f: Callable) -> Callable:
+    def make(*args, **kwargs):
+        rng = f(*args, **kwargs)
+        from llgrad.transform.builder import current
+        current().seeded[id(rng)] = rng  # (held: no other object takes its id)
+        return rng
+    return make
+
+
 def _random_draw(f: Callable) -> None:
     """Note [Random draws run per call]: numbers drawn while the staged trace runs would be
     constants of the compiled code, the same at every call, where Python draws new ones; so
@@ -801,6 +840,8 @@ def _converted_target(f: Callable, args=()) -> Callable:
     if _STAGERS and (type(f) is types.BuiltinMethodType or f is print or f is len):
         _note_call(f, args)
     if is_random(f):
+        if _STAGERS and _seeded(f, args):  # See Note [Generators seeded inside the function]
+            return _make_seeded(f) if f in _SEEDED_MAKERS else f
         _random_draw(f)
         return f
     if _STAGERS and f in _OF_ITERABLES:

@@ -260,6 +260,9 @@ class Builder:
         self.arguments: dict = {}
         self.origins: dict = {}
         self.inplace: list = []
+        # generators the traced function seeded itself (tracer/operators.py, Note [Generators
+        # seeded inside the function]): id -> the generator
+        self.seeded: dict = {}
 
     def __enter__(self) -> "Builder":
         stack = getattr(_TLS, "stack", None)

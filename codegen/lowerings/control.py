@@ -172,7 +172,7 @@ def _emit_for(ctx, u) -> None:
     outer = ctx.only
     for part in plan_parts(ctx, u) or [outer]:  # See Note [Distributed element loops]
         ctx.only = part
-        options = loop_options(ctx, op, short and wanted(ctx, op, body, trips))
+        options = loop_options(ctx, op, short and wanted(ctx, op, body, trips, work))
         if short:
             with _counted(b, start, lambda i: before(i, stop), step, options) as i:
                 iteration(i)  # a short loop: no poll

@@ -93,7 +93,15 @@ tan_p = elementwise("tan", np.tan, (lambda g, out, x: mul(g, add(mul(out, out), 
                     lambda s, x: s.tan(x), saves=(-1,), numpy=np.tan, expensive=True)
 tanh_p = elementwise("tanh", np.tanh, (lambda g, out, x: mul(g, sub(1, mul(out, out))),),
                      lambda s, x: s.tanh(x), saves=(-1,), numpy=np.tanh, expensive=True)
-sqrt_p = elementwise("sqrt", np.sqrt, (lambda g, out, x: div(g, mul(out, 2)),),
+# Note [Zero cotangents at sqrt(0)]
+# sqrt's derivative is infinite at 0, but where the cotangent is exactly 0 its contribution is
+# 0, not 0 * inf = nan (ChainRules' "strong zero"): pairwise distances sqrt(sum(d ** 2)) are 0
+# on the diagonal, which the program then leaves out (`r[mask]`, `r[i, j]` for i < j, a
+# kernel whose derivative at r = 0 is 0, as Matern's); the true gradient is finite, and
+# PyTorch and JAX give nan. A non-zero cotangent at 0 still gives inf (the derivative there).
+# (np.linalg.norm's rule gives 0 at a zero norm, as PyTorch's: reduce.py, _norm_vjp.)
+sqrt_p = elementwise("sqrt", np.sqrt,
+                     (lambda g, out, x: div(g, mul(where(eq(g, 0), 1.0, out), 2)),),
                      lambda s, x: s.sqrt(x), saves=(-1,), numpy=np.sqrt, expensive=True)
 # square and rsqrt are one node each in eager graphs (PyTorch's PowBackward0, RsqrtBackward0);
 # the compiler sees x * x and 1 / sqrt(x), as before they were primitives.

@@ -13,8 +13,10 @@ losses; programs_survival.py: survival, robust and quantile regression, densitie
 programs_geometry.py: embeddings, optimal transport, alignment and multi-view geometry;
 programs_styles.py: Python styles in those domains; programs_loops.py: loops over indices
 as Numba users write them; programs_spectral.py: Fourier transforms and complex
-intermediates; programs_ode.py: ODE models solved by scipy.integrate), so PROGRAMS here is
-the whole corpus.
+intermediates; programs_ode.py: ODE models solved by scipy.integrate; programs_control.py:
+reinforcement learning, robotics, control, PDEs, graphs, physics, economics and astronomy;
+programs_probabilistic.py: flows, sequence models, ranking, Bayesian models and image
+processing), so PROGRAMS here is the whole corpus.
 """
 from __future__ import annotations
 
@@ -511,7 +513,8 @@ def kalman_local_level_loglik(log_vars, obs):
 
 
 from tests.corpus import (  # noqa: E402,F401 (register theirs)
-    programs_dynamics, programs_geometry, programs_learning, programs_loops, programs_masks,
-    programs_ml, programs_numerics, programs_ode, programs_science, programs_spectral,
+    programs_control, programs_dynamics, programs_geometry, programs_learning, programs_loops,
+    programs_masks, programs_ml, programs_numerics, programs_ode, programs_probabilistic,
+    programs_science, programs_spectral,
     programs_styles, programs_survival,
 )

@@ -1,4 +1,4 @@
-"""np.nanmax/nanmin, np.gradient, np.ediff1d, scipy.integrate.trapezoid/cumulative_trapezoid,
+"""np.nanmax/nanmin, np.gradient, np.ediff1d, np.unwrap, scipy.integrate.trapezoid/cumulative_trapezoid,
 scipy.linalg.expm and np.linalg.lstsq inside `llgrad.differentiate`: values against numpy and
 scipy, gradients against central differences (float64), through the interpreter and natively;
 their errors; and the error for a scipy function llgrad does not support (Note [Unsupported
@@ -10,7 +10,6 @@ import pytest
 import scipy.integrate as si
 import scipy.linalg as sl
 import scipy.ndimage
-import scipy.signal
 
 import llgrad
 from llgrad.runtime.errors import LinAlgError, UnsupportedError
@@ -76,6 +75,11 @@ def lstsq_tall(a):
     return np.sum(x * np.arange(1.0, 4.0)) + res[0] + np.sum(s) + rank
 
 
+def unwrap_phases(x):  # wrapped by arctan2, a jump of about 2 pi between each pair
+    phases = np.arctan2(np.sin(x), np.cos(x))
+    return np.sum(np.unwrap(phases) * _weights(x.shape)) + np.sum(np.unwrap(x, axis=0) ** 2)
+
+
 def lstsq_wide_2d(a):
     x = np.linalg.lstsq(a.T, M45[:3, :2], rcond=None)[0]
     return np.sum(x * _weights((5, 2)))
@@ -90,6 +94,7 @@ CASES = [
     (expm_sum, np.stack([M45[:3, :3], 3.0 * M45[1:, 2:]])),  # a stack, one with squarings
     (lstsq_tall, R.standard_normal((5, 3))),
     (lstsq_wide_2d, R.standard_normal((5, 3))),
+    (unwrap_phases, np.cumsum(R.uniform(1.0, 4.0, (5, 4)), axis=1)),
 ]
 
 
@@ -151,6 +156,9 @@ def test_argument_errors():
         llgrad.differentiate(lambda y: np.sum(si.cumulative_trapezoid(y, initial=1.0)))(Y6)
     with pytest.raises(ValueError, match="at least \\(edge_order \\+ 1\\) elements"):
         llgrad.differentiate(lambda y: np.sum(np.gradient(y[:1])))(Y6)
+    with pytest.raises(UnsupportedError, match="np.unwrap of integers with an integer period"):
+        llgrad.differentiate(lambda y, k: np.sum(y) + np.sum(np.unwrap(k, period=360)))(
+            Y6, np.arange(4) * 200)
 
 
 def sosfilt(a):

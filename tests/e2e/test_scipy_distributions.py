@@ -63,6 +63,13 @@ def test_float32_x_and_scalar_results_as_scipy(mode):
         np.testing.assert_allclose(g, w, rtol=1e-14)
 
 
+def test_an_integer_scale_is_taken_in_float64_as_scipy(mode):
+    """`norm.logpdf(x, 0, 5)`: log(5) in float64 (it was float32, 3e-8 off)."""
+    def f(x):
+        return st.norm.logpdf(x, 0, 5) + st.cauchy.logpdf(x, 1, 5) + st.cauchy.pdf(x, 1, 5)
+    assert llgrad.differentiate(f)(0.7) == pytest.approx(f(0.7), rel=1e-15)
+
+
 @pytest.mark.parametrize("name", list(CONTINUOUS))
 def test_continuous_gradients_match_finite_differences(name, mode):
     good, _, x = CONTINUOUS[name]

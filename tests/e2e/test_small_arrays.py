@@ -107,6 +107,30 @@ def test_no_unroll_warning_for_loops_whose_bounds_stay_unknown(capfd):
     assert "not unrolled" not in capfd.readouterr().err
 
 
+def blur_by_offsets(img, k):
+    """A 3x3 kernel applied by a loop over its offsets, each adding a whole window of the
+    image: few ops, but array ops (Note [Unrolled small loops])."""
+    n = img.shape[0]
+    padded = np.pad(img, 1, mode="edge")
+    out = np.zeros_like(img)
+    for dy in range(3):
+        for dx in range(3):
+            out += k[dy, dx] * padded[dy:dy + n, dx:dx + n]
+    return np.sum(out ** 2)
+
+
+def test_loops_of_array_ops_writing_many_elements_are_not_unrolled():
+    img, k = RNG.standard_normal((20, 20)), RNG.standard_normal((3, 3))
+    d = llgrad.differentiate(blur_by_offsets, wrt=(0, 1))
+    value, grads = d.value_and_grad(img, k)
+    assert value == pytest.approx(blur_by_offsets(img, k), rel=1e-12)
+    assert d(img, k) == pytest.approx(value, rel=1e-12)
+    for g, fd in zip(grads, finite_differences(blur_by_offsets, (img, k), (0, 1))):
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-6)
+    for entry in ("forward", "joint"):  # 3 x 2 x 400 elements: over UNROLL_ELEMENTS
+        assert "llvm.loop.unroll.full" not in _module(d, entry).llvm_ir
+
+
 # ---- two names, one small array: compiled == plain Python == interpreter ----------------
 def views(x):
     """Slices of a work array read and written in the same statement, and a reversed view."""
