@@ -178,7 +178,11 @@ def _conv(name: str, a, k, mode: str, flip: bool, boundary="fill", fillvalue=0):
     'symm')."""
     a, k = as_operand(a), as_operand(k)
     nd = len(shape_of(a))
-    if nd not in (1, 2) or len(shape_of(k)) != nd:
+    if name.endswith("2d") and (nd, len(shape_of(k))) != (2, 2):  # (as scipy refuses them)
+        raise ValueError(f"{name}: in1 and in2 must be 2-d")
+    if len(shape_of(k)) != nd:
+        raise ValueError(f"{name}: in1 and in2 should have the same dimensionality")
+    if nd not in (1, 2):
         raise UnsupportedError(f"{name} of {nd}-D arrays is not supported on traced values "
                                f"(1-D and 2-D are)", loc=user_loc(), fix="call it per slice")
     dt = np.result_type(dtype_of(a), dtype_of(k), np.float16)
