@@ -38,6 +38,7 @@ def _traced_builtins() -> dict:
     table[max] = _extremum(max, ops.gt)
     table[min] = _extremum(min, ops.lt)
     table[sorted] = _sorted
+    table[sum] = _sum
     table[np.apply_along_axis] = _apply_along_axis
     table[np.piecewise] = _piecewise
     table[np.poly1d] = _poly1d
@@ -68,6 +69,24 @@ def _extremum(builtin, better: Callable) -> Callable:
             best = _pick(builtin.__name__, better, best, v)
         return best
     return call
+
+
+def _sum(iterable, /, start=0):
+    """Python's sum() of traced values of one shape and floating dtype: one reduction of them
+    stacked instead of one add per item, so the IR does not grow with their number (the list
+    a staged loop appended to is its buffer again: Note [Containers in staged loops] in
+    effects.py). Rounding is the reduction's, not Python's left fold; the value differs only
+    there. Anything else (Python numbers among them, mixed shapes, lists to concatenate) is
+    the builtin's."""
+    items = iterable if type(iterable) in (list, tuple) else list(iterable)
+    first = items[0] if items else None
+    if len(items) < 2 or not all(
+            is_value(v) and v.dtype.kind in "fc" and v.dtype == first.dtype and
+            tuple(v.shape) == tuple(first.shape) for v in items):
+        return sum(items, start)
+    from llgrad.runtime import ops
+    total = ops.reduce_sum(ops.stack(items), (0,))
+    return total if type(start) is int and start == 0 else start + total
 
 
 def _sorted(iterable, /, *, key=None, reverse=False):
