@@ -127,10 +127,11 @@ class _Calls(gast.NodeTransformer):
         return self.resolve(func.id, tuple(reversed(chain)))  # (attributes of modules only)
 
     def visit_Call(self, node):
-        self.generic_visit(node)
-        if is_list_comp(node):  # its iterable is a loop's (comprehensions.py)
-            node.args[0] = self._loop_iter(node.args[0])
+        if is_list_comp(node):  # the iterable is a loop's; the element's calls (comprehensions.py)
+            node.args[0] = self._loop_iter(self.visit(node.args[0]))
+            node.args[1] = self.visit(node.args[1])
             return node
+        self.generic_visit(node)
         value = self._static_value(node.func)
         if value is len and len(node.args) == 1 and not node.keywords and \
                 not isinstance(node.args[0], gast.Starred):
