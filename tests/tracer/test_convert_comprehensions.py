@@ -110,3 +110,17 @@ def test_a_local_named_like_a_consumer_is_not_one():
 
     assert "list_comp" not in convert(fn).source
     assert convert(fn)([1, 2]) == [1, 2]
+
+
+def late_binding(n):
+    fs = [lambda: i for i in range(n)]  # noqa: B023
+    gs = [(i * j for j in range(2)) for i in range(n)]
+    hs = [lambda k=i: k for i in range(n)]
+    return [f() for f in fs], [list(g) for g in gs], [h() for h in hs]
+
+
+def test_closures_over_a_target_see_its_last_value_as_in_python():
+    assert convert(late_binding)(3) == late_binding(3) == (
+        [2, 2, 2], [[0, 2], [0, 2], [0, 2]], [0, 1, 2])
+    # (a default read counts too: kept as written, conservatively)
+    assert convert(late_binding).source.count("__lg.list_comp(") == 3  # (the last three)

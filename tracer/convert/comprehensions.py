@@ -25,6 +25,7 @@ from typing import Any, Callable
 import gast
 
 from . import anno, templates
+from .activity import scope_activity
 
 # Note [Comprehensions as loops]
 # Python runs a comprehension as a loop in a nested scope. Left as written, a comprehension
@@ -71,6 +72,16 @@ def _pattern(target: gast.expr, names: list[str]) -> gast.expr | None:
     return None
 
 
+def _keeps_targets(comp: gast.ListComp | gast.GeneratorExp) -> bool:
+    """Whether a lambda or generator expression in the element reads a target: it would see
+    the comprehension's one variable, which ends at the last item (`[lambda: i for i in
+    range(3)]` makes three functions returning 2), not one variable per item."""
+    targets = {n.id for g in comp.generators for n in gast.walk(g.target)
+               if isinstance(n, gast.Name)}
+    return any(isinstance(n, (gast.Lambda, gast.GeneratorExp)) and
+               scope_activity(n).reads & targets for n in gast.walk(comp.elt))
+
+
 def _rewrite(comp: gast.ListComp | gast.GeneratorExp) -> gast.expr | None:
     if len(comp.generators) != 1:
         return None
@@ -103,12 +114,15 @@ class _Comprehensions(gast.NodeTransformer):
     visit_FunctionDef = visit_AsyncFunctionDef = visit_ClassDef = _skip
 
     def visit_ListComp(self, node):
+        keeps = _keeps_targets(node)
         self.generic_visit(node)
-        return _rewrite(node) or node
+        return node if keeps else _rewrite(node) or node
 
     def visit_Call(self, node):
+        gen = node.args[0] if node.args and isinstance(node.args[0], gast.GeneratorExp) and \
+            not _keeps_targets(node.args[0]) and self._consumer(node) else None
         self.generic_visit(node)
-        if node.args and isinstance(node.args[0], gast.GeneratorExp) and self._consumer(node):
+        if gen is not None:
             node.args[0] = _rewrite(node.args[0]) or node.args[0]
         return node
 
