@@ -48,6 +48,25 @@ def nested(w, X):
     return np.sum(np.array([[np.cos(v * w[0]) for v in x] for x in X]))
 
 
+XN = RNG.standard_normal((12, 4))
+
+
+def over_numpy_data(w):
+    """X is numpy data: staged because the element reads traced w (Note [Loops over numpy
+    arrays] in tracer/staging.py)."""
+    return np.mean([np.log(1 + np.exp(np.dot(w, x))) for x in XN])
+
+
+def test_a_comprehension_over_numpy_data_reading_traced_values_is_one_loop(mode):
+    w = RNG.standard_normal(4)
+    d = llgrad.differentiate(over_numpy_data)
+    value, g = d.value_and_grad(w)
+    assert d.inspect(w).forward_ir.count(" for_loop") == 1
+    assert value == pytest.approx(over_numpy_data(w), rel=1e-12)
+    np.testing.assert_allclose(g, finite_differences(over_numpy_data, (w,), (0,))[0],
+                               rtol=1e-6, atol=1e-8)
+
+
 def _data(n):
     X = RNG.standard_normal((n, 4))
     return {"X": X, "y": RNG.standard_normal(n), "w": RNG.standard_normal(4),
