@@ -393,15 +393,15 @@ def list_comp(iterable, elt: Callable, pattern, loc: SourceLoc) -> list:
     Python unpacks it)."""
     out: list = []
 
-    def body(item):
-        out.append(elt(item) if pattern is None else elt(*_unpack(item, pattern)))
+    def body(v):
+        out.append(elt(v) if pattern is None else elt(*_unpack(v, pattern)))
     for_stmt(iterable, None, body, _no_state, _set_no_state, (), loc)
     return out
 
 
-def _unpack(item, pattern: tuple) -> list:
-    """The leaves of ``item`` unpacked by ``pattern``, as ``a, (b, c) = item`` would."""
-    parts = list(itertools.islice(iter(item), len(pattern) + 1))
+def _unpack(value, pattern: tuple) -> list:
+    """The leaves of ``value`` unpacked by ``pattern``, as ``a, (b, c) = value`` would."""
+    parts = list(itertools.islice(iter(value), len(pattern) + 1))
     if len(parts) != len(pattern):
         raise ValueError(f"too many values to unpack (expected {len(pattern)})"
                          if len(parts) > len(pattern) else

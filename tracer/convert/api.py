@@ -3,8 +3,9 @@
 Pipeline (each pass states its output invariants in its module docstring): parse with real
 locations -> static checks and run-time fences (fence) -> break/continue/return to flags
 (jumps) -> list comprehensions to loops (comprehensions) -> calls, range loops, element
-updates (calls) -> and/or/not/ternary/chained comparisons (logical) -> liveness/definedness annotations (liveness) -> if/for/while to
-operator calls (control_flow) -> compile with the original globals and closure (compile).
+updates (calls) -> and/or/not/ternary/chained comparisons (logical) -> liveness/definedness
+annotations (liveness) -> if/for/while to operator calls (control_flow) -> compile with the
+original globals and closure (compile).
 """
 
 from __future__ import annotations

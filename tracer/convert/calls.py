@@ -127,7 +127,7 @@ class _Calls(gast.NodeTransformer):
         return self.resolve(func.id, tuple(reversed(chain)))  # (attributes of modules only)
 
     def visit_Call(self, node):
-        if is_list_comp(node):  # the iterable is a loop's; the element's calls (comprehensions.py)
+        if is_list_comp(node):  # (comprehensions.py) its iterable is a loop's
             node.args[0] = self._loop_iter(self.visit(node.args[0]))
             node.args[1] = self.visit(node.args[1])
             return node
