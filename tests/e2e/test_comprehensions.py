@@ -103,3 +103,25 @@ def test_the_ir_does_not_grow_with_the_rows(fn, names):
         counts.append(info.stats["ops (forward+backward)"])
         assert info.forward_ir.count(" for_loop") >= 1
     assert counts[0] == counts[1], counts
+
+
+def conv_taps(w, x):
+    """x[:, t:t + L] at a traced t is a slice of loop-dependent length, which np.einsum does
+    not take: the loop over range(k) runs as Python, as written."""
+    L = x.shape[1] - len(w) + 1
+    return np.sum(sum(np.einsum("c,cl->l", w * t, x[:, t:t + L]) for t in range(len(w))) ** 2)
+
+
+def python_list_index(w, x):
+    """params[i] needs i as a Python int: the loop runs as Python."""
+    params = [w, 2 * w, w * w]
+    return np.sum(np.array([params[i] @ x for i in range(3)]) ** 2)
+
+
+@pytest.mark.parametrize("fn", [conv_taps, python_list_index], ids=lambda f: f.__name__)
+def test_a_body_that_cannot_be_one_loop_runs_as_python(fn):
+    w, x = RNG.standard_normal(3), RNG.standard_normal((3, 6))
+    value, grads = llgrad.differentiate(fn, wrt=(0, 1)).value_and_grad(w, x)
+    assert value == pytest.approx(fn(w, x), rel=1e-12)
+    for g, fd in zip(grads, finite_differences(fn, (w, x), (0, 1))):
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
