@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import itertools
 import math
 import operator
 import threading
@@ -349,14 +350,10 @@ def _static_range(rng, extra_test, body_fn, get_state, set_state, symbol_names, 
 
 def _reads_stager(fns) -> Stager | None:
     """The stager of a traced value that functions read from outside (their closure cells,
-    searched into records, lists, tuples and dicts), if any."""
-    todo = []
-    for fn in fns:
-        for cell in getattr(fn, "__closure__", None) or ():
-            try:
-                todo.append((cell.cell_contents, 0))
-            except ValueError:
-                pass
+    searched into records, lists, tuples, dicts and the closures of functions there: the
+    element of a comprehension, Note [Comprehensions as loops]), if any."""
+    todo = [(c.cell_contents, 0) for fn in fns for c in getattr(fn, "__closure__", None) or ()
+            if _filled(c)]
     seen = 0
     while todo and seen < 10_000:
         v, depth = todo.pop()
@@ -364,11 +361,22 @@ def _reads_stager(fns) -> Stager | None:
         s = stager_of(v)
         if s is not None:
             return s
-        if depth < 3 and (type(v) in (list, tuple, dict) or is_record(v)):
+        if depth < 3 and type(v) is types.FunctionType:  # (a closure the body calls)
+            todo.extend((c.cell_contents, depth + 1) for c in v.__closure__ or ()
+                        if _filled(c))
+        elif depth < 3 and (type(v) in (list, tuple, dict) or is_record(v)):
             items = v.values() if type(v) is dict else v if type(v) in (list, tuple) else \
                 pytree.tree_leaves(v)
             todo.extend((x, depth + 1) for x in items)
     return None
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
 
 
 def _guarded_rest(test, it, extra_test, body_fn, get_state, set_state, symbol_names, loc):
@@ -378,6 +386,42 @@ def _guarded_rest(test, it, extra_test, body_fn, get_state, set_state, symbol_na
         test = extra_test()
         if not is_traced(test) and not test:
             return
+
+
+def list_comp(iterable, elt: Callable, pattern, loc: SourceLoc) -> list:
+    """``[elt for tgt in iterable]`` run as the loop ``for tgt in iterable: out.append(elt)``
+    through for_stmt, so it is staged like that loop (Note [Comprehensions as loops] in
+    convert/comprehensions.py). ``elt`` takes the names of ``tgt``; ``pattern`` is None
+    (``tgt`` is a name) or ``tgt``'s nesting as a tuple of None (the item is unpacked as
+    Python unpacks it)."""
+    out: list = []
+
+    def body(v):
+        out.append(elt(v) if pattern is None else elt(*_unpack(v, pattern)))
+    for_stmt(iterable, None, body, _no_state, _set_no_state, (), loc)
+    return out
+
+
+def _unpack(value, pattern: tuple) -> list:
+    """The leaves of ``value`` unpacked by ``pattern``, as ``a, (b, c) = value`` would."""
+    parts = list(itertools.islice(iter(value), len(pattern) + 1))
+    if len(parts) != len(pattern):
+        raise ValueError(f"too many values to unpack (expected {len(pattern)})"
+                         if len(parts) > len(pattern) else
+                         f"not enough values to unpack (expected {len(pattern)}, got "
+                         f"{len(parts)})")
+    out = []
+    for v, p in zip(parts, pattern):
+        out.extend([v] if p is None else _unpack(v, p))
+    return out
+
+
+def _no_state() -> tuple:
+    return ()
+
+
+def _set_no_state(values) -> None:
+    pass
 
 
 def while_stmt(test_fn, body_fn, get_state, set_state, symbol_names: Sequence[str],

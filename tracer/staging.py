@@ -12,7 +12,7 @@ import numpy as np
 from llgrad.runtime import ops, pytree
 from llgrad.runtime.aval import BOOL, I64, Aval, aval_str
 from llgrad.runtime.errors import (ConcretizationError, DTypeError, LLGradError, ShapeError,
-                                   user_loc)
+                                   UnsupportedError, user_loc)
 from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
 from llgrad.tracer import aliasing, checks, effects, merge, operators
 from llgrad.tracer.operators import TracedRange, Undefined
@@ -331,6 +331,12 @@ class IRStager:
                        over=iterable.arrays if zipped else item if rows is None else None)
         except Decline:
             return False
+        except (ShapeError, UnsupportedError):
+            # (e.g. a slice of loop-dependent length the body cannot use: Note [Slices of
+            # loop-dependent length]): an optional loop runs as Python, as it was written
+            if optional:
+                return False
+            raise
         except ConcretizationError as e:
             # See Note [Unrolled loops]: the body needs an integer as a Python value (the
             # index of a Python list, a shape): with a static trip count, unroll the loop.

@@ -44,6 +44,7 @@ def _traced_builtins() -> dict:
     table[math.fsum] = _fsum
     table[isinstance] = _isinstance
     table[round] = _round
+    table[sum] = _sum
     table[np.apply_along_axis] = _apply_along_axis
     table[np.piecewise] = _piecewise
     table[np.poly1d] = _poly1d
@@ -104,6 +105,27 @@ def _truth(builtin, fold: Callable) -> Callable:
             out = b if out is None else fold(out, b)
         return out
     return call
+
+
+def _sum(iterable, /, start=0):
+    """Python's sum() of traced values of one shape and floating dtype: one reduction of them
+    stacked instead of one add per item, so the IR does not grow with their number (the list
+    a staged loop appended to is its buffer again: Note [Containers in staged loops] in
+    effects.py). Rounding is the reduction's, not Python's left fold; the value differs only
+    there. Anything else (Python numbers among them, mixed shapes, lists to concatenate) is
+    the builtin's."""
+    items = iterable if type(iterable) in (list, tuple) else list(iterable)
+    first = items[0] if items else None
+    if len(items) < 2 or not all(
+            is_value(v) and v.dtype.kind in "fc" and v.dtype == first.dtype and
+            tuple(v.shape) == tuple(first.shape) and
+            getattr(v, "_lg_weak", False) == getattr(first, "_lg_weak", False) for v in items):
+        return sum(items, start)
+    from llgrad.runtime import ops
+    total = ops.reduce_sum(ops.stack(items), (0,))
+    if getattr(first, "_lg_weak", False):  # (Python floats sum to a Python float)
+        total = _weak(total)
+    return total if type(start) is int and start == 0 else start + total
 
 
 def _sorted(iterable, /, *, key=None, reverse=False):

@@ -2,10 +2,10 @@
 
 Pipeline (each pass states its output invariants in its module docstring): parse with real
 locations -> static checks and run-time fences (fence) -> break/continue/return to flags
-(jumps) -> calls, range loops, element updates (calls) -> marks on nested defs (cells) ->
-and/or/not/ternary/chained comparisons (logical) -> liveness/definedness annotations
-(liveness) -> if/for/while to operator calls (control_flow) -> compile with the original
-globals and closure (compile).
+(jumps) -> list comprehensions to loops (comprehensions) -> calls, range loops, element
+updates (calls) -> marks on nested defs (cells) -> and/or/not/ternary/chained comparisons
+(logical) -> liveness/definedness annotations (liveness) -> if/for/while to operator calls
+(control_flow) -> compile with the original globals and closure (compile).
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ from typing import Any, Callable
 import gast
 import numpy as np
 
-from . import calls, cells, compile as compile_, fence, jumps, liveness, logical, stored
+from . import (calls, cells, compile as compile_, comprehensions, fence, jumps, liveness,
+               logical, stored)
 from .activity import declared_names, local_names
 from .control_flow import convert_control_flow
 from .errors import SourceMap, UnsupportedSyntaxError
@@ -223,6 +224,7 @@ def _convert(fn: Callable) -> ConvertedFunction:
     fence.insert_fences(node, locals_ | set(fn.__code__.co_freevars), globals_,
                         nonlocals - owned, _is_llgrad_context(resolve, locals_))
     jumps.convert_jumps(node, namer)
+    comprehensions.convert_comprehensions(node, locals_, resolve)
     calls.convert_calls(node, locals_, locals_, resolve, namer)
     cells.mark_nested(node, frame)
     logical.convert_logical(node)

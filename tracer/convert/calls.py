@@ -41,6 +41,7 @@ import gast
 import numpy as np
 
 from . import anno, templates
+from .comprehensions import is_list_comp
 from ..checkpointed import checkpointed
 
 LIBRARY_ROOTS = frozenset({
@@ -129,6 +130,10 @@ class _Calls(gast.NodeTransformer):
         return self.resolve(func.id, tuple(reversed(chain)))  # (attributes of modules only)
 
     def visit_Call(self, node):
+        if is_list_comp(node):  # (comprehensions.py) its iterable is a loop's
+            node.args[0] = self._loop_iter(self.visit(node.args[0]))
+            node.args[1] = self.visit(node.args[1])
+            return node
         self.generic_visit(node)
         value = self._static_value(node.func)
         if value is len and len(node.args) == 1 and not node.keywords and \
@@ -157,7 +162,12 @@ class _Calls(gast.NodeTransformer):
 
     def visit_For(self, node):
         self.generic_visit(node)
-        it = node.iter
+        node.iter = self._loop_iter(node.iter)
+        return node
+
+    def _loop_iter(self, iter_):
+        """A loop's iterable, ranges marked for the stager (see the module docstring)."""
+        it = iter_
         if isinstance(it, gast.Call) and it.args and \
                 self._static_value(it.func) is checkpointed:  # the marked range, as below
             it = it.args[0]
@@ -168,7 +178,7 @@ class _Calls(gast.NodeTransformer):
                 self._builtin_call(it.args[0], builtins.range):
             it.func, it.args = templates.replace_expr("__lg.reversed_range_"), it.args[0].args
             anno.fill_loc(it.func, it)
-        return node
+        return iter_
 
     def _builtin_call(self, node, fn) -> bool:
         """`node` calls the builtin `fn` (not shadowed), without keywords."""
@@ -333,7 +343,7 @@ def _list_argument(node: gast.Call, lists: set[str]) -> bool:
     call may need its list built as one traced array (Note [Lists of traced values] in
     operators.py)."""
     def listish(a):
-        return isinstance(a, (gast.List, gast.ListComp)) or isinstance(a, gast.Tuple) and \
+        return isinstance(a, gast.List) or is_list_comp(a) or isinstance(a, gast.Tuple) and \
             not all(isinstance(e, gast.Constant) for e in a.elts) or \
             isinstance(a, gast.Name) and a.id in lists
     return any(listish(a) for a in node.args + [k.value for k in node.keywords])
@@ -374,12 +384,12 @@ def list_names(fn: gast.FunctionDef) -> set[str]:
     out = set()
     for n in gast.walk(fn):
         if isinstance(n, gast.Assign) and (
-                isinstance(n.value, (gast.List, gast.ListComp)) or
+                isinstance(n.value, gast.List) or is_list_comp(n.value) or
                 isinstance(n.value, gast.Call) and isinstance(n.value.func, gast.Name) and
                 n.value.func.id == "list"):
             out.update(t.id for t in n.targets if isinstance(t, gast.Name))
         elif isinstance(n, gast.AugAssign) and isinstance(n.target, gast.Name) and \
-                isinstance(n.value, (gast.List, gast.ListComp)):
+                (isinstance(n.value, gast.List) or is_list_comp(n.value)):
             out.add(n.target.id)
         elif isinstance(n, gast.Call) and isinstance(n.func, gast.Attribute) and \
                 n.func.attr in ("append", "extend") and isinstance(n.func.value, gast.Name):
