@@ -265,8 +265,11 @@ def for_stmt(iterable, extra_test, body_fn, get_state, set_state, symbol_names: 
     if type(iterable) in (list, tuple) and _STAGERS and len(iterable) >= STACKED_MIN:
         first = pytree.tree_leaves(iterable[0])  # Note [Loops over lists of traced values]
         s = stager_of(first[0]) if first else None
-        if s is not None and not s.eager():
-            iterable = stacked_items(iterable) or iterable
+        stacked = s is not None and not s.eager() and not s.wants_unroll(loc) and \
+            stacked_items(iterable)
+        if stacked:
+            body_fn = _leaving_alone(iterable, body_fn, s, loc)
+            iterable = stacked
     stager = stager_of(iterable)
     if stager is None and isinstance(iterable, TracedRange):
         stager = stager_of(iterable.traced_bound())
@@ -305,6 +308,19 @@ def for_stmt(iterable, extra_test, body_fn, get_state, set_state, symbol_names: 
         except StopIteration:
             return
         body_fn(item)
+
+
+def _leaving_alone(items: list, body_fn: Callable, stager, loc) -> Callable:
+    """`body_fn`, checking that it leaves the list it iterates over alone: Python's iteration
+    sees items the body replaces or appends, the items stacked before the loop would not
+    (Note [Loops over lists of traced values]); such a loop is unrolled instead."""
+    before = list(items)
+
+    def body(item):
+        body_fn(item)
+        if len(items) != len(before) or any(a is not b for a, b in zip(items, before)):
+            stager.unroll_loop(loc, "its body changes the list it iterates over")
+    return body
 
 
 # Note [Static loops over traced state]

@@ -291,7 +291,7 @@ class IRStager:
             item = iterable
         elif isinstance(iterable, np.ndarray):  # Note [Loops over numpy arrays]
             start, stop, step = 0, len(iterable), 1
-            item, rows = iterable, None if self._wants_unroll(loc) else b.const(iterable)
+            item, rows = iterable, None if self.wants_unroll(loc) else b.const(iterable)
         elif isinstance(iterable, (range, TracedRange)):
             start, stop, step = iterable.start, iterable.stop, iterable.step
             if _is_val(step) or step == 0:
@@ -307,7 +307,7 @@ class IRStager:
             start, stop, step = 0, arr.aval.shape[0], 1
             item = arr
         static = not _is_val(start) and not _is_val(stop)
-        if self._wants_unroll(loc):
+        if self.wants_unroll(loc):
             if not static:
                 raise _cannot_unroll("loop", loc, self._reason(loc))
             key = (loc.file, loc.line)
@@ -355,7 +355,7 @@ class IRStager:
             while _truth(test_fn()):
                 body_fn()
             return
-        if self._wants_unroll(loc):
+        if self.wants_unroll(loc):
             raise _cannot_unroll("while loop", loc, self._reason(loc))
         self._loop(current(), loc, names, get_state, set_state, False, kind="while",
                    body=lambda: body_fn(), test=test_fn, may_skip=True, fns=(body_fn, test_fn))
@@ -365,7 +365,7 @@ class IRStager:
         """A `while` whose test is a Python value (found true) over traced state: staged as
         one while_loop, or False to run it as Python (Note [Python while loops over traced
         state] in operators.py)."""
-        if self.eager() or self._wants_unroll(loc):
+        if self.eager() or self.wants_unroll(loc):
             return False
         try:
             self._loop(current(), loc, names, get_state, set_state, True, kind="while",
@@ -407,8 +407,13 @@ class IRStager:
                 todo.extend(v.op.inputs)
         return None
 
-    def _wants_unroll(self, loc) -> bool:
+    def wants_unroll(self, loc) -> bool:
         return any(_same_loc(loc, u) for u, _ in self.unroll)
+
+    def unroll_loop(self, loc, reason: str):
+        """Restart the trace with the loop at `loc` unrolled (Note [Unrolled loops])."""
+        self.unroll.add((loc, reason))
+        raise Unroll(loc, reason)
 
     def _reason(self, loc) -> str:
         return next(r for u, r in self.unroll if _same_loc(loc, u))

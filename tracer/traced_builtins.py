@@ -330,7 +330,9 @@ class Zipped:
 # every item has the same structure and its leaves are traced values of the same shape and
 # dtype, the loop instead iterates over the items stacked (one np.stack per leaf, before the
 # loop), staged as one loop whose body gets row i of each stack, rebuilt as the item's
-# structure; the stack's VJP sends each row's cotangent back to its item. Short lists
+# structure; the stack's VJP sends each row's cotangent back to its item. A body that
+# replaces or appends items of the list it iterates over would not see them in the stack
+# (Python's iteration does): that loop is unrolled (operators._leaving_alone). Short lists
 # (below STACKED_MIN items) stay unrolled, as Python would run them; so do lists that mix
 # Python numbers with arrays, or whose items differ in shape (layers of a network).
 STACKED_MIN = 8

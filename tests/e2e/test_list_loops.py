@@ -201,3 +201,44 @@ def test_items_of_different_shapes_indexed_at_the_counter_are_unrolled(mode):
         return total
     value = llgrad.differentiate(f)(2.0, xs)
     assert value == pytest.approx(f(2.0, xs), rel=1e-12)
+
+
+# ---- bodies that change the list: Python's iteration sees the changes ------------------------
+def replaces_a_later_item(w, xs):
+    xs = list(xs)
+    total = 0.0
+    for x in xs:
+        xs[-1] = xs[-1] * 2.0  # the last item read is doubled len(xs) times
+        total = total + np.sum(x * w)
+    return total
+
+
+def appends_to_what_it_iterates(w, xs):
+    xs = list(xs)
+    total = 0.0
+    for x in xs:
+        total = total + np.sum(x * w)
+        if len(xs) < 12:
+            xs.append(x * 0.5)  # iterated too
+    return total
+
+
+def indexed_while_replacing(w, xs):
+    xs = list(xs)
+    total = 0.0
+    for t in range(len(xs)):
+        total = total + np.sum(xs[t] * w)
+        xs[-1] = xs[-1] * 2.0
+    return total
+
+
+@pytest.mark.parametrize("fn", [replaces_a_later_item, appends_to_what_it_iterates,
+                                indexed_while_replacing])
+def test_a_body_changing_the_list_sees_its_changes(fn, mode):
+    args = (RNG.standard_normal(3), [RNG.standard_normal(3) for _ in range(10)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", llgrad.PerformanceWarning)  # (unrolled: named)
+        value, grad = llgrad.differentiate(fn).value_and_grad(*args)
+    assert value == pytest.approx(fn(*args), rel=1e-12)
+    np.testing.assert_allclose(grad, finite_differences(fn, args, (0,))[0], rtol=1e-6,
+                               atol=1e-7)
