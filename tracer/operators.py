@@ -316,8 +316,8 @@ def _leaving_alone(items: list, body_fn: Callable, stager, loc) -> Callable:
     (Note [Loops over lists of traced values]); such a loop is unrolled instead."""
     before = list(items)
 
-    def body(item):
-        body_fn(item)
+    def body(row):
+        body_fn(row)
         if len(items) != len(before) or any(a is not b for a, b in zip(items, before)):
             stager.unroll_loop(loc, "its body changes the list it iterates over")
     return body
