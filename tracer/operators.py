@@ -268,8 +268,10 @@ def for_stmt(iterable, extra_test, body_fn, get_state, set_state, symbol_names: 
         stacked = s is not None and not s.eager() and not s.wants_unroll(loc) and \
             stacked_items(iterable)
         if stacked:
-            body_fn = _leaving_alone(iterable, body_fn, s, loc)
-            iterable = stacked
+            s.stage_for(stacked, extra_test, body_fn, get_state, set_state,
+                        tuple(symbol_names), loc)
+            _left_alone(iterable, stacked.items, s, loc)
+            return
     stager = stager_of(iterable)
     if stager is None and isinstance(iterable, TracedRange):
         stager = stager_of(iterable.traced_bound())
@@ -310,17 +312,12 @@ def for_stmt(iterable, extra_test, body_fn, get_state, set_state, symbol_names: 
         body_fn(item)
 
 
-def _leaving_alone(items: list, body_fn: Callable, stager, loc) -> Callable:
-    """`body_fn`, checking that it leaves the list it iterates over alone: Python's iteration
-    sees items the body replaces or appends, the items stacked before the loop would not
-    (Note [Loops over lists of traced values]); such a loop is unrolled instead."""
-    before = list(items)
-
-    def body(row):
-        body_fn(row)
-        if len(items) != len(before) or any(a is not b for a, b in zip(items, before)):
-            stager.unroll_loop(loc, "its body changes the list it iterates over")
-    return body
+def _left_alone(items: list, before: list, stager, loc) -> None:
+    """Check that the staged loop over `items` stacked left the list alone: Python's
+    iteration sees items the body replaces or appends, the items stacked before the loop do
+    not (Note [Loops over lists of traced values]); such a loop is unrolled instead."""
+    if len(items) != len(before) or any(a is not b for a, b in zip(items, before)):
+        stager.unroll_loop(loc, "its body changes the list it iterates over")
 
 
 # Note [Static loops over traced state]

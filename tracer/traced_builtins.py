@@ -332,7 +332,7 @@ class Zipped:
 # loop), staged as one loop whose body gets row i of each stack, rebuilt as the item's
 # structure; the stack's VJP sends each row's cotangent back to its item. A body that
 # replaces or appends items of the list it iterates over would not see them in the stack
-# (Python's iteration does): that loop is unrolled (operators._leaving_alone). Short lists
+# (Python's iteration does): that loop is unrolled (operators._left_alone). Short lists
 # (below STACKED_MIN items) stay unrolled, as Python would run them; so do lists that mix
 # Python numbers with arrays, or whose items differ in shape (layers of a network).
 STACKED_MIN = 8
@@ -342,12 +342,13 @@ class StackedItems(Zipped):
     """The items of a list of same-structured traced values, stacked, as a stageable
     iterable (Note [Loops over lists of traced values]); item i is rebuilt from row i."""
 
-    __slots__ = ("struct", "weak")
+    __slots__ = ("struct", "weak", "items")
 
     def __init__(self, items, struct, columns: list, weak: list):
         from llgrad.runtime import ops
         super().__init__(zip, (), {})
-        self.args = (items,)  # (iterated as Python: the items themselves)
+        self.items = list(items)  # (as they were: operators._left_alone)
+        self.args = (self.items,)  # (iterated as Python: the items themselves)
         self.builtin = iter
         self.struct, self.weak = struct, weak
         self.arrays = tuple(ops.stack(c) for c in columns)
