@@ -12,7 +12,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from llgrad.runtime.errors import UnsupportedError, user_loc
+from llgrad.runtime.errors import UnsupportedError, user_frame, user_loc
 from llgrad.tracer.operators import UNKNOWN, Undefined, is_traced
 
 # Note [Stores in traced branches]
@@ -76,8 +76,12 @@ class StoreLog:
 
 
 def _label(obj, key) -> str:
+    """How the user's code names the place: `d['a']` for a local dict d (else `dict['a']`)."""
     kind, k = key
-    return f"{type(obj).__name__}.{k}" if kind == "attr" else f"{type(obj).__name__}[{k!r}]"
+    f = user_frame(2)
+    name = next((n for n, v in (f.f_locals.items() if f is not None else ())
+                 if v is obj and not n.startswith("__lg")), type(obj).__name__)
+    return f"{name}.{k}" if kind == "attr" else f"{name}[{k!r}]"
 
 
 def _checked(obj, key, delete, loc) -> tuple:

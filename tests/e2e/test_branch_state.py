@@ -352,9 +352,20 @@ def test_attribute_bound_in_one_branch_is_undefined_after():
         if s > 0.0:
             b.v = x
         return b.v * 2.0
-    with pytest.raises(UnboundLocalError, match=r"'Box.v' is assigned only in the true branch "
+    with pytest.raises(UnboundLocalError, match=r"'b.v' is assigned only in the true branch "
                                                 r"of the `if` at .*:\d+"):
         llgrad.differentiate(f)(1.5, 1.0)
+
+
+def test_a_dict_key_set_in_one_branch_is_named_as_the_code_names_it():
+    def f(x):
+        d = {}
+        if x[0] > 0:
+            d["a"] = x[0]
+        return sum(d.values())
+    with pytest.raises(UnboundLocalError, match=r"'d\['a'\]' is assigned only in the true "
+                                                r"branch"):
+        llgrad.differentiate(f)(np.array([1.0, 2.0]))
 
 
 def appends_in_branches(x, s):
