@@ -126,6 +126,16 @@ def _per_axis(value, nd: int) -> list:
     return list(value) if isinstance(value, (list, tuple, np.ndarray)) else [value] * nd
 
 
+def _along_axes(name: str, input, output, axes, *per_axis) -> tuple:
+    """The operand of a separable filter, and (axis, *its parameters) for each axis it
+    filters along (`axes`, all by default; each parameter one value or one per axis)."""
+    _refuse(name, output)
+    x = as_operand(input)
+    nd = len(shape_of(x))
+    axes = list(range(nd)) if axes is None else list(normalize_axes(axes, nd))
+    return x, list(zip(axes, *(_per_axis(p, len(axes)) for p in per_axis)))
+
+
 def _gaussian_kernel(sigma: float, order: int, radius: int) -> np.ndarray:
     """scipy's (reversed, for correlate1d) Gaussian kernel, or its derivative of `order`."""
     from scipy.ndimage._filters import _gaussian_kernel1d
@@ -147,14 +157,9 @@ def gaussian_filter(input, sigma, order=0, output=None, mode="reflect", cval=0.0
                     truncate=4.0, *, radius=None, axes=None):
     """scipy.ndimage.gaussian_filter: gaussian_filter1d along each axis (per-axis sigma,
     order, mode, radius), axes whose sigma is ~0 left alone, as scipy."""
-    _refuse("gaussian_filter", output)
-    x = as_operand(input)
-    nd = len(shape_of(x))
-    axes = list(range(nd)) if axes is None else list(normalize_axes(axes, nd))
-    k = len(axes)
-    out = x
-    for ax, s, o, m, r in zip(axes, _per_axis(sigma, k), _per_axis(order, k),
-                              _per_axis(mode, k), _per_axis(radius, k)):
+    out, rows = _along_axes("gaussian_filter", input, output, axes, sigma, order, mode,
+                            radius)
+    for ax, s, o, m, r in rows:
         if s > 1e-15:
             out = gaussian_filter1d(out, s, ax, o, None, m, cval, truncate, radius=r)
     return out
@@ -170,13 +175,8 @@ def uniform_filter1d(input, size, axis=-1, output=None, mode="reflect", cval=0.0
 def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=0, *,
                    axes=None):
     """scipy.ndimage.uniform_filter: uniform_filter1d along each axis (size > 1)."""
-    _refuse("uniform_filter", output)
-    x = as_operand(input)
-    nd = len(shape_of(x))
-    axes = list(range(nd)) if axes is None else list(normalize_axes(axes, nd))
-    k = len(axes)
-    out = x
-    for ax, s, m, o in zip(axes, _per_axis(size, k), _per_axis(mode, k), _per_axis(origin, k)):
+    out, rows = _along_axes("uniform_filter", input, output, axes, size, mode, origin)
+    for ax, s, m, o in rows:
         if s > 1:
             out = uniform_filter1d(out, s, ax, None, m, cval, o)
     return out
@@ -184,13 +184,9 @@ def uniform_filter(input, size=3, output=None, mode="reflect", cval=0.0, origin=
 
 def laplace(input, output=None, mode="reflect", cval=0.0, *, axes=None):
     """scipy.ndimage.laplace: the sum over axes of the second differences [1, -2, 1]."""
-    _refuse("laplace", output)
-    x = as_operand(input)
-    nd = len(shape_of(x))
-    axes = list(range(nd)) if axes is None else list(normalize_axes(axes, nd))
-    modes = _per_axis(mode, len(axes))
+    x, rows = _along_axes("laplace", input, output, axes, mode)
     out = None
-    for ax, m in zip(axes, modes):
+    for ax, m in rows:
         d2 = correlate1d(x, [1.0, -2.0, 1.0], ax, None, m, cval, 0)
         out = d2 if out is None else ops.add(out, d2)
     return out

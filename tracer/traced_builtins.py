@@ -186,7 +186,7 @@ def _fsum(iterable, /):
         return math.fsum(items)  # (of arrays: Python's TypeError, or concretisation)
     from llgrad.runtime import ops
     from llgrad.runtime.conversions import array_from
-    return ops.astype(ops.sum(array_from(items)), np.float64)
+    return _weak(ops.astype(ops.sum(array_from(items)), np.float64))  # (a Python float)
 
 
 def _apply_along_axis(func1d, axis, arr, *args, **kwargs):

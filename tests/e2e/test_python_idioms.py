@@ -326,3 +326,13 @@ def test_standard_library_failures_name_the_function_and_line():
                        r"values: .*its own Python code fails on them \(TypeError") as info:
         llgrad.differentiate(statistics_mean)(X)
     assert f"{__file__}:{statistics_mean.__code__.co_firstlineno + 1}" in str(info.value)
+
+
+def test_math_fsum_of_traced_floats_is_a_python_float():
+    """A Python float times a float32 array stays float32, as in numpy."""
+    import math
+
+    def f(x, a):
+        return np.sum(x * math.fsum([a, a * 2.0]))
+    x = np.ones(3, np.float32)
+    assert type(llgrad.differentiate(f)(x, 0.5)) is type(f(x, 0.5)) is np.float32
