@@ -478,11 +478,11 @@ def while_stmt(test_fn, body_fn, get_state, set_state, symbol_names: Sequence[st
 
 
 def _state_stager(get_state) -> Stager | None:
-    """The stager of the first traced value in a statement's state (or in a record of it:
-    Note [Records in loop and branch state]), if any."""
+    """The stager of the first traced value in a statement's state (or in a record, list or
+    dict of it: Note [Records in loop and branch state]), if any."""
     for v in get_state():
         s = stager_of(v)
-        if s is None and is_record(v):
+        if s is None and pytree.node_type(v) is not None:
             s = next((t for t in map(stager_of, pytree.tree_leaves(v)) if t is not None), None)
         if s is not None:
             return s
