@@ -25,7 +25,7 @@ from llgrad.runtime.errors import (ConcretizationError, DTypeError, ShapeError, 
 from llgrad.tracer import signature as sig
 from llgrad.tracer.captures import failed, hold, note_function
 from llgrad.tracer.convert.stored import using as using_store
-from llgrad.tracer.dynamic import trace_dynamic
+from llgrad.tracer.dynamic import cut_gradient, trace_dynamic
 from llgrad.tracer.tracing import _convertible, bind_arguments, call_with, trace
 from llgrad import compose, diagnostics
 from llgrad.compiled import Compiled, paused_gc
@@ -302,6 +302,15 @@ class Differentiable:
             wrt_leaves = _wrt_leaves(tr, wrt_args, self.fn)
         except (ShapeError, DTypeError) as e:
             not_differentiable = _kept(e)  # the value still compiles; grad() raises this
+        cut = cut_gradient(tr, wrt_leaves) if not staged else None
+        if cut is not None and not_differentiable is None:
+            not_differentiable = ConcretizationError(
+                f"the value of {self._monitor.name} is connected to the differentiated "
+                f"argument only by {cut[0]}, which makes a constant (no gradient flows "
+                f"through it): its gradient would be 0",
+                loc=cut[1] or getattr(dynamic_reason, "loc", None),
+                fix="keep the computation an array computation (return np.sum(x ** 2), not "
+                "float(np.sum(x ** 2)); x[0] rather than float(x[0]) or x.tolist())")
         stats = Stats({
             "path": "staged" if staged else f"dynamic ({_reason(dynamic_reason)})",
             "signature": sig.describe(tr.in_struct),

@@ -39,6 +39,7 @@ class Trace:
     source_fn: Any = None  # the user's function
     guards: list = field(default_factory=list)  # Note [Captured values are guarded]
     unrolled: list = field(default_factory=list)  # (loc, reason, copies) of unrolled loops
+    cuts: list = field(default_factory=list)  # the dynamic path's (what, value, loc) concretised
 
 
 _SIGNATURES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
