@@ -324,10 +324,21 @@ class _Calls(gast.NodeTransformer):
 # graph op and is `y[i]` otherwise. Subscripts inside assignment targets stay as written
 # (their stores are converted above).
 def _mark_targets(targets) -> None:
-    for t in targets:
-        for n in gast.walk(t):
-            if isinstance(n, gast.Subscript):
-                anno.set_(n, anno.Key.IN_TARGET, True)
+    """Mark the subscripts a store goes through (`a[i][j] = v`: a[i][j] and a[i]); the
+    subscripts inside their indices are reads (`K[idx[a], idx[b]] += v`: idx[a]), converted
+    as any."""
+    todo = list(targets)
+    while todo:
+        t = todo.pop()
+        if isinstance(t, gast.Subscript):
+            anno.set_(t, anno.Key.IN_TARGET, True)
+            todo.append(t.value)
+        elif isinstance(t, gast.Attribute):
+            todo.append(t.value)
+        elif isinstance(t, gast.Starred):
+            todo.append(t.value)
+        elif isinstance(t, (gast.Tuple, gast.List)):
+            todo.extend(t.elts)
 
 
 def _constant_index(index) -> bool:
