@@ -123,6 +123,13 @@ def split_merge(name, a, c, put, loc):
     record rebuilt once every leaf is put; None if neither value is a record. Records of
     different structures cannot be one value: LLGradError at the `if`."""
     ra, rc = operators.is_record(a), operators.is_record(c)
+    if a is not c and type(a) is type(c) and _container(a):  # Note [Containers rebuilt by a
+        if pytree.flatten(a)[1] != pytree.flatten(c)[1]:     # loop body] in staging.py
+            raise LLGradError(f"{_what(name)} holds {_shape_of(a)} on one path of a traced "
+                              f"condition and another {type(c).__name__} (other keys or "
+                              f"length) on the other", loc=loc, fix="give it the same keys "
+                              "(or length) on both paths")
+        ra = rc = True
     if a is c or not (ra or rc) or not (ra or a is None) or not (rc or c is None):
         return None
     (la, sa), (lc, sc) = (pytree.flatten(v) if v is not None else (None, None) for v in (a, c))
@@ -142,6 +149,12 @@ def split_merge(name, a, c, put, loc):
             put(pytree.unflatten(struct, got))
     names = _leaf_names(name, a if sa is not None else c)
     return [(names[k], la[k], lc[k], lambda v, k=k: put_leaf(k, v)) for k in range(n)]
+
+
+def _container(v) -> bool:
+    """A list or dict (not a record: its identity matters where it is changed in place)."""
+    nt = pytree.node_type(v)
+    return nt is not None and nt.kind in ("list", "dict")
 
 
 def _what(name) -> str:

@@ -700,6 +700,10 @@ class _FirstRecord(Exception):
 # that variable as a record: its leaves, a new container rebuilt from them at every step
 # and after the loop. Before, the loop was unrolled: 1000 steps of a two-entry dict took
 # 15.7 s to compile. A body that also changes the old container in place stays unrolled.
+# Likewise a traced `if` whose paths leave a variable holding two lists or dicts of one
+# structure (`if c: s = {"x": 2 * s["x"]}`) merges them leaf by leaf into a new one
+# (records.split_merge): neither path can have changed the old one in place (Note [Python
+# effects in staged code] in effects.py refuses it).
 def _shallow(v) -> list | None:
     """A list's or dict's items by identity (to see whether a body changed it in place)."""
     nt = pytree.node_type(v)

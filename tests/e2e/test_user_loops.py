@@ -151,3 +151,27 @@ def test_a_container_of_another_structure_still_unrolls_with_its_reason():
     with pytest.warns(llgrad.PerformanceWarning, match="changes `s` into a new dict"):
         value = llgrad.differentiate(grow)(2.0)
     assert value == grow(2.0)
+
+
+def test_a_container_rebuilt_on_one_path_of_a_traced_if_is_merged(mode):
+    def decay_while_large(w):
+        s = {"x": w, "steps": [0.0, 1.0]}
+        for _ in range(30):
+            if np.sum(s["x"]) > 1.0:  # traced: a new dict on one path, the old on the other
+                s = {"x": s["x"] * 0.9, "steps": [s["steps"][0] + 1.0, s["steps"][1]]}
+        return np.sum(s["x"] ** 2) + s["steps"][0]
+
+    w = np.array([0.5, 0.4, 0.3])
+    value, grad = llgrad.value_and_grad(decay_while_large)(w)
+    assert value == pytest.approx(decay_while_large(w), rel=1e-12)
+    np.testing.assert_allclose(grad, finite_differences(decay_while_large, (w,), (0,))[0],
+                               rtol=1e-6)
+
+    def other_keys(w):
+        s = {"x": w}
+        if np.sum(w) > 0:
+            s = {"y": w}
+        return np.sum(s.get("x", 0.0))
+
+    with pytest.raises(llgrad.errors.LLGradError, match="other keys or length"):
+        llgrad.grad(other_keys)(w)
