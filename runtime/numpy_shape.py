@@ -415,6 +415,58 @@ def _unstack(x, /, *, axis=0):
     return tuple(x[i] for i in range(shape_of(x)[0]))
 
 
+def _linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, **kw):
+    """np.linspace with traced endpoints, as numpy computes it: k * step + start, the last
+    point `stop` itself."""
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    start, stop = ops.astype(as_operand(start), np.float64), ops.astype(as_operand(stop), np.float64)
+    shape = np.broadcast_shapes(shape_of(start), shape_of(stop))
+    start, stop = ops.broadcast_to(start, shape), ops.broadcast_to(stop, shape)
+    div = num - 1 if endpoint else num
+    step = ops.div(ops.sub(stop, start), float(div)) if div > 0 else np.full(shape, np.nan)
+    k = np.arange(num, dtype=np.float64).reshape((num,) + (1,) * len(shape))
+    y = ops.add(ops.mul(k, ops.unsqueeze(step, 0)), ops.unsqueeze(start, 0)) if div > 0 else \
+        ops.broadcast_to(ops.unsqueeze(start, 0), (num,) + shape)
+    if endpoint and num > 1:
+        y = ops.concatenate([y[:-1], ops.unsqueeze(stop, 0)], 0)
+    if axis != 0:
+        y = ops.movedim(y, 0, axis)
+    if dtype is not None:
+        y = ops.astype(y, dtype)
+    return (y, step) if retstep else y
+
+
+def _logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    y = ops.pow(base, _linspace(start, stop, num, endpoint, axis=axis))
+    return y if dtype is None else ops.astype(y, dtype)
+
+
+def _array_equal(a1, a2, equal_nan=False):
+    a1, a2 = as_operand(a1), as_operand(a2)
+    if shape_of(a1) != shape_of(a2):
+        return False
+    same = ops.eq(a1, a2)
+    if equal_nan:
+        same = ops.logical_or(same, ops.logical_and(ops.isnan(a1), ops.isnan(a2)))
+    return St.all(same)
+
+
+def _array_equiv(a1, a2):
+    a1, a2 = as_operand(a1), as_operand(a2)
+    try:
+        np.broadcast_shapes(shape_of(a1), shape_of(a2))
+    except ValueError:
+        return False
+    return St.all(ops.eq(a1, a2))
+
+
+def _isin(element, test_elements, assume_unique=False, invert=False, *, kind=None):
+    element, tests = as_operand(element), ops.ravel(as_operand(test_elements))
+    found = St.any(ops.eq(ops.unsqueeze(element, -1), tests), -1)
+    return ops.logical_not(found) if invert else found
+
+
 def _diff(a, n=1, axis=-1, prepend=None, append=None):
     return ops.diff(a, n, axis, prepend, append)
 
@@ -476,12 +528,18 @@ FUNCTIONS = {
     np.einsum: _einsum, np.tensordot: ops.tensordot, np.inner: ops.inner, np.vdot: ops.vdot,
     np.kron: ops.kron, np.cross: _cross, np.convolve: _convolve, np.correlate: _correlate,
     # construction from traced arrays
-    np.full_like: _full_like, np.empty_like: _like(0),
+    np.full_like: _full_like, np.empty_like: _like(0), np.linspace: _linspace,
+    np.logspace: _logspace, np.array_equal: _array_equal, np.array_equiv: _array_equiv,
+    np.isin: _isin,
     np.meshgrid: lambda *xi, copy=True, sparse=False, indexing="xy": A.meshgrid(
         *xi, indexing=indexing, sparse=sparse),
 }
 for _name, _fn in (("unstack", _unstack), ("matrix_transpose",
-                                          lambda x, /: ops.swapaxes(as_operand(x), -1, -2))):
+                                          lambda x, /: ops.swapaxes(as_operand(x), -1, -2)),
+                   ("vecdot", lambda x1, x2, /, *, axis=-1, **kw: np.sum(
+                       np.conj(x1) * x2, axis=axis)),
+                   ("matvec", lambda x1, x2, /, **kw: (x1 @ x2[..., None])[..., 0]),
+                   ("vecmat", lambda x1, x2, /, **kw: (np.conj(x1)[..., None, :] @ x2)[..., 0, :])):
     if hasattr(np, _name):  # (numpy 2.1+)
         FUNCTIONS[getattr(np, _name)] = _fn
 if hasattr(np, "row_stack"):

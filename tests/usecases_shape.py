@@ -209,3 +209,20 @@ def conversions_and_views(x, m):
     mt = np.matrix_transpose(m) if hasattr(np, "matrix_transpose") else m.T
     return (np.sum(np.require(x, dtype=np.float64) ** 2) + np.sum(cols[2] * cols[0])
             + np.sum(mt[1] ** 3))
+
+
+@usecase
+def grids_and_comparisons(x, w):
+    """Grids with traced endpoints (a final time as a parameter), array comparisons and
+    membership, numpy 2's vector products."""
+    t = np.linspace(0.0, x[0] ** 2 + 1.0, 6)
+    grid, step = np.linspace(x[:2], x[2:], 4, axis=1, retstep=True)
+    same = np.array_equal(x, x) * x[1] + np.array_equiv(x, x[0]) * x[2] \
+        + np.array_equal(x, w, equal_nan=True) * x[3]
+    member = np.where(np.isin(np.round(2 * x), [0.0, 1.0, -1.0]), x, 2 * x)
+    out = (np.sum(np.sin(t) * w[0]) + np.sum(grid ** 2) + np.sum(step)
+           + np.sum(np.logspace(0.0, x[1], 3, base=2.0)) + same + np.sum(member))
+    if hasattr(np, "vecdot"):
+        out = out + np.sum(np.vecdot(x.reshape(2, 2), w.reshape(2, 2))) \
+            + np.sum(np.matvec(np.outer(x, w), x)) + np.sum(np.vecmat(x, np.outer(w, x)))
+    return out
