@@ -4,8 +4,8 @@ Output invariants: a function containing ``yield``/``await`` raises UnsupportedS
 conversion. Before each ``try``, ``with`` (other than llgrad's own contexts, np.errstate and
 warnings.catch_warnings), ``del`` and each assignment to a ``global``/``nonlocal`` name, the
 converter inserts ``__lg.fence(kind, loc, locals(), (names read...))``, which raises
-UnsupportedSyntaxError if one of those values is traced and does nothing otherwise (plain
-Python keeps working).
+UnsupportedSyntaxError if one of those values is traced (for ``try``, a ConcretizationError:
+the call takes the dynamic path) and does nothing otherwise (plain Python keeps working).
 """
 
 from __future__ import annotations
@@ -14,14 +14,16 @@ from typing import Any, Callable
 
 import gast
 
+from llgrad.runtime.errors import ConcretizationError
+
 from . import anno, templates
 from .activity import activity
 from .errors import SourceLoc, UnsupportedSyntaxError
 
 # kind -> (what, fix); "{names}" is filled with the traced names, "{kind}" with the statement.
 MESSAGES: dict[str, tuple[str, str]] = {
-    "try": ("`try` statement on traced values ({names}): exceptions cannot be raised or "
-            "caught inside compiled code",
+    "try": ("a `try` statement reads traced values ({names}): exceptions cannot be caught "
+            "inside compiled code (Python runs it on the dynamic path)",
             "move the try/except outside the differentiated function, or test the condition "
             "explicitly (`if`, `np.where`)"),
     "with": ("`with` statement on traced values ({names}): only llgrad's own contexts "
@@ -129,5 +131,17 @@ def check_fence(kind: str, loc: SourceLoc, values: dict[str, Any], names: tuple,
     if branch is not None and kind in ("global", "nonlocal"):
         raise error(f"{kind} in branch", loc, branch=branch)
     traced = [n for n in names if n in values and is_traced(values[n])]
+    if traced and kind == "try":  # Note [try on the dynamic path]
+        what, fix = MESSAGES[kind]
+        raise ConcretizationError(what.format(names=", ".join(traced)), loc=loc, fix=fix)
     if traced:
         raise error(kind, loc, ", ".join(traced))
+
+
+# Note [try on the dynamic path]
+# `try: L = np.linalg.cholesky(K) except np.linalg.LinAlgError: L = ...` (a jitter retry, a
+# fallback solver) cannot be one compiled function: native code does not unwind into an
+# `except`. It was refused; it now sends the call to the dynamic path (a ConcretizationError,
+# with its warning), where the function runs as Python on concrete values and each call's
+# graph, whichever block ran, is differentiated (tracer/dynamic.py). There the fence lets the
+# statement run. `with`, `del` and stores to globals stay refused: they are not about values.
