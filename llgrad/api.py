@@ -151,8 +151,12 @@ class Differentiable:
         if compose.needs_eager_node(args, kwargs):
             return compose.eager_call(self, args, kwargs)
         c, leaves, _, values = self._compiled(args, kwargs, method)
-        outs = values if values is not None else c.run("forward", leaves)
-        return _rebuild_outputs(c.trace.out_struct, outs)
+        if values is None:
+            try:
+                values = c.run("forward", leaves)
+            except Exception as e:  # noqa: BLE001 - Note [try on the dynamic path]
+                c, values = self._caught(c, e, args, kwargs, method)
+        return _rebuild_outputs(c.trace.out_struct, values)
 
     def value_and_grad(self, *args, **kwargs):
         """(value, gradient) from one native call of the fused forward+backward entry."""
@@ -171,7 +175,11 @@ class Differentiable:
             wrt_args, single = self._wrt(names, method)
             return compose.inline_value_and_grad(self, args, kwargs, wrt_args, single)
         c, leaves, (wrt_args, single), _ = self._compiled(args, kwargs, method)
-        outs = c.run("joint", leaves)  # raises c.not_differentiable when there is no gradient
+        try:
+            outs = c.run("joint", leaves)  # raises c.not_differentiable: there is no gradient
+        except Exception as e:  # noqa: BLE001 - Note [try on the dynamic path]
+            c = self._caught(c, e, args, kwargs, method)[0]
+            outs = c.run("joint", leaves)
         c.grads_ok = True
         n_out = len(c.trace.fn.outputs)
         value = _rebuild_outputs(c.trace.out_struct, outs[:n_out])
@@ -231,9 +239,25 @@ class Differentiable:
             dc, values = self._dynamic(args, kwargs, struct, wrt_args, c.reason)
             self._cache[key] = c  # recorded once a call succeeded: a failed call leaves nothing
             return dc, leaves, (wrt_args, single), values
-        if not kwargs and len(names) == len(args) and _fast_key(args) is not None:
+        if not kwargs and len(names) == len(args) and _fast_key(args) is not None and \
+                not c.trace.catches:  # (Note [try on the dynamic path]: through _caught)
             self._fast[_fast_key(args)] = _FastCall(c, args, wrt_args, single)
         return c, leaves, (wrt_args, single), None
+
+    def _caught(self, c: Compiled, e: Exception, args, kwargs, method: bool):
+        """This call on the dynamic path, (its Compiled, its values), when compiled code
+        raised `e` and a `try` of the function catches it (Note [try on the dynamic path] in
+        tracer/convert/fence.py); else `e` goes on."""
+        if not (c.trace.catches and isinstance(e, c.trace.catches)):
+            raise e
+        names, values = bind_arguments(self.fn, args, kwargs)
+        wrt_args, _ = self._wrt(names, method)
+        struct = sig.flatten(tuple(values), names)[1]
+        reason = ConcretizationError(
+            f"compiled code raised {type(e).__name__}, which a `try` in it catches: such "
+            f"calls run as Python", loc=getattr(e, "loc", None),
+            fix="test the condition explicitly (`if`, `np.where`) instead of catching it")
+        return self._dynamic(args, kwargs, struct, wrt_args, reason)
 
     # Note [Dynamic signatures]
     # A trace that concretises (tracer/dynamic.py) sends its signature to the dynamic path,

@@ -706,11 +706,25 @@ def owns_cells(names: Sequence[str]) -> Callable:
     return mark
 
 
-def fence(kind: str, loc: SourceLoc, values: dict, names: Sequence[str]) -> None:
-    """Raise UnsupportedSyntaxError if a value read by an unsupported statement is traced."""
+def fence(kind: str, loc: SourceLoc, values: dict, names: Sequence[str],
+          catches: Callable[[], tuple] | None = None) -> None:
+    """Raise UnsupportedSyntaxError if a value read by an unsupported statement is traced (a
+    `try`: Note [try on the dynamic path] in convert/fence.py)."""
     if _STAGERS and not any(getattr(s, "eager", bool)() for s in _STAGERS.values()):
         from .convert.fence import check_fence
-        check_fence(kind, loc, values, tuple(names), is_traced, _branch_loc())
+        caught = _catches() if kind == "try" else None
+        check_fence(kind, loc, values, tuple(names), is_traced, _branch_loc(), catches,
+                    None if caught is None else caught.extend)
+
+
+def _catches() -> list | None:
+    """The staged trace's list of exception classes its `try` statements catch (Note [try on
+    the dynamic path] in convert/fence.py), or None outside one."""
+    from llgrad.transform.builder import current
+    try:
+        return getattr(current(), "catches", None)
+    except LLGradError:
+        return None
 
 
 def _branch_loc() -> SourceLoc | None:

@@ -249,10 +249,10 @@ def test_fenced_statements(fn, match, text):
     assert "Fix:" in str(e) or "How to fix" in str(e)
 
 
-def test_try_on_traced_values_takes_the_dynamic_path(mode):
-    """A jitter retry around a Cholesky factorisation: each call runs as Python (Note [try on
-    the dynamic path] in tracer/convert/fence.py), the except block where the first
-    factorisation fails, with the gradient of the path that ran."""
+def test_try_on_traced_values_is_compiled_and_a_caught_exception_reruns_as_python(mode):
+    """A jitter retry around a Cholesky factorisation (Note [try on the dynamic path] in
+    tracer/convert/fence.py): compiled while the factorisation succeeds; a call where it
+    fails runs as Python, through the except block, with that block's gradient."""
     def nll(log_ell, X, y):
         K = np.exp(-0.5 * ((X[:, None] - X[None, :]) / np.exp(log_ell)) ** 2)
         try:
@@ -265,15 +265,41 @@ def test_try_on_traced_values_takes_the_dynamic_path(mode):
     X = np.linspace(0.0, 1.0, 12)
     y = np.sin(6.0 * X)
     f = llgrad.differentiate(nll)
-    with pytest.warns(llgrad.PerformanceWarning, match=r"dynamic path at .*because a `try` "
-                                                       r"statement reads traced values"):
-        f(-3.0, X, y)
+    h = 1e-6
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", llgrad.PerformanceWarning)
+        value, grad = f.value_and_grad(-3.0, X, y)  # K is positive definite: compiled
+    assert f.inspect(-3.0, X, y).path == "staged"
     for log_ell in (-3.0, 1.0):  # 1.0: K is singular, the except block runs
-        value, grad = f.value_and_grad(log_ell, X, y)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", llgrad.PerformanceWarning)
+            value, grad = f.value_and_grad(log_ell, X, y)
+            assert f(log_ell, X, y) == pytest.approx(nll(log_ell, X, y), rel=1e-12)
         assert value == pytest.approx(nll(log_ell, X, y), rel=1e-12)
-        h = 1e-6
         fd = (nll(log_ell + h, X, y) - nll(log_ell - h, X, y)) / (2 * h)
         assert grad == pytest.approx(fd, rel=1e-5)
+    with pytest.warns(llgrad.PerformanceWarning, match="compiled code raised LinAlgError, "
+                                                       "which a `try` in it catches"):
+        llgrad.differentiate(nll).value_and_grad(1.0, X, y)
+
+
+def test_a_raise_under_a_traced_condition_inside_try_runs_the_handler_when_it_happens(mode):
+    def f(x):
+        try:
+            if np.sum(x) > 0:
+                raise ValueError("positive")
+            r = np.sum(x ** 2)
+        except ValueError:
+            r = np.sum(x ** 3)
+        return r
+
+    d = llgrad.differentiate(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", llgrad.PerformanceWarning)
+        for x in (np.array([-1.0, -2.0]), np.array([1.0, 2.0]), np.array([-1.0, -3.0])):
+            value, grad = d.value_and_grad(x)
+            assert value == f(x)
+            np.testing.assert_allclose(grad, 2 * x if np.sum(x) <= 0 else 3 * x ** 2)
 
 
 def test_fenced_statements_on_python_values_run_as_python():
