@@ -43,6 +43,8 @@ class BranchRaises(BaseException):
     so `except Exception:` in the user's code lets it pass, as the raise itself would end
     the branch)."""
 
+    _lg_signal = True  # (a bare `except:` too: Note [llgrad's exceptions pass user handlers])
+
 
 def stage_raise(make, loc):
     """The exception `make()` builds, to raise now; or, inside a traced branch or loop body,

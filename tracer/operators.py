@@ -76,6 +76,7 @@ import dataclasses
 import itertools
 import math
 import operator
+import sys
 import threading
 import types
 from operator import iand, ilshift, ior, irshift, ixor  # noqa: F401  (see updates.py)
@@ -84,7 +85,9 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 from llgrad.runtime import pytree
-from llgrad.runtime.errors import ConcretizationError, LLGradError, UnsupportedError, user_loc
+from llgrad.runtime.errors import (ConcretizationError, DTypeError, IndexingError, LinAlgError,
+                                   LLGradError, OutOfMemoryError, ShapeError,
+                                   UnsupportedError, user_loc)
 
 from . import captures, checkpointed
 from .ode import calls_user_functions
@@ -614,6 +617,24 @@ def catching(types):
         yield
     finally:
         stack.pop()
+
+
+# Note [llgrad's exceptions pass user handlers]
+# While llgrad traces a `try` body, it may raise for its own reasons: a limit (an
+# UnsupportedError, a ConcretizationError that sends the call to the dynamic path) or a
+# signal of the stager (staging.Unroll restarting the trace). A user's `except Exception:`
+# (or `except TypeError:`, a ConcretizationError's base) would catch it and run the handler
+# where Python would have run the body: a wrong value. So every handler of converted code
+# starts with `reraise_own()`, which raises such an exception again, unchanged, before any
+# of the handler runs. Errors that mean what numpy's would (ShapeError is a ValueError,
+# IndexingError an IndexError, LinAlgError numpy's, DTypeError a TypeError) stay the
+# program's, for its handlers.
+def reraise_own() -> None:
+    """In an `except` block: raise the exception it handles again if it is llgrad's own."""
+    e = sys.exc_info()[1]
+    if getattr(e, "_lg_signal", False) or isinstance(e, LLGradError) and not isinstance(
+            e, (ShapeError, IndexingError, LinAlgError, DTypeError, OutOfMemoryError)):
+        raise e
 
 
 def caught(exc) -> bool:

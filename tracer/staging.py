@@ -28,9 +28,13 @@ class Decline(Exception):
     """An optional staging gives the loop back to Python (Note [Static loops over traced
     state] in operators.py)."""
 
+    _lg_signal = True  # Note [llgrad's exceptions pass user handlers] (operators.py)
+
 
 class Unroll(Exception):
     """Raised to restart a trace with the loop at `loc` unrolled (See Note [Unrolled loops])."""
+
+    _lg_signal = True  # Note [llgrad's exceptions pass user handlers] (operators.py)
 
     def __init__(self, loc, reason):
         super().__init__(reason)
@@ -683,6 +687,8 @@ class _FirstRecord(Exception):
     """A variable unbound (or None) before a loop is a record after its body: the loop is
     traced again carrying the record's leaves (records.flat_state)."""
 
+    _lg_signal = True
+
     def __init__(self, name, record):
         super().__init__(name)
         self.name, self.record = name, record
@@ -722,6 +728,8 @@ class _Rebuilt(Exception):
     """A variable holding a list or dict is bound to a new one of its structure by the body:
     the loop is traced again carrying it as a record (Note [Containers rebuilt by a loop
     body])."""
+
+    _lg_signal = True
 
     def __init__(self, name):
         super().__init__(name)

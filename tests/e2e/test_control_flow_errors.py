@@ -437,3 +437,29 @@ def test_mod_of_traced_loop_index():
     d = llgrad.differentiate(mod_of_loop_index)
     assert d(x) == mod_of_loop_index(x)
     np.testing.assert_array_equal(d.grad(x), [1.0, 0.0, 2.0, 0.0, 3.0])
+
+
+def test_llgrads_own_errors_pass_the_users_handlers(mode):
+    """Note [llgrad's exceptions pass user handlers] (tracer/operators.py): an llgrad limit
+    raised in a try body is not the program's exception; the handler would give a value
+    plain Python never computes."""
+    def unsupported(x):
+        try:
+            s = np.sum(np.unique(x))  # unsupported on traced values
+        except Exception:
+            s = -1.0
+        return s + np.sum(x)
+
+    def concretised(x):
+        try:
+            n = int(np.sum(x))  # a ConcretizationError is a TypeError: the dynamic path
+        except TypeError:
+            n = 0
+        return np.sum(x) * n
+
+    x = np.array([1.0, 2.0, 2.0])
+    with pytest.raises(llgrad.errors.UnsupportedError, match="np.unique is not supported"):
+        llgrad.differentiate(unsupported)(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", llgrad.PerformanceWarning)
+        assert llgrad.differentiate(concretised)(x) == concretised(x) == 25.0
