@@ -26,6 +26,7 @@ from llgrad.tracer import signature as sig
 from llgrad.tracer.captures import failed, hold, note_function
 from llgrad.tracer.convert.stored import using as using_store
 from llgrad.tracer.dynamic import cut_gradient, trace_dynamic
+from llgrad.tracer.operators import llgrads_own
 from llgrad.tracer.tracing import _convertible, bind_arguments, call_with, trace
 from llgrad import compose, diagnostics
 from llgrad.compiled import Compiled, paused_gc
@@ -248,7 +249,7 @@ class Differentiable:
         """This call on the dynamic path, (its Compiled, its values), when compiled code
         raised `e` and a `try` of the function catches it (Note [try on the dynamic path] in
         tracer/convert/fence.py); else `e` goes on."""
-        if not (c.trace.catches and isinstance(e, c.trace.catches)):
+        if not (c.trace.catches and isinstance(e, c.trace.catches)) or llgrads_own(e):
             raise e
         names, values = bind_arguments(self.fn, args, kwargs)
         wrt_args, _ = self._wrt(names, method)

@@ -632,9 +632,15 @@ def catching(types):
 def reraise_own() -> None:
     """In an `except` block: raise the exception it handles again if it is llgrad's own."""
     e = sys.exc_info()[1]
-    if getattr(e, "_lg_signal", False) or isinstance(e, LLGradError) and not isinstance(
-            e, (ShapeError, IndexingError, LinAlgError, DTypeError, OutOfMemoryError)):
+    if llgrads_own(e):
         raise e
+
+
+def llgrads_own(e: BaseException) -> bool:
+    """Whether `e` is llgrad's (a limit, a stager's signal), not one plain Python would raise
+    running the program (Note [llgrad's exceptions pass user handlers])."""
+    return getattr(e, "_lg_signal", False) or isinstance(e, LLGradError) and not isinstance(
+        e, (ShapeError, IndexingError, LinAlgError, DTypeError, OutOfMemoryError))
 
 
 def caught(exc) -> bool:
