@@ -270,6 +270,19 @@ def _sp_polygamma(n, x):
     return ops.polygamma(int(n), array_from(x))
 
 
+def _sp_comb(N, k, *, exact=False, repetition=False):
+    """scipy.special.comb(N, k) with exact=False: binom(N, k) where 0 <= k <= N (else 0); with
+    repetition, comb(N + k - 1, k)."""
+    if exact:
+        raise UnsupportedError("scipy.special.comb(exact=True) is not supported on traced "
+                               "values: it computes with Python integers", loc=user_loc(),
+                               fix="use exact=False (floats, differentiable)")
+    if repetition:
+        N = ops.sub(ops.add(N, k), 1)
+    ok = ops.logical_and(ops.logical_and(ops.le(k, N), ops.ge(N, 0)), ops.ge(k, 0))
+    return ops.where(ok, ops.binom(ops.where(ok, N, 1.0), ops.where(ok, k, 1.0)), 0.0)
+
+
 def _sp_softmax(fn):
     def impl(x, axis=None):
         x = array_from(x)
@@ -385,6 +398,7 @@ LAZY.update({
     "scipy.special.log_softmax": _sp_softmax(ops.log_softmax),
     "scipy.special.betaln": ops.betaln, "scipy.special.beta": ops.beta,
     "scipy.special.log_expit": ops.log_expit, "scipy.special.polygamma": _sp_polygamma,
+    "scipy.special.comb": _sp_comb,
 })
 LAZY.update({f"scipy.special.{f.__name__}": f for f in (
     ops.special.entr, ops.special.rel_entr, ops.special.kl_div, ops.special.huber,

@@ -26,6 +26,10 @@ from llgrad.runtime.ops.special import (  # noqa: F401
     beta, betaln, digamma, erf, erfc, erfinv, gamma, lgamma, log_expit, log_ndtr, logit, ndtr,
     polygamma, trigamma, xlog1py, xlogy,
 )
+from llgrad.runtime.ops.special_scipy import (  # noqa: F401
+    betainc, binom, dawsn, erfcx, exprel, gammainc, gammaincc, i0, i0e, i1, i1e, jv, kv, kve,
+    ndtri,
+)
 from llgrad.runtime.ops.ufuncs import (  # noqa: F401
     arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh, cbrt, ceil, copysign, cosh,
     deg2rad, exp2, fmod, heaviside, hypot, isfinite, isinf, isnan, log2, log10, logaddexp,
