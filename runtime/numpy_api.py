@@ -371,8 +371,8 @@ FUNCTIONS.update(_SHAPE_FUNCTIONS)
 
 # ---- numpy.linalg and scipy.linalg (issue 11, linalg) ------------------------------------------
 from llgrad.runtime import (numpy_calculus, numpy_linalg, numpy_poly,  # noqa: E402
-                            scipy_moments, scipy_ndimage, scipy_signal, scipy_spatial,
-                            scipy_stats)
+                            scipy_linalg, scipy_moments, scipy_ndimage, scipy_signal,
+                            scipy_spatial, scipy_stats)
 
 FUNCTIONS.update(numpy_linalg.FUNCTIONS)
 FUNCTIONS.update(numpy_calculus.FUNCTIONS)  # np.gradient, np.nanmax, ...
@@ -404,6 +404,7 @@ LAZY.update({f"scipy.special.{f.__name__}": f for f in (
     ops.special.entr, ops.special.rel_entr, ops.special.kl_div, ops.special.huber,
     ops.special.pseudo_huber)})
 LAZY.update(numpy_linalg.SCIPY)  # scipy.linalg's functions
+LAZY.update(scipy_linalg.SCIPY)  # scipy.linalg's block_diag, toeplitz, circulant
 LAZY.update(numpy_calculus.SCIPY)  # scipy.integrate's
 LAZY.update(numpy_poly.LAZY)  # numpy.polynomial.polynomial's polyfit, polyval, polyvander
 LAZY.update(scipy_ndimage.SCIPY)  # scipy.ndimage's linear filters
@@ -470,8 +471,9 @@ def traced_forms() -> dict:
 # What to write instead of a library function llgrad does not support on traced values
 # (Note [Unsupported library functions] in tracer/operators.py), by the name the user wrote.
 _ALTERNATIVES = {
-    "scipy.ndimage.median_filter": "np.median(np.lib.stride_tricks.sliding_window_view(np.pad("
-    "a, size // 2, mode='symmetric'), (size, size)), axis=(-2, -1)) (ndimage's mode='reflect')",
+    "scipy.ndimage.rank_filter": "np.sort(np.lib.stride_tricks.sliding_window_view(np.pad(a, "
+    "size // 2, mode='symmetric'), (size, size)).reshape(*a.shape, -1), axis=-1)[..., rank] "
+    "(ndimage's mode='reflect')",
 }
 
 

@@ -42,7 +42,9 @@ from llgrad.runtime.ops import control  # noqa: F401,E402  (registers IR structu
 from llgrad.runtime.ops.scan import (  # noqa: F401,E402
     cummax, cummin, cumprod, cumsum, iir, linrec, logcumsumexp,
 )
-from llgrad.runtime.ops.sort import argsort, median, percentile, quantile, sort  # noqa: F401,E402
+from llgrad.runtime.ops.sort import (  # noqa: F401,E402
+    argsort, median, nanmedian, nanpercentile, nanquantile, percentile, quantile, sort,
+)
 from llgrad.runtime.ops.gather import take, take_along_axis  # noqa: F401,E402
 from llgrad.runtime.ops.gather import repeat as repeat_interleave  # noqa: F401,E402
 from llgrad.runtime.ops.structure import (  # noqa: F401,E402
