@@ -371,8 +371,8 @@ FUNCTIONS.update(_SHAPE_FUNCTIONS)
 
 # ---- numpy.linalg and scipy.linalg (issue 11, linalg) ------------------------------------------
 from llgrad.runtime import (numpy_calculus, numpy_linalg, numpy_poly,  # noqa: E402
-                            scipy_linalg, scipy_moments, scipy_ndimage, scipy_signal,
-                            scipy_spatial, scipy_stats)
+                            scipy_interpolation, scipy_linalg, scipy_moments, scipy_ndimage,
+                            scipy_signal, scipy_spatial, scipy_stats)
 
 FUNCTIONS.update(numpy_linalg.FUNCTIONS)
 FUNCTIONS.update(numpy_calculus.FUNCTIONS)  # np.gradient, np.nanmax, ...
@@ -407,7 +407,8 @@ LAZY.update(numpy_linalg.SCIPY)  # scipy.linalg's functions
 LAZY.update(scipy_linalg.SCIPY)  # scipy.linalg's block_diag, toeplitz, circulant
 LAZY.update(numpy_calculus.SCIPY)  # scipy.integrate's
 LAZY.update(numpy_poly.LAZY)  # numpy.polynomial.polynomial's polyfit, polyval, polyvander
-LAZY.update(scipy_ndimage.SCIPY)  # scipy.ndimage's linear filters
+LAZY.update(scipy_ndimage.SCIPY)  # scipy.ndimage's filters
+LAZY.update(scipy_interpolation.SCIPY)  # scipy.ndimage's shift, zoom, map_coordinates
 LAZY.update(scipy_signal.SCIPY)  # scipy.signal's filters and convolutions
 LAZY.update(scipy_spatial.SCIPY)  # scipy.spatial.distance's cdist, pdist, squareform
 LAZY.update(scipy_moments.SCIPY)  # scipy.stats' moment, skew, kurtosis, zscore
