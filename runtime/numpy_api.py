@@ -372,7 +372,7 @@ FUNCTIONS.update(_SHAPE_FUNCTIONS)
 # ---- numpy.linalg and scipy.linalg (issue 11, linalg) ------------------------------------------
 from llgrad.runtime import (numpy_calculus, numpy_linalg, numpy_poly,  # noqa: E402
                             scipy_interpolation, scipy_linalg, scipy_moments, scipy_ndimage,
-                            scipy_signal, scipy_spatial, scipy_stats)
+                            scipy_signal, scipy_spatial, scipy_spectral, scipy_stats)
 
 FUNCTIONS.update(numpy_linalg.FUNCTIONS)
 FUNCTIONS.update(numpy_calculus.FUNCTIONS)  # np.gradient, np.nanmax, ...
@@ -410,6 +410,7 @@ LAZY.update(numpy_poly.LAZY)  # numpy.polynomial.polynomial's polyfit, polyval, 
 LAZY.update(scipy_ndimage.SCIPY)  # scipy.ndimage's filters
 LAZY.update(scipy_interpolation.SCIPY)  # scipy.ndimage's shift, zoom, map_coordinates
 LAZY.update(scipy_signal.SCIPY)  # scipy.signal's filters and convolutions
+LAZY.update(scipy_spectral.SCIPY)  # scipy.signal's hilbert, welch
 LAZY.update(scipy_spatial.SCIPY)  # scipy.spatial.distance's cdist, pdist, squareform
 LAZY.update(scipy_moments.SCIPY)  # scipy.stats' moment, skew, kurtosis, zscore
 LAZY.update(scipy_stats.SCIPY)  # "module:object.method": scipy.stats's distributions

@@ -1,7 +1,7 @@
 """scipy.signal's filters on llgrad values, with scipy's signatures: lfilter (b, a constant
 or traced, x traced, axis, zi), sosfilt (a cascade of lfilters) and filtfilt (constant b, a);
 the 1-D and 2-D convolutions and correlations (convolve, correlate, fftconvolve, convolve2d,
-correlate2d); detrend, savgol_filter and medfilt.
+correlate2d); detrend, savgol_filter and medfilt. (hilbert, welch: scipy_spectral.py.)
 lfilter is the FIR part, a sum of delayed copies of x, followed by the all-pole recurrence
 `ops.iir` (one primitive looping over time, whose VJP is the same filter run backwards: Note
 [All-pole filters] in runtime/ops/scan.py). The convolutions are one `ops.conv` (a
