@@ -1,6 +1,6 @@
-"""scipy.linalg's block_diag, toeplitz and circulant; np.nanmedian / nanpercentile /
-nanquantile; scipy.signal's sosfilt, detrend, savgol_filter and medfilt; scipy.ndimage's
-median_filter, inside `llgrad.differentiate`: values against numpy/scipy, gradients against
+"""scipy.linalg's block_diag, toeplitz, circulant, sqrtm, lu_factor and lu_solve;
+np.nanmedian / nanpercentile / nanquantile; scipy.signal's sosfilt, detrend, savgol_filter
+and medfilt; scipy.ndimage's median_filter; np.roots' refusal, inside `llgrad.differentiate`: values against numpy/scipy, gradients against
 central differences (float64), and the errors."""
 from __future__ import annotations
 
@@ -22,6 +22,9 @@ SQ = R.standard_normal((4, 4))
 IMG = R.standard_normal((6, 7))
 SOS = S.butter(3, 0.3, output="sos")
 ZI = R.standard_normal((SOS.shape[0], 2))
+RECT = R.standard_normal((5, 3))
+B = R.standard_normal((4, 2))
+NONSYM = np.array([[4.0, 1.0, 0.5], [-0.3, 3.0, 0.2], [0.1, 0.4, 2.0]])
 NANS = R.standard_normal((4, 6))
 NANS[0, 2] = NANS[2, [0, 3, 5]] = np.nan
 
@@ -37,6 +40,14 @@ CASES = [
     ("toeplitz_batch", lambda m: sl.toeplitz(m, m[:, :4]), M),
     ("circulant", lambda v: sl.circulant(v[:6]), V),
     ("circulant_batch", lambda m: sl.circulant(m[:, :5]), M),
+    ("sqrtm_spd", lambda a: sl.sqrtm(a @ a.T + np.eye(4)), SQ),
+    ("sqrtm_nonsymmetric", lambda a: sl.sqrtm(a), NONSYM),
+    ("sqrtm_batch", lambda a: sl.sqrtm(np.stack([a, a.T]) + 5 * np.eye(4)), SQ),
+    ("lu_factor", lambda a: sl.lu_factor(a)[0], SQ),
+    ("lu_factor_wide", lambda a: sl.lu_factor(a)[0], np.ascontiguousarray(RECT.T)),
+    ("lu_factor_tall", lambda a: sl.lu_factor(a)[0], RECT),
+    ("lu_solve", lambda a: sl.lu_solve(sl.lu_factor(a), B), SQ),
+    ("lu_solve_vector_b", lambda b: sl.lu_solve(sl.lu_factor(SQ), b[:, 0]), B),
     ("nanmedian", lambda a: np.nanmedian(a, axis=1), NANS[[0, 2, 3]]),
     ("nanmedian_all", lambda a: np.nanmedian(a), NANS),
     ("nanpercentile", lambda a: np.nanpercentile(a, [10.0, 55.0], axis=1, keepdims=True),
@@ -90,7 +101,18 @@ def test_nanmedian_of_all_nans_is_nan_with_zero_gradient():
     assert np.all(g[1] == 0) and np.all(g[np.isnan(a)] == 0)
 
 
+def test_lu_factor_pivots_are_lapacks():
+    lu, piv = llgrad.differentiate(lambda a: sl.lu_factor(a))(SQ)
+    np.testing.assert_array_equal(piv, sl.lu_factor(SQ)[1])
+
+
 def test_errors():
+    with pytest.raises(UnsupportedError, match=r"sqrtm: the matrix has no real principal "
+                       r"square root(.*\n)*.*test_scipy_constructions.py:\d+"):
+        llgrad.differentiate(lambda a: sl.sqrtm(a))(np.diag([1.0, -2.0, 3.0]))
+    with pytest.raises(UnsupportedError, match=r"np.roots is not supported(.*\n)*.*"
+                       r"test_scipy_constructions.py:\d+(.*\n)*.*quadratic"):
+        llgrad.differentiate(lambda v: np.roots(v[:3]))(V)
     with pytest.raises(UnsupportedError, match=r"detrend with breakpoints(.*\n)*.*"
                        r"test_scipy_constructions.py:\d+"):
         llgrad.differentiate(lambda v: np.sum(S.detrend(v, bp=[4])))(V)
