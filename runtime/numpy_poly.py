@@ -170,6 +170,7 @@ def _roots(p):
         "function and differentiate a real function of them (implicit function theorem)")
 
 
+_roots.refused = True  # (docs/numpy_support.md lists it as not supported)
 FUNCTIONS = {
     np.roots: _roots,
     np.vander: vander, np.polyfit: polyfit, np.polyder: polyder, np.polyint: polyint,
