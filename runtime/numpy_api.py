@@ -404,7 +404,7 @@ LAZY.update({f"scipy.special.{f.__name__}": f for f in (
     ops.special.entr, ops.special.rel_entr, ops.special.kl_div, ops.special.huber,
     ops.special.pseudo_huber)})
 LAZY.update(numpy_linalg.SCIPY)  # scipy.linalg's functions
-LAZY.update(scipy_linalg.SCIPY)  # scipy.linalg's block_diag, toeplitz, circulant
+LAZY.update(scipy_linalg.SCIPY)  # scipy.linalg's special matrices, sqrtm, lu_factor/solve
 LAZY.update(numpy_calculus.SCIPY)  # scipy.integrate's
 LAZY.update(numpy_poly.LAZY)  # numpy.polynomial.polynomial's polyfit, polyval, polyvander
 LAZY.update(scipy_ndimage.SCIPY)  # scipy.ndimage's filters

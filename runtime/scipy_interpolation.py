@@ -34,11 +34,10 @@ def _operand(name: str, input, output):
     return x
 
 
-def _per_axis(value, nd: int, name: str, what: str) -> list:
+def _per_axis(value, nd: int, name: str, what: str, fix: str) -> list:
     if is_value(value):
-        raise UnsupportedError(f"scipy.ndimage.{name} with a traced {what} is not supported "
-                               f"(order > 1)", loc=user_loc(),
-                               fix=f"pass the {what} as numbers, or use order=1")
+        raise UnsupportedError(f"scipy.ndimage.{name} with a traced {what} is not supported",
+                               loc=user_loc(), fix=fix)
     v = np.asarray(value, np.float64)
     return list(np.broadcast_to(v, (nd,)) if v.ndim == 0 else v)
 
@@ -66,7 +65,8 @@ def shift(input, shift, output=None, order=3, mode="constant", cval=0.0, prefilt
         grid = np.indices(shape_of(x), dtype=np.float64)
         s = ops.reshape(ops.astype(shift, np.float64), (-1,) + (1,) * nd)
         return map_coordinates(x, ops.sub(grid, s), None, order, mode, cval)
-    amounts = _per_axis(shift, nd, "shift", "shift")
+    amounts = _per_axis(shift, nd, "shift", "shift (at order > 1)",
+                        "pass the shift as numbers, or use order=1")
     return _separable(x, scipy.ndimage.shift, amounts, 0.0, float(cval), order=order,
                       mode=mode, prefilter=prefilter)
 
@@ -76,7 +76,8 @@ def zoom(input, zoom, output=None, order=3, mode="constant", cval=0.0, prefilter
     """scipy.ndimage.zoom by constant factors (output shape round(n * zoom), as scipy)."""
     import scipy.ndimage
     x = _operand("zoom", input, output)
-    factors = _per_axis(zoom, len(shape_of(x)), "zoom", "zoom factor")
+    factors = _per_axis(zoom, len(shape_of(x)), "zoom", "zoom factor",
+                        "pass the zoom factors as numbers (they set the output's shape)")
     return _separable(x, scipy.ndimage.zoom, factors, 1.0, float(cval), order=order,
                       mode=mode, prefilter=prefilter, grid_mode=grid_mode)
 
@@ -156,7 +157,7 @@ def map_coordinates(input, coordinates, output=None, order=3, mode="constant", c
             for f, wf in corners:
                 term = ops.mul(i, strides[k])
                 new.append((term if f is None else ops.add(f, term),
-                            wf if w is None else ops.mul(wf, w) if wf is not None else w))
+                            wf if w is None else ops.mul(wf, w)))
         corners = new
     out = None
     for f, w in corners:

@@ -179,8 +179,8 @@ def _pearson_pvalue(r, n: int, alternative: str):
 
 def pearsonr(x, y, *, alternative="two-sided", method=None, axis=0):
     """scipy.stats.pearsonr: (statistic, pvalue); the statistic is scipy's sum of the
-    products of the centred, normalised samples, clipped to [-1, 1]. The p-value (a beta
-    distribution's tail, `_pearson_pvalue`) too."""
+    products of the centred, normalised samples, clipped to [-1, 1], the p-value scipy's
+    beta-distribution tail (`_pearson_pvalue`)."""
     if method is not None:
         raise UnsupportedError("scipy.stats.pearsonr(method=...) is not supported on traced "
                                "values", loc=user_loc(), fix="leave method=None")
