@@ -185,8 +185,9 @@ def load_object(object_code: bytes, layout: dict, llvm_ir: str, stats: dict,
     """A CompiledModule from object code made by `compile_functions(keep_object=True)` (in
     this process or an earlier one with the same LLVM, CPU and llgrad version), whose
     support functions are `support` ({support name: symbol})."""
-    from . import blas, vmath  # symbols the object code may reference
+    from . import blas, special, vmath  # symbols the object code may reference
     blas.register_symbols(llvm_ir)  # gemm and LAPACK: Note [One BLAS, one thread pool]
+    special.register_symbols(llvm_ir)  # Note [scipy.special's C functions]
     vmath.mvec_available()
     if "GOMP_parallel" in llvm_ir:  # Note [Threads in kernels]
         from . import threads

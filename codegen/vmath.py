@@ -12,7 +12,9 @@ from functools import cache
 
 from llvmlite import ir
 
-from . import jit
+from llgrad.runtime.ops._scalar import SCIPY_SPECIAL
+
+from . import jit, special
 
 __all__ = [
     "F32", "F64", "UNARY", "BINARY", "TERNARY", "math_call", "vector_width",
@@ -246,6 +248,8 @@ def math_call(builder: ir.IRBuilder, name: str, *args: ir.Value) -> ir.Value:
         >>> b = ir.IRBuilder(f.append_basic_block())
         >>> _ = b.ret(math_call(b, "exp", f.args[0]))
     """
+    if name in SCIPY_SPECIAL:
+        return special.call(builder, name, list(args))
     if name not in _ALL:
         raise ValueError(f"vmath has no op {name!r}; known: {sorted(_ALL)}")
     if len(args) != _arity(name):

@@ -52,6 +52,11 @@ def _samples(lg):
         lambda: (t(v), t(v[::-1].copy()), 2),  # (x, y, deg): polyfit
         lambda: (np.array([0.5, 0.5]), np.array([1.0, -0.5]), t(np.linspace(0.0, 1.0, 12))),
         lambda: (v.copy(), 3, None, None, t(v)),  # histogram: constant data, traced weights
+        lambda: (2.0, 3.0, t(v)),  # (a, b, x): betainc
+        lambda: (t(v), 5, 2),  # savgol_filter(x, window_length, polyorder)
+        lambda: (np.array([[0.2, 0.3, 0.1, 1.0, -0.2, 0.1]]), t(v)),  # sosfilt(sos, x)
+        lambda: (t(m), np.array([[0.5, 1.2], [1.0, 0.4]]), None, 1),  # map_coordinates, order 1
+        lambda: ((t(m), np.array([2, 1, 2])), t(v[:3])),  # lu_solve((lu, piv), b)
     ]
 
 

@@ -137,6 +137,8 @@ class ArrayOperators:
             return fn(*inputs, **kwargs)
         except LLGradError as e:
             raise _locate(e) from None
+        except NotImplementedError as e:  # (an ops-layer refusal: the user's line too)
+            raise UnsupportedError(str(e), loc=user_loc()) from None
 
     def __array_function__(self, func, types, args, kwargs):
         from llgrad.runtime.numpy_api import FUNCTIONS
@@ -149,6 +151,8 @@ class ArrayOperators:
             return fn(*args, **kwargs)
         except LLGradError as e:
             raise _locate(e) from None
+        except NotImplementedError as e:  # (an ops-layer refusal: the user's line too)
+            raise UnsupportedError(str(e), loc=user_loc()) from None
 
     def _lg_numpy_fallback(self, func, args, kwargs):
         from llgrad.runtime.numpy_api import numpy_name

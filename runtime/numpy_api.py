@@ -277,6 +277,19 @@ def _sp_polygamma(n, x):
     return ops.polygamma(int(n), array_from(x))
 
 
+def _sp_comb(N, k, *, exact=False, repetition=False):
+    """scipy.special.comb(N, k) with exact=False: binom(N, k) where 0 <= k <= N (else 0); with
+    repetition, comb(N + k - 1, k)."""
+    if exact:
+        raise UnsupportedError("scipy.special.comb(exact=True) is not supported on traced "
+                               "values: it computes with Python integers", loc=user_loc(),
+                               fix="use exact=False (floats, differentiable)")
+    if repetition:
+        N = ops.sub(ops.add(N, k), 1)
+    ok = ops.logical_and(ops.logical_and(ops.le(k, N), ops.ge(N, 0)), ops.ge(k, 0))
+    return ops.where(ok, ops.binom(ops.where(ok, N, 1.0), ops.where(ok, k, 1.0)), 0.0)
+
+
 def _sp_softmax(fn):
     def impl(x, axis=None):
         x = array_from(x)
@@ -372,8 +385,8 @@ FUNCTIONS.update(_SHAPE_FUNCTIONS)
 
 # ---- numpy.linalg and scipy.linalg (issue 11, linalg) ------------------------------------------
 from llgrad.runtime import (numpy_calculus, numpy_linalg, numpy_poly,  # noqa: E402
-                            scipy_moments, scipy_ndimage, scipy_signal, scipy_spatial,
-                            scipy_stats)
+                            scipy_interpolation, scipy_linalg, scipy_moments, scipy_ndimage,
+                            scipy_signal, scipy_spatial, scipy_spectral, scipy_stats)
 
 FUNCTIONS.update(numpy_linalg.FUNCTIONS)
 FUNCTIONS.update(numpy_calculus.FUNCTIONS)  # np.gradient, np.nanmax, ...
@@ -399,15 +412,19 @@ LAZY.update({
     "scipy.special.log_softmax": _sp_softmax(ops.log_softmax),
     "scipy.special.betaln": ops.betaln, "scipy.special.beta": ops.beta,
     "scipy.special.log_expit": ops.log_expit, "scipy.special.polygamma": _sp_polygamma,
+    "scipy.special.comb": _sp_comb,
 })
 LAZY.update({f"scipy.special.{f.__name__}": f for f in (
     ops.special.entr, ops.special.rel_entr, ops.special.kl_div, ops.special.huber,
     ops.special.pseudo_huber)})
 LAZY.update(numpy_linalg.SCIPY)  # scipy.linalg's functions
+LAZY.update(scipy_linalg.SCIPY)  # scipy.linalg's special matrices, sqrtm, lu_factor/solve
 LAZY.update(numpy_calculus.SCIPY)  # scipy.integrate's
 LAZY.update(numpy_poly.LAZY)  # numpy.polynomial.polynomial's polyfit, polyval, polyvander
-LAZY.update(scipy_ndimage.SCIPY)  # scipy.ndimage's linear filters
+LAZY.update(scipy_ndimage.SCIPY)  # scipy.ndimage's filters
+LAZY.update(scipy_interpolation.SCIPY)  # scipy.ndimage's shift, zoom, map_coordinates
 LAZY.update(scipy_signal.SCIPY)  # scipy.signal's filters and convolutions
+LAZY.update(scipy_spectral.SCIPY)  # scipy.signal's hilbert, welch
 LAZY.update(scipy_spatial.SCIPY)  # scipy.spatial.distance's cdist, pdist, squareform
 LAZY.update(scipy_moments.SCIPY)  # scipy.stats' moment, skew, kurtosis, zscore
 LAZY.update(scipy_stats.SCIPY)  # "module:object.method": scipy.stats's distributions
@@ -470,8 +487,9 @@ def traced_forms() -> dict:
 # What to write instead of a library function llgrad does not support on traced values
 # (Note [Unsupported library functions] in tracer/operators.py), by the name the user wrote.
 _ALTERNATIVES = {
-    "scipy.ndimage.median_filter": "np.median(np.lib.stride_tricks.sliding_window_view(np.pad("
-    "a, size // 2, mode='symmetric'), (size, size)), axis=(-2, -1)) (ndimage's mode='reflect')",
+    "scipy.ndimage.rank_filter": "np.sort(np.lib.stride_tricks.sliding_window_view(np.pad(a, "
+    "size // 2, mode='symmetric'), (size, size)).reshape(*a.shape, -1), axis=-1)[..., rank] "
+    "(ndimage's mode='reflect')",
 }
 
 

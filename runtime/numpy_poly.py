@@ -158,7 +158,21 @@ def _aligned(a1, a2):
     return a1, a2
 
 
+def _roots(p):
+    """np.roots is refused: its roots are complex in general (the eigenvalues of the
+    companion matrix), and llgrad differentiates real results."""
+    raise UnsupportedError(
+        "np.roots is not supported on llgrad values: the roots of a polynomial are complex in "
+        "general (eigenvalues of its companion matrix), and llgrad has no general eigenvalue "
+        "solver or complex results", loc=user_loc(),
+        fix="for a quadratic, write its roots with the formula (-b +- np.sqrt(b**2 - 4*a*c)) "
+        "/ (2*a) where they are real; or compute the roots outside the differentiated "
+        "function and differentiate a real function of them (implicit function theorem)")
+
+
+_roots.refused = True  # (docs/numpy_support.md lists it as not supported)
 FUNCTIONS = {
+    np.roots: _roots,
     np.vander: vander, np.polyfit: polyfit, np.polyder: polyder, np.polyint: polyint,
     np.polyadd: lambda a1, a2: ops.add(*_aligned(a1, a2)),
     np.polysub: lambda a1, a2: ops.sub(*_aligned(a1, a2)),

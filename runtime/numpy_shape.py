@@ -104,9 +104,9 @@ def _argsort(a, axis=-1, kind=None, order=None, *, stable=None):
     return ops.argsort(a, axis)
 
 
-def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
+def _median(a, axis=None, out=None, overwrite_input=False, keepdims=False, fn=ops.median):
     _refuse("median", out=out)
-    return ops.median(a, axis, keepdims)
+    return fn(a, axis, keepdims)
 
 
 def _quantile(fn):
@@ -500,6 +500,9 @@ FUNCTIONS = {
     np.logical_or.reduce: _ufunc_reduce(_bool_reduction(St.any), False),
     np.sort: _sort, np.argsort: _argsort, np.median: _median,
     np.quantile: _quantile(ops.quantile), np.percentile: _quantile(ops.percentile),
+    np.nanquantile: _quantile(ops.nanquantile), np.nanpercentile: _quantile(ops.nanpercentile),
+    np.nanmedian: lambda a, axis=None, out=None, overwrite_input=False, keepdims=False:
+        _median(a, axis, out, keepdims=keepdims, fn=ops.nanmedian),
     # shape and structure
     np.flip: lambda m, axis=None: ops.flip(m, axis), np.fliplr: lambda m: ops.flip(m, 1),
     np.flipud: lambda m: ops.flip(m, 0), np.roll: lambda a, shift, axis=None: ops.roll(

@@ -1,9 +1,12 @@
-"""scipy.stats' sample moments on llgrad values, with scipy's signatures: moment, skew,
-kurtosis and zscore. scipy's own formulas (central moments by exponentiation by squares, the
-same NaN where the variance is ~0, its bias corrections), so values agree with scipy's to
-rounding and gradients follow from the primitives'. `SCIPY` joins runtime/numpy_api.LAZY
+"""scipy.stats' sample moments and summaries on llgrad values, with scipy's signatures:
+moment, skew, kurtosis, zscore, sem, gmean, hmean, entropy and pearsonr. scipy's own formulas
+(central moments by exponentiation by squares, the same NaN where the variance is ~0, its bias
+corrections), so values agree with scipy's to rounding and gradients follow from the
+primitives'. `SCIPY` joins runtime/numpy_api.LAZY
 (Note [Lazily named functions] there)."""
 from __future__ import annotations
+
+from collections import namedtuple
 
 import numpy as np
 
@@ -111,4 +114,88 @@ def zscore(a, axis=0, ddof=0, nan_policy="propagate"):
     return ops.reshape(z, shape_of(as_operand(a))) if axis is None else z
 
 
-SCIPY = {f"scipy.stats.{f.__name__}": f for f in (moment, skew, kurtosis, zscore)}
+def sem(a, axis=0, ddof=1, nan_policy="propagate", *, keepdims=False):
+    """scipy.stats.sem: the standard error of the mean, std(a, ddof) / sqrt(n)."""
+    a, axis = _data("sem", a, axis, nan_policy)
+    n = shape_of(a)[axis]
+    return _keep(ops.div(ops.std(a, axis, correction=ddof), n ** 0.5), axis, keepdims)
+
+
+def _weighted_mean(v, axis, weights):
+    """The mean of v along `axis`, weighted as scipy's _xp_mean (weights broadcast to v)."""
+    if weights is None:
+        return ops.mean(v, axis)
+    w = ops.broadcast_to(as_operand(weights), shape_of(v))
+    return ops.div(ops.sum(ops.mul(v, w), axis), ops.sum(w, axis))
+
+
+def gmean(a, axis=0, dtype=None, weights=None, *, nan_policy="propagate", keepdims=False):
+    """scipy.stats.gmean: exp of the (weighted) mean of log(a)."""
+    a, axis = _data("gmean", a if dtype is None else ops.astype(as_operand(a), dtype), axis,
+                    nan_policy)
+    return _keep(ops.exp(_weighted_mean(ops.log(a), axis, weights)), axis, keepdims)
+
+
+def hmean(a, axis=0, dtype=None, *, weights=None, nan_policy="propagate", keepdims=False):
+    """scipy.stats.hmean: 1 / the (weighted) mean of 1 / a (0 where an element is 0, as
+    scipy's 1 / inf)."""
+    a, axis = _data("hmean", a if dtype is None else ops.astype(as_operand(a), dtype), axis,
+                    nan_policy)
+    return _keep(ops.reciprocal(_weighted_mean(ops.reciprocal(a), axis, weights)),
+                 axis, keepdims)
+
+
+def entropy(pk, qk=None, base=None, axis=0, *, nan_policy="propagate", keepdims=False):
+    """scipy.stats.entropy: -sum(p log p) of pk normalised along `axis`, or the relative
+    entropy sum(p log(p / q)) with qk (normalised too); in units of log(base)."""
+    pk, axis = _data("entropy", pk, axis, nan_policy)
+    pk = ops.div(pk, ops.sum(pk, axis, True))
+    if qk is None:
+        vec = ops.special.entr(pk)
+    else:
+        qk, _ = _data("entropy", qk, axis, nan_policy)
+        qk = ops.div(qk, ops.sum(qk, axis, True))
+        vec = ops.special.rel_entr(pk, qk)
+    out = ops.sum(vec, axis)
+    return _keep(out if base is None else ops.div(out, float(np.log(base))), axis, keepdims)
+
+
+PearsonRResult = namedtuple("PearsonRResult", ["statistic", "pvalue"])
+
+
+def _pearson_pvalue(r, n: int, alternative: str):
+    """scipy's p-value of r under the null: a beta(n/2 - 1, n/2 - 1) distribution on [-1, 1];
+    its tails are regularised incomplete beta functions (betainc: gradient in r exact)."""
+    if alternative not in ("two-sided", "greater", "less"):
+        raise ValueError("alternative must be 'less', 'greater' or 'two-sided'")
+    if n == 2:
+        return ops.add(ops.mul(r, 0.0), 1.0)
+    ab = n / 2.0 - 1.0
+    if alternative == "two-sided":
+        return ops.mul(ops.betainc(ab, ab, ops.mul(ops.sub(1.0, ops.abs(r)), 0.5)), 2.0)
+    side = ops.sub(1.0, r) if alternative == "greater" else ops.add(1.0, r)
+    return ops.betainc(ab, ab, ops.mul(side, 0.5))
+
+
+def pearsonr(x, y, *, alternative="two-sided", method=None, axis=0):
+    """scipy.stats.pearsonr: (statistic, pvalue); the statistic is scipy's sum of the
+    products of the centred, normalised samples, clipped to [-1, 1], the p-value scipy's
+    beta-distribution tail (`_pearson_pvalue`)."""
+    if method is not None:
+        raise UnsupportedError("scipy.stats.pearsonr(method=...) is not supported on traced "
+                               "values", loc=user_loc(), fix="leave method=None")
+    x, ax = _data("pearsonr", x, axis, "propagate")
+    y, _ = _data("pearsonr", y, axis, "propagate")
+    n = shape_of(x)[ax]
+    if n < 2:
+        raise ValueError("`x` and `y` must have length at least 2.")
+    xm = ops.sub(x, ops.mean(x, ax, True))
+    ym = ops.sub(y, ops.mean(y, ax, True))
+    xm = ops.div(xm, ops.sqrt(ops.sum(ops.mul(xm, xm), ax, True)))
+    ym = ops.div(ym, ops.sqrt(ops.sum(ops.mul(ym, ym), ax, True)))
+    r = ops.clip(ops.sum(ops.mul(xm, ym), ax), -1.0, 1.0)
+    return PearsonRResult(r, _pearson_pvalue(r, n, alternative))
+
+
+SCIPY = {f"scipy.stats.{f.__name__}": f for f in (moment, skew, kurtosis, zscore, sem, gmean,
+                                                  hmean, entropy, pearsonr)}

@@ -1,6 +1,7 @@
 """scipy.ndimage's linear filters on llgrad values, with scipy's signatures: correlate1d,
 convolve1d, correlate, convolve (1-D and 2-D weights), gaussian_filter1d, gaussian_filter,
-uniform_filter1d, uniform_filter, laplace, sobel, prewitt. Each is a cross-correlation, one
+uniform_filter1d, uniform_filter, laplace, sobel, prewitt; and median_filter (a sort per
+window). Each linear one is a cross-correlation, one
 `ops.conv`, of the input extended as scipy's `mode` says (`ops.pad`), with scipy's centring
 (origin) of the weights; the separable filters are one such 1-D correlation per axis, in
 scipy's order, with scipy's kernels. Values equal scipy's up to rounding, and gradients
@@ -213,6 +214,47 @@ def _edge(name: str, smooth: list):
 sobel = _edge("sobel", [1.0, 2.0, 1.0])
 prewitt = _edge("prewitt", [1.0, 1.0, 1.0])
 
+def window_median(x, sizes, pad: str, cval=0.0):
+    """scipy's median filter: over a window of `sizes` (one per axis of x) centred at each
+    element (the centre at size // 2; x extended as np.pad's `pad` mode), the sorted value at
+    count // 2 (scipy's rank filter: the upper middle one for an even count, no mean); the
+    gradient goes to that element, as np.median's. scipy.signal.medfilt shares it."""
+    from llgrad.runtime.ops.arrays import sliding_window_view
+    nd = len(shape_of(x))
+    widths = [(s // 2, s - 1 - s // 2) for s in sizes]
+    x = ops.pad(x, widths, pad, **({"constant_values": float(cval)} if pad == "constant"
+                                    else {}))
+    windows = sliding_window_view(x, tuple(sizes), tuple(range(nd)))
+    count = int(np.prod(sizes))
+    flat = ops.reshape(windows, tuple(shape_of(windows)[:nd]) + (count,))
+    return ops.getitem(ops.sort(flat, -1), (Ellipsis, count // 2))
+
+
+def median_filter(input, size=None, footprint=None, output=None, mode="reflect", cval=0.0,
+                  origin=0, *, axes=None):
+    """scipy.ndimage.median_filter with a box window (`size`, or a footprint of ones)."""
+    _refuse("median_filter", output)
+    x = as_operand(input)
+    nd = len(shape_of(x))
+    if footprint is not None:
+        fp = np.asarray(footprint, bool)
+        if not fp.all():
+            raise UnsupportedError("scipy.ndimage.median_filter with a footprint that is not "
+                                   "all ones is not supported on traced values",
+                                   loc=user_loc(), fix="pass size= (a box window)")
+        size = fp.shape
+    if size is None:
+        raise RuntimeError("no footprint or filter size provided")
+    if axes is not None or np.any(np.asarray(origin) != 0):
+        raise UnsupportedError("scipy.ndimage.median_filter(axes=, origin=) are not supported "
+                               "on traced values", loc=user_loc(), fix="filter all axes, "
+                               "with origin=0")
+    sizes = [int(s) for s in _per_axis(size, nd)]
+    if len(sizes) != nd or min(sizes, default=1) < 1:
+        raise RuntimeError("filter sizes must be positive, one per axis")
+    return _result(window_median(_input(x), sizes, _pad_mode(mode), cval), x)
+
+
 SCIPY = {f"scipy.ndimage.{f.__name__}": f for f in (
     correlate1d, convolve1d, correlate, convolve, gaussian_filter1d, gaussian_filter,
-    uniform_filter1d, uniform_filter, laplace, sobel, prewitt)}
+    uniform_filter1d, uniform_filter, laplace, sobel, prewitt, median_filter)}

@@ -1,6 +1,7 @@
-"""scipy.signal's linear filters on llgrad values, with scipy's signatures: lfilter (b, a
-constant or traced, x traced, axis, zi) and filtfilt (constant b, a); and the 1-D and 2-D
-convolutions and correlations (convolve, correlate, fftconvolve, convolve2d, correlate2d).
+"""scipy.signal's filters on llgrad values, with scipy's signatures: lfilter (b, a constant
+or traced, x traced, axis, zi), sosfilt (a cascade of lfilters) and filtfilt (constant b, a);
+the 1-D and 2-D convolutions and correlations (convolve, correlate, fftconvolve, convolve2d,
+correlate2d); detrend, savgol_filter and medfilt. (hilbert, welch: scipy_spectral.py.)
 lfilter is the FIR part, a sum of delayed copies of x, followed by the all-pole recurrence
 `ops.iir` (one primitive looping over time, whose VJP is the same filter run backwards: Note
 [All-pole filters] in runtime/ops/scan.py). The convolutions are one `ops.conv` (a
@@ -245,5 +246,98 @@ def fftconvolve(in1, in2, mode="full", axes=None):
     return _conv("scipy.signal.fftconvolve", in1, in2, mode, True)
 
 
+def sosfilt(sos, x, axis=-1, zi=None):
+    """scipy.signal.sosfilt: lfilter with each second-order section (a row b0 b1 b2 a0 a1 a2
+    of sos, constant or traced) in turn; with zi (n_sections, then lfilter's zi shape) also
+    the final states, stacked."""
+    sections = as_operand(sos) if is_value(sos) else np.asarray(sos)
+    if len(shape_of(sections)) != 2 or shape_of(sections)[1] != 6:
+        raise ValueError("sos array must be shape (n_sections, 6)")
+    if not is_value(sections) and not np.all(sections[:, 3] == 1):
+        raise ValueError("sos[:, 3] should be all ones")
+    states = []
+    for i in range(shape_of(sections)[0]):
+        row = sections[i]
+        x = lfilter(row[:3], row[3:], x, axis, None if zi is None else zi[i])
+        if zi is not None:
+            x, zf = x
+            states.append(zf)
+    return x if zi is None else (x, ops.stack(states, 0))
+
+
+def _float_data(x):
+    """x as scipy.signal's detrend/savgol_filter compute it: float32/float64 kept, else
+    float64."""
+    x = as_operand(x)
+    return x if dtype_of(x) in (np.float32, np.float64) else ops.astype(x, np.float64)
+
+
+def detrend(data, axis=-1, type="linear", bp=0, overwrite_data=False):
+    """scipy.signal.detrend: data minus its mean ('constant') or minus its least-squares line
+    ('linear', one segment: bp=0) along `axis`; the line is a constant 2 x N projection."""
+    if type not in ("linear", "l", "constant", "c"):
+        raise ValueError("Trend type must be 'linear' or 'constant'.")
+    x = _float_data(data)
+    axis = normalize_axes(axis, len(shape_of(x)))[0]
+    if type in ("constant", "c"):
+        return ops.sub(x, ops.mean(x, axis, True))
+    if np.ndim(bp) or bp != 0:
+        raise UnsupportedError("scipy.signal.detrend with breakpoints (bp=...) is not "
+                               "supported on traced values", loc=user_loc(),
+                               fix="detrend each segment on its own, or use bp=0")
+    n = shape_of(x)[axis]
+    design = np.ones((n, 2))  # scipy's: columns (1..N)/N and 1
+    design[:, 0] = np.arange(1, n + 1) / n
+    moved = ops.moveaxis(x, axis, -1)
+    trend = ops.matmul(ops.matmul(moved, np.linalg.pinv(design).T.astype(dtype_of(x))),
+                       design.T.astype(dtype_of(x)))
+    return ops.moveaxis(ops.sub(moved, trend), -1, axis)
+
+
+def savgol_filter(x, window_length, polyorder, deriv=0, delta=1.0, axis=-1, mode="interp",
+                  cval=0.0):
+    """scipy.signal.savgol_filter: ndimage's convolve1d with scipy's (constant) coefficients;
+    with mode='interp' the window_length // 2 outputs at each edge are polynomial fits of the
+    edge window, a constant matrix (scipy's own filter applied to the identity)."""
+    import scipy.signal
+    from llgrad.runtime.scipy_ndimage import convolve1d
+    x = _float_data(x)
+    dt = dtype_of(x)
+    coeffs = scipy.signal.savgol_coeffs(window_length, polyorder, deriv=deriv, delta=delta)
+    if mode != "interp":
+        return convolve1d(x, coeffs.astype(dt), axis, mode=mode, cval=cval)
+    axis = normalize_axes(axis, len(shape_of(x)))[0]
+    n, half = shape_of(x)[axis], window_length // 2
+    if window_length > n:
+        raise ValueError("If mode is 'interp', window_length must be less than or equal to "
+                         "the size of x.")
+    y = ops.moveaxis(convolve1d(x, coeffs.astype(dt), axis, mode="constant"), axis, -1)
+    if not half:
+        return ops.moveaxis(y, -1, axis)
+    edges = scipy.signal.savgol_filter(np.eye(window_length), window_length, polyorder, deriv,
+                                       delta, axis=0, mode="interp").astype(dt)
+    moved = ops.moveaxis(x, axis, -1)
+    left = ops.matmul(ops.slice_axis(moved, -1, 0, window_length), edges[:half].T)
+    right = ops.matmul(ops.slice_axis(moved, -1, n - window_length, n),
+                       edges[window_length - half:].T)
+    out = ops.concatenate([left, ops.slice_axis(y, -1, half, n - half), right], -1)
+    return ops.moveaxis(out, -1, axis)
+
+
+def medfilt(volume, kernel_size=None):
+    """scipy.signal.medfilt: the median over an odd window (3 along each axis by default) of
+    the zero-extended input."""
+    from llgrad.runtime.scipy_ndimage import window_median
+    x = as_operand(volume)
+    nd = len(shape_of(x))
+    sizes = [3] * nd if kernel_size is None else \
+        [int(k) for k in np.broadcast_to(np.asarray(kernel_size), (nd,))]
+    if any(k % 2 == 0 for k in sizes):
+        raise ValueError("Each element of kernel_size should be odd.")
+    return window_median(x if dtype_of(x).kind == "f" else ops.astype(x, np.float64), sizes,
+                         "constant")
+
+
 SCIPY = {f"scipy.signal.{f.__name__}": f for f in (
-    lfilter, filtfilt, convolve, correlate, fftconvolve, convolve2d, correlate2d)}
+    lfilter, filtfilt, convolve, correlate, fftconvolve, convolve2d, correlate2d, sosfilt,
+    detrend, savgol_filter, medfilt)}

@@ -472,6 +472,22 @@ def _trigamma_ref(x):
     return _special("polygamma")(1, x).astype(x.dtype)
 
 
+def _with_constants(constants: tuple, domain: str):
+    """Samples of a function whose first arguments are constants (an order v, a shape a: no
+    derivative) and whose last is an array of `domain`."""
+    def samples(rng, dt):
+        return [Sample((*constants, _draw(rng, sh, domain, dt))) for sh in UNARY]
+    return samples
+
+
+def _in_dtype_of_last(name):
+    """scipy.special's `name` with the dtype of its array argument (scipy has float64 loops
+    only: llgrad's primitive keeps float32 as torch.special does)."""
+    def ref(*xs):
+        return _special(name)(*xs).astype(xs[-1].dtype)
+    return ref
+
+
 _AWAY = ("away0", "away0")
 NUMPY_MATH_DB: list[OpSpec] = [
     _math("sinh", lambda x: x.sinh(), np.sinh),
@@ -511,6 +527,23 @@ NUMPY_MATH_DB: list[OpSpec] = [
     _math("xlogy", lambda x, y: lg.xlogy(x, y), _special("xlogy"), ("real", "positive")),
     _math("xlog1py", lambda x, y: lg.special.xlog1py(x, y), _special("xlog1py"),
           ("real", "unit")),
+    # scipy's own C functions (runtime/ops/special_scipy.py); order and shape parameters
+    # (the first arguments) have no derivative: only the last one is differentiated
+    _math("i0", lambda x: lg.special.i0(x), _special("i0")),
+    _math("i0e", lambda x: lg.special.i0e(x), _special("i0e"), "away0"),
+    _math("i1", lambda x: lg.special.i1(x), _special("i1")),
+    _math("i1e", lambda x: lg.special.i1e(x), _special("i1e"), "away0"),
+    _math("ndtri", lambda x: lg.special.ndtri(x), _special("ndtri"), "prob"),
+    _math("erfcx", lambda x: lg.special.erfcx(x), _special("erfcx")),
+    _math("dawsn", lambda x: lg.special.dawsn(x), _special("dawsn")),
+    _math("exprel", lambda x: lg.special.exprel(x), _special("exprel")),
+    _math("binom", lambda n, k: lg.special.binom(n, k), _special("binom"),
+          ("positive", "positive")),
+    *(OpSpec(name, getattr(lg.special, name), _in_dtype_of_last(name),
+             samples=_with_constants((1.3,), "positive")) for name in (
+                 "gammainc", "gammaincc", "kv", "kve", "jv")),
+    OpSpec("betainc", lg.special.betainc, _in_dtype_of_last("betainc"),
+           samples=_with_constants((1.5, 2.5), "prob")),
 ]
 OP_DB += NUMPY_MATH_DB
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.integrate
+import scipy.linalg
 import scipy.ndimage
 import scipy.optimize
 import scipy.signal
@@ -301,3 +302,42 @@ def histogram_weights(w):
     data = np.array([0.1, 0.7, 0.35, 1.0])
     return (np.sum(np.histogram(data, 3, weights=w)[0] * [1.0, 2.0, 3.0])
             + np.sum(np.histogram(data, [0.0, 0.5, 1.0], weights=w * w, density=True)[0]))
+
+
+@usecase
+def scipy_special_bessel_and_incomplete(x, p, w):
+    return (np.sum(scipy.special.i0(x) * w) + np.sum(scipy.special.i0e(x))
+            + np.sum(scipy.special.i1(x) ** 2) + np.sum(scipy.special.i1e(p) * w)
+            + np.sum(scipy.special.ndtri(p / 2.5)) + np.sum(scipy.special.erfcx(x) * w)
+            + np.sum(scipy.special.dawsn(x)) + np.sum(scipy.special.exprel(x) * w)
+            + np.sum(scipy.special.gammainc(2.0, p)) + np.sum(scipy.special.gammaincc(1.5, p))
+            + np.sum(scipy.special.kv(1.5, p) * w) + np.sum(scipy.special.kve(0.5, p))
+            + np.sum(scipy.special.jv(1.0, x) * w) + np.sum(scipy.special.jn(2, x))
+            + np.sum(scipy.special.binom(5.0, p)) + np.sum(scipy.special.betainc(2.0, 3.0, p / 2.5)))
+
+
+@usecase(eager=SCIPY_PYTHON)
+def scipy_stats_summaries_and_matrices(x, p, s, w):
+    return (scipy.stats.entropy(p) + scipy.stats.gmean(p) + scipy.stats.hmean(p)
+            + scipy.stats.sem(x) + scipy.stats.pearsonr(x, w).statistic
+            + np.sum(scipy.special.comb(5.0, p)) + np.sum(scipy.linalg.block_diag(s, x[:2]) ** 2)
+            + np.sum(scipy.linalg.toeplitz(x) * s[0, 0]) + np.sum(scipy.linalg.circulant(w) ** 2)
+            + np.sum(scipy.linalg.sqrtm(s @ s.T + np.eye(3)) * s)
+            + np.sum(scipy.linalg.lu_factor(s + 3.0 * np.eye(3))[0] ** 2)
+            + np.sum(scipy.linalg.lu_solve(scipy.linalg.lu_factor(s + 3.0 * np.eye(3)), x[:3])))
+
+
+@usecase(eager=SCIPY_PYTHON)
+def nan_order_statistics_and_signal_filters(m, x, s):
+    holes = np.where(m > 1.5, np.nan, m)
+    sos = np.array([[0.2, 0.3, 0.1, 1.0, -0.2, 0.1]])
+    return (np.nansum(np.nanmedian(holes, axis=1)) + np.nansum(np.nanpercentile(holes, 30.0))
+            + np.nansum(np.nanquantile(holes, [0.2, 0.9], axis=0))
+            + np.sum(scipy.signal.sosfilt(sos, x) ** 2) + np.sum(scipy.signal.detrend(m) ** 2)
+            + np.sum(scipy.signal.savgol_filter(x, 3, 1) * x)
+            + np.sum(scipy.signal.medfilt(m) * m) + np.sum(scipy.ndimage.median_filter(m, 2))
+            + np.sum(scipy.ndimage.shift(m, (0.5, -0.3)) ** 2)
+            + np.sum(scipy.ndimage.zoom(s, 1.5, order=1))
+            + np.sum(scipy.ndimage.map_coordinates(m, [[0.5, 1.2], [2.5, 0.3]], order=1))
+            + np.sum(np.abs(scipy.signal.hilbert(x)))
+            + np.sum(scipy.signal.welch(x, nperseg=4)[1]))

@@ -9,7 +9,8 @@ import threading
 import types
 from typing import Callable
 
-from llgrad.runtime.errors import ConcretizationError, UnsupportedError, is_own_file, user_loc
+from llgrad.runtime.errors import (ConcretizationError, InternalError, LinAlgError, LLGradError,
+                                   UnsupportedError, is_own_file, user_loc)
 
 
 # Note [Unsupported library functions]
@@ -21,8 +22,12 @@ from llgrad.runtime.errors import ConcretizationError, UnsupportedError, is_own_
 # function, the user's line and what to write instead. A ConcretizationError while tracing
 # the staged path is left alone: it moves the function to the dynamic path, where library
 # code that branches on values runs; ValueErrors and linalg errors are the library's own
-# answers about the values, and stay as they are. There, a library that turns a traced
-# float into a number (`float(x)`: scipy.integrate.quad's C code on what the integrand
+# answers about the values, and stay as they are (as do llgrad's ShapeError, IndexingError
+# and LinAlgError, its answers about them, and an InternalError). llgrad's other errors about
+# the library's code (a variable of scipy's holding different objects on the two paths of a
+# traced condition, at a line of scipy's) and a NotImplementedError from inside it become the
+# one UnsupportedError too. On the dynamic path, a library that turns a traced float into a
+# number (`float(x)`: scipy.integrate.quad's C code on what the integrand
 # returns) is refused (`library_number`): the user did not ask for a constant, and the
 # gradient through it would be lost: a wrong gradient, not PyTorch's documented float(t).
 # A Python function of the standard library or another package that llgrad does not convert
@@ -61,9 +66,11 @@ def library_call(f: types.FunctionType, converted: Callable, stagers: dict) -> C
         _IN_LIBRARY.depth = getattr(_IN_LIBRARY, "depth", 0) + 1
         try:
             return converted(*args, **kwargs)
-        except (TypeError, AttributeError, SyntaxError, UnsupportedError) as e:
+        except (TypeError, AttributeError, SyntaxError, NotImplementedError, LLGradError) as e:
             if isinstance(e, ConcretizationError) and not any(
                     getattr(s, "eager", bool)() for s in stagers.values()):
+                raise
+            if isinstance(e, (InternalError, LinAlgError, ValueError, IndexError)):
                 raise
             from llgrad.runtime.numpy_api import library_alternative, numpy_name
             name = numpy_name(f)

@@ -26,6 +26,10 @@ from llgrad.runtime.ops.special import (  # noqa: F401
     beta, betaln, digamma, erf, erfc, erfinv, gamma, lgamma, log_expit, log_ndtr, logit, ndtr,
     polygamma, trigamma, xlog1py, xlogy,
 )
+from llgrad.runtime.ops.special_scipy import (  # noqa: F401
+    betainc, binom, dawsn, erfcx, exprel, gammainc, gammaincc, i0, i0e, i1, i1e, jv, kv, kve,
+    ndtri,
+)
 from llgrad.runtime.ops.ufuncs import (  # noqa: F401
     arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh, cbrt, ceil, copysign, cosh,
     deg2rad, exp2, fmod, heaviside, hypot, isfinite, isinf, isnan, log2, log10, logaddexp,
@@ -38,7 +42,9 @@ from llgrad.runtime.ops import control  # noqa: F401,E402  (registers IR structu
 from llgrad.runtime.ops.scan import (  # noqa: F401,E402
     cummax, cummin, cumprod, cumsum, iir, linrec, logcumsumexp,
 )
-from llgrad.runtime.ops.sort import argsort, median, percentile, quantile, sort  # noqa: F401,E402
+from llgrad.runtime.ops.sort import (  # noqa: F401,E402
+    argsort, median, nanmedian, nanpercentile, nanquantile, percentile, quantile, sort,
+)
 from llgrad.runtime.ops.gather import take, take_along_axis  # noqa: F401,E402
 from llgrad.runtime.ops.gather import repeat as repeat_interleave  # noqa: F401,E402
 from llgrad.runtime.ops.structure import (  # noqa: F401,E402

@@ -31,6 +31,14 @@ LIBM = {
     "tgamma": _special("gamma"),
 }
 
+# scipy.special functions a scalar rule may call, with their number of operands: generated code
+# calls scipy's own C function (codegen/special.py, Note [scipy.special's C functions]), the
+# numpy rule its ufunc; both compute in float64.
+SCIPY_SPECIAL = {"i0": 1, "i0e": 1, "i1": 1, "i1e": 1, "ndtri": 1, "erfcx": 1, "dawsn": 1,
+                 "exprel": 1, "gammainc": 2, "gammaincc": 2, "kv": 2, "kve": 2, "jv": 2,
+                 "binom": 2, "betainc": 3}
+LIBM.update({name: _special(name) for name in SCIPY_SPECIAL})
+
 
 def libm_rule(name: str):
     """The scalar rule of a primitive that is one libm function: `s.call(name, *xs)`."""

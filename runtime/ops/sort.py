@@ -200,3 +200,45 @@ def quantile(x, q, axis=None, keepdims=False, method="linear"):
 
 def percentile(x, q, axis=None, keepdims=False, method="linear"):
     return quantile(x, np.true_divide(np.asarray(q, np.float64), 100), axis, keepdims, method)
+
+
+def nanquantile(x, q, axis=None, keepdims=False, method="linear"):
+    """numpy's nanquantile with the linear method: quantile of the values that are not NaN.
+    Their count k varies along the other axes, so the order statistics (k - 1) q are picked
+    with take_along_axis at traced positions of the sorted values (NaNs sort last); the
+    gradient flows to the picked values, as quantile's. NaN where all values are NaN."""
+    from llgrad.runtime.errors import UnsupportedError, user_loc
+    from llgrad.runtime.ops.gather import take_along_axis
+    from llgrad.runtime.ops.reduce import sum as sum_
+    from llgrad.runtime.ops.shape import stack, unsqueeze
+    if method != "linear":
+        raise UnsupportedError(f"nanquantile(method={method!r}) is not supported on llgrad "
+                               "values", loc=user_loc(), fix="use method='linear' (the default)")
+    qs = np.asarray(q, np.float64)
+    if qs.ndim > 1 or np.any((qs < 0) | (qs > 1)) or np.any(np.isnan(qs)):
+        raise ShapeError("quantile: q must be a number or a 1-d sequence of numbers in [0, 1]")
+    shape = shape_of(x)
+    s, n, axes = _sorted_along(x, axis)
+    dt = dtype_of(s)
+    k = sum_(ew.astype(ew.eq(s, s), dt), -1)  # the values that are not NaN
+    last = ew.maximum(ew.sub(k, 1.0), 0.0)
+    out = []
+    for qk in qs.reshape(-1):
+        virtual = ew.mul(last, float(qk))
+        lo = ew.floor(virtual)
+        hi = ew.minimum(ew.add(lo, 1.0), last)
+        t = ew.sub(virtual, lo)
+        a, b = (take_along_axis(s, unsqueeze(ew.astype(i, np.int64), -1), -1)[..., 0]
+                for i in (lo, hi))
+        d = ew.sub(b, a)  # numpy's _lerp
+        r = ew.where(ew.ge(t, 0.5), ew.sub(b, ew.mul(d, ew.sub(1.0, t))), ew.add(a, ew.mul(d, t)))
+        out.append(_keep(ew.where(ew.eq(k, 0.0), np.nan, r), shape, axes, keepdims))
+    return out[0] if qs.ndim == 0 else stack(out, 0)
+
+
+def nanpercentile(x, q, axis=None, keepdims=False, method="linear"):
+    return nanquantile(x, np.true_divide(np.asarray(q, np.float64), 100), axis, keepdims, method)
+
+
+def nanmedian(x, axis=None, keepdims=False):
+    return nanquantile(x, 0.5, axis, keepdims)

@@ -8,10 +8,11 @@ from __future__ import annotations
 import numpy as np
 
 from llgrad.runtime.aval import Aval, ShapeError, normalize_axes
+from llgrad.runtime.errors import UnsupportedError
 from llgrad.runtime.ops import elementwise as ew
 from llgrad.runtime.ops._util import dtype_of, shape_of
 from llgrad.runtime.ops.index import getitem, getitem_p, scatter_add_p, slice_axis
-from llgrad.runtime.prim import Primitive, bind, register
+from llgrad.runtime.prim import Primitive, bind, is_value, register
 
 
 def _same(x, **_):
@@ -190,8 +191,9 @@ def _source_index(n, before, after, mode):
 
 
 def pad(x, pad_width, mode="constant", constant_values=0):
-    """numpy's pad: pad_width as numpy accepts it (int, (before, after), or one pair per
-    axis); modes constant, edge, reflect, symmetric and wrap."""
+    """numpy's pad: pad_width and constant_values as numpy accepts them (one number,
+    (before, after), or one pair per axis); modes constant, edge, reflect, symmetric and
+    wrap."""
     nd = len(shape_of(x))
     widths = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (nd, 2)) if nd else \
         np.zeros((0, 2), np.int64)
@@ -199,11 +201,24 @@ def pad(x, pad_width, mode="constant", constant_values=0):
         raise ShapeError(f"pad: negative pad widths {widths.tolist()}")
     widths = tuple((int(a), int(b)) for a, b in widths)
     if mode == "constant":
-        if not isinstance(constant_values, (int, float, np.number)):
-            raise NotImplementedError("pad(mode='constant'): constant_values must be one number")
+        if is_value(constant_values) or any(is_value(v) for v in np.ravel(
+                np.asarray(constant_values, dtype=object))):
+            raise UnsupportedError("pad(mode='constant'): traced constant_values are not "
+                                   "supported", fix="pass numbers, or pad with 0 and add the "
+                                   "values with np.where on a constant mask")
+        values = np.broadcast_to(np.asarray(constant_values, np.float64), (nd, 2))
         if not any(a or b for a, b in widths):
             return x
-        return bind(constant_pad_nd_p, x, pad=widths, value=float(constant_values))
+        if np.all(values == values.flat[0]):
+            return bind(constant_pad_nd_p, x, pad=widths, value=float(values.flat[0]))
+        for axis, pair in enumerate(widths):  # numpy's order: a later axis fills the corners
+            for side in (0, 1):
+                if pair[side]:
+                    one = [(0, 0)] * nd
+                    one[axis] = (pair[0], 0) if side == 0 else (0, pair[1])
+                    x = bind(constant_pad_nd_p, x, pad=tuple(one),
+                             value=float(values[axis, side]))
+        return x
     if mode not in ("edge", "reflect", "symmetric", "wrap"):
         raise NotImplementedError(f"pad(mode={mode!r}): supported modes are constant, edge, "
                                   "reflect, symmetric and wrap")

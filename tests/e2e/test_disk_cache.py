@@ -56,6 +56,16 @@ def test_second_process_hits_the_cache(tmp_path, cache_dir):
     assert oct(os.stat(cache_dir).st_mode & 0o777) == "0o700"
 
 
+def test_cached_code_calling_scipy_special_links_in_a_new_process(tmp_path, cache_dir):
+    # the object code calls scipy's C functions through named symbols, registered again on
+    # load (Note [scipy.special's C functions])
+    text = SCRIPT.replace("np.sin(x)", "__import__('scipy.special').special.i0(x)")
+    text = text.replace("print(repr(v)", "print(repr(v), repr(float(g[0]))")
+    runs = [run_script(tmp_path, cache_dir, text)[0] for _ in range(2)]
+    assert [r[-1] for r in runs] == ["miss", "hit"]
+    assert runs[0][:2] == runs[1][:2]
+
+
 def test_in_process_hit_gives_the_same_value_and_gradient(cache_dir):
     def g(x):
         return np.sum(np.exp(-x ** 2) * np.cos(x))

@@ -84,6 +84,18 @@ SAMPLES.update({
     "erfinv": U(sp.erfinv_p, X / 3),
     "xlog1py": B(sp.xlog1py_p, X, POS),
 })
+# scipy.special's C functions (runtime/ops/special_scipy.py): order and shape parameters are
+# constants (no derivative), the last argument is differentiated
+from llgrad.runtime.ops import special_scipy as ss  # noqa: E402
+
+SAMPLES.update({
+    "i0": U(ss.i0_p), "i0e": U(ss.i0e_p), "i1": U(ss.i1_p), "i1e": U(ss.i1e_p),
+    "ndtri": U(ss.ndtri_p, POS / 2), "erfcx": U(ss.erfcx_p), "dawsn": U(ss.dawsn_p),
+    "exprel": U(ss.exprel_p), "binom": B(ss.binom_p, POS + 3, POS),
+    **{p.name: (lambda a, p=p: p.bind(np.full(4, 1.5), a), [POS]) for p in (
+        ss.gammainc_p, ss.gammaincc_p, ss.kv_p, ss.kve_p, ss.jv_p)},
+    "betainc": (lambda a: ss.betainc_p.bind(np.full(4, 2.0), np.full(4, 3.0), a), [POS / 2]),
+})
 # linear algebra (issue 11): inputs made invertible / positive definite / with spread-out
 # eigenvalues by the sample itself; multi-result primitives return all results, flattened
 from llgrad.runtime.ops import linalg_solve as ls, linalg_spectral as lsp  # noqa: E402
