@@ -89,6 +89,8 @@ Poison.__hash__ = None  # type: ignore[assignment]
 class PoisonRead(LLGradError):
     """The body read an item (index None: the length) of a list it appends to."""
 
+    _lg_signal = True  # (the stager's, not the program's: operators.llgrads_own)
+
     def __init__(self, buffer, index):
         self.loc_read = user_loc()
         super().__init__(f"its body reads the list `{buffer.label}` it appends to (at "
@@ -98,6 +100,8 @@ class PoisonRead(LLGradError):
 
 class Unstageable(LLGradError):
     """The body did something a loop op cannot repeat (`what`: the reason)."""
+
+    _lg_signal = True
 
 
 # -- places and buffers of one loop ------------------------------------------------------------

@@ -70,7 +70,8 @@ def library_call(f: types.FunctionType, converted: Callable, stagers: dict) -> C
             if isinstance(e, ConcretizationError) and not any(
                     getattr(s, "eager", bool)() for s in stagers.values()):
                 raise
-            if isinstance(e, (InternalError, LinAlgError, ValueError, IndexError)):
+            if isinstance(e, (InternalError, LinAlgError, ValueError, IndexError)) or \
+                    getattr(e, "_lg_signal", False):  # (a signal of the stager: it restarts)
                 raise
             from llgrad.runtime.numpy_api import library_alternative, numpy_name
             name = numpy_name(f)

@@ -31,6 +31,8 @@ _TLS = threading.local()
 class ScopeError(LLGradError):
     """A value defined inside a region (loop or branch body) was used outside it."""
 
+    _lg_signal = True  # (the tracer unrolls the loop: tracer/tracing.py)
+
     def __init__(self, value, region):
         super().__init__(f"a value computed inside a traced loop or branch ({value!r}) is "
                          f"used outside it")
