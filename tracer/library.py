@@ -25,7 +25,8 @@ from llgrad.runtime.errors import (ConcretizationError, InternalError, LinAlgErr
 # answers about the values, and stay as they are (as do llgrad's ShapeError, IndexingError
 # and LinAlgError, its answers about them, and an InternalError). llgrad's other errors about
 # the library's code (a variable of scipy's holding different objects on the two paths of a
-# traced condition, at a line of scipy's) and a NotImplementedError from inside it become the
+# traced condition, or of two dtypes there: scipy's logm making A complex on one path) and
+# a NotImplementedError from inside it become the
 # one UnsupportedError too. On the dynamic path, a library that turns a traced float into a
 # number (`float(x)`: scipy.integrate.quad's C code on what the integrand
 # returns) is refused (`library_number`): the user did not ask for a constant, and the
@@ -70,9 +71,9 @@ def library_call(f: types.FunctionType, converted: Callable, stagers: dict) -> C
             if isinstance(e, ConcretizationError) and not any(
                     getattr(s, "eager", bool)() for s in stagers.values()):
                 raise
-            if isinstance(e, (InternalError, LinAlgError, ValueError, IndexError)) or \
-                    getattr(e, "_lg_signal", False):  # (a signal of the stager: it restarts)
-                raise
+            if isinstance(e, (InternalError, LinAlgError, ValueError, IndexError)) and not \
+                    getattr(e, "of_branches", False) or getattr(e, "_lg_signal", False):
+                raise  # (the library's answer about the values; a signal of the stager)
             from llgrad.runtime.numpy_api import library_alternative, numpy_name
             name = numpy_name(f)
             raise UnsupportedError(

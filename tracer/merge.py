@@ -141,7 +141,9 @@ def _join(ta, tc) -> Aval:
 
 
 def _mismatch(what, a: Aval, c: Aval, loc) -> ShapeError:
-    return ShapeError(f"{what} is {aval_str(*a)} on one path of a traced condition but "
-                      f"{aval_str(*c)} on the other", loc=loc,
-                      fix="give both branches the same shape and dtype (cast with .astype or "
-                      "broadcast explicitly)")
+    e = ShapeError(f"{what} is {aval_str(*a)} on one path of a traced condition but "
+                   f"{aval_str(*c)} on the other", loc=loc,
+                   fix="give both branches the same shape and dtype (cast with .astype or "
+                   "broadcast explicitly)")
+    e.of_branches = True  # llgrad's limit, not an answer about values (tracer/library.py)
+    return e
