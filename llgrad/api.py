@@ -23,7 +23,7 @@ from llgrad.runtime.aval import aval_str
 from llgrad.runtime.errors import (ConcretizationError, DTypeError, ShapeError, SourceLoc,
                                    _compose)
 from llgrad.tracer import signature as sig
-from llgrad.tracer.captures import failed, hold, note_function
+from llgrad.tracer.captures import failed, hold, note_function, varying
 from llgrad.tracer.convert.stored import using as using_store
 from llgrad.tracer.dynamic import cut_gradient, trace_dynamic
 from llgrad.tracer.tracing import _convertible, bind_arguments, call_with, trace
@@ -97,6 +97,10 @@ class Differentiable:
         self._graphs: dict = {}  # the dynamic path's compiled graphs, least recently used first
         self.max_dynamic_graphs = 32
         self._vjp: "Differentiable | None" = None
+        # Captures taken as inputs, and those that must stay constants, each keyed by
+        # (id(where), name) -> (where, name) (Note [Captured arrays that change become inputs])
+        self._varying: dict = {}
+        self._constant: dict = {}
         self._lock = threading.Lock()
         self.trace_count = 0
         self._monitor = diagnostics.Monitor(fn, _def_loc(fn))
@@ -220,7 +224,7 @@ class Differentiable:
                     reason, fix = self._monitor.reason(names, struct,
                                                        stale and failed(stale.guards))
                     try:
-                        c = self._cache[key] = self._trace(args, kwargs, wrt_args)
+                        c = self._cache[key] = self._trace(args, kwargs, wrt_args, stale)
                     except ConcretizationError as e:
                         c = _DynamicSignature(_kept(e))  # Note [Dynamic signatures]
                         diagnostics.log(f"{self._monitor.name} takes the dynamic path for "
@@ -242,12 +246,13 @@ class Differentiable:
     # The signature is marked only once a dynamic call has succeeded, so a call that raises
     # (a wrong argument) leaves no state behind: the next call starts afresh.
 
-    def _trace(self, args, kwargs, wrt_args) -> Compiled:
-        """A staged trace of this call, ready to differentiate and compile."""
+    def _trace(self, args, kwargs, wrt_args, stale: Compiled | None = None) -> Compiled:
+        """A staged trace of this call, ready to differentiate and compile; the captured
+        arrays that changed since `stale` was traced become inputs."""
         _jit_beside_trace()
         with paused_gc(), using_store(self._conversion_store()):
             t0 = time.perf_counter()
-            tr = trace(self.fn, args, kwargs)
+            tr = self._trace_with_inputs(args, kwargs, stale)
             c = self._build(tr, wrt_args, time.perf_counter() - t0)
         unrolled = [u for u in tr.unrolled if self._monitor.first(("unroll", str(u[0])))]
         if config.disable_jit():
@@ -255,6 +260,36 @@ class Differentiable:
         else:  # once the native code is made, with its cost (Compiled.module)
             c.pending_unrolled = unrolled
         return c
+
+    def _trace_with_inputs(self, args, kwargs, stale: Compiled | None):
+        """`trace(self.fn, ...)` taking the captures known to vary as inputs; those whose
+        trace fails stay constants (Note [Captured arrays that change become inputs] in
+        tracer/captures.py)."""
+        for g in varying(stale.guards if stale is not None else ()):
+            k = (id(g.where), g.name)
+            if k not in self._constant:
+                self._varying[k] = (g.where, g.name)
+        captures = list(self._varying.values())
+        if not captures:
+            return trace(self.fn, args, kwargs)
+        try:
+            return trace(self.fn, args, kwargs, captures)
+        except Exception as e:  # noqa: BLE001 - any failure: those captures stay constants
+            reason = e
+        tr, kept = None, []
+        for cap in captures if len(captures) > 1 else ():  # which of them can be inputs
+            try:
+                tr, kept = trace(self.fn, args, kwargs, kept + [cap]), kept + [cap]
+            except Exception as e:  # noqa: BLE001
+                reason = e
+        for cap in captures:
+            if cap not in kept:
+                k = (id(cap[0]), cap[1])
+                self._constant[k] = self._varying.pop(k)
+                diagnostics.log(f"{self._monitor.name}: {cap[1]!r} stays a constant of the "
+                                f"compiled code (read as an input, the trace failed: "
+                                f"{_reason(reason)})")
+        return tr if tr is not None else trace(self.fn, args, kwargs)
 
     def _dynamic(self, args, kwargs, struct, wrt_args, reason) -> tuple[Compiled, list]:
         """The dynamic path: trace this call eagerly; reuse the compiled code of its graph."""
@@ -317,6 +352,10 @@ class Differentiable:
             "ops (traced)": sum(1 for _ in tr.fn.walk()),
             "trace time": trace_time,
         })
+        if tr.implicit:  # Note [Captured arrays that change become inputs]
+            stats["implicit inputs"] = ", ".join(
+                f"{g.name} ({'global' if isinstance(g.where, dict) else 'closure variable'}, "
+                f"{aval_str(g.shape, g.dtype)})" for g in tr.implicit)
         c = Compiled(tr, wrt_leaves, stats, self._monitor.name, not_differentiable,
                      self._disk_key(tr, wrt_args) if staged else None)
         c.dynamic_reason = dynamic_reason
@@ -386,13 +425,14 @@ class _FastCall:
     """Precomputed argument and result plans of one signature (Note [Per-call fast path])."""
 
     __slots__ = ("c", "arrays", "as_is", "native", "array_out", "scalar_out", "grad_plan",
-                 "single", "guards")
+                 "single", "guards", "implicit")
 
     def __init__(self, c: Compiled, args, wrt_args, single):
-        self.c, self.guards = c, c.trace.guards
+        self.c, self.guards, self.implicit = c, c.trace.guards, c.trace.implicit
         self.arrays = [(i, type(a) is float) for i, a in enumerate(args)
                        if type(a) is np.ndarray or type(a) is float]
-        self.as_is = all(type(a) is np.ndarray for a in args)  # the arguments are the leaves
+        # the arguments are the leaves (and no captured arrays are inputs)
+        self.as_is = all(type(a) is np.ndarray for a in args) and not self.implicit
         self.native: dict = {}  # entry name -> its codegen Entry, once compiled
         specs = sig.leaf_specs(c.trace.out_struct)
         one = len(specs) == 1 and isinstance(c.trace.out_struct, sig.Leaf)
@@ -421,6 +461,8 @@ class _FastCall:
                 self.native[entry] = m[entry]
             return outs
         leaves = args if self.as_is else self.leaves(args)
+        if self.implicit:  # Note [Captured arrays that change become inputs]
+            leaves += [g.value() for g in self.implicit]
         for a in leaves:  # _fast_key checked class, dtype and shape
             if not a.flags.c_contiguous:
                 return native(*leaves)
