@@ -282,9 +282,8 @@ class Differentiable:
                 tr, kept = trace(self.fn, args, kwargs, kept + [cap]), kept + [cap]
             except Exception as e:  # noqa: BLE001
                 reason = e
-        for cap in captures:
-            if cap not in kept:
-                k = (id(cap[0]), cap[1])
+        for k, cap in list(self._varying.items()):
+            if not any(cap is c for c in kept):  # (cells compare by their contents)
                 self._constant[k] = self._varying.pop(k)
                 diagnostics.log(f"{self._monitor.name}: {cap[1]!r} stays a constant of the "
                                 f"compiled code (read as an input, the trace failed: "
