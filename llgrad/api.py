@@ -267,8 +267,10 @@ class Differentiable:
         tracer/captures.py)."""
         for g in varying(stale.guards if stale is not None else ()):
             k = (id(g.where), g.name)
-            if k not in self._constant:
+            if k not in self._constant and k not in self._varying:
                 self._varying[k] = (g.where, g.name)
+                diagnostics.log(f"{self._monitor.name}: {g.name!r} changed and kept its shape "
+                                f"and dtype: read as an input of the compiled code")
         captures = list(self._varying.values())
         if not captures:
             return trace(self.fn, args, kwargs)
@@ -703,7 +705,9 @@ def grad(f: Callable, argnums=0, has_aux: bool = False) -> Callable:
     """The gradient function of a scalar function (jax.grad style); with has_aux, f returns
     (value, aux) and the gradient function returns (gradient, aux). Calling grad again on
     the same function (or a lambda made again by the same line) reuses its compiled code:
-    Note [Functions made anew at every step]."""
+    Note [Functions made anew at every step]; an array it captures that changes between
+    calls (a minibatch) becomes an input of that code (Note [Captured arrays that change
+    become inputs] in tracer/captures.py)."""
     return _recent(f, argnums, has_aux).grad
 
 
