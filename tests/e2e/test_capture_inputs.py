@@ -3,6 +3,8 @@ retracing it at every change (Note [Captured arrays that change become inputs] i
 tracer/captures.py): values and gradients stay those of plain Python with the current data."""
 from __future__ import annotations
 
+import logging
+import re
 import sys
 import warnings
 
@@ -101,7 +103,8 @@ def test_a_changed_index_array_is_read_at_every_call(mode):
         d.inspect(w).stats["implicit inputs"]
 
 
-def test_a_capture_used_as_a_python_int_stays_a_constant(mode):
+def test_a_capture_used_as_a_python_int_stays_a_constant(mode, caplog):
+    caplog.set_level(logging.DEBUG, logger="llgrad")  # the compile log
     w = np.array([1.0, 2.0, 3.0])
     k, scale = np.array([2]), np.array([1.0, 1.0, 1.0])
 
@@ -115,6 +118,9 @@ def test_a_capture_used_as_a_python_int_stays_a_constant(mode):
     assert d.trace_count == 4
     graph = d.inspect(w).graph
     assert "%scale" in graph and "%k" not in graph
+    log = "\n".join(r.getMessage() for r in caplog.records if r.name == "llgrad")
+    assert re.search(r"prefix: 'k' stays a constant of the compiled code \(read as an input, "
+                     r"the trace failed: .*int\(\)", log), log
 
 
 def test_a_capture_that_changes_shape_still_warns(mode):
