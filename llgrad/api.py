@@ -101,6 +101,7 @@ class Differentiable:
         # (id(where), name) -> (where, name) (Note [Captured arrays that change become inputs])
         self._varying: dict = {}
         self._constant: dict = {}
+        self._earlier: dict = {}  # See Note [Earlier traces of a signature]
         self._lock = threading.Lock()
         self.trace_count = 0
         self._monitor = diagnostics.Monitor(fn, _def_loc(fn))
@@ -214,9 +215,9 @@ class Differentiable:
         stale = None
         if c is not None and c.guards and not hold(c.guards):
             with self._lock:  # a global it read changed: trace again (Note [Captured
-                self._cache.pop(key, None)  # values are guarded])
-                self._fast.clear()
-            stale, c = c, None
+                self._cache.pop(key, None)  # values are guarded]) unless an earlier trace
+                self._fast.clear()          # holds (Note [Earlier traces of a signature])
+                c, stale = self._earlier_holding(key, c), c
         if c is None:
             with self._lock:
                 c = self._cache.get(key)
@@ -238,6 +239,27 @@ class Differentiable:
         if not kwargs and len(names) == len(args) and _fast_key(args) is not None:
             self._fast[_fast_key(args)] = _FastCall(c, args, wrt_args, single)
         return c, leaves, (wrt_args, single), None
+
+    # Note [Earlier traces of a signature]
+    # A trace whose guards failed is kept (the last MAX_EARLIER of each signature), and when
+    # the current one fails, one that holds again is used instead of a new trace: a minibatch
+    # loop whose last batch is smaller changes a captured input's shape twice an epoch (Note
+    # [Captured arrays that change become inputs] in tracer/captures.py), and a setting may
+    # toggle between two values; each is traced once, not at every switch. Only a trace whose
+    # guards all hold runs, so it computes what Python would (Dynamo keeps 8 per code object).
+    MAX_EARLIER = 4
+
+    def _earlier_holding(self, key, failed_c: Compiled) -> Compiled | None:
+        """An earlier trace of signature `key` whose guards hold, made current, or None;
+        `failed_c` joins the earlier ones. Called with the lock held."""
+        earlier = self._earlier.setdefault(key, [])
+        c = next((e for e in earlier if hold(e.guards)), None)
+        if c is not None:
+            earlier.remove(c)
+            self._cache[key] = c
+        earlier.insert(0, failed_c)
+        del earlier[self.MAX_EARLIER:]
+        return c
 
     # Note [Dynamic signatures]
     # A trace that concretises (tracer/dynamic.py) sends its signature to the dynamic path,

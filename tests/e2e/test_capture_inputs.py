@@ -65,6 +65,19 @@ def test_a_minibatch_loop_over_a_lambda_traces_twice(mode):
                                             "yb (closure variable, f64[8])")
 
 
+def test_a_smaller_last_batch_is_traced_once(mode):
+    _, X, y = _data(n=20)
+    w = np.zeros(3)
+    for _ in range(3):  # epochs of batches of 8, 8 and 4 (Note [Earlier traces of a signature])
+        for i in range(0, 20, 8):
+            xb, yb = X[i:i + 8], y[i:i + 8]
+            vg = llgrad.value_and_grad(lambda w: _loss(w, xb, yb))
+            value, g = vg(w)
+            _check(lambda w: _loss(w, xb, yb), w, value, g)
+            w = w - 0.1 * g
+    assert vg.__self__.trace_count == 3  # constants; inputs of 8 rows; inputs of 4 rows
+
+
 def test_globals_and_globals_of_helpers_become_inputs(mode, monkeypatch):
     module = sys.modules[__name__]
     rng, X, y = _data()
