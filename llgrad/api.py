@@ -23,7 +23,7 @@ from llgrad.runtime.aval import aval_str
 from llgrad.runtime.errors import (ConcretizationError, DTypeError, ShapeError, SourceLoc,
                                    _compose)
 from llgrad.tracer import signature as sig
-from llgrad.tracer.captures import failed, hold, note_function, varying
+from llgrad.tracer.captures import CaptureInputs, failed, hold, note_function
 from llgrad.tracer.convert.stored import using as using_store
 from llgrad.tracer.dynamic import cut_gradient, trace_dynamic
 from llgrad.tracer.tracing import _convertible, bind_arguments, call_with, trace
@@ -97,10 +97,7 @@ class Differentiable:
         self._graphs: dict = {}  # the dynamic path's compiled graphs, least recently used first
         self.max_dynamic_graphs = 32
         self._vjp: "Differentiable | None" = None
-        # Captures taken as inputs, and those that must stay constants, each keyed by
-        # (id(where), name) -> (where, name) (Note [Captured arrays that change become inputs])
-        self._varying: dict = {}
-        self._constant: dict = {}
+        self._inputs = CaptureInputs()  # Note [Captured arrays that change become inputs]
         self._earlier: dict = {}  # See Note [Earlier traces of a signature]
         self._lock = threading.Lock()
         self.trace_count = 0
@@ -274,7 +271,9 @@ class Differentiable:
         _jit_beside_trace()
         with paused_gc(), using_store(self._conversion_store()):
             t0 = time.perf_counter()
-            tr = self._trace_with_inputs(args, kwargs, stale)
+            tr = self._inputs.trace(lambda captures: trace(self.fn, args, kwargs, captures),
+                                    stale.guards if stale is not None else (),
+                                    lambda m: diagnostics.log(f"{self._monitor.name}: {m}"))
             c = self._build(tr, wrt_args, time.perf_counter() - t0)
         unrolled = [u for u in tr.unrolled if self._monitor.first(("unroll", str(u[0])))]
         if config.disable_jit():
@@ -282,37 +281,6 @@ class Differentiable:
         else:  # once the native code is made, with its cost (Compiled.module)
             c.pending_unrolled = unrolled
         return c
-
-    def _trace_with_inputs(self, args, kwargs, stale: Compiled | None):
-        """`trace(self.fn, ...)` taking the captures known to vary as inputs; those whose
-        trace fails stay constants (Note [Captured arrays that change become inputs] in
-        tracer/captures.py)."""
-        for g in varying(stale.guards if stale is not None else ()):
-            k = (id(g.where), g.name)
-            if k not in self._constant and k not in self._varying:
-                self._varying[k] = (g.where, g.name)
-                diagnostics.log(f"{self._monitor.name}: {g.name!r} changed and kept its shape "
-                                f"and dtype: read as an input of the compiled code")
-        captures = list(self._varying.values())
-        if not captures:
-            return trace(self.fn, args, kwargs)
-        try:
-            return trace(self.fn, args, kwargs, captures)
-        except Exception as e:  # noqa: BLE001 - any failure: those captures stay constants
-            reason = e
-        tr, kept = None, []
-        for cap in captures if len(captures) > 1 else ():  # which of them can be inputs
-            try:
-                tr, kept = trace(self.fn, args, kwargs, kept + [cap]), kept + [cap]
-            except Exception as e:  # noqa: BLE001
-                reason = e
-        for k, cap in list(self._varying.items()):
-            if not any(cap is c for c in kept):  # (cells compare by their contents)
-                self._constant[k] = self._varying.pop(k)
-                diagnostics.log(f"{self._monitor.name}: {cap[1]!r} stays a constant of the "
-                                f"compiled code (read as an input, the trace failed: "
-                                f"{_reason(reason)})")
-        return tr if tr is not None else trace(self.fn, args, kwargs)
 
     def _dynamic(self, args, kwargs, struct, wrt_args, reason) -> tuple[Compiled, list]:
         """The dynamic path: trace this call eagerly; reuse the compiled code of its graph."""

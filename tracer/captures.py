@@ -34,16 +34,17 @@ helpers it calls read it as they read an argument. Its guard then checks only th
 is still bound to an array of that type, shape and dtype, and every call passes the array
 bound there at call time (`Implicit.value`): ~0.5 us a call for both, where a constant's
 guard compares every element (~6 us for 96); no gradient is taken w.r.t. it (it is no `wrt`
-leaf). The Differentiable remembers which captures vary (`Differentiable._varying`,
-llgrad/api.py), so its later traces (another signature, a shape change) take them as inputs
-from the start. If a trace with implicit inputs fails (a ConcretizationError: the code reads
-their values as Python numbers, `int(k[0])`, or as a shape; a write into one, refused as a
-write into an argument is, Note [Writes into arguments] in tracer/aliasing.py; any other
-error), the captures are tried one at a time, and those that fail stay constants for good:
-traced again at each change, with the RetraceWarning's advice to pass it as an argument. (An
-`if` on an input is staged, as on an argument.) A capture that changes shape is traced again
-at each change, as before. While such a trace runs (milliseconds, once per capture), another
-thread reading that variable would see the IR value bound there.
+leaf). Each Differentiable remembers which captures vary (its `CaptureInputs`), so its later
+traces (another signature, a shape change) take them as inputs from the start. If a trace
+with implicit inputs fails (a ConcretizationError: the code reads their values as Python
+numbers, `int(k[0])`, or as a shape; a write into one, refused as a write into an argument
+is, Note [Writes into arguments] in tracer/aliasing.py; any other error), the captures are
+tried one at a time, and those that fail stay constants for good: traced again at each
+change, with the RetraceWarning's advice to pass it as an argument. (An `if` on an input is
+staged, as on an argument.) A capture that changes shape is traced again at each change, as
+before, and switching back reuses an earlier trace (Note [Earlier traces of a signature] in
+llgrad/api.py). While such a trace runs (milliseconds, once per capture), another thread
+reading that variable would see the IR value bound there.
 """
 from __future__ import annotations
 
@@ -162,6 +163,50 @@ def varying(guards) -> list[Guard]:
                 data.dtype == g.copy.dtype and data.dtype in TRACED_DTYPES and not g.holds():
             out.append(g)
     return out
+
+
+class CaptureInputs:
+    """Which captures of one compiled function are read as inputs (those that changed and
+    kept their type, shape and dtype), and which stay constants because a trace reading them
+    as inputs failed; each keyed by (id(where), name) -> (where, name) (Note [Captured arrays
+    that change become inputs])."""
+
+    def __init__(self):
+        self.inputs: dict = {}
+        self.constants: dict = {}
+
+    def trace(self, run: Callable, failed_guards, log: Callable[[str], None]):
+        """`run(captures)` (a trace reading those captures as inputs) with the captures known
+        to vary, after adding those among `failed_guards` (of the trace this one replaces)
+        that kept their type, shape and dtype. When it fails, the captures are tried one at
+        a time, and those it fails with stay constants. `log` tells the compile log."""
+        for g in varying(failed_guards):
+            k = (id(g.where), g.name)
+            if k not in self.constants and k not in self.inputs:
+                self.inputs[k] = (g.where, g.name)
+                log(f"{g.name!r} changed and kept its shape and dtype: read as an "
+                    f"input of the compiled code")
+        captures = list(self.inputs.values())
+        if not captures:
+            return run(())
+        try:
+            return run(captures)
+        except Exception as e:  # noqa: BLE001 - any failure: those captures stay constants
+            reason = e
+        tr, kept = None, []
+        for cap in captures if len(captures) > 1 else ():  # which of them can be inputs
+            try:
+                tr, kept = run(kept + [cap]), kept + [cap]
+            except Exception as e:  # noqa: BLE001
+                reason = e
+        for k, cap in list(self.inputs.items()):
+            if not any(cap is c for c in kept):  # (cells compare by their contents)
+                self.constants[k] = self.inputs.pop(k)
+                what = getattr(reason, "what", str(reason)).splitlines()[0]
+                where = f" at {reason.loc}" if getattr(reason, "loc", None) else ""
+                log(f"{cap[1]!r} stays a constant of the compiled code (read as an "
+                    f"input, the trace failed: {what}{where})")
+        return tr if tr is not None else run(())
 
 
 @contextmanager
@@ -346,5 +391,5 @@ def failed(guards) -> Guard | None:
     return next((g for g in guards if not g.holds()), None)
 
 
-__all__ = ["Guard", "Implicit", "varying", "substituted", "Recording", "recording", "stop",
-           "note_function", "hold", "failed"]
+__all__ = ["Guard", "Implicit", "CaptureInputs", "varying", "substituted", "Recording",
+           "recording", "stop", "note_function", "hold", "failed"]
