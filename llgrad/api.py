@@ -451,9 +451,12 @@ class _FastCall:
             if m is not None:
                 self.native[entry] = m[entry]
             return outs
-        leaves = args if self.as_is else self.leaves(args)
-        if self.implicit:  # Note [Captured arrays that change become inputs]
-            leaves += [g.value() for g in self.implicit]
+        if self.as_is:
+            leaves = args
+        else:
+            leaves = self.leaves(args)
+            if self.implicit:  # Note [Captured arrays that change become inputs]
+                leaves += [g.value() for g in self.implicit]
         for a in leaves:  # _fast_key checked class, dtype and shape
             if not a.flags.c_contiguous:
                 return native(*leaves)
