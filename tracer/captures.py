@@ -131,10 +131,10 @@ class Implicit(Guard):
     shape and dtype of what is bound there; `value()` is what a call passes (Note [Captured
     arrays that change become inputs])."""
 
-    __slots__ = ("kind", "shape", "dtype", "param")
+    __slots__ = ("kind", "shape", "dtype")
 
-    def __init__(self, where, name: str, value, param: ir.Value):
-        self.where, self.name, self.obj, self.param = where, name, None, param
+    def __init__(self, where, name: str, value):
+        self.where, self.name, self.obj = where, name, None
         data = _array(value)
         self.kind, self.shape, self.dtype = type(value), data.shape, data.dtype
         self.copy = self.key = self.flat = None
@@ -223,7 +223,7 @@ def substituted(builder, captures) -> Iterator[list[Implicit]]:
                 continue
             p = builder.param((data.shape, data.dtype), name)
             builder.arguments[p.id] = name  # a write into it is refused: it stays a constant
-            implicit.append(Implicit(where, name, value, p))
+            implicit.append(Implicit(where, name, value))
             saved.append((where, name, value))
             _bind(where, name, p)
         yield implicit
