@@ -23,7 +23,7 @@ from llgrad.runtime.aval import aval_str
 from llgrad.runtime.errors import (ConcretizationError, DTypeError, ShapeError, SourceLoc,
                                    _compose)
 from llgrad.tracer import signature as sig
-from llgrad.tracer.captures import failed, hold, note_function
+from llgrad.tracer.captures import CaptureInputs, failed, hold, note_function
 from llgrad.tracer.convert.stored import using as using_store
 from llgrad.tracer.dynamic import cut_gradient, trace_dynamic
 from llgrad.tracer.operators import llgrads_own
@@ -98,6 +98,8 @@ class Differentiable:
         self._graphs: dict = {}  # the dynamic path's compiled graphs, least recently used first
         self.max_dynamic_graphs = 32
         self._vjp: "Differentiable | None" = None
+        self._inputs = CaptureInputs()  # Note [Captured arrays that change become inputs]
+        self._earlier: dict = {}  # See Note [Earlier traces of a signature]
         self._lock = threading.Lock()
         self.trace_count = 0
         self._monitor = diagnostics.Monitor(fn, _def_loc(fn))
@@ -219,9 +221,9 @@ class Differentiable:
         stale = None
         if c is not None and c.guards and not hold(c.guards):
             with self._lock:  # a global it read changed: trace again (Note [Captured
-                self._cache.pop(key, None)  # values are guarded])
-                self._fast.clear()
-            stale, c = c, None
+                self._cache.pop(key, None)  # values are guarded]) unless an earlier trace
+                self._fast.clear()          # holds (Note [Earlier traces of a signature])
+                c, stale = self._earlier_holding(key, c), c
         if c is None:
             with self._lock:
                 c = self._cache.get(key)
@@ -229,7 +231,7 @@ class Differentiable:
                     reason, fix = self._monitor.reason(names, struct,
                                                        stale and failed(stale.guards))
                     try:
-                        c = self._cache[key] = self._trace(args, kwargs, wrt_args)
+                        c = self._cache[key] = self._trace(args, kwargs, wrt_args, stale)
                     except ConcretizationError as e:
                         c = _DynamicSignature(_kept(e))  # Note [Dynamic signatures]
                         diagnostics.log(f"{self._monitor.name} takes the dynamic path for "
@@ -260,6 +262,27 @@ class Differentiable:
             fix="test the condition explicitly (`if`, `np.where`) instead of catching it")
         return self._dynamic(args, kwargs, struct, wrt_args, reason)
 
+    # Note [Earlier traces of a signature]
+    # A trace whose guards failed is kept (the last MAX_EARLIER of each signature), and when
+    # the current one fails, one that holds again is used instead of a new trace: a minibatch
+    # loop whose last batch is smaller changes a captured input's shape twice an epoch (Note
+    # [Captured arrays that change become inputs] in tracer/captures.py), and a setting may
+    # toggle between two values; each is traced once, not at every switch. Only a trace whose
+    # guards all hold runs, so it computes what Python would (Dynamo keeps 8 per code object).
+    MAX_EARLIER = 4
+
+    def _earlier_holding(self, key, failed_c: Compiled) -> Compiled | None:
+        """An earlier trace of signature `key` whose guards hold, made current, or None;
+        `failed_c` joins the earlier ones. Called with the lock held."""
+        earlier = self._earlier.setdefault(key, [])
+        c = next((e for e in earlier if hold(e.guards)), None)
+        if c is not None:
+            earlier.remove(c)
+            self._cache[key] = c
+        earlier.insert(0, failed_c)
+        del earlier[self.MAX_EARLIER:]
+        return c
+
     # Note [Dynamic signatures]
     # A trace that concretises (tracer/dynamic.py) sends its signature to the dynamic path,
     # and only that signature: the concretisation may depend on shapes or static values
@@ -267,12 +290,15 @@ class Differentiable:
     # The signature is marked only once a dynamic call has succeeded, so a call that raises
     # (a wrong argument) leaves no state behind: the next call starts afresh.
 
-    def _trace(self, args, kwargs, wrt_args) -> Compiled:
-        """A staged trace of this call, ready to differentiate and compile."""
+    def _trace(self, args, kwargs, wrt_args, stale: Compiled | None = None) -> Compiled:
+        """A staged trace of this call, ready to differentiate and compile; the captured
+        arrays that changed since `stale` was traced become inputs."""
         _jit_beside_trace()
         with paused_gc(), using_store(self._conversion_store()):
             t0 = time.perf_counter()
-            tr = trace(self.fn, args, kwargs)
+            tr = self._inputs.trace(lambda captures: trace(self.fn, args, kwargs, captures),
+                                    stale.guards if stale is not None else (),
+                                    lambda m: diagnostics.log(f"{self._monitor.name}: {m}"))
             c = self._build(tr, wrt_args, time.perf_counter() - t0)
         unrolled = [u for u in tr.unrolled if self._monitor.first(("unroll", str(u[0])))]
         if config.disable_jit():
@@ -342,6 +368,10 @@ class Differentiable:
             "ops (traced)": sum(1 for _ in tr.fn.walk()),
             "trace time": trace_time,
         })
+        if tr.implicit:  # Note [Captured arrays that change become inputs]
+            stats["implicit inputs"] = ", ".join(
+                f"{g.name} ({'global' if isinstance(g.where, dict) else 'closure variable'}, "
+                f"{aval_str(g.shape, g.dtype)})" for g in tr.implicit)
         c = Compiled(tr, wrt_leaves, stats, self._monitor.name, not_differentiable,
                      self._disk_key(tr, wrt_args) if staged else None)
         c.dynamic_reason = dynamic_reason
@@ -411,13 +441,14 @@ class _FastCall:
     """Precomputed argument and result plans of one signature (Note [Per-call fast path])."""
 
     __slots__ = ("c", "arrays", "as_is", "native", "array_out", "scalar_out", "grad_plan",
-                 "single", "guards")
+                 "single", "guards", "implicit")
 
     def __init__(self, c: Compiled, args, wrt_args, single):
-        self.c, self.guards = c, c.trace.guards
+        self.c, self.guards, self.implicit = c, c.trace.guards, c.trace.implicit
         self.arrays = [(i, type(a) is float) for i, a in enumerate(args)
                        if type(a) is np.ndarray or type(a) is float]
-        self.as_is = all(type(a) is np.ndarray for a in args)  # the arguments are the leaves
+        # the arguments are the leaves (and no captured arrays are inputs)
+        self.as_is = all(type(a) is np.ndarray for a in args) and not self.implicit
         self.native: dict = {}  # entry name -> its codegen Entry, once compiled
         specs = sig.leaf_specs(c.trace.out_struct)
         one = len(specs) == 1 and isinstance(c.trace.out_struct, sig.Leaf)
@@ -445,7 +476,12 @@ class _FastCall:
             if m is not None:
                 self.native[entry] = m[entry]
             return outs
-        leaves = args if self.as_is else self.leaves(args)
+        if self.as_is:
+            leaves = args
+        else:
+            leaves = self.leaves(args)
+            if self.implicit:  # Note [Captured arrays that change become inputs]
+                leaves += [g.value() for g in self.implicit]
         for a in leaves:  # _fast_key checked class, dtype and shape
             if not a.flags.c_contiguous:
                 return native(*leaves)
@@ -687,7 +723,9 @@ def grad(f: Callable, argnums=0, has_aux: bool = False) -> Callable:
     """The gradient function of a scalar function (jax.grad style); with has_aux, f returns
     (value, aux) and the gradient function returns (gradient, aux). Calling grad again on
     the same function (or a lambda made again by the same line) reuses its compiled code:
-    Note [Functions made anew at every step]."""
+    Note [Functions made anew at every step]; an array it captures that changes between
+    calls (a minibatch) becomes an input of that code (Note [Captured arrays that change
+    become inputs] in tracer/captures.py)."""
     return _recent(f, argnums, has_aux).grad
 
 

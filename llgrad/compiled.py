@@ -144,6 +144,10 @@ class Compiled:
 
     # -- running ----------------------------------------------------------------------------
     def run(self, entry: str, leaves: list) -> list:
+        """Run `entry` on the leaves of a call, and the captured arrays the code takes as
+        inputs (Note [Captured arrays that change become inputs] in tracer/captures.py)."""
+        if self.trace.implicit:
+            leaves = [*leaves, *(g.value() for g in self.trace.implicit)]
         if config.disable_jit() or self.uses < 2:
             fn = self.forward if entry == "forward" else self.joint
             if fn is None:

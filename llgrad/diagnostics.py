@@ -18,10 +18,14 @@ import logging
 import threading
 import warnings
 
+import numpy as np
+
 from llgrad.runtime import config
+from llgrad.runtime.aval import aval_str
 from llgrad.runtime.errors import (DynamicPathWarning, RetraceWarning, SourceLoc,
                                    UnrollWarning)
 from llgrad.tracer import signature as sig
+from llgrad.tracer.captures import _UNBOUND, Implicit
 
 LOG = logging.getLogger("llgrad")
 
@@ -69,6 +73,15 @@ class Monitor:
         """Why this call traces, and how to avoid it: (reason, fix or None)."""
         if failed_guard is not None:
             kind = "global" if isinstance(failed_guard.where, dict) else "closure variable"
+            if isinstance(failed_guard, Implicit):  # an input of one shape and dtype
+                g, now = failed_guard, failed_guard.current()
+                data = getattr(now, "_data", now)
+                to = aval_str(data.shape, data.dtype) if isinstance(data, np.ndarray) else \
+                    "unbound" if now is _UNBOUND else f"a {type(now).__name__}"
+                return (f"{kind} {g.name!r} changed from {aval_str(g.shape, g.dtype)} to "
+                        f"{to} (the compiled code reads it as an input of one shape and "
+                        f"dtype)", f"pass {g.name} as an argument instead, padded to one "
+                        f"shape (or a few bucket sizes)")
             return (f"{kind} {failed_guard.name!r} changed (a value the compiled code holds "
                     f"as a constant)", f"pass {failed_guard.name} as an argument instead")
         if self._last is None:

@@ -41,6 +41,9 @@ class Trace:
     unrolled: list = field(default_factory=list)  # (loc, reason, copies) of unrolled loops
     cuts: list = field(default_factory=list)  # the dynamic path's (what, value, loc) concretised
     catches: tuple = ()  # what `try` statements catch: Note [try on the dynamic path]
+    # Captured arrays taken as inputs after the leaves' parameters (captures.Implicit; Note
+    # [Captured arrays that change become inputs] in tracer/captures.py); also in `guards`.
+    implicit: list = field(default_factory=list)
 
 
 _SIGNATURES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -148,8 +151,11 @@ def _def_loc(fn) -> SourceLoc | None:
     return SourceLoc(code.co_filename, code.co_firstlineno, 0, code.co_name)
 
 
-def trace(fn: Callable, args: tuple, kwargs: dict) -> Trace:
+def trace(fn: Callable, args: tuple, kwargs: dict, implicit=()) -> Trace:
     """Trace `fn(*args, **kwargs)` through its gast-converted form (control flow staged).
+
+    `implicit`: captures (a globals dict or a cell, and the name) read as inputs after the
+    arguments (Note [Captured arrays that change become inputs] in tracer/captures.py).
 
     A loop that must be unrolled (See Note [Unrolled loops] in staging.py) restarts the
     trace; the loops unrolled are listed in `Trace.unrolled` as (loc, reason, copies of the
@@ -165,7 +171,7 @@ def trace(fn: Callable, args: tuple, kwargs: dict) -> Trace:
         for _ in range(64):
             stager.copies = {}
             try:
-                tr = _trace_once(fn, args, kwargs, converted)
+                tr = _trace_once(fn, args, kwargs, converted, implicit)
             except staging.Unroll as e:
                 unrolled.append((e.loc, e.reason))
                 continue
@@ -226,18 +232,21 @@ def _convertible(fn: Callable) -> Callable:
     return convert(fn)
 
 
-def _trace_once(fn: Callable, args: tuple, kwargs: dict, call: Callable) -> Trace:
+def _trace_once(fn: Callable, args: tuple, kwargs: dict, call: Callable,
+                implicit=()) -> Trace:
     a = Arguments(fn, args, kwargs)
     builder = Builder(getattr(fn, "__name__", "f"))
     builder.on_inplace, builder.on_custom_vjp = check_unaliased, trace_custom
     builder.catches = []  # Note [try on the dynamic path] (convert/fence.py)
     rec = captures.recording()
     try:
-        rec.add_function(fn)
         with builder:
             params = a.params(builder)
-            traced = sig.unflatten(a.struct, params)
-            out = call_with(call, a.names, traced)
+            with captures.substituted(builder, implicit) as inputs:
+                rec.guards += inputs
+                rec.add_function(fn)
+                traced = sig.unflatten(a.struct, params)
+                out = call_with(call, a.names, traced)
             a.check_unchanged(traced, params, fn)
             out_leaves, out_struct = _flatten_outputs(out, builder, fn)
             builder.fn.body.results = out_leaves
@@ -245,7 +254,7 @@ def _trace_once(fn: Callable, args: tuple, kwargs: dict, call: Callable) -> Trac
         captures.stop(rec)
     check_unread_indices(builder.fn)  # Note [Unread element reads keep their checks]
     return Trace(builder.fn, a.struct, out_struct, a.names, a.owner, fn, rec.guards,
-                 catches=tuple(builder.catches))
+                 catches=tuple(builder.catches), implicit=inputs)
 
 
 class Arguments:
