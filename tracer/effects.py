@@ -493,6 +493,21 @@ def _length_in_branch(what: str, kind: str, branch, loc) -> ConcretizationError:
         "keep = np.cumprod(x <= 1.5); np.sum(keep * np.exp(x))")
 
 
+def key_in_one_branch(stager, label: str, side: str, loc) -> Exception:
+    """A dict key set in one branch of a traced `if` only: whether the dict has it after the
+    `if` depends on the condition (`key in d`, `len(d)`, `d.get(k, 0.0)` read that), so the
+    call takes the dynamic path, as for a list appended to (inside a staged loop, the loop
+    unrolls first: its condition may then be a Python value)."""
+    what = f"{label} is set only in the {side} branch of the traced `if` at {loc}"
+    if stager.loops:
+        return Unstageable(f"{what}, so the dict's keys would depend on the condition")
+    return ConcretizationError(
+        f"{what}: whether the dict has this key after the `if` would depend on the traced "
+        f"condition", loc=loc,
+        fix=f"set {label} on both paths (e.g. {label} = 0.0 before the `if`, or in an "
+        "`else`)")
+
+
 def _in_branch(stager, what, loc):
     """A change a traced branch cannot make: inside a staged loop, a reason to unroll the
     loop (its condition may then be a Python value); else an error."""

@@ -17,7 +17,7 @@ from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
 from llgrad.tracer import aliasing, checks, effects, merge, operators
 from llgrad.tracer.operators import TracedRange, Undefined
 from llgrad.tracer.traced_builtins import Zipped, stacked_items
-from llgrad.tracer.stores import StoreLog
+from llgrad.tracer.stores import Place, StoreLog
 from llgrad.tracer.effects import LoopEffects, NewEffects, PoisonRead, Unstageable
 from llgrad.tracer.records import flat_state, split_merge
 from llgrad.transform import ir
@@ -142,8 +142,11 @@ class IRStager:
                     put(a)
                     continue
                 else:
-                    put(Undefined(name, f"assigned only in the {'false' if ua else 'true'} "
-                                        f"branch of the `if` at {loc}"))
+                    side = "false" if ua else "true"
+                    if isinstance(put, Place) and put.is_dict_key():
+                        raise effects.key_in_one_branch(self, name, side, loc)
+                    put(Undefined(name, f"assigned only in the {side} branch of the `if` at "
+                                        f"{loc}"))
                     continue
             leaves = split_merge(name, a, c, put, loc)
             if leaves is not None:  # Note [Records in loop and branch state]
