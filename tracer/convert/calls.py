@@ -322,12 +322,20 @@ class _Calls(gast.NodeTransformer):
 # body per iteration). Reads whose index is not written with constants alone therefore go
 # through `__lg.item` (tracer/updates.py), which reads a numpy array at a traced index as a
 # graph op and is `y[i]` otherwise. Subscripts inside assignment targets stay as written
-# (their stores are converted above).
+# (their stores are converted above); the indices in them are reads like any other
+# (`K[conn[e, 0], conn[e, 1]] += k` with a constant `conn`).
 def _mark_targets(targets) -> None:
-    for t in targets:
-        for n in gast.walk(t):
+    stack = list(targets)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (gast.Tuple, gast.List)):
+            stack += n.elts
+        elif isinstance(n, gast.Starred):
+            stack.append(n.value)
+        elif isinstance(n, (gast.Subscript, gast.Attribute)):
             if isinstance(n, gast.Subscript):
                 anno.set_(n, anno.Key.IN_TARGET, True)
+            stack.append(n.value)
 
 
 def _constant_index(index) -> bool:
