@@ -717,13 +717,16 @@ def _int_bound(v, loc) -> Value:
 
 def _index_use(e: ConcretizationError) -> str:
     """Why a loop whose body needs its index as a Python value is unrolled, naming the line
-    of that use: a Python list indexed, or a shape (np.arange(i + 1), x[:i]: the arrays'
-    shapes change from one iteration to the next, which one compiled loop cannot hold)."""
+    of that use: a Python list indexed, a list of numbers given to numpy, or a shape
+    (np.arange(i + 1), x[:i]: the arrays' shapes change from one iteration to the next, which
+    one compiled loop cannot hold)."""
     at = f" at line {e.loc.line}" if getattr(e, "loc", None) is not None else ""
     if getattr(e, "what", "").startswith("use as an index"):
         return f"its body indexes a Python list with the loop index{at}"
     return (f"its body uses the loop index as a Python value{at} (as a shape or a size, e.g. "
-            f"np.arange(i + 1), so its arrays change shape from one iteration to the next)")
+            f"np.arange(i + 1), so its arrays change shape from one iteration to the next; or "
+            f"in a list of numbers given to numpy, np.sum([i, 2]), where np.array([i, 2]) "
+            f"keeps it traced)")
 
 
 def _item_use(e: ConcretizationError) -> str:
