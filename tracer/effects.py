@@ -40,9 +40,13 @@ from llgrad.tracer.snapshot import Snapshot, free_values
 #   After the loop the list holds slices of the buffers (`np.stack` of them is the buffer
 #   again: transform/passes/simplify.py).
 #   The list's items from before the loop are replaced by `Poison` while the body is traced,
-#   except the last, which is a place: `hs.append(f(hs[-1]))` carries the last item; any
-#   other read of them would see the wrong iteration, so it restarts the trace with the loop
-#   unrolled (or is an error when the trip count is traced);
+#   except the last, which is a place: `hs.append(f(hs[-1]))` carries the last item. A read
+#   at the loop counter plus a constant, when the counter advances by as many items as an
+#   iteration appends (`xs.append(0.9 * xs[t - 1])` in `for t in range(1, T)`, one item
+#   a trip), stands at the same place in every iteration's list, relative to its end
+#   (`LoopEffects.counter_read`): it is that item (the carried last one, or one appended
+#   earlier in this iteration). Any other read of them would see the wrong iteration, so it
+#   restarts the trace with the loop unrolled (or is an error when the trip count is traced);
 # - anything else (items removed or inserted, a list that shrinks, appends in a `while` loop
 #   or a loop with `break`, whose trip count is not static) cannot be one loop op: the loop is
 #   unrolled with a warning when its trip count is static, else it is an error naming the
@@ -82,6 +86,30 @@ for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", 
     setattr(Poison, f"__{_op}__", Poison.raise_)
     setattr(Poison, f"__r{_op}__", Poison.raise_)
 Poison.__hash__ = None  # type: ignore[assignment]
+
+
+def _offset(v, counter) -> int | None:
+    """c where the traced integer `v` is `counter + c` (or `counter - c`), c a constant."""
+    if v is counter:
+        return 0
+    op = getattr(v, "op", None)
+    if op is None or op.prim.name not in ("add", "sub") or len(op.inputs) != 2:
+        return None
+    a, b = op.inputs
+    if a is counter and constant_int(b) is not None:
+        return constant_int(b) * (1 if op.prim.name == "add" else -1)
+    if op.prim.name == "add" and b is counter:
+        return constant_int(a)
+    return None
+
+
+def constant_int(v) -> int | None:
+    """The value of a traced integer scalar made by a constant op, else None."""
+    op = getattr(v, "op", None)
+    if op is None or op.prim.name != "constant":
+        return None
+    value = np.asarray(op.params["value"])
+    return int(value) if value.shape == () and value.dtype.kind in "iu" else None
 
 
 class PoisonRead(LLGradError):
@@ -181,6 +209,7 @@ class LoopEffects:
         self.buffers: list[Buffer] = []
         self.unsupported: str | None = None
         self.index = None  # the buffer row of the iteration being traced
+        self.counter = None  # (counter, first value or None, step) when trips is static
         self._init: dict = {}
         self.snap, self.real, self.lines = None, [], {}
 
@@ -243,6 +272,23 @@ class LoopEffects:
             entry = self.snap.copies.get(id(buf.lst))
             if entry is not None:
                 self.snap.copies[id(buf.lst)] = (buf.lst, "list", list(buf.lst))
+
+    def counter_read(self, lst, index) -> int | None:
+        """The position in `lst` (as the body sees it) of `lst[index]`, when `lst` is a list
+        the body appends to and `index` the loop counter plus a constant that stands at the
+        same place in every iteration (Note [Containers in staged loops]); else None."""
+        buf = next((b for b in self.buffers if b.lst is lst), None)
+        if buf is None or self.counter is None:
+            return None
+        counter, first, step = self.counter
+        c = _offset(index, counter)
+        if c is None or first is None or step != len(buf.specs):
+            return None
+        # At iteration k the list holds n0 + k * step items before this trip's, the body's
+        # list n0 (the last of them carried) plus this trip's: the index, first + k * step
+        # + c, is the body's position first + c, in range from the first trip on.
+        pos = first + c
+        return pos if max(buf.n0 - 1, 0) <= pos < len(lst) else None
 
     def note_len(self, obj) -> None:
         """`len(obj)` in the body: the length of a list the loop appends to is not known

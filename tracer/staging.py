@@ -18,7 +18,8 @@ from llgrad.tracer import aliasing, checks, effects, merge, operators
 from llgrad.tracer.operators import TracedRange, Undefined
 from llgrad.tracer.traced_builtins import Zipped, stacked_items
 from llgrad.tracer.stores import Place, StoreLog
-from llgrad.tracer.effects import LoopEffects, NewEffects, PoisonRead, Unstageable
+from llgrad.tracer.effects import (LoopEffects, NewEffects, PoisonRead, Unstageable,
+                                   constant_int)
 from llgrad.tracer.records import flat_state, split_merge
 from llgrad.transform import ir
 from llgrad.transform.builder import Builder, Value, current
@@ -223,6 +224,9 @@ class IRStager:
         shape, and a traced integer index: row `index` of the items stacked (Note [Lists
         indexed by a traced index]), or None when they cannot be stacked."""
         b = current()
+        pos = self.loops[-1].counter_read(items, index) if self.loops else None
+        if pos is not None:  # Note [Containers in staged loops]
+            return items[pos]
         for loop in self.loops:  # (as len() of it: Note [Containers in staged loops])
             loop.note_len(items)
         leaves = [v for item in items for v in pytree.tree_leaves(item)]
@@ -593,6 +597,7 @@ class IRStager:
                 start, _, step = bounds
                 effects.index = i_param if step == 1 and _is_zero(start) else \
                     ops.floor_divide(ops.sub(i_param, start), np.int64(step))
+                effects.counter = (i_param, constant_int(start), step)
             effects.begin(before)
             b.inplace.append([])
             try:
