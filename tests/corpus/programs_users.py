@@ -741,8 +741,8 @@ def newton_divided_differences(y, x, x_eval):
 @program(lambda rng: (np.array([1.3, 0.4]),))
 def romberg_table(theta, levels=5):
     """Romberg integration of 1 / (1 + a x^2) + b sin x over [0, 1]: trapezoid refinements and
-    Richardson extrapolation kept in a list of lists R[i][j], each row extrapolated from its
-    last entry."""
+    Richardson extrapolation kept in a list of lists R[i][j], each row read back while it is
+    appended to."""
     a, b = theta
     f = lambda x: 1 / (1 + a * x ** 2) + b * np.sin(x)  # noqa: E731
     R = [[0.5 * (f(0.0) + f(1.0))]]
@@ -751,9 +751,24 @@ def romberg_table(theta, levels=5):
         mids = f(h * np.arange(1, 2 ** i, 2))
         row = [0.5 * R[i - 1][0] + h * np.sum(mids)]
         for j in range(1, i + 1):
-            row.append(row[-1] + (row[-1] - R[i - 1][j - 1]) / (4 ** j - 1))
+            row.append(row[j - 1] + (row[j - 1] - R[i - 1][j - 1]) / (4 ** j - 1))
         R.append(row)
     return R[-1][-1]
+
+
+def _growth_args(rng):
+    return np.array([0.3, 8.0]), 2.0 + np.cumsum(rng.uniform(0.1, 0.6, 25))
+
+
+@program(_growth_args)
+def gompertz_simulated_with_lists(theta, observed, dt=0.5):
+    """A Gompertz growth curve simulated step by step into a list, each step reading the
+    previous one as sizes[t - 1] (tutorial style), then a squared log error."""
+    r, K = theta
+    sizes = [observed[0]]
+    for t in range(1, len(observed)):
+        sizes.append(sizes[t - 1] + dt * r * sizes[t - 1] * np.log(K / sizes[t - 1]))
+    return np.sum((np.log(np.array(sizes)) - np.log(observed)) ** 2)
 
 
 def _cg_args(rng):
