@@ -674,6 +674,36 @@ def fem_bar_compliance_loops(E, f):
     return f[free] @ u
 
 
+TRUSS_NODES = np.array([[0.0, 0.0], [1.0, 0.0], [2.0, 0.0], [0.5, 1.0], [1.5, 1.0]])
+TRUSS_ELEMS = [(0, 1), (1, 2), (0, 3), (1, 3), (1, 4), (2, 4), (3, 4)]
+
+
+def _truss_args(rng):
+    load = np.zeros(10)
+    load[3], load[5] = -0.5, -1.0
+    return rng.uniform(0.5, 1.5, 7), TRUSS_NODES, TRUSS_ELEMS, [0, 1, 5], load
+
+
+@program(_truss_args)
+def truss_compliance(areas, nodes, elems, fixed, load):
+    """A 2-D truss: each bar's 4x4 stiffness (direction cosines, np.outer) scatter-added at
+    its four degrees of freedom with np.ix_, supports removed with np.setdiff1d, solved; the
+    compliance as a function of the bars' areas."""
+    ndof = 2 * len(nodes)
+    K = np.zeros((ndof, ndof))
+    for e, (i, j) in enumerate(elems):
+        d = nodes[j] - nodes[i]
+        L = np.sqrt(d @ d)
+        c, s = d / L
+        k = areas[e] / L * np.outer([c, s, -c, -s], [c, s, -c, -s])
+        dofs = [2 * i, 2 * i + 1, 2 * j, 2 * j + 1]
+        K[np.ix_(dofs, dofs)] += k
+    free = np.setdiff1d(np.arange(ndof), fixed)
+    u = np.zeros(ndof)
+    u[free] = np.linalg.solve(K[np.ix_(free, free)], load[free])
+    return load @ u
+
+
 def _lm_args(rng):
     t = np.linspace(0, 4, 15)
     return 2.0 * np.exp(-0.7 * t) + 0.02 * rng.standard_normal(15), t
