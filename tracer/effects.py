@@ -40,12 +40,18 @@ from llgrad.tracer.snapshot import Snapshot, free_values
 #   After the loop the list holds slices of the buffers (`np.stack` of them is the buffer
 #   again: transform/passes/simplify.py).
 #   The list's items from before the loop are replaced by `Poison` while the body is traced,
-#   except the last, which is a place: `hs.append(f(hs[-1]))` carries the last item. A read
+#   except the last ones the body reads relative to the list's end, which are places:
+#   `hs.append(f(hs[-1]))` carries the last item, `hs.append(hs[-1] + hs[-2])` the last two
+#   (each iteration shifts them: `LastItem`). A read
 #   at the loop counter plus a constant, when the counter advances by as many items as an
 #   iteration appends (`xs.append(0.9 * xs[t - 1])` in `for t in range(1, T)`, one item
 #   a trip), stands at the same place in every iteration's list, relative to its end
-#   (`LoopEffects.counter_read`): it is that item (the carried last one, or one appended
-#   earlier in this iteration). Any other read of them would see the wrong iteration, so it
+#   (`LoopEffects.counter_read`): it is that item (a carried one, or one appended earlier in
+#   this iteration). A read at a constant index >= 0 (`xs[0]`, the initial condition) is
+#   the item from before the loop, the same at every iteration. (convert/calls.py routes
+#   reads at constant indices to `IRStager.list_item`, which tells them apart: `xs[0]` read
+#   the carried last item when the list had one item before the loop, a wrong value.) Any
+#   other read of them (a slice, an iteration) would see the wrong iteration, so it
 #   restarts the trace with the loop unrolled (or is an error when the trip count is traced);
 # - anything else (items removed or inserted, a list that shrinks, appends in a `while` loop
 #   or a loop with `break`, whose trip count is not static) cannot be one loop op: the loop is
@@ -113,13 +119,14 @@ def constant_int(v) -> int | None:
 
 
 class PoisonRead(LLGradError):
-    """The body read an item (index None: the length) of a list it appends to."""
+    """The body read an item (index None: the length) of a list it appends to; `relative`:
+    read at a place relative to the list's end (`hs[-1]`, `hs[t - 1]`)."""
 
-    def __init__(self, buffer, index):
+    def __init__(self, buffer, index, relative: bool = False):
         self.loc_read = user_loc()
         super().__init__(f"its body reads the list `{buffer.label}` it appends to (at "
                          f"{self.loc_read})", loc=self.loc_read)
-        self.buffer, self.index = buffer, index
+        self.buffer, self.index, self.relative = buffer, index, relative
 
 
 class Unstageable(LLGradError):
@@ -156,15 +163,16 @@ class Place:
 
 
 class LastItem(Place):
-    """The last item of a list the body appends to, carried (`hs.append(f(hs[-1]))`): read
-    as the list's last item, written where the last item before the loop stands."""
+    """The `back`-th last item of a list the body appends to, carried (`hs.append(f(hs[-1],
+    hs[-2]))`): read as the list's `back`-th last item, written where that item stands
+    before the loop."""
 
-    def __init__(self, buf):
-        super().__init__(buf.lst, "list", buf.n0 - 1, f"{buf.label}[-1]")
-        self.buf = buf
+    def __init__(self, buf, back: int):
+        super().__init__(buf.lst, "list", buf.n0 - back, f"{buf.label}[-{back}]")
+        self.buf, self.back = buf, back
 
     def read(self):
-        return self.obj[-1]
+        return self.obj[-self.back]
 
 
 class Buffer:
@@ -175,7 +183,7 @@ class Buffer:
         self.lst, self.label, self.original = lst, label, original  # the items before
         self.n0 = len(original)
         self.specs = specs  # per position: (structure, [(aval, weak)] per leaf)
-        self.carry_last = False
+        self.carried = 0  # how many of the last items before the loop are carried
 
     def slots(self):
         """(position, leaf) of each carried array: a leaf that is not traced is the same
@@ -267,7 +275,7 @@ class LoopEffects:
         for buf in self.buffers:
             real = list(buf.lst)
             self.real.append((buf.lst, real))
-            for i in range(buf.n0 - 1 if buf.carry_last else buf.n0):
+            for i in range(buf.n0 - buf.carried):
                 buf.lst[i] = Poison(buf, i)
             entry = self.snap.copies.get(id(buf.lst))
             if entry is not None:
@@ -288,7 +296,7 @@ class LoopEffects:
         # list n0 (the last of them carried) plus this trip's: the index, first + k * step
         # + c, is the body's position first + c, in range from the first trip on.
         pos = first + c
-        return pos if max(buf.n0 - 1, 0) <= pos < len(lst) else None
+        return pos if 0 <= pos < len(lst) else None
 
     def note_len(self, obj) -> None:
         """`len(obj)` in the body: the length of a list the loop appends to is not known
@@ -384,13 +392,15 @@ class LoopEffects:
         self.real = []
 
     def carry_last(self, e: PoisonRead) -> bool:
-        """After the body read an old item of a list it appends to: carry the last item
-        (True, trace again), or False when it read another one (or the length)."""
+        """After the body read an old item of a list it appends to relative to its end:
+        carry the last items from it on (True, trace again); False for another read (the
+        length, a slice, an iteration over it)."""
         buf = e.buffer
-        if buf not in self.buffers or buf.carry_last or e.index != buf.n0 - 1:
+        if buf not in self.buffers or not e.relative or buf.n0 - e.index <= buf.carried:
             return False
-        buf.carry_last = True
-        self.places.append(LastItem(buf))
+        for back in range(buf.carried + 1, buf.n0 - e.index + 1):
+            self.places.append(LastItem(buf, back))
+        buf.carried = buf.n0 - e.index
         return True
 
     def _appended(self, lst, label, copy, buf, reasons) -> bool:

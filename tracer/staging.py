@@ -18,7 +18,7 @@ from llgrad.tracer import aliasing, checks, effects, merge, operators
 from llgrad.tracer.operators import TracedRange, Undefined
 from llgrad.tracer.traced_builtins import Zipped, stacked_items
 from llgrad.tracer.stores import Place, StoreLog
-from llgrad.tracer.effects import (LoopEffects, NewEffects, PoisonRead, Unstageable,
+from llgrad.tracer.effects import (LoopEffects, NewEffects, Poison, PoisonRead, Unstageable,
                                    constant_int)
 from llgrad.tracer.records import flat_state, split_merge
 from llgrad.transform import ir
@@ -226,7 +226,7 @@ class IRStager:
         b = current()
         pos = self.loops[-1].counter_read(items, index) if self.loops else None
         if pos is not None:  # Note [Containers in staged loops]
-            return items[pos]
+            return _relative_read(items, pos)
         for loop in self.loops:  # (as len() of it: Note [Containers in staged loops])
             loop.note_len(items)
         leaves = [v for item in items for v in pytree.tree_leaves(item)]
@@ -241,6 +241,21 @@ class IRStager:
                 return None
             hit = self.stacked[key] = (items, stacked)
         return hit[1][index]
+
+    def list_item(self, lst, i: int):
+        """`lst[i]` for a list a staged loop being traced appends to (Note [Containers in
+        staged loops]): at i >= 0, its item from before the loop, the same in every
+        iteration; at i < 0, the item that far from its end (raising PoisonRead, relative,
+        for one not carried yet). None for another list or index."""
+        for loop in self.loops:
+            for buf in loop.buffers:
+                if buf.lst is not lst:
+                    continue
+                if 0 <= i < buf.n0:
+                    return buf.original[i]
+                if -len(lst) <= i < 0:
+                    return _relative_read(lst, len(lst) + i)
+        return None
 
     # Note [Lists indexed by a traced index]
     # `xs[t]` with `xs` a Python list (a list argument of arrays, the steps of a sequence) and
@@ -709,6 +724,15 @@ def _returned(names, state) -> bool:
     """Whether a branch ended with the function certainly returned (its return flag is True;
     See Note [Nothing runs after a return] in convert/jumps.py)."""
     return any(n.startswith("__lg_do_return") and v is True for n, v in zip(names, state))
+
+
+def _relative_read(lst, pos):
+    """`lst[pos]`, read relative to the end of a list a loop appends to: an item from before
+    the loop that is not carried yet raises PoisonRead (relative), to carry it."""
+    item = lst[pos]
+    if isinstance(item, Poison):
+        raise PoisonRead(object.__getattribute__(item, "buffer"), pos, relative=True)
+    return item
 
 
 def _int_bound(v, loc) -> Value:

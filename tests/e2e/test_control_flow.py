@@ -167,7 +167,7 @@ def test_unrolled_loop_warns_once_with_line(name, monkeypatch):
 def test_unroll_reasons(monkeypatch):
     monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
     with pytest.warns(UnrollWarning, match=r"reads the list `hs` it appends to"):
-        llgrad.differentiate(cf_corpus.list_reads_back)(np.ones(5))
+        llgrad.differentiate(cf_corpus.list_reads_back_by_a_slice)(np.ones(5))
     with pytest.warns(UnrollWarning, match=r"changes the shape/dtype of `h` from f64\[1\] to "
                                            r"f64\[2\]"):
         llgrad.differentiate(cf_corpus.growing_carry)(np.ones(3))
