@@ -42,17 +42,17 @@ from llgrad.tracer.snapshot import Snapshot, free_values
 #   The list's items from before the loop are replaced by `Poison` while the body is traced,
 #   except the last ones the body reads relative to the list's end, which are places:
 #   `hs.append(f(hs[-1]))` carries the last item, `hs.append(hs[-1] + hs[-2])` the last two
-#   (each iteration shifts them: `LastItem`). A read
-#   at the loop counter plus a constant, when the counter advances by as many items as an
-#   iteration appends (`xs.append(0.9 * xs[t - 1])` in `for t in range(1, T)`, one item
-#   a trip), stands at the same place in every iteration's list, relative to its end
-#   (`LoopEffects.counter_read`): it is that item (a carried one, or one appended earlier in
-#   this iteration). A read at a constant index >= 0 (`xs[0]`, the initial condition) is
-#   the item from before the loop, the same at every iteration. (convert/calls.py routes
-#   reads at constant indices to `IRStager.list_item`, which tells them apart: `xs[0]` read
-#   the carried last item when the list had one item before the loop, a wrong value.) Any
-#   other read of them (a slice, an iteration) would see the wrong iteration, so it
-#   restarts the trace with the loop unrolled (or is an error when the trip count is traced);
+#   (each iteration shifts them: `LastItem`). A read at the loop counter plus a constant,
+#   when the counter advances by as many items as an iteration appends (`xs.append(0.9 *
+#   xs[t - 1])` in `for t in range(1, T)`, one item a trip), stands at the same place in
+#   every iteration's list, relative to its end (`LoopEffects.counter_read`): it is that
+#   item (a carried one, or one appended earlier in this iteration). A read at a constant
+#   index >= 0 (`xs[0]`, the initial condition) is the item from before the loop, the same
+#   at every iteration (convert/calls.py routes reads at constant indices to
+#   `IRStager.list_item`, which tells them apart: `xs[0]` read the carried last item when
+#   the list had one item before the loop, a wrong value). Any other read of them (a slice,
+#   an iteration) would see the wrong iteration, so it restarts the trace with the loop
+#   unrolled (or is an error when the trip count is traced);
 # - anything else (items removed or inserted, a list that shrinks, appends in a `while` loop
 #   or a loop with `break`, whose trip count is not static) cannot be one loop op: the loop is
 #   unrolled with a warning when its trip count is static, else it is an error naming the
@@ -293,8 +293,8 @@ class LoopEffects:
         if c is None or first is None or step != len(buf.specs):
             return None
         # At iteration k the list holds n0 + k * step items before this trip's, the body's
-        # list n0 (the last of them carried) plus this trip's: the index, first + k * step
-        # + c, is the body's position first + c, in range from the first trip on.
+        # list n0 (standing for the last n0 of them) plus this trip's: the index, first +
+        # k * step + c, is the body's position first + c, in range from the first trip on.
         pos = first + c
         return pos if 0 <= pos < len(lst) else None
 
