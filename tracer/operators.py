@@ -906,6 +906,10 @@ _OF_ITERABLES = (zip, enumerate, max, min, any, all, sorted, math.fsum)
 def _converted_target(f: Callable, args=()) -> Callable:
     if _STAGERS and (type(f) is types.BuiltinMethodType or f is print or f is len):
         _note_call(f, args)
+    if _STAGERS and f is np.empty:
+        # Its uninitialised memory would be a constant of the compiled code: the IR (and its
+        # cache key, and which constants CSE merges) would change from trace to trace.
+        f = np.zeros
     if is_random(f):
         if _STAGERS and _seeded(f, args):  # See Note [Generators seeded inside the function]
             return _make_seeded(f) if f in _SEEDED_MAKERS else f

@@ -510,6 +510,26 @@ def test_gmm_with_loops_has_no_peeled_iteration(mode):
     assert ops["for_loop"] == 7 and ops["log"] == 1 and ops["exp"] == 2, ops
 
 
+def test_np_empty_is_a_constant_of_zeros():
+    """np.empty's uninitialised memory was a constant of the compiled code: the IR, its cache
+    key and the constants CSE merges changed from trace to trace (gmm_loops' op count above
+    was flaky)."""
+    def f(x):
+        buf = np.empty(3)
+        for i in range(3):
+            buf[i] = x[i] ** 2
+        return np.sum(buf)
+    texts = []
+    for fill in (7.0, -3.0):
+        np.full(3, fill)  # (numpy hands its memory to the next small array)
+        ins = llgrad.differentiate(f).inspect(np.ones(3))
+        texts.append(str(ins.forward_ir))
+        consts = [op.params["value"] for op in ins._c.forward.walk() if op.name == "constant"
+                  and np.shape(op.params["value"]) == (3,)]
+        assert consts and all(not np.any(c) for c in consts), consts
+    assert texts[0] == texts[1]
+
+
 # ---- code without a source file (Note [Code without a source file]) -----------------------
 _SRC = '''
 import numpy as np
