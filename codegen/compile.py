@@ -81,7 +81,8 @@ def compile_functions(fns: dict, *, symbol_prefix: str | None = None,
             stats["ops"][op.prim.name] = stats["ops"].get(op.prim.name, 0) + 1
         symbol = f"llgrad{mid}_{_ident(name)}"
         consts = _Constants(module, symbol)
-        n, sites, record, tapes = emit_function(plan, module, symbol, consts, stats)
+        n, sites, record, tapes = emit_function(  # Note [Subnormals in gradient code]
+            plan, module, symbol, consts, stats, flush_subnormals=name != "forward")
         kernels[name] = (symbol, n, sites, record, tapes)
         plans[name] = plan
         workspace = max(workspace, record + 8)  # the error record ends the workspace

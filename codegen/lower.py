@@ -132,15 +132,16 @@ class Ctx:
 
 
 def emit_function(plan: FunctionPlan, module: ir.Module, name: str, consts, stats,
-                  ) -> tuple[int, list[Site], int, int]:
+                  flush_subnormals: bool = False) -> tuple[int, list[Site], int, int]:
     """Emit the kernel `name` for `plan` into `module`; returns its buffer count, its failure
     sites, the workspace offset of its error record (Note [Native errors]) and its number of
-    tape headers, which lie just before the record (Note [Tapes in codegen])."""
+    tape headers, which lie just before the record (Note [Tapes in codegen]);
+    `flush_subnormals` as abi.define_kernel's."""
     from .abi import TAPE_HEADER, define_kernel
     n = len(plan.fn.params) + len(plan.fn.outputs) + 1
     tapes_at = -(-plan.workspace // 8) * 8
     record = tapes_at + TAPE_HEADER * len(plan.tape_rows)
-    with define_kernel(module, name, n) as (builder, buffers):
+    with define_kernel(module, name, n, flush_subnormals=flush_subnormals) as (builder, buffers):
         ctx = Ctx(plan, builder, buffers, consts, stats, Failures(builder, buffers[-1], record))
         stats.setdefault("array copies in loops", 0)
         slot_types = {}

@@ -25,7 +25,8 @@ from llgrad.runtime.errors import (ConcretizationError, DTypeError, ShapeError, 
 from llgrad.tracer import signature as sig
 from llgrad.tracer.captures import failed, hold, note_function
 from llgrad.tracer.convert.stored import using as using_store
-from llgrad.tracer.dynamic import trace_dynamic
+from llgrad.tracer.dynamic import cut_gradient, trace_dynamic
+from llgrad.tracer.operators import llgrads_own
 from llgrad.tracer.tracing import _convertible, bind_arguments, call_with, trace
 from llgrad import compose, diagnostics
 from llgrad.compiled import Compiled, paused_gc
@@ -151,8 +152,12 @@ class Differentiable:
         if compose.needs_eager_node(args, kwargs):
             return compose.eager_call(self, args, kwargs)
         c, leaves, _, values = self._compiled(args, kwargs, method)
-        outs = values if values is not None else c.run("forward", leaves)
-        return _rebuild_outputs(c.trace.out_struct, outs)
+        if values is None:
+            try:
+                values = c.run("forward", leaves)
+            except Exception as e:  # noqa: BLE001 - Note [try on the dynamic path]
+                c, values = self._caught(c, e, args, kwargs, method)
+        return _rebuild_outputs(c.trace.out_struct, values)
 
     def value_and_grad(self, *args, **kwargs):
         """(value, gradient) from one native call of the fused forward+backward entry."""
@@ -171,7 +176,11 @@ class Differentiable:
             wrt_args, single = self._wrt(names, method)
             return compose.inline_value_and_grad(self, args, kwargs, wrt_args, single)
         c, leaves, (wrt_args, single), _ = self._compiled(args, kwargs, method)
-        outs = c.run("joint", leaves)  # raises c.not_differentiable when there is no gradient
+        try:
+            outs = c.run("joint", leaves)  # raises c.not_differentiable: there is no gradient
+        except Exception as e:  # noqa: BLE001 - Note [try on the dynamic path]
+            c = self._caught(c, e, args, kwargs, method)[0]
+            outs = c.run("joint", leaves)
         c.grads_ok = True
         n_out = len(c.trace.fn.outputs)
         value = _rebuild_outputs(c.trace.out_struct, outs[:n_out])
@@ -231,9 +240,25 @@ class Differentiable:
             dc, values = self._dynamic(args, kwargs, struct, wrt_args, c.reason)
             self._cache[key] = c  # recorded once a call succeeded: a failed call leaves nothing
             return dc, leaves, (wrt_args, single), values
-        if not kwargs and len(names) == len(args) and _fast_key(args) is not None:
+        if not kwargs and len(names) == len(args) and _fast_key(args) is not None and \
+                not c.trace.catches:  # (Note [try on the dynamic path]: through _caught)
             self._fast[_fast_key(args)] = _FastCall(c, args, wrt_args, single)
         return c, leaves, (wrt_args, single), None
+
+    def _caught(self, c: Compiled, e: Exception, args, kwargs, method: bool):
+        """This call on the dynamic path, (its Compiled, its values), when compiled code
+        raised `e` and a `try` of the function catches it (Note [try on the dynamic path] in
+        tracer/convert/fence.py); else `e` goes on."""
+        if not (c.trace.catches and isinstance(e, c.trace.catches)) or llgrads_own(e):
+            raise e
+        names, values = bind_arguments(self.fn, args, kwargs)
+        wrt_args, _ = self._wrt(names, method)
+        struct = sig.flatten(tuple(values), names)[1]
+        reason = ConcretizationError(
+            f"compiled code raised {type(e).__name__}, which a `try` in it catches: such "
+            f"calls run as Python", loc=getattr(e, "loc", None),
+            fix="test the condition explicitly (`if`, `np.where`) instead of catching it")
+        return self._dynamic(args, kwargs, struct, wrt_args, reason)
 
     # Note [Dynamic signatures]
     # A trace that concretises (tracer/dynamic.py) sends its signature to the dynamic path,
@@ -302,6 +327,15 @@ class Differentiable:
             wrt_leaves = _wrt_leaves(tr, wrt_args, self.fn)
         except (ShapeError, DTypeError) as e:
             not_differentiable = _kept(e)  # the value still compiles; grad() raises this
+        cut = cut_gradient(tr, wrt_leaves) if not staged else None
+        if cut is not None and not_differentiable is None:
+            not_differentiable = ConcretizationError(
+                f"the value of {self._monitor.name} is connected to the differentiated "
+                f"argument only by {cut[0]}, which makes a constant (no gradient flows "
+                f"through it): its gradient would be 0",
+                loc=cut[1] or getattr(dynamic_reason, "loc", None),
+                fix="keep the computation an array computation (return np.sum(x ** 2), not "
+                "float(np.sum(x ** 2)); x[0] rather than float(x[0]) or x.tolist())")
         stats = Stats({
             "path": "staged" if staged else f"dynamic ({_reason(dynamic_reason)})",
             "signature": sig.describe(tr.in_struct),

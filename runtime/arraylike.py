@@ -151,6 +151,30 @@ class ArrayOperators:
             "'Supported subset'), or compute it outside the differentiated function")
 
 
+class _Flat:
+    """`x.flat` of an abstract value: reads of its elements in C order (x.ravel()[k])."""
+
+    __slots__ = ("x",)
+
+    def __init__(self, x):
+        self.x = x
+
+    def __getitem__(self, k):
+        return ops.ravel(self.x)[k]
+
+    def __len__(self) -> int:
+        return self.x.size
+
+    def __iter__(self):
+        return iter(ops.ravel(self.x))
+
+    def __setitem__(self, k, v):
+        raise UnsupportedError(
+            "x.flat[k] = v changes x in place through an iterator, which a traced array cannot "
+            "do", loc=user_loc(), fix="write x = x.ravel(); x[k] = v; x = x.reshape(shape) "
+            "(or index x with np.unravel_index(k, x.shape))")
+
+
 class NumpyMethods:
     """ndarray-style methods for abstract values (IR/traced), so user numpy code runs on them."""
 
@@ -174,6 +198,36 @@ class NumpyMethods:
     @property
     def T(self):
         return ops.transpose(self)
+
+    @property
+    def mT(self):
+        return ops.swapaxes(self, -1, -2)
+
+    @property
+    def itemsize(self) -> int:
+        return self._np_dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self._np_dtype.itemsize
+
+    @property
+    def strides(self) -> tuple:
+        """The strides of a C-contiguous array of this shape (what code computing offsets
+        from them expects of a fresh numpy array)."""
+        out, step = [], self._np_dtype.itemsize
+        for d in reversed(self.shape):
+            out.append(step)
+            step *= d
+        return tuple(reversed(out))
+
+    @property
+    def flat(self) -> "_Flat":
+        return _Flat(self)
+
+    def nonzero(self):
+        import numpy as np
+        return np.nonzero(self)  # (refused: its length depends on the data)
 
     # a real value's complex parts (a complex one is a runtime/complex_values.Complex)
     @property

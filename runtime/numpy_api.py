@@ -240,6 +240,13 @@ def _reciprocal(x, **kw):
     return ops.reciprocal(x)
 
 
+def _modf(x, out=None, **kw):
+    """(fractional part, integral part), both with x's sign, as numpy's modf."""
+    _no_out(out)
+    whole = ops.trunc(x)
+    return ops.sub(x, whole), whole
+
+
 def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     return ops.nan_to_num(x, copy, nan, posinf, neginf)
 
@@ -320,6 +327,12 @@ FUNCTIONS.update({
     np.bitwise_xor: _on_booleans("bitwise_xor", ops.ne),
     np.invert: _on_booleans("invert", ops.logical_not),
     np.result_type: lambda *a: np.result_type(*stand_in(list(a))),
+    np.isposinf: lambda x, out=None: ops.logical_and(ops.isinf(x), ops.gt(x, 0)),
+    np.isneginf: lambda x, out=None: ops.logical_and(ops.isinf(x), ops.lt(x, 0)),
+    np.isreal: lambda x: np.ones(shape_of(x), np.bool_),  # (complex values are refused)
+    np.iscomplex: lambda x: np.zeros(shape_of(x), np.bool_),
+    np.real_if_close: lambda a, tol=100: a,
+    np.modf: _modf,
 })
 
 # numpy's conversions are no __array_function__ overrides (they would call `__array__`): the
@@ -327,6 +340,7 @@ FUNCTIONS.update({
 CONVERSIONS = {
     np.asarray: _asarray, np.asanyarray: _asarray, np.ascontiguousarray: _asarray,
     np.asfortranarray: _asarray, np.array: _array,
+    np.require: lambda a, dtype=None, requirements=None, *, like=None: _asarray(a, dtype),
     np.float64: _as_type(np.float64), np.float32: _as_type(np.float32),
 }
 

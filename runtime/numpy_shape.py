@@ -355,6 +355,140 @@ def _nan(fn):
     return impl
 
 
+# NaN-ignoring variants: numpy's functions on x with its NaNs replaced by the neutral value
+# first (a replaced NaN gets no gradient; computing on x and masking after would give
+# 0 * NaN = NaN in the backward, the "double where" trap).
+def _filled(a, fill):
+    a = as_operand(a)
+    return ops.where(ops.isnan(a), fill, a) if dtype_of(a).kind == "f" else a
+
+
+def _nan_fill(fn, fill):
+    def impl(a, *args, **kw):
+        return fn(_filled(a, fill), *args, **kw)
+    return impl
+
+
+def _nan_var(root: bool):
+    def impl(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+        _refuse("nanvar/nanstd", out=out, dtype=dtype)
+        a = as_operand(a)
+        keep = ops.astype(ops.logical_not(ops.isnan(a)), dtype_of(a))
+        x = _filled(a, 0.0)
+        n = np.sum(keep, axis=axis, keepdims=True)
+        dev = ops.mul(ops.sub(x, ops.div(np.sum(x, axis=axis, keepdims=True), n)), keep)
+        var = ops.div(np.sum(ops.mul(dev, dev), axis=axis, keepdims=keepdims),
+                      ops.sub(np.sum(keep, axis=axis, keepdims=keepdims), float(ddof)))
+        return ops.sqrt(var) if root else var
+    return impl
+
+
+def _nan_arg(fn, fill):
+    def impl(a, axis=None, out=None, *, keepdims=False):
+        _refuse("nanargmax/nanargmin", out=out)
+        return fn(_filled(a, fill), axis=axis, keepdims=keepdims)
+    return impl
+
+
+def _block(arrays):
+    """np.block: nested lists concatenated along the last axes, innermost along -1."""
+    def depth(a):
+        return 1 + depth(a[0]) if type(a) is list and a else 0
+    levels = depth(arrays)
+    leaves = []
+
+    def collect(a):
+        if type(a) is list:
+            for e in a:
+                collect(e)
+        else:
+            leaves.append(as_operand(a))
+    collect(arrays)
+    nd = max(levels, *(len(shape_of(x)) for x in leaves))
+
+    def build(a, level):
+        if type(a) is not list:
+            x = as_operand(a)
+            return ops.reshape(x, (1,) * (nd - len(shape_of(x))) + shape_of(x))
+        return ops.concatenate([build(e, level + 1) for e in a], nd - (levels - level))
+    return build(arrays, 0)
+
+
+def _rot90(m, k=1, axes=(0, 1)):
+    m = as_operand(m)
+    a, b = (ax % len(shape_of(m)) for ax in axes)
+    k %= 4
+    if k == 0:
+        return m
+    if k == 2:
+        return ops.flip(ops.flip(m, a), b)
+    perm = list(range(len(shape_of(m))))
+    perm[a], perm[b] = perm[b], perm[a]
+    return ops.transpose(ops.flip(m, b), perm) if k == 1 else ops.flip(ops.transpose(m, perm), b)
+
+
+def _broadcast_arrays(*args, subok=False):
+    shape = np.broadcast_shapes(*(shape_of(as_operand(a)) for a in args))
+    return tuple(ops.broadcast_to(as_operand(a), shape) for a in args)
+
+
+def _unstack(x, /, *, axis=0):
+    x = ops.movedim(as_operand(x), axis, 0)
+    return tuple(x[i] for i in range(shape_of(x)[0]))
+
+
+def _linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, **kw):
+    """np.linspace with traced endpoints, as numpy computes it: k * step + start, the last
+    point `stop` itself."""
+    if num < 0:
+        raise ValueError(f"Number of samples, {num}, must be non-negative.")
+    start, stop = ops.astype(as_operand(start), np.float64), ops.astype(as_operand(stop), np.float64)
+    shape = np.broadcast_shapes(shape_of(start), shape_of(stop))
+    start, stop = ops.broadcast_to(start, shape), ops.broadcast_to(stop, shape)
+    div = num - 1 if endpoint else num
+    step = ops.div(ops.sub(stop, start), float(div)) if div > 0 else np.full(shape, np.nan)
+    k = np.arange(num, dtype=np.float64).reshape((num,) + (1,) * len(shape))
+    y = ops.add(ops.mul(k, ops.unsqueeze(step, 0)), ops.unsqueeze(start, 0)) if div > 0 else \
+        ops.broadcast_to(ops.unsqueeze(start, 0), (num,) + shape)
+    if endpoint and num > 1:
+        y = ops.concatenate([y[:-1], ops.unsqueeze(stop, 0)], 0)
+    if axis != 0:
+        y = ops.movedim(y, 0, axis)
+    if dtype is not None:
+        y = ops.astype(y, dtype)
+    return (y, step) if retstep else y
+
+
+def _logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    y = ops.pow(base, _linspace(start, stop, num, endpoint, axis=axis))
+    return y if dtype is None else ops.astype(y, dtype)
+
+
+def _array_equal(a1, a2, equal_nan=False):
+    a1, a2 = as_operand(a1), as_operand(a2)
+    if shape_of(a1) != shape_of(a2):
+        return False
+    same = ops.eq(a1, a2)
+    if equal_nan:
+        same = ops.logical_or(same, ops.logical_and(ops.isnan(a1), ops.isnan(a2)))
+    return St.all(same)
+
+
+def _array_equiv(a1, a2):
+    a1, a2 = as_operand(a1), as_operand(a2)
+    try:
+        np.broadcast_shapes(shape_of(a1), shape_of(a2))
+    except ValueError:
+        return False
+    return St.all(ops.eq(a1, a2))
+
+
+def _isin(element, test_elements, assume_unique=False, invert=False, *, kind=None):
+    element, tests = as_operand(element), ops.ravel(as_operand(test_elements))
+    found = St.any(ops.eq(ops.unsqueeze(element, -1), tests), -1)
+    return ops.logical_not(found) if invert else found
+
+
 def _diff(a, n=1, axis=-1, prepend=None, append=None):
     return ops.diff(a, n, axis, prepend, append)
 
@@ -370,6 +504,10 @@ FUNCTIONS = {
     np.ptp: _ptp, np.average: St.average, np.diff: _diff, np.cov: St.cov,
     np.corrcoef: St.corrcoef,
     np.nansum: _nan(St.nansum), np.nanmean: _nan(St.nanmean),
+    np.nanprod: _nan_fill(np.prod, 1.0), np.nancumsum: _nan_fill(np.cumsum, 0.0),
+    np.nancumprod: _nan_fill(np.cumprod, 1.0), np.nanvar: _nan_var(False),
+    np.nanstd: _nan_var(True), np.nanargmax: _nan_arg(np.argmax, -np.inf),
+    np.nanargmin: _nan_arg(np.argmin, np.inf),
     np.cumsum: _scan(ops.cumsum), np.cumprod: _scan(ops.cumprod),
     np.add.accumulate: _scan(ops.cumsum, 0), np.multiply.accumulate: _scan(ops.cumprod, 0),
     np.maximum.accumulate: _accumulate_extremum(ops.cummax),
@@ -404,15 +542,27 @@ FUNCTIONS = {
     np.tril_indices_from: _indices_from(np.tril_indices),
     np.diag_indices_from: _diag_indices_from,
     np.diag: lambda v, k=0: ops.diag(v, k), np.diagonal: ops.diagonal, np.trace: _trace,
+    np.diagflat: lambda v, k=0: ops.diag(ops.ravel(v), k), np.block: _block, np.rot90: _rot90,
+    np.broadcast_arrays: _broadcast_arrays,
     np.take: _take, np.take_along_axis: lambda arr, indices, axis=-1: ops.take_along_axis(
         arr, indices, axis), np.ix_: _ix,
     # contractions
     np.einsum: _einsum, np.tensordot: ops.tensordot, np.inner: ops.inner, np.vdot: ops.vdot,
     np.kron: ops.kron, np.cross: _cross, np.convolve: _convolve, np.correlate: _correlate,
     # construction from traced arrays
-    np.full_like: _full_like, np.empty_like: _like(0),
+    np.full_like: _full_like, np.empty_like: _like(0), np.linspace: _linspace,
+    np.logspace: _logspace, np.array_equal: _array_equal, np.array_equiv: _array_equiv,
+    np.isin: _isin,
     np.meshgrid: lambda *xi, copy=True, sparse=False, indexing="xy": A.meshgrid(
         *xi, indexing=indexing, sparse=sparse),
 }
+for _name, _fn in (("unstack", _unstack), ("matrix_transpose",
+                                          lambda x, /: ops.swapaxes(as_operand(x), -1, -2)),
+                   ("vecdot", lambda x1, x2, /, *, axis=-1, **kw: np.sum(
+                       np.conj(x1) * x2, axis=axis)),
+                   ("matvec", lambda x1, x2, /, **kw: (x1 @ x2[..., None])[..., 0]),
+                   ("vecmat", lambda x1, x2, /, **kw: (np.conj(x1)[..., None, :] @ x2)[..., 0, :])):
+    if hasattr(np, _name):  # (numpy 2.1+)
+        FUNCTIONS[getattr(np, _name)] = _fn
 if hasattr(np, "row_stack"):
     FUNCTIONS[np.row_stack] = _stack(A.vstack)

@@ -178,3 +178,51 @@ def bincount_weights(x, m):
     sums = np.bincount(groups, weights=x, minlength=7)
     return np.sum(sums ** 2 * np.arange(7.0)) + np.sum(np.bincount(groups) * x[0]) \
         + np.sum(np.bincount(np.array([1, 0, 1, 2]), m[0]) * m[1, :3])
+
+
+@usecase
+def nan_ignoring_reductions(x, m):
+    """numpy's nan* reductions and scans on data with missing values (NaN where m > 1)."""
+    data = np.where(m > 1.0, np.nan, m)
+    return (np.sum(np.nanvar(data, axis=1)) + np.nanstd(data, ddof=1)
+            + np.sum(np.nanprod(data, axis=0)) + np.sum(np.nancumsum(data, axis=1) * m)
+            + np.sum(np.nancumprod(data) ** 2) + np.nanmax(data) * np.nanargmax(data)
+            + np.sum(np.nanargmin(data, axis=1) * x[:3]))
+
+
+@usecase
+def blocks_rotations_and_splits(x, m, s):
+    fractional, whole = np.modf(3.0 * m)
+    return (np.sum(np.block([[s, m[:, :1]], [x[:3], x[3]]]) ** 2)
+            + np.sum(np.rot90(m) * np.arange(12.0).reshape(4, 3)) + np.sum(np.rot90(m, 3)[0])
+            + np.sum(np.diagflat(x, 1) @ np.arange(5.0))
+            + sum(np.sum(b * b) for b in np.broadcast_arrays(m, x))
+            + np.sum(fractional ** 2) + np.sum(whole * m)
+            + np.sum(np.where(np.isposinf(m / 0.0) | np.isneginf(x), 0.0, 1.0) * m)
+            + np.sum(np.where(np.isreal(x) & ~np.iscomplex(x), x, 0.0))
+            + np.sum(np.real_if_close(x) ** 3))
+
+
+@usecase(eager="np.require converts its argument with numpy (no __array_function__ dispatch)")
+def conversions_and_views(x, m):
+    cols = np.unstack(m, axis=1) if hasattr(np, "unstack") else tuple(m.T)
+    mt = np.matrix_transpose(m) if hasattr(np, "matrix_transpose") else m.T
+    return (np.sum(np.require(x, dtype=np.float64) ** 2) + np.sum(cols[2] * cols[0])
+            + np.sum(mt[1] ** 3))
+
+
+@usecase
+def grids_and_comparisons(x, w):
+    """Grids with traced endpoints (a final time as a parameter), array comparisons and
+    membership, numpy 2's vector products."""
+    t = np.linspace(0.0, x[0] ** 2 + 1.0, 6)
+    grid, step = np.linspace(x[:2], x[2:], 4, axis=1, retstep=True)
+    same = np.array_equal(x, x) * x[1] + np.array_equiv(x, x[0]) * x[2] \
+        + np.array_equal(x, w, equal_nan=True) * x[3]
+    member = np.where(np.isin(np.round(2 * x), [0.0, 1.0, -1.0]), x, 2 * x)
+    out = (np.sum(np.sin(t) * w[0]) + np.sum(grid ** 2) + np.sum(step)
+           + np.sum(np.logspace(0.0, x[1], 3, base=2.0)) + same + np.sum(member))
+    if hasattr(np, "vecdot"):
+        out = out + np.sum(np.vecdot(x.reshape(2, 2), w.reshape(2, 2))) \
+            + np.sum(np.matvec(np.outer(x, w), x)) + np.sum(np.vecmat(x, np.outer(w, x)))
+    return out

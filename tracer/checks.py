@@ -43,6 +43,8 @@ class BranchRaises(BaseException):
     so `except Exception:` in the user's code lets it pass, as the raise itself would end
     the branch)."""
 
+    _lg_signal = True  # (a bare `except:` too: Note [llgrad's exceptions pass user handlers])
+
 
 def stage_raise(make, loc):
     """The exception `make()` builds, to raise now; or, inside a traced branch or loop body,
@@ -56,12 +58,18 @@ def stage_raise(make, loc):
         exc = make()
     finally:
         b.format_concrete = saved
-    if getattr(b, "eager", False) or len(b.regions) == 1 or operators.caught(exc):
+    if getattr(b, "eager", False) or len(b.regions) == 1:
         return exc
     if isinstance(exc, type) and issubclass(exc, BaseException):
         exc = exc()  # `raise ValueError` instantiates the class, as Python does
     if not isinstance(exc, BaseException):
         return exc  # Python raises its TypeError at once, as it would here
+    if operators.caught(exc):  # a `try` catches it: only a call that raises it runs as
+        caught = getattr(b, "catches", None)  # Python (Note [try on the dynamic path])
+        if caught is None:
+            raise ConcretizationError(f"a {type(exc).__name__} raised under a traced "
+                                      f"condition inside a `try` that catches it", loc=loc)
+        caught.append(type(exc))
     b.emit(check_p, [b.const(np.bool_(True))], {"exc": type(exc), "args": _args(exc, loc)},
            [], loc=loc)
     raise BranchRaises()

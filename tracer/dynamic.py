@@ -38,6 +38,7 @@ class EagerBuilder(Builder):
         self.on_concretize = self._concretize
         self.on_inplace, self.on_custom_vjp = check_unaliased, trace_custom
         self.guards: list = []
+        self.cuts: list = []  # (what, value, loc): See Note [Gradients cut by a constant]
 
     def _concretize(self, v, what: str):
         if v.id not in self.env:  # computed in a custom rule's backward (tracer/custom.py)
@@ -57,6 +58,7 @@ class EagerBuilder(Builder):
             library_number(what)  # Note [Unsupported library functions]
         value = self.env[v.id]
         self.guards.append((what, value))
+        self.cuts.append((what, v, user_loc() if len(self.cuts) < _CUT_LOCS else None))
         return value
 
     def emit(self, prim, inputs, params, out_avals, regions=(), loc=None) -> list:
@@ -94,5 +96,32 @@ def trace_dynamic(fn, args: tuple, kwargs: dict) -> tuple[Trace, list]:
         a.check_unchanged(traced, params, fn, statics=False)
         out_leaves, out_struct = _flatten_outputs(out, b, fn)
         b.fn.body.results = out_leaves
-    return Trace(b.fn, a.struct, out_struct, a.names, a.owner, fn), \
+    return Trace(b.fn, a.struct, out_struct, a.names, a.owner, fn, cuts=b.cuts), \
         [b.env[v.id] for v in out_leaves]
+
+
+# Note [Gradients cut by a constant]
+# On the dynamic path a concretised number is a constant (PyTorch's float(t)): no gradient
+# flows through it. When the value's only dependence on the differentiated inputs goes
+# through such numbers (`return float(np.sum(x ** 2))`, `xs = x.tolist(); sum(v * v for v
+# in xs)`), the gradient would be all zeros though the value depends on x: PyTorch refuses
+# it ("element 0 of tensors does not require grad"), JAX refuses the float(). So grad()
+# refuses it too, naming the first concretisation of a value that depends on an input;
+# where another path still carries a gradient, the cut path contributes nothing, as in
+# PyTorch (the dynamic path's warning says so). A value that does not depend on the inputs
+# at all (`return 3.0`) keeps its zero gradient, as in JAX.
+_CUT_LOCS = 32  # concretisations whose line is kept (finding it walks the stack)
+
+
+def cut_gradient(tr: Trace, wrt_leaves: list) -> tuple | None:
+    """(what, loc) of the first concretisation of a value depending on a differentiated input
+    when the first output depends on none of them (Note [Gradients cut by a constant])."""
+    if not tr.cuts or not wrt_leaves or not tr.fn.outputs:
+        return None
+    live = {tr.fn.params[i].id for i in wrt_leaves}
+    for op in tr.fn.walk():
+        if any(v.id in live for v in op.inputs):
+            live.update(v.id for v in op.outputs)
+    if tr.fn.outputs[0].id in live:
+        return None
+    return next(((what, loc) for what, v, loc in tr.cuts if v.id in live), None)

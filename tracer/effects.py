@@ -62,6 +62,8 @@ from llgrad.tracer.snapshot import Snapshot, free_values
 class NewEffects(Exception):
     """A body trace found places or buffers not yet in the loop state: trace it again."""
 
+    _lg_signal = True  # Note [llgrad's exceptions pass user handlers] (operators.py)
+
 
 class Poison:
     """An item of a list that the loop body appends to, from before the loop: reading it in

@@ -76,6 +76,7 @@ import dataclasses
 import itertools
 import math
 import operator
+import sys
 import threading
 import types
 from operator import iand, ilshift, ior, irshift, ixor  # noqa: F401  (see updates.py)
@@ -84,7 +85,9 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 from llgrad.runtime import pytree
-from llgrad.runtime.errors import ConcretizationError, LLGradError, UnsupportedError, user_loc
+from llgrad.runtime.errors import (ConcretizationError, DTypeError, IndexingError, LinAlgError,
+                                   LLGradError, OutOfMemoryError, ShapeError,
+                                   UnsupportedError, user_loc)
 
 from . import captures, checkpointed
 from .ode import calls_user_functions
@@ -478,11 +481,11 @@ def while_stmt(test_fn, body_fn, get_state, set_state, symbol_names: Sequence[st
 
 
 def _state_stager(get_state) -> Stager | None:
-    """The stager of the first traced value in a statement's state (or in a record of it:
-    Note [Records in loop and branch state]), if any."""
+    """The stager of the first traced value in a statement's state (or in a record, list or
+    dict of it: Note [Records in loop and branch state]), if any."""
     for v in get_state():
         s = stager_of(v)
-        if s is None and is_record(v):
+        if s is None and pytree.node_type(v) is not None:
             s = next((t for t in map(stager_of, pytree.tree_leaves(v)) if t is not None), None)
         if s is not None:
             return s
@@ -616,6 +619,30 @@ def catching(types):
         stack.pop()
 
 
+# Note [llgrad's exceptions pass user handlers]
+# While llgrad traces a `try` body, it may raise for its own reasons: a limit (an
+# UnsupportedError, a ConcretizationError that sends the call to the dynamic path) or a
+# signal of the stager (staging.Unroll restarting the trace). A user's `except Exception:`
+# (or `except TypeError:`, a ConcretizationError's base) would catch it and run the handler
+# where Python would have run the body: a wrong value. So every handler of converted code
+# starts with `reraise_own()`, which raises such an exception again, unchanged, before any
+# of the handler runs. Errors that mean what numpy's would (ShapeError is a ValueError,
+# IndexingError an IndexError, LinAlgError numpy's, DTypeError a TypeError) stay the
+# program's, for its handlers.
+def reraise_own() -> None:
+    """In an `except` block: raise the exception it handles again if it is llgrad's own."""
+    e = sys.exc_info()[1]
+    if llgrads_own(e):
+        raise e
+
+
+def llgrads_own(e: BaseException) -> bool:
+    """Whether `e` is llgrad's (a limit, a stager's signal), not one plain Python would raise
+    running the program (Note [llgrad's exceptions pass user handlers])."""
+    return getattr(e, "_lg_signal", False) or isinstance(e, LLGradError) and not isinstance(
+        e, (ShapeError, IndexingError, LinAlgError, DTypeError, OutOfMemoryError))
+
+
 def caught(exc) -> bool:
     """Whether an enclosing ``try`` catches ``exc`` (then it is raised as Python does)."""
     return any(isinstance(exc, t) for t in getattr(_TRY, "stack", ()))
@@ -706,11 +733,25 @@ def owns_cells(names: Sequence[str]) -> Callable:
     return mark
 
 
-def fence(kind: str, loc: SourceLoc, values: dict, names: Sequence[str]) -> None:
-    """Raise UnsupportedSyntaxError if a value read by an unsupported statement is traced."""
+def fence(kind: str, loc: SourceLoc, values: dict, names: Sequence[str],
+          catches: Callable[[], tuple] | None = None) -> None:
+    """Raise UnsupportedSyntaxError if a value read by an unsupported statement is traced (a
+    `try`: Note [try on the dynamic path] in convert/fence.py)."""
     if _STAGERS and not any(getattr(s, "eager", bool)() for s in _STAGERS.values()):
         from .convert.fence import check_fence
-        check_fence(kind, loc, values, tuple(names), is_traced, _branch_loc())
+        caught = _catches() if kind == "try" else None
+        check_fence(kind, loc, values, tuple(names), is_traced, _branch_loc(), catches,
+                    None if caught is None else caught.extend)
+
+
+def _catches() -> list | None:
+    """The staged trace's list of exception classes its `try` statements catch (Note [try on
+    the dynamic path] in convert/fence.py), or None outside one."""
+    from llgrad.transform.builder import current
+    try:
+        return getattr(current(), "catches", None)
+    except LLGradError:
+        return None
 
 
 def _branch_loc() -> SourceLoc | None:

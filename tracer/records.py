@@ -13,7 +13,8 @@ from llgrad.tracer.operators import Undefined
 from llgrad.transform import ir
 
 
-def flat_state(get_state, set_state, names, nouts: int = 0, first: dict | None = None):
+def flat_state(get_state, set_state, names, nouts: int = 0, first: dict | None = None,
+               rebound: frozenset = frozenset()):
     """The state with each record of arrays replaced by its leaves, named `state.pos`, ...
     (Note [Records in loop and branch state] in operators.py): (get, set, names, nouts) to
     stage with, `nouts` counting the flat entries of the first `nouts` names (an `if`'s
@@ -21,15 +22,22 @@ def flat_state(get_state, set_state, names, nouts: int = 0, first: dict | None =
     as a changed variable; one unbound on a path reads back as Undefined leaves. `first` maps
     the names a loop body first binds to a record (unbound or None before the loop, as
     `__lg_retval` before a loop that has `return (a, b)`) to that record: they are carried
-    as its leaves, None or Undefined until bound."""
+    as its leaves, None or Undefined until bound. `rebound` names hold lists or dicts a loop
+    body replaces by new ones of the same structure: they are carried as records too (Note
+    [Containers rebuilt by a loop body])."""
     first = first or {}
     s0 = [first.get(name, v) if _unbound(v) else v for v, name in zip(get_state(), names)]
     defs = []
-    for v in s0:
+
+    def carried_as_record(v, name) -> bool:
+        return operators.is_record(v) or name in rebound and pytree.node_type(v) is not None
+
+    for v, name in zip(s0, names):
         d = None
-        if operators.is_record(v):
+        if carried_as_record(v, name):
             leaves, struct = pytree.flatten(v)
-            if any(isinstance(x, ir.Value) or isinstance(x, (np.ndarray, float)) for x in leaves):
+            if name in rebound or any(isinstance(x, ir.Value) or isinstance(x, (np.ndarray, float))
+                                      for x in leaves):
                 d = (struct, len(leaves))
         defs.append(d)
     if not any(defs):
@@ -40,13 +48,13 @@ def flat_state(get_state, set_state, names, nouts: int = 0, first: dict | None =
 
     def get():
         out = []
-        for v, d in zip(get_state(), defs):
+        for v, d, name in zip(get_state(), defs, names):
             if d is None:
                 out.append(v)
             elif _unbound(v):  # (`first`)
                 out.extend([v] * d[1])
             else:
-                leaves, struct = pytree.flatten(v) if operators.is_record(v) else ([], None)
+                leaves, struct = pytree.flatten(v) if carried_as_record(v, name) else ([], None)
                 out.extend(leaves if struct == d[0] else [_Restructured(v)] * d[1])
         return tuple(out)
 
@@ -98,10 +106,11 @@ def _leaf_names(name, record) -> list[str]:
             out.append(where)
             return
         children, _ = nt.flatten(x)
-        fields = getattr(type(x), "_fields", None) if nt.kind == "namedtuple" else \
-            [f.name for f in dataclasses.fields(x)] if nt.kind == "dataclass" else None
+        fields = [f".{f}" for f in type(x)._fields] if nt.kind == "namedtuple" else \
+            [f".{f.name}" for f in dataclasses.fields(x)] if nt.kind == "dataclass" else \
+            [f"[{k!r}]" for k in x] if nt.kind == "dict" else None
         for i, c in enumerate(children):
-            rec(c, f"{where}.{fields[i]}" if fields else f"{where}[{i}]")
+            rec(c, f"{where}{fields[i]}" if fields else f"{where}[{i}]")
     rec(record, name)
     return out
 
@@ -114,6 +123,13 @@ def split_merge(name, a, c, put, loc):
     record rebuilt once every leaf is put; None if neither value is a record. Records of
     different structures cannot be one value: LLGradError at the `if`."""
     ra, rc = operators.is_record(a), operators.is_record(c)
+    if a is not c and type(a) is type(c) and _container(a):  # Note [Containers rebuilt by a
+        if pytree.flatten(a)[1] != pytree.flatten(c)[1]:     # loop body] in staging.py
+            raise LLGradError(f"{_what(name)} holds {_shape_of(a)} on one path of a traced "
+                              f"condition and another {type(c).__name__} (other keys or "
+                              f"length) on the other", loc=loc, fix="give it the same keys "
+                              "(or length) on both paths")
+        ra = rc = True
     if a is c or not (ra or rc) or not (ra or a is None) or not (rc or c is None):
         return None
     (la, sa), (lc, sc) = (pytree.flatten(v) if v is not None else (None, None) for v in (a, c))
@@ -133,6 +149,12 @@ def split_merge(name, a, c, put, loc):
             put(pytree.unflatten(struct, got))
     names = _leaf_names(name, a if sa is not None else c)
     return [(names[k], la[k], lc[k], lambda v, k=k: put_leaf(k, v)) for k in range(n)]
+
+
+def _container(v) -> bool:
+    """A list or dict (not a record: its identity matters where it is changed in place)."""
+    nt = pytree.node_type(v)
+    return nt is not None and nt.kind in ("list", "dict")
 
 
 def _what(name) -> str:

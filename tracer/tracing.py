@@ -39,6 +39,8 @@ class Trace:
     source_fn: Any = None  # the user's function
     guards: list = field(default_factory=list)  # Note [Captured values are guarded]
     unrolled: list = field(default_factory=list)  # (loc, reason, copies) of unrolled loops
+    cuts: list = field(default_factory=list)  # the dynamic path's (what, value, loc) concretised
+    catches: tuple = ()  # what `try` statements catch: Note [try on the dynamic path]
 
 
 _SIGNATURES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
@@ -228,6 +230,7 @@ def _trace_once(fn: Callable, args: tuple, kwargs: dict, call: Callable) -> Trac
     a = Arguments(fn, args, kwargs)
     builder = Builder(getattr(fn, "__name__", "f"))
     builder.on_inplace, builder.on_custom_vjp = check_unaliased, trace_custom
+    builder.catches = []  # Note [try on the dynamic path] (convert/fence.py)
     rec = captures.recording()
     try:
         rec.add_function(fn)
@@ -241,7 +244,8 @@ def _trace_once(fn: Callable, args: tuple, kwargs: dict, call: Callable) -> Trac
     finally:
         captures.stop(rec)
     check_unread_indices(builder.fn)  # Note [Unread element reads keep their checks]
-    return Trace(builder.fn, a.struct, out_struct, a.names, a.owner, fn, rec.guards)
+    return Trace(builder.fn, a.struct, out_struct, a.names, a.owner, fn, rec.guards,
+                 catches=tuple(builder.catches))
 
 
 class Arguments:

@@ -118,11 +118,13 @@ def diagonal_index(a, wrap=False) -> tuple:
 
 
 def _flat_index(values):
+    """The entries of index keys, tuples and slices looked into (`x[i, :n]` gives i and n)."""
     for v in values:
-        if type(v) is tuple:
-            yield from v
-        else:
-            yield v
+        for k in v if type(v) is tuple else (v,):
+            if type(k) is slice:
+                yield from (k.start, k.stop, k.step)
+            else:
+                yield k
 
 
 __all__ = ["diagonal_index", "iadd", "isub", "imul", "itruediv", "ifloordiv", "imod", "ipow",

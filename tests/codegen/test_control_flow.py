@@ -221,7 +221,9 @@ def test_scalar_loop_is_register_code():
     x = R.normal(size=100)
     m = check(optimize(ad.grad_function(optimize(build(recurrence, x), fuse=False), [0])), [x])
     opt = m.optimized_ir
-    assert "alloca" not in opt.split("define void @llgrad")[-1].split("}")[0]
+    body = opt.split("define void @llgrad")[-1].split("}")[0]
+    # (the MXCSR words the entry saves and sets: Note [Subnormals in gradient code])
+    assert not [line for line in body.splitlines() if "alloca" in line and "mxcsr" not in line]
     assert m.stats["workspace bytes"] <= x.nbytes  # only the cotangent of x
 
 

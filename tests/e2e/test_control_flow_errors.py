@@ -187,15 +187,6 @@ def test_array_condition_is_ambiguous():
 
 
 # ---- unsupported statements on traced values (the fence) ----------------------------------------
-def uses_try(x):
-    s = np.sum(x)
-    try:
-        r = s * 2.0
-    except ZeroDivisionError:
-        r = s
-    return r
-
-
 class _Ctx:
     def __enter__(self):
         return self
@@ -244,19 +235,71 @@ def uses_yield(x):
 
 
 @pytest.mark.parametrize("fn, match, text", [
-    (uses_try, r"`try` statement on traced values \(s\)", "try:"),
     (uses_with, r"`with` statement on traced values \(s\)", "with _Ctx()"),
     (uses_del, r"`del` of traced values \(s\) cannot be compiled", "del s"),
     (uses_global, r"assignment of traced values \(s\) to a `global` variable", "_G = s"),
     (uses_nonlocal(), r"assignment of traced values \(s\) to a `nonlocal` variable", "box = s"),
     (uses_yield, r"generators cannot be differentiated: `yield`", "yield np"),
-], ids=["try", "with", "del", "global", "nonlocal", "yield"])
+], ids=["with", "del", "global", "nonlocal", "yield"])
 def test_fenced_statements(fn, match, text):
     with pytest.raises(UnsupportedSyntaxError, match=match) as info:
         llgrad.differentiate(fn)(np.ones(3))
     e = info.value
     assert e.filename.endswith(FILE) and e.lineno == line_of(fn, text), (e.filename, e.lineno)
     assert "Fix:" in str(e) or "How to fix" in str(e)
+
+
+def test_try_on_traced_values_is_compiled_and_a_caught_exception_reruns_as_python(mode):
+    """A jitter retry around a Cholesky factorisation (Note [try on the dynamic path] in
+    tracer/convert/fence.py): compiled while the factorisation succeeds; a call where it
+    fails runs as Python, through the except block, with that block's gradient."""
+    def nll(log_ell, X, y):
+        K = np.exp(-0.5 * ((X[:, None] - X[None, :]) / np.exp(log_ell)) ** 2)
+        try:
+            L = np.linalg.cholesky(K)
+        except np.linalg.LinAlgError:
+            L = np.linalg.cholesky(K + 1e-6 * np.eye(len(X)))
+        a = np.linalg.solve(L.T, np.linalg.solve(L, y))
+        return 0.5 * y @ a + np.sum(np.log(np.diag(L)))
+
+    X = np.linspace(0.0, 1.0, 12)
+    y = np.sin(6.0 * X)
+    f = llgrad.differentiate(nll)
+    h = 1e-6
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", llgrad.PerformanceWarning)
+        value, grad = f.value_and_grad(-3.0, X, y)  # K is positive definite: compiled
+    assert f.inspect(-3.0, X, y).path == "staged"
+    for log_ell in (-3.0, 1.0):  # 1.0: K is singular, the except block runs
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", llgrad.PerformanceWarning)
+            value, grad = f.value_and_grad(log_ell, X, y)
+            assert f(log_ell, X, y) == pytest.approx(nll(log_ell, X, y), rel=1e-12)
+        assert value == pytest.approx(nll(log_ell, X, y), rel=1e-12)
+        fd = (nll(log_ell + h, X, y) - nll(log_ell - h, X, y)) / (2 * h)
+        assert grad == pytest.approx(fd, rel=1e-5)
+    with pytest.warns(llgrad.PerformanceWarning, match="compiled code raised LinAlgError, "
+                                                       "which a `try` in it catches"):
+        llgrad.differentiate(nll).value_and_grad(1.0, X, y)
+
+
+def test_a_raise_under_a_traced_condition_inside_try_runs_the_handler_when_it_happens(mode):
+    def f(x):
+        try:
+            if np.sum(x) > 0:
+                raise ValueError("positive")
+            r = np.sum(x ** 2)
+        except ValueError:
+            r = np.sum(x ** 3)
+        return r
+
+    d = llgrad.differentiate(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", llgrad.PerformanceWarning)
+        for x in (np.array([-1.0, -2.0]), np.array([1.0, 2.0]), np.array([-1.0, -3.0])):
+            value, grad = d.value_and_grad(x)
+            assert value == f(x)
+            np.testing.assert_allclose(grad, 2 * x if np.sum(x) <= 0 else 3 * x ** 2)
 
 
 def test_fenced_statements_on_python_values_run_as_python():
@@ -394,3 +437,29 @@ def test_mod_of_traced_loop_index():
     d = llgrad.differentiate(mod_of_loop_index)
     assert d(x) == mod_of_loop_index(x)
     np.testing.assert_array_equal(d.grad(x), [1.0, 0.0, 2.0, 0.0, 3.0])
+
+
+def test_llgrads_own_errors_pass_the_users_handlers(mode):
+    """Note [llgrad's exceptions pass user handlers] (tracer/operators.py): an llgrad limit
+    raised in a try body is not the program's exception; the handler would give a value
+    plain Python never computes."""
+    def unsupported(x):
+        try:
+            s = np.sum(np.unique(x))  # unsupported on traced values
+        except Exception:
+            s = -1.0
+        return s + np.sum(x)
+
+    def concretised(x):
+        try:
+            n = int(np.sum(x))  # a ConcretizationError is a TypeError: the dynamic path
+        except TypeError:
+            n = 0
+        return np.sum(x) * n
+
+    x = np.array([1.0, 2.0, 2.0])
+    with pytest.raises(llgrad.errors.UnsupportedError, match="np.unique is not supported"):
+        llgrad.differentiate(unsupported)(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", llgrad.PerformanceWarning)
+        assert llgrad.differentiate(concretised)(x) == concretised(x) == 25.0

@@ -5,6 +5,8 @@ import contextlib
 import convert_staging_cases as cases
 import numpy as np
 import pytest
+
+from llgrad.runtime.errors import ConcretizationError
 from fake_tracer import Fake, FakeStager, unwrap
 
 from llgrad.tracer import operators as lg
@@ -87,7 +89,6 @@ def test_logical_operators_are_staged(stager):
 
 # -- unsupported statements: every message, pointing at the user's file and line ------------
 FENCES = [
-    (cases.unsupported_try, (), "try:", r"`try` statement on traced values \(x\)"),
     (cases.unsupported_with, (contextlib.nullcontext(),), "with cm",
      r"`with` statement on traced values \(x\)"),
     (cases.unsupported_del, (), "del x", r"`del` of traced values \(x\)"),
@@ -104,6 +105,16 @@ def test_fence_messages(stager, fn, extra, text, match):
     e = info.value
     assert e.filename == cases.__file__ and e.lineno == _line(fn, text)
     assert text in e.text and "Fix:" in str(e.msg)
+
+
+def test_try_on_traced_values_asks_for_the_dynamic_path(stager):
+    # Note [try on the dynamic path] (convert/fence.py)
+    converted = convert(cases.unsupported_try)
+    assert converted(1.0) == 2.0  # plain values: runs as Python
+    with pytest.raises(ConcretizationError, match=r"a `try` statement reads traced values "
+                                                  r"\(x\)") as info:
+        converted(Fake(1.0))
+    assert info.value.loc.line == _line(cases.unsupported_try, "try:")
 
 
 def test_nonlocal_write_in_helper_stays_inside(stager):

@@ -322,20 +322,23 @@ class _Calls(gast.NodeTransformer):
 # body per iteration). Reads whose index is not written with constants alone therefore go
 # through `__lg.item` (tracer/updates.py), which reads a numpy array at a traced index as a
 # graph op and is `y[i]` otherwise. Subscripts inside assignment targets stay as written
-# (their stores are converted above); the indices in them are reads like any other
-# (`K[conn[e, 0], conn[e, 1]] += k` with a constant `conn`).
+# (their stores are converted above).
 def _mark_targets(targets) -> None:
-    stack = list(targets)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (gast.Tuple, gast.List)):
-            stack += n.elts
-        elif isinstance(n, gast.Starred):
-            stack.append(n.value)
-        elif isinstance(n, (gast.Subscript, gast.Attribute)):
-            if isinstance(n, gast.Subscript):
-                anno.set_(n, anno.Key.IN_TARGET, True)
-            stack.append(n.value)
+    """Mark the subscripts a store goes through (`a[i][j] = v`: a[i][j] and a[i]); the
+    subscripts inside their indices are reads (`K[idx[a], idx[b]] += v`: idx[a]), converted
+    as any."""
+    todo = list(targets)
+    while todo:
+        t = todo.pop()
+        if isinstance(t, gast.Subscript):
+            anno.set_(t, anno.Key.IN_TARGET, True)
+            todo.append(t.value)
+        elif isinstance(t, gast.Attribute):
+            todo.append(t.value)
+        elif isinstance(t, gast.Starred):
+            todo.append(t.value)
+        elif isinstance(t, (gast.Tuple, gast.List)):
+            todo.extend(t.elts)
 
 
 def _item_of_a_list(node: gast.Subscript) -> bool:

@@ -136,8 +136,14 @@ class _ControlFlow(gast.NodeTransformer):
 
     def visit_Try(self, node):
         """The body of a `try` that catches runs under ``__lg.catching(types)``: a raise the
-        handlers catch stays a Python raise (Note [Raise under a traced condition])."""
+        handlers catch stays a Python raise (Note [Raise under a traced condition]); each
+        handler starts with ``__lg.reraise_own()`` (Note [llgrad's exceptions pass user
+        handlers] in operators.py)."""
         self.generic_visit(node)
+        for h in node.handlers:
+            first = templates.replace("__lg.reraise_own()")
+            anno.fill_loc(first, h)
+            h.body = first + h.body
         if node.handlers:
             types = [h.type if h.type is not None else templates.name("BaseException")
                      for h in node.handlers]

@@ -2,8 +2,9 @@
 
 Requires: verified IR with explicit broadcasts. Produces: the same IR with uses rewired to
 simpler values: x*1, 1*x, x+0, 0+x, x-0, x/1 -> x; --x -> x; broadcast_to/reshape/astype/
-transpose to the same aval and reductions over no axes -> x; concatenate of x[0], ..., x[n-1]
-(np.stack of the rows of x) -> x; reshape of reshape -> one reshape; transpose of transpose ->
+transpose to the same aval and reductions over no axes -> x; in a concatenate along axis 0,
+consecutive rows x[i], ..., x[j] each reshaped to (1, ...) (np.stack or np.array of a list a
+staged loop appended to) -> one slice x[i:j+1], and all of x's rows -> x; reshape of reshape -> one reshape; transpose of transpose ->
 one transpose (or x); an element just stored read back (getitem of index_put at the same
 integer key) -> the value stored; x with an element zeroed plus that element scattered back
 (index_put(x, 0, i) + scatter_add(x[i], i), the reverse sweep of `q[i] += v` or
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from llgrad.runtime.aval import Aval
 from llgrad.runtime.ops import elementwise as ew
 from llgrad.runtime.ops import index as ix
 from llgrad.runtime.ops import reduce as rd
@@ -75,9 +77,8 @@ def _identity(op):
         if not op.params["axes"] and _same(op, ins[0]):  # a reduction over no axes
             return ins[0]
     elif p is sh.concatenate_p:
-        src = _stacked_rows(ins) if op.params["axis"] == 0 else None
-        if src is not None and _same(op, src):
-            return src
+        if len(ins) == 1 and _same(op, ins[0]):
+            return ins[0]
     elif p is ix.getitem_p:
         return _forwarded(op)
     elif p is sh.transpose_p:
@@ -135,25 +136,52 @@ def _restored(a, b, op) -> bool:
         _same_element([put, sc, get])
 
 
-def _stacked_rows(ins):
-    """x when `ins` are x[0], x[1], ..., x[n-1] each reshaped to (1, ...): np.stack of the
-    rows of x (a list a staged loop appended to: Note [Containers in staged loops] in
-    tracer/effects.py), else None."""
-    src = None
-    for t, v in enumerate(ins):
-        r = v.op
-        g = r.inputs[0].op if r is not None and r.prim is sh.reshape_p else None
-        if g is None or g.prim is not ix.getitem_p or len(g.inputs) != 1:
-            return None
-        x = g.inputs[0]
-        key = g.params["key"]
-        if src is None:
-            src = x
-        n = x.aval.shape[0] if x.aval.shape else 0
-        if x is not src or len(key) != 1 or key[0][0] != "i" or key[0][1] % max(n, 1) != t \
-                or v.aval.shape != (1,) + x.aval.shape[1:]:
-            return None
-    return src if src is not None and len(ins) == src.aval.shape[0] else None
+def _row(v):
+    """(x, t) when v is row t of x reshaped to (1, ...), looking through a copy (an item of a
+    list a staged loop appended to, Note [Containers in staged loops] in tracer/effects.py,
+    made strong for np.stack); else None."""
+    r = v.op
+    g = r.inputs[0].op if r is not None and r.prim is sh.reshape_p else None
+    if g is not None and g.prim is ew.copy_p:
+        g = g.inputs[0].op
+    if g is None or g.prim is not ix.getitem_p or len(g.inputs) != 1:
+        return None
+    x, key = g.inputs[0], g.params["key"]
+    if len(key) != 1 or key[0][0] != "i" or not x.aval.shape or \
+            v.aval != Aval((1,) + x.aval.shape[1:], x.aval.dtype):
+        return None
+    return x, key[0][1] % x.aval.shape[0]
+
+
+def _merge_rows(op) -> list:
+    """Rewrite a concatenate along axis 0 in place so that each run of consecutive rows of
+    one array, x[i], ..., x[j] (each reshaped to (1, ...)), is one operand x[i:j+1] (x itself
+    for all its rows): np.array of a list a staged loop appended to reads the loop's buffer
+    once, not n rows stacked back (n getitems forward, n scatter-adds backward). Returns the
+    slice ops to insert before it."""
+    ins, rows = op.inputs, [_row(v) for v in op.inputs]
+    if sum(r is not None for r in rows) < 2:
+        return []
+    new_ins, new_ops, i = [], [], 0
+    while i < len(ins):
+        j = i + 1
+        if rows[i] is not None:
+            x, t = rows[i]
+            while j < len(ins) and rows[j] is not None and rows[j][0] is x and \
+                    rows[j][1] == t + j - i:
+                j += 1
+        if j - i < 2:
+            new_ins.append(ins[i])
+        elif j - i == x.aval.shape[0]:
+            new_ins.append(x)
+        else:
+            out = ir.Value(Aval((j - i,) + x.aval.shape[1:], x.aval.dtype))
+            new_ops.append(ir.Op(ix.getitem_p, [x], {"key": (("s", t, t + j - i, None),)},
+                                 [out], (), op.loc))
+            new_ins.append(out)
+        i = j
+    op.inputs = new_ins
+    return new_ops
 
 
 def _combine(op):
@@ -191,6 +219,8 @@ def _region(region: ir.Region, subst: dict) -> None:
         op.inputs = [subst.get(v.id, v) for v in op.inputs]
         for r in op.regions:
             _region(r, subst)
+        if op.prim is sh.concatenate_p and op.params["axis"] == 0:
+            new_ops.extend(_merge_rows(op))
         if not op.regions:
             _combine(op)
             same = _identity(op)
