@@ -566,7 +566,7 @@ def _rts_args(rng):
 @program(_rts_args)
 def kalman_rts_smoother_mse(log_qr, ys, truth, dt=1.0):
     """A constant-velocity Kalman filter storing its means and covariances in lists, then the
-    Rauch-Tung-Striebel smoother backwards over them; the smoothed positions' squared error
+    Rauch-Tung-Striebel smoother backwards over them into a preallocated array; the smoothed positions' squared error
     as a function of the log noise variances (tuning the filter)."""
     q, r = np.exp(log_qr)
     F = np.array([[1.0, dt], [0.0, 1.0]])
@@ -584,13 +584,12 @@ def kalman_rts_smoother_mse(log_qr, ys, truth, dt=1.0):
         Ps.append(P)
         mps.append(mp)
         Pps.append(Pp)
-    sm = [None] * len(ys)
+    sm = np.zeros((len(ys), 2))
     sm[-1] = ms[-1]
     for k in range(len(ys) - 2, -1, -1):
         G = Ps[k] @ F.T @ np.linalg.inv(Pps[k + 1])
         sm[k] = ms[k] + G @ (sm[k + 1] - mps[k + 1])
-    smoothed = np.array([s[0] for s in sm])
-    return np.mean((smoothed - truth) ** 2)
+    return np.mean((sm[:, 0] - truth) ** 2)
 
 
 def _viterbi_args(rng):
