@@ -58,7 +58,8 @@ class EagerBuilder(Builder):
             library_number(what)  # Note [Unsupported library functions]
         value = self.env[v.id]
         self.guards.append((what, value))
-        self.cuts.append((what, v, user_loc() if len(self.cuts) < _CUT_LOCS else None))
+        if what in _NUMBERS:  # (a decision, bool(), cuts no gradient: the value's is 0)
+            self.cuts.append((what, v, user_loc() if len(self.cuts) < _CUT_LOCS else None))
         return value
 
     def emit(self, prim, inputs, params, out_avals, regions=(), loc=None) -> list:
@@ -109,8 +110,11 @@ def trace_dynamic(fn, args: tuple, kwargs: dict) -> tuple[Trace, list]:
 # refuses it too, naming the first concretisation of a value that depends on an input;
 # where another path still carries a gradient, the cut path contributes nothing, as in
 # PyTorch (the dynamic path's warning says so). A value that does not depend on the inputs
-# at all (`return 3.0`) keeps its zero gradient, as in JAX.
+# at all (`return 3.0`) keeps its zero gradient, as in JAX, and so does one that depends on
+# them only through decisions (`1.0 if x[0] > 0 else 0.0`: bool(), an index): piecewise
+# constant, its derivative is 0 wherever it exists.
 _CUT_LOCS = 32  # concretisations whose line is kept (finding it walks the stack)
+_NUMBERS = frozenset({"float()", "int()", ".item()", ".tolist()"})  # values, not decisions
 
 
 def cut_gradient(tr: Trace, wrt_leaves: list) -> tuple | None:

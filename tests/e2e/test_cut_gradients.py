@@ -3,7 +3,7 @@ on the dynamic path (`return float(loss)`, `x.tolist()`) has no gradient: grad()
 with the line of the concretisation instead of returning zeros (Note [Gradients cut by a
 constant] in tracer/dynamic.py), as PyTorch (no grad_fn) and JAX (float() of a tracer) do. A
 partial cut keeps PyTorch's semantics (the constant path contributes nothing), and a value
-that does not depend on the input keeps its zero gradient."""
+that does not depend on the input, or only through decisions, keeps its zero gradient."""
 from __future__ import annotations
 
 import warnings
@@ -60,9 +60,17 @@ def test_a_partial_cut_and_a_value_free_of_the_input_keep_their_gradients(mode):
     np.testing.assert_array_equal(llgrad.grad(free)(x), [0.0, 0.0])
 
 
-def test_a_value_decided_by_a_concretised_number_alone_is_refused(mode):
-    def step(x):  # PyTorch: the result has no grad_fn; JAX: bool() of a tracer
+def test_a_value_decided_by_a_concretised_number_is_refused_a_decision_is_not(mode):
+    def step(x):  # PyTorch: the result has no grad_fn; JAX: float() of a tracer
         return 1.0 if float(x[0]) > 0 else 0.0
+
+    def decided(x):  # piecewise constant through bool(): derivative 0 where it exists
+        if bool(x[0] > 0):  # (explicit: the dynamic path)
+            return 1.0
+        return 0.0
 
     with pytest.raises(ConcretizationError, match="only by float[(][)],"):
         llgrad.grad(step)(np.array([2.0, 1.0]))
+    d = llgrad.differentiate(decided)
+    np.testing.assert_array_equal(d.grad(np.array([2.0, 1.0])), [0.0, 0.0])
+    assert d.inspect(np.array([2.0, 1.0])).path.startswith("dynamic")
