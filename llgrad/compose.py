@@ -26,6 +26,7 @@ from llgrad.tracer import signature as sig
 from llgrad.tracer.tracing import _convertible, bind_arguments, call_with, trace
 from llgrad.transform import ad, ir
 from llgrad.transform.inline import inline
+from llgrad.transform.passes import substitute
 from llgrad.transform.passes.pipeline import optimize
 
 
@@ -54,11 +55,24 @@ def inline_value_and_grad(d, args, kwargs, wrt_args, single):
     diagnostics.warn_unrolled([u for u in tr.unrolled
                                if d._monitor.first(("unroll", str(u[0])))])
     wrt_leaves = _wrt_leaves(tr, wrt_args)
+    outer = _lift_free_values(tr.fn)
     joint = optimize(ad.grad_function(optimize(tr.fn, fuse=False), wrt_leaves), fuse=False)
-    outs = inline(joint, _leaves_of_call(d, args, kwargs))
+    outs = inline(joint, _leaves_of_call(d, args, kwargs) + outer)
     n_out = len(tr.fn.outputs)
     value = sig.unflatten(tr.out_struct, outs[:n_out])
     return value, _assemble(tr, outs[n_out:], wrt_leaves, wrt_args, single, to_python=False)
+
+
+def _lift_free_values(fn: ir.Function) -> list:
+    """The caller's values `fn` reads (a closure over the caller's traced `w`: `llgrad.grad(
+    lambda v: np.sum(w * v ** 2))(w)` inside a traced function), made parameters after its
+    own: a function stands alone for AD and the passes (constants of its gradient, they are
+    inputs of the caller's, which differentiates through them). Returns them, to pass."""
+    free = [v for v in fn.body.free_values() if isinstance(v, ir.Value)]
+    params = [ir.Value(v.aval, v.name) for v in free]
+    substitute(fn.body, {v.id: p for v, p in zip(free, params)})
+    fn.body.params.extend(params)
+    return free
 
 
 def _leaves_of_call(d, args, kwargs):

@@ -25,14 +25,6 @@ def _locate(e: LLGradError) -> LLGradError:
     return e
 
 
-def _unsupported_operator(sym: str):
-    def op(self, other):
-        raise UnsupportedError(f"the operator {sym} is not supported on llgrad values",
-                               loc=user_loc(), fix="compute it outside the differentiated "
-                               "function, or write it with supported operations")
-    return op
-
-
 def _booleans(sym: str, *xs):
     """`&`, `|`, `^`, `~`: see `booleans`; on a Python bool `~True == -2`, also refused."""
     return booleans(f"the operator {sym}", f"supports {sym}", *xs, python_bool=sym != "~")
@@ -96,7 +88,8 @@ class ArrayOperators:
     def __rmod__(self, o): return ops.remainder(o, self)
     def __floordiv__(self, o): return ops.floor_divide(self, o)
     def __rfloordiv__(self, o): return ops.floor_divide(o, self)
-    __divmod__ = __rdivmod__ = _unsupported_operator("divmod()")
+    def __divmod__(self, o): return ops.divmod(self, o)
+    def __rdivmod__(self, o): return ops.divmod(o, self)
     def __neg__(self): return ops.neg(self)
     def __pos__(self): return self
     def __abs__(self): return ops.abs(self)

@@ -326,6 +326,7 @@ def _array(obj, dtype=None, *, copy=True, order="K", subok=False, ndmin=0, **kw)
 FUNCTIONS.update({
     np.round: _round, np.around: _round, np.reciprocal: _ufunc_call(_reciprocal),
     np.positive: _ufunc_call(ops.positive), np.sinc: ops.sinc,
+    np.divmod: _ufunc_call(ops.divmod),
     np.deg2rad: _ufunc_call(ops.deg2rad), np.radians: _ufunc_call(ops.deg2rad),
     np.rad2deg: _ufunc_call(ops.rad2deg), np.degrees: _ufunc_call(ops.rad2deg),
     np.isnan: _ufunc_call(ops.isnan), np.isinf: _ufunc_call(ops.isinf),

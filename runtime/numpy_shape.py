@@ -316,6 +316,28 @@ def _sliding_window_view(x, window_shape, axis=None, *, subok=False, writeable=F
     return A.sliding_window_view(x, window_shape, axis)
 
 
+def _ix(*args):
+    """np.ix_: the k-th 1-d sequence of indices reshaped along the k-th of len(args) axes, so
+    that `K[np.ix_(rows, cols)]` (read or `+=`) is the block of those rows and columns, as
+    finite-element assembly indexes a stiffness matrix with an element's nodes."""
+    from llgrad.runtime.conversions import array_from, holds_value
+    out = []
+    for k, seq in enumerate(args):
+        a = array_from(seq) if holds_value(seq) else np.asarray(seq)
+        if isinstance(a, np.ndarray) and a.dtype == np.bool_:
+            a = np.flatnonzero(a)
+        if len(shape_of(a)) != 1:
+            raise ValueError("Cross index must be 1 dimensional")
+        if dtype_of(a) == np.bool_:
+            raise UnsupportedError("np.ix_ of a traced boolean mask is not supported on llgrad "
+                                   "values (its length depends on the values)", loc=user_loc(),
+                                   fix="pass the indices (np.flatnonzero of a constant mask)")
+        shape = [1] * len(args)
+        shape[k] = shape_of(a)[0]
+        out.append(ops.reshape(a, tuple(shape)))
+    return tuple(out)
+
+
 def _take(a, indices, axis=None, out=None, mode="raise"):
     _refuse("take", out=out)
     return ops.take(a, indices, axis, mode)
@@ -526,7 +548,7 @@ FUNCTIONS = {
     np.diagflat: lambda v, k=0: ops.diag(ops.ravel(v), k), np.block: _block, np.rot90: _rot90,
     np.broadcast_arrays: _broadcast_arrays,
     np.take: _take, np.take_along_axis: lambda arr, indices, axis=-1: ops.take_along_axis(
-        arr, indices, axis),
+        arr, indices, axis), np.ix_: _ix,
     # contractions
     np.einsum: _einsum, np.tensordot: ops.tensordot, np.inner: ops.inner, np.vdot: ops.vdot,
     np.kron: ops.kron, np.cross: _cross, np.convolve: _convolve, np.correlate: _correlate,

@@ -1055,11 +1055,19 @@ def list_append_stack(x):
     return np.sum(np.stack(hs) ** 2)
 
 
-@case(vec(5), kinds=("python list",), unrolls=True)
+@case(vec(5), kinds=("python list",))
 def list_reads_back(x):
     hs = [x[0], x[1]]
     for i in range(2, x.shape[0]):
-        hs.append(np.tanh(hs[-2] + x[i]))  # an item appended two iterations ago
+        hs.append(np.tanh(hs[-2] + x[i]))  # an item appended two iterations ago: carried
+    return np.sum(np.stack(hs) ** 2)
+
+
+@case(vec(5), kinds=("python list",), unrolls=True)
+def list_reads_back_by_a_slice(x):
+    hs = [x[0], x[1]]
+    for i in range(2, x.shape[0]):
+        hs.append(np.tanh(sum(hs[-2:]) + x[i]))  # a slice of it: unrolled
     return np.sum(np.stack(hs) ** 2)
 
 

@@ -351,6 +351,11 @@ def index_array(x, m, idx):
 
 
 @usecase
+def open_mesh_block(m, idx):
+    return np.sum(m[np.ix_([0, 2], idx[:2])] ** 2) + np.sum(m[np.ix_(idx[1:3] - 1, idx)])
+
+
+@usecase
 def index_constant_array(x, m):
     sel = np.array([2, 2, 0])
     mask = np.array([True, False, True, True])
@@ -468,6 +473,13 @@ def argmax_and_comparison_ufuncs(x, w, m):
 def floor_remainder(x, p):
     return (np.sum((3.0 * x) % 2.0 * p) + np.sum(np.remainder(x, 0.7) ** 2)
             + np.sum(np.floor(2.0 * x) * x) + np.sum(np.floor_divide(x, 0.3) * p + x // 0.45))
+
+
+@usecase
+def divmod_parts(x, p):
+    q, r = np.divmod(x, 0.6)
+    q2, r2 = divmod(2.0 * x, 0.7)
+    return np.sum(q * p + r ** 2) + np.sum(q2 * x - r2 * p)
 
 
 @usecase

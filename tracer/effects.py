@@ -40,8 +40,18 @@ from llgrad.tracer.snapshot import Snapshot, free_values
 #   After the loop the list holds slices of the buffers (`np.stack` of them is the buffer
 #   again: transform/passes/simplify.py).
 #   The list's items from before the loop are replaced by `Poison` while the body is traced,
-#   except the last, which is a place: `hs.append(f(hs[-1]))` carries the last item; any
-#   other read of them would see the wrong iteration, so it restarts the trace with the loop
+#   except the last ones the body reads relative to the list's end, which are places:
+#   `hs.append(f(hs[-1]))` carries the last item, `hs.append(hs[-1] + hs[-2])` the last two
+#   (each iteration shifts them: `LastItem`). A read at the loop counter plus a constant,
+#   when the counter advances by as many items as an iteration appends (`xs.append(0.9 *
+#   xs[t - 1])` in `for t in range(1, T)`, one item a trip), stands at the same place in
+#   every iteration's list, relative to its end (`LoopEffects.counter_read`): it is that
+#   item (a carried one, or one appended earlier in this iteration). A read at a constant
+#   index >= 0 (`xs[0]`, the initial condition) is the item from before the loop, the same
+#   at every iteration (convert/calls.py routes reads at constant indices to
+#   `IRStager.list_item`, which tells them apart: `xs[0]` read the carried last item when
+#   the list had one item before the loop, a wrong value). Any other read of them (a slice,
+#   an iteration) would see the wrong iteration, so it restarts the trace with the loop
 #   unrolled (or is an error when the trip count is traced);
 # - anything else (items removed or inserted, a list that shrinks, appends in a `while` loop
 #   or a loop with `break`, whose trip count is not static) cannot be one loop op: the loop is
@@ -86,16 +96,41 @@ for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", 
 Poison.__hash__ = None  # type: ignore[assignment]
 
 
+def _offset(v, counter) -> int | None:
+    """c where the traced integer `v` is `counter + c` (or `counter - c`), c a constant."""
+    if v is counter:
+        return 0
+    op = getattr(v, "op", None)
+    if op is None or op.prim.name not in ("add", "sub") or len(op.inputs) != 2:
+        return None
+    a, b = op.inputs
+    if a is counter and constant_int(b) is not None:
+        return constant_int(b) * (1 if op.prim.name == "add" else -1)
+    if op.prim.name == "add" and b is counter:
+        return constant_int(a)
+    return None
+
+
+def constant_int(v) -> int | None:
+    """The value of a traced integer scalar made by a constant op, else None."""
+    op = getattr(v, "op", None)
+    if op is None or op.prim.name != "constant":
+        return None
+    value = np.asarray(op.params["value"])
+    return int(value) if value.shape == () and value.dtype.kind in "iu" else None
+
+
 class PoisonRead(LLGradError):
-    """The body read an item (index None: the length) of a list it appends to."""
+    """The body read an item (index None: the length) of a list it appends to; `relative`:
+    read at a place relative to the list's end (`hs[-1]`, `hs[t - 1]`)."""
 
     _lg_signal = True  # (the stager's, not the program's: operators.llgrads_own)
 
-    def __init__(self, buffer, index):
+    def __init__(self, buffer, index, relative: bool = False):
         self.loc_read = user_loc()
         super().__init__(f"its body reads the list `{buffer.label}` it appends to (at "
                          f"{self.loc_read})", loc=self.loc_read)
-        self.buffer, self.index = buffer, index
+        self.buffer, self.index, self.relative = buffer, index, relative
 
 
 class Unstageable(LLGradError):
@@ -134,15 +169,16 @@ class Place:
 
 
 class LastItem(Place):
-    """The last item of a list the body appends to, carried (`hs.append(f(hs[-1]))`): read
-    as the list's last item, written where the last item before the loop stands."""
+    """The `back`-th last item of a list the body appends to, carried (`hs.append(f(hs[-1],
+    hs[-2]))`): read as the list's `back`-th last item, written where that item stands
+    before the loop."""
 
-    def __init__(self, buf):
-        super().__init__(buf.lst, "list", buf.n0 - 1, f"{buf.label}[-1]")
-        self.buf = buf
+    def __init__(self, buf, back: int):
+        super().__init__(buf.lst, "list", buf.n0 - back, f"{buf.label}[-{back}]")
+        self.buf, self.back = buf, back
 
     def read(self):
-        return self.obj[-1]
+        return self.obj[-self.back]
 
 
 class Buffer:
@@ -153,7 +189,7 @@ class Buffer:
         self.lst, self.label, self.original = lst, label, original  # the items before
         self.n0 = len(original)
         self.specs = specs  # per position: (structure, [(aval, weak)] per leaf)
-        self.carry_last = False
+        self.carried = 0  # how many of the last items before the loop are carried
 
     def slots(self):
         """(position, leaf) of each carried array: a leaf that is not traced is the same
@@ -187,6 +223,7 @@ class LoopEffects:
         self.buffers: list[Buffer] = []
         self.unsupported: str | None = None
         self.index = None  # the buffer row of the iteration being traced
+        self.counter = None  # (counter, first value or None, step) when trips is static
         self._init: dict = {}
         self.snap, self.real, self.lines = None, [], {}
 
@@ -244,11 +281,28 @@ class LoopEffects:
         for buf in self.buffers:
             real = list(buf.lst)
             self.real.append((buf.lst, real))
-            for i in range(buf.n0 - 1 if buf.carry_last else buf.n0):
+            for i in range(buf.n0 - buf.carried):
                 buf.lst[i] = Poison(buf, i)
             entry = self.snap.copies.get(id(buf.lst))
             if entry is not None:
                 self.snap.copies[id(buf.lst)] = (buf.lst, "list", list(buf.lst))
+
+    def counter_read(self, lst, index) -> int | None:
+        """The position in `lst` (as the body sees it) of `lst[index]`, when `lst` is a list
+        the body appends to and `index` the loop counter plus a constant that stands at the
+        same place in every iteration (Note [Containers in staged loops]); else None."""
+        buf = next((b for b in self.buffers if b.lst is lst), None)
+        if buf is None or self.counter is None:
+            return None
+        counter, first, step = self.counter
+        c = _offset(index, counter)
+        if c is None or first is None or step != len(buf.specs):
+            return None
+        # At iteration k the list holds n0 + k * step items before this trip's, the body's
+        # list n0 (standing for the last n0 of them) plus this trip's: the index, first +
+        # k * step + c, is the body's position first + c, in range from the first trip on.
+        pos = first + c
+        return pos if 0 <= pos < len(lst) else None
 
     def note_len(self, obj) -> None:
         """`len(obj)` in the body: the length of a list the loop appends to is not known
@@ -344,13 +398,15 @@ class LoopEffects:
         self.real = []
 
     def carry_last(self, e: PoisonRead) -> bool:
-        """After the body read an old item of a list it appends to: carry the last item
-        (True, trace again), or False when it read another one (or the length)."""
+        """After the body read an old item of a list it appends to relative to its end:
+        carry the last items from it on (True, trace again); False for another read (the
+        length, a slice, an iteration over it)."""
         buf = e.buffer
-        if buf not in self.buffers or buf.carry_last or e.index != buf.n0 - 1:
+        if buf not in self.buffers or not e.relative or buf.n0 - e.index <= buf.carried:
             return False
-        buf.carry_last = True
-        self.places.append(LastItem(buf))
+        for back in range(buf.carried + 1, buf.n0 - e.index + 1):
+            self.places.append(LastItem(buf, back))
+        buf.carried = buf.n0 - e.index
         return True
 
     def _appended(self, lst, label, copy, buf, reasons) -> bool:
@@ -497,6 +553,21 @@ def _length_in_branch(what: str, kind: str, branch, loc) -> ConcretizationError:
         fix="keep every item and mask the ones the condition drops: np.where(cond, value, 0) "
         "for an `if`; for a `break`, multiply by the running product of the condition, e.g. "
         "keep = np.cumprod(x <= 1.5); np.sum(keep * np.exp(x))")
+
+
+def key_in_one_branch(stager, label: str, side: str, loc) -> Exception:
+    """A dict key set in one branch of a traced `if` only: whether the dict has it after the
+    `if` depends on the condition (`key in d`, `len(d)`, `d.get(k, 0.0)` read that), so the
+    call takes the dynamic path, as for a list appended to (inside a staged loop, the loop
+    unrolls first: its condition may then be a Python value)."""
+    what = f"{label} is set only in the {side} branch of the traced `if` at {loc}"
+    if stager.loops:
+        return Unstageable(f"{what}, so the dict's keys would depend on the condition")
+    return ConcretizationError(
+        f"{what}: whether the dict has this key after the `if` would depend on the traced "
+        f"condition", loc=loc,
+        fix=f"set {label} on both paths (e.g. {label} = 0.0 before the `if`, or in an "
+        "`else`)")
 
 
 def _in_branch(stager, what, loc):

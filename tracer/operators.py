@@ -780,7 +780,8 @@ def converted_call(f: Callable, args: tuple, kwargs: dict | None) -> Any:
 # dtype numpy would give: runtime/conversions.py). Not for functions that take a sequence of
 # arrays (np.stack, np.concatenate, ...): numpy dispatches those to llgrad by itself, and
 # their arrays need not have one shape. Lists of integer values are left alone: they are
-# shapes or indices, which the dynamic path reads as numbers. A list held by a parameter of
+# shapes or indices, which the dynamic path reads as numbers, except where they are data
+# (np.array, np.ix_: _int_lists_as_data). A list held by a parameter of
 # the function (a differentiated list of floats, `np.polyval(c, x)`) is known only at run
 # time: a parameter (or a part of one, `p["c"]`) given to a numpy function is marked
 # `list_arg`, which builds it if it is such a list.
@@ -797,6 +798,15 @@ def _traced_list(x) -> bool:
     leaves = list(_traced_leaves(x))
     return bool(leaves) and any(getattr(v, "dtype", None) is None or v.dtype.kind != "i"
                                 for v in leaves)
+
+
+def _int_lists_as_data(f: Callable) -> Callable | None:
+    """llgrad's form of a numpy function whose lists of integers are data, not shapes:
+    numpy's conversions (`np.array([i, i + 1])`) and np.ix_ (`K[np.ix_(dofs, dofs)]` with
+    `dofs = [e, e + 1]`), so that lists of traced integers (a loop counter) are built as
+    arrays instead of being concretised (Note [Lists of traced values])."""
+    from llgrad.runtime.numpy_api import CONVERSIONS, FUNCTIONS
+    return CONVERSIONS.get(f) or (FUNCTIONS[f] if f is np.ix_ else None)
 
 
 def _traced_leaves(x):
@@ -937,6 +947,10 @@ _OF_ITERABLES = (zip, enumerate, max, min, any, all, sorted, math.fsum)
 def _converted_target(f: Callable, args=()) -> Callable:
     if _STAGERS and (type(f) is types.BuiltinMethodType or f is print or f is len):
         _note_call(f, args)
+    if _STAGERS and f is np.empty:
+        # Its uninitialised memory would be a constant of the compiled code: the IR (and its
+        # cache key, and which constants CSE merges) would change from trace to trace.
+        f = np.zeros
     if is_random(f):
         if _STAGERS and _seeded(f, args):  # See Note [Generators seeded inside the function]
             return _make_seeded(f) if f in _SEEDED_MAKERS else f
@@ -947,6 +961,11 @@ def _converted_target(f: Callable, args=()) -> Callable:
     traced = bool(_STAGERS) and (any(
         is_traced(a) or _traced_list(a) or type(a) is tuple and any(map(is_traced, a))
         for a in args) or calls_user_functions(f))  # (a tuple: scipy's cho_solve((c, lower), b))
+    if _STAGERS and type(f).__hash__ is not None and any(
+            True for a in args for _ in _traced_leaves(a)):
+        g = _int_lists_as_data(f)
+        if g is not None:
+            return g
     if _STAGERS and type(f).__hash__ is not None and f in SHAPED and \
             any(True for a in args for _ in _traced_leaves(a)):  # (a dataclass is unhashable)
         return static_shape(f)

@@ -17,8 +17,9 @@ from llgrad.runtime.ops.control import cond_p, for_loop_p, while_loop_p
 from llgrad.tracer import aliasing, checks, effects, merge, operators
 from llgrad.tracer.operators import TracedRange, Undefined
 from llgrad.tracer.traced_builtins import Zipped, stacked_items
-from llgrad.tracer.stores import StoreLog
-from llgrad.tracer.effects import LoopEffects, NewEffects, PoisonRead, Unstageable
+from llgrad.tracer.stores import Place, StoreLog
+from llgrad.tracer.effects import (LoopEffects, NewEffects, Poison, PoisonRead, Unstageable,
+                                   constant_int)
 from llgrad.tracer.records import flat_state, split_merge
 from llgrad.transform import ir
 from llgrad.transform.builder import Builder, Value, current
@@ -146,8 +147,11 @@ class IRStager:
                     put(a)
                     continue
                 else:
-                    put(Undefined(name, f"assigned only in the {'false' if ua else 'true'} "
-                                        f"branch of the `if` at {loc}"))
+                    side = "false" if ua else "true"
+                    if isinstance(put, Place) and put.is_dict_key():
+                        raise effects.key_in_one_branch(self, name, side, loc)
+                    put(Undefined(name, f"assigned only in the {side} branch of the `if` at "
+                                        f"{loc}"))
                     continue
             leaves = split_merge(name, a, c, put, loc)
             if leaves is not None:  # Note [Records in loop and branch state]
@@ -224,6 +228,9 @@ class IRStager:
         shape, and a traced integer index: row `index` of the items stacked (Note [Lists
         indexed by a traced index]), or None when they cannot be stacked."""
         b = current()
+        pos = self.loops[-1].counter_read(items, index) if self.loops else None
+        if pos is not None:  # Note [Containers in staged loops]
+            return _relative_read(items, pos)
         for loop in self.loops:  # (as len() of it: Note [Containers in staged loops])
             loop.note_len(items)
         leaves = [v for item in items for v in pytree.tree_leaves(item)]
@@ -238,6 +245,21 @@ class IRStager:
                 return None
             hit = self.stacked[key] = (items, stacked)
         return hit[1][index]
+
+    def list_item(self, lst, i: int):
+        """`lst[i]` for a list a staged loop being traced appends to (Note [Containers in
+        staged loops]): at i >= 0, its item from before the loop, the same in every
+        iteration; at i < 0, the item that far from its end (raising PoisonRead, relative,
+        for one not carried yet). None for another list or index."""
+        for loop in self.loops:
+            for buf in loop.buffers:
+                if buf.lst is not lst:
+                    continue
+                if 0 <= i < buf.n0:
+                    return buf.original[i]
+                if -len(lst) <= i < 0:
+                    return _relative_read(lst, len(lst) + i)
+        return None
 
     # Note [Lists indexed by a traced index]
     # `xs[t]` with `xs` a Python list (a list argument of arrays, the steps of a sequence) and
@@ -601,6 +623,7 @@ class IRStager:
                 start, _, step = bounds
                 effects.index = i_param if step == 1 and _is_zero(start) else \
                     ops.floor_divide(ops.sub(i_param, start), np.int64(step))
+                effects.counter = (i_param, constant_int(start), step)
             effects.begin(before)
             b.inplace.append([])
             try:
@@ -761,6 +784,15 @@ def _returned(names, state) -> bool:
     return any(n.startswith("__lg_do_return") and v is True for n, v in zip(names, state))
 
 
+def _relative_read(lst, pos):
+    """`lst[pos]`, read relative to the end of a list a loop appends to: an item from before
+    the loop that is not carried yet raises PoisonRead (relative), to carry it."""
+    item = lst[pos]
+    if isinstance(item, Poison):
+        raise PoisonRead(object.__getattribute__(item, "buffer"), pos, relative=True)
+    return item
+
+
 def _int_bound(v, loc) -> Value:
     """A traced range bound as int64; Python's range refuses floats (no silent truncation)."""
     if v.aval.shape != () or v.aval.dtype.kind not in "iub":
@@ -772,13 +804,16 @@ def _int_bound(v, loc) -> Value:
 
 def _index_use(e: ConcretizationError) -> str:
     """Why a loop whose body needs its index as a Python value is unrolled, naming the line
-    of that use: a Python list indexed, or a shape (np.arange(i + 1), x[:i]: the arrays'
-    shapes change from one iteration to the next, which one compiled loop cannot hold)."""
+    of that use: a Python list indexed, a list of numbers given to numpy, or a shape
+    (np.arange(i + 1), x[:i]: the arrays' shapes change from one iteration to the next, which
+    one compiled loop cannot hold)."""
     at = f" at line {e.loc.line}" if getattr(e, "loc", None) is not None else ""
     if getattr(e, "what", "").startswith("use as an index"):
         return f"its body indexes a Python list with the loop index{at}"
     return (f"its body uses the loop index as a Python value{at} (as a shape or a size, e.g. "
-            f"np.arange(i + 1), so its arrays change shape from one iteration to the next)")
+            f"np.arange(i + 1), so its arrays change shape from one iteration to the next; or "
+            f"in a list of numbers given to numpy, np.sum([i, 2]), where np.array([i, 2]) "
+            f"keeps it traced)")
 
 
 def _item_use(e: ConcretizationError) -> str:

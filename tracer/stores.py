@@ -67,12 +67,27 @@ class StoreLog:
             obj, key, old, _ = true_log.get(place) or false_log[place]
             a = true_log[place][3] if place in true_log else old
             c = false_log[place][3] if place in false_log else old
-            yield _label(obj, key), a, c, lambda v, obj=obj, key=key: self.put(obj, key, v)
+            yield _label(obj, key), a, c, Place(self, obj, key)
 
     def put(self, obj, key: tuple, value) -> None:
         """Store a merged value (logged in an enclosing traced branch, if any)."""
         self.note(obj, key)
         _write(obj, key, value)
+
+
+class Place:
+    """A stored place, as the `put` of a merge: calling it stores the merged value."""
+
+    __slots__ = ("log", "obj", "key")
+
+    def __init__(self, log: StoreLog, obj, key: tuple):
+        self.log, self.obj, self.key = log, obj, key
+
+    def __call__(self, value) -> None:
+        self.log.put(self.obj, self.key, value)
+
+    def is_dict_key(self) -> bool:
+        return isinstance(self.obj, dict)
 
 
 def _label(obj, key) -> str:

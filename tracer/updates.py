@@ -64,6 +64,11 @@ def item(y, i) -> Any:
             item = stage(y, i)
             if item is not None:
                 return item
+    elif type(y) is list and type(i) is int:  # `xs[0]` (Note [Containers in staged loops])
+        read = getattr(_region_stager(), "list_item", None)
+        item = read(y, i) if read is not None else None
+        if item is not None:
+            return item
     elif (y is np.r_ or y is np.c_) and any(map(is_traced, _flat_index((i,)))):
         from llgrad.runtime.numpy_api import concatenated_items  # np.r_[0.0, x]
         return concatenated_items(i, columns=y is np.c_)

@@ -32,7 +32,7 @@ from llgrad.runtime.ops.special_scipy import (  # noqa: F401
 )
 from llgrad.runtime.ops.ufuncs import (  # noqa: F401
     arccos, arccosh, arcsin, arcsinh, arctan, arctan2, arctanh, cbrt, ceil, copysign, cosh,
-    deg2rad, exp2, fmod, heaviside, hypot, isfinite, isinf, isnan, log2, log10, logaddexp,
+    deg2rad, divmod, exp2, fmod, heaviside, hypot, isfinite, isinf, isnan, log2, log10, logaddexp,
     logaddexp2, nan_to_num, positive, rad2deg, reciprocal, rint, round, signbit, sinc, sinh,
     trunc,
 )

@@ -1,7 +1,7 @@
 """numpy's elementwise math beyond the core of elementwise.py: hyperbolic and inverse
 trigonometric functions, exp2/log2/log10, cbrt, arctan2/hypot/copysign/fmod, logaddexp(2),
-the rounding functions, and composites built on them (round with decimals, sinc, deg2rad,
-nan_to_num, heaviside, the float predicates isnan/isinf/isfinite/signbit).
+the rounding functions, and composites built on them (round with decimals, divmod, sinc,
+deg2rad, nan_to_num, heaviside, the float predicates isnan/isinf/isfinite/signbit).
 
 Primitives are declared as in elementwise.py (impl, VJP written with ops, `scalar` rule;
 `s.call(name, ...)` is a libm function, SIMD through libmvec in codegen/vmath.py). A function
@@ -21,7 +21,7 @@ from llgrad.runtime.ops._scalar import libm_rule
 from llgrad.runtime.ops._util import dtype_of, operands
 from llgrad.runtime.ops.elementwise import (
     _binary, _float_binary, _overloads, _unary, abs, add, astype, copy, div, elementwise, eq,
-    exp, gt, lt, mul, ne, neg, sin, sqrt, sub, where,
+    exp, floor_divide, gt, lt, mul, ne, neg, remainder, sin, sqrt, sub, where,
 )
 
 _LN2, _LN10 = math.log(2.0), math.log(10.0)
@@ -148,6 +148,11 @@ def round(x, decimals=0):
     if decimals > 0:
         return div(rint(mul(x, scale)), scale)
     return mul(rint(div(x, scale)), scale)
+
+
+def divmod(x, y):
+    """Python's divmod and np.divmod: (x // y, x % y), each with its own gradient rule."""
+    return floor_divide(x, y), remainder(x, y)
 
 
 def reciprocal(x):

@@ -16,7 +16,8 @@ as Numba users write them; programs_spectral.py: Fourier transforms and complex
 intermediates; programs_ode.py: ODE models solved by scipy.integrate; programs_control.py:
 reinforcement learning, robotics, control, PDEs, graphs, physics, economics and astronomy;
 programs_probabilistic.py: flows, sequence models, ranking, Bayesian models and image
-processing), so PROGRAMS here is the whole corpus.
+processing; programs_users.py: HIPS autograd's examples, scipy.optimize objectives,
+JAX-tutorial models and numerical recipes as new users write them), so PROGRAMS here is the whole corpus.
 """
 from __future__ import annotations
 
@@ -516,5 +517,5 @@ from tests.corpus import (  # noqa: E402,F401 (register theirs)
     programs_control, programs_dynamics, programs_geometry, programs_learning, programs_loops,
     programs_masks, programs_ml, programs_numerics, programs_ode, programs_probabilistic,
     programs_science, programs_spectral,
-    programs_styles, programs_survival,
+    programs_styles, programs_survival, programs_users,
 )

@@ -357,15 +357,37 @@ def test_attribute_bound_in_one_branch_is_undefined_after():
         llgrad.differentiate(f)(1.5, 1.0)
 
 
-def test_a_dict_key_set_in_one_branch_is_named_as_the_code_names_it():
-    def f(x):
-        d = {}
-        if x[0] > 0:
-            d["a"] = x[0]
-        return sum(d.values())
-    with pytest.raises(UnboundLocalError, match=r"'d\['a'\]' is assigned only in the true "
-                                                r"branch"):
-        llgrad.differentiate(f)(np.array([1.0, 2.0]))
+def key_set_in_one_branch(x):
+    d = {"sq": x[1] ** 2}
+    if x[0] > 0:
+        d["a"] = x[0] * 3.0
+    return sum(d.values()) + len(d) + d.get("a", 0.5 * x[1])
+
+
+def key_set_in_one_branch_of_a_loop(x):
+    total = 0.0
+    for i in range(3):  # (staged: its body reads x; unrolled for the key)
+        d = {"sq": x[i] ** 2}
+        if x[i] > 0:
+            d["pos"] = x[i]
+        total = total + sum(d.values()) * len(d)
+    return total
+
+
+@pytest.mark.parametrize("fn", [key_set_in_one_branch, key_set_in_one_branch_of_a_loop])
+def test_a_dict_key_set_in_one_branch_takes_the_dynamic_path(fn):
+    """Whether the dict has the key after the `if` depends on the condition, which `len(d)`,
+    `d.get` and `d.values()` read: it was an UnboundLocalError at the `if` (and `len(d)` alone
+    counted the key on both paths). The dynamic path gives Python's values, with a warning
+    naming the dict's key as the code names it, the `if`'s line and the fix."""
+    with pytest.warns(llgrad.errors.DynamicPathWarning, match=r"d\['\w+'\] is set only in the "
+                      r"true branch of the traced `if` at .*:\d+: whether the dict has this "
+                      r"key .*set d\['\w+'\] on both paths") as record:
+        for x in (np.array([1.0, 2.0, -0.5]), np.array([-1.0, 2.0, 0.7])):
+            value, grad = llgrad.differentiate(fn).value_and_grad(x)
+            assert value == pytest.approx(fn(x), rel=1e-12)
+            np.testing.assert_allclose(grad, finite_differences(fn, (x,), (0,))[0], rtol=1e-6)
+    assert f"{__file__}:{_line(fn, 'if x[')}" in str(record[0].message)
 
 
 def appends_in_branches(x, s):

@@ -6,6 +6,7 @@ import pytest
 import llgrad
 import llgrad as lg
 from llgrad import nn
+from tests.e2e.conftest import finite_differences
 
 
 def fd_grad(f, x, eps=1e-6):
@@ -224,3 +225,16 @@ def test_per_row_jacobian_and_eager_backward_convert_the_function(mode):
     t = lg.tensor(x, requires_grad=True)
     llgrad.differentiate(f)(t).sum().backward()
     np.testing.assert_allclose(t.grad.numpy(), want.sum(axis=0), rtol=1e-12)
+
+
+def test_grad_of_a_closure_over_the_callers_traced_value(mode):
+    """`llgrad.grad(lambda v: f(w, v))(w)` inside a traced function: the lambda reads the
+    caller's traced `w` (compose._lift_free_values); a KeyError from the IR passes before."""
+    def outer(w):
+        return np.sum(llgrad.grad(lambda v: np.sum(w * v ** 2))(w) ** 2)
+
+    w = np.array([1.0, 2.0, 0.5])
+    value, grad = llgrad.value_and_grad(outer)(w)
+    by_hand = lambda w: np.sum((2.0 * w * w) ** 2)  # noqa: E731 (the inner gradient: 2 w v)
+    assert value == pytest.approx(by_hand(w), rel=1e-12)
+    np.testing.assert_allclose(grad, finite_differences(by_hand, (w,), (0,))[0], rtol=1e-6)

@@ -167,7 +167,7 @@ def test_unrolled_loop_warns_once_with_line(name, monkeypatch):
 def test_unroll_reasons(monkeypatch):
     monkeypatch.setenv("LLGRAD_DISABLE_JIT", "1")
     with pytest.warns(UnrollWarning, match=r"reads the list `hs` it appends to"):
-        llgrad.differentiate(cf_corpus.list_reads_back)(np.ones(5))
+        llgrad.differentiate(cf_corpus.list_reads_back_by_a_slice)(np.ones(5))
     with pytest.warns(UnrollWarning, match=r"changes the shape/dtype of `h` from f64\[1\] to "
                                            r"f64\[2\]"):
         llgrad.differentiate(cf_corpus.growing_carry)(np.ones(3))
@@ -201,6 +201,30 @@ def test_unroll_reasons_name_the_line_that_needs_the_counter(monkeypatch):
     with pytest.warns(UnrollWarning, match=rf"indexes a Python list with the loop index at line "
                                            rf"{line}.*np\.stack\(Ws\)"):
         llgrad.differentiate(_indexes_a_list)(np.ones(3))
+    line = _counter_in_a_list.__code__.co_firstlineno + 3
+    with pytest.warns(UnrollWarning, match=rf"as a Python value at line {line} .*in a list of "
+                                           r"numbers given to numpy.*np\.array\(\[i, 2\]\) "
+                                           r"keeps it traced"):
+        llgrad.differentiate(_counter_in_a_list)(np.ones(3))
+
+
+def _counter_in_a_list(w):
+    t = 0.0
+    for i in range(3):
+        t = t + w[i] * np.prod([i, 2])  # (numpy converts the list: it needs the number)
+    return t
+
+
+def test_the_counter_in_an_array_built_from_a_list_stays_one_loop():
+    """np.array([i, 2]) builds a traced array: the loop stays one loop (it was unrolled)."""
+    def f(w):
+        t = 0.0
+        for i in range(3):
+            t = t + w[i] * np.prod(np.array([i, 2]))
+        return t
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnrollWarning)
+        assert llgrad.differentiate(f)(np.ones(3)) == f(np.ones(3))
 
 
 # ---- memory of long loops -----------------------------------------------------------------------

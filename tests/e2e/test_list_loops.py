@@ -182,13 +182,73 @@ def reads_what_it_appends(W, h0):
     return np.sum(hs[-1])
 
 
-def test_a_list_the_loop_appends_to_is_not_stacked(mode):
-    """Its items are not known while the body is traced: unrolled, as before, with the
-    reason named (Note [Containers in staged loops])."""
+def reads_the_previous_step(W, h0):
+    """A time series as tutorials simulate it: xs[t - 1] in range(1, T), and an item this
+    iteration appended read back at the counter."""
+    xs, ys = [h0], [np.sum(h0)]
+    for t in range(1, 7):
+        xs.append(0.9 * np.tanh(xs[t - 1] @ W) + 0.1 * t)
+        ys.append(np.sum(xs[t] ** 2))
+    return np.sum(np.array(ys)) + np.sum(xs[3])
+
+
+def reads_two_back(W, h0):
+    hs = [h0, h0 * 0.5]
+    for t in range(2, 6):
+        hs.append(np.tanh(hs[t - 2] @ W) + hs[-1])
+    return np.sum(hs[-1])
+
+
+def reads_the_initial_condition(W, h0):
+    hs = [h0]
+    for t in range(4):  # hs[0] is h0 at every trip (it read the carried last item)
+        hs.append(np.tanh(hs[-1] @ W) + hs[0])
+    return np.sum(hs[-1]) + np.sum(hs[0])
+
+
+READS_BACK = [reads_what_it_appends, reads_the_previous_step, reads_two_back,
+              reads_the_initial_condition]
+
+
+@pytest.mark.parametrize("fn", READS_BACK)
+def test_a_list_read_at_the_counter_while_appended_to_stays_one_loop(fn, mode):
+    """The item at the counter (plus a constant) stands at the same place in every
+    iteration's list (Note [Containers in staged loops]): a carried item, or one appended
+    earlier in the iteration; it was unrolled, one copy of the body a trip. hs[0] is the
+    item from before the loop (it was the carried last item: a wrong value)."""
+    W3, h0 = 0.5 * RNG.standard_normal((3, 3)), RNG.standard_normal(3)
+    d = llgrad.differentiate(fn, wrt=(0, 1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", llgrad.PerformanceWarning)
+        value, grads = d.value_and_grad(W3, h0)
+    assert value == pytest.approx(fn(W3, h0), rel=1e-12)
+    for g, fd in zip(grads, finite_differences(fn, (W3, h0), (0, 1))):
+        np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-8)
+    assert "for_loop" in str(d.inspect(W3, h0).forward_ir)
+
+
+def reads_a_slice(W, h0):
+    hs = [h0, h0 * 0.5]
+    for t in range(4):
+        hs.append(np.tanh(sum(hs[:2]) @ W) + hs[-1])
+    return np.sum(hs[-1])
+
+
+def wraps_around(W, h0):
+    hs = [h0]
+    for t in range(4):
+        hs.append(np.tanh(hs[t - 1] @ W))  # hs[-1] at t = 0, as Python reads it
+    return np.sum(hs[-1])
+
+
+@pytest.mark.parametrize("fn", [reads_a_slice, wraps_around])
+def test_other_reads_of_a_list_the_loop_appends_to_are_unrolled(fn, mode):
+    """A slice of it, or an index that is negative at the first trip: unrolled, with the
+    reason named, and Python's value."""
     W3, h0 = 0.5 * RNG.standard_normal((3, 3)), RNG.standard_normal(3)
     with pytest.warns(llgrad.PerformanceWarning, match="reads the list `hs` it appends to"):
-        value = llgrad.differentiate(reads_what_it_appends)(W3, h0)
-    assert value == pytest.approx(reads_what_it_appends(W3, h0), rel=1e-12)
+        value = llgrad.differentiate(fn)(W3, h0)
+    assert value == pytest.approx(fn(W3, h0), rel=1e-12)
 
 
 def test_items_of_different_shapes_indexed_at_the_counter_are_unrolled(mode):

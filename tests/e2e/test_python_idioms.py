@@ -305,6 +305,25 @@ def test_membership_and_round(fn):
     _check(fn, X + 0.01)
 
 
+def divmod_of_a_traced_float(x):
+    q, r = divmod(x[0] * 3.0, 1.5)
+    return q * x[1] + r * x[2] + np.sum(np.divmod(x, 0.75)[1] ** 2)
+
+
+def divmod_of_the_loop_counter(x):
+    s = 0.0
+    for day in range(10):  # (a staged loop: `day` is traced)
+        week, weekday = divmod(day, 4)
+        s = s + x[weekday] * (week + 1) + np.sum(divmod(x, -0.7)[0] * x)
+    return s
+
+
+@pytest.mark.parametrize("fn", [divmod_of_a_traced_float, divmod_of_the_loop_counter])
+def test_divmod(fn):
+    """divmod (the builtin and np.divmod) is (x // y, x % y), as in Python: it was refused."""
+    _check(fn, X + 0.01)
+
+
 def array_in_a_set(x):
     return np.sum(x) if x in {1.0} else 0.0
 

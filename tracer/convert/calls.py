@@ -221,7 +221,7 @@ class _Calls(gast.NodeTransformer):
         arrays indexed by traced values])."""
         self.generic_visit(node)
         if not isinstance(node.ctx, gast.Load) or anno.get(node, anno.Key.IN_TARGET) or \
-                _constant_index(node.slice):
+                _constant_index(node.slice) and not _item_of_a_list(node):
             return node
         new = templates.replace_expr("__lg.item(y, i)", y=node.value, i=_index(node.slice))
         anno.fill_loc(new, node)
@@ -339,6 +339,16 @@ def _mark_targets(targets) -> None:
             todo.append(t.value)
         elif isinstance(t, (gast.Tuple, gast.List)):
             todo.extend(t.elts)
+
+
+def _item_of_a_list(node: gast.Subscript) -> bool:
+    """`xs[0]`, `xs[-1]`: a read at an integer constant, which may be of a list that a staged
+    loop appends to, where `xs[0]` is an item from before the loop and `xs[-1]` the last
+    one (Note [Containers in staged loops] in effects.py)."""
+    i = node.slice
+    if isinstance(i, gast.UnaryOp) and isinstance(i.op, gast.USub):
+        i = i.operand
+    return isinstance(i, gast.Constant) and type(i.value) is int
 
 
 def _constant_index(index) -> bool:
