@@ -72,11 +72,35 @@ def _host_target() -> _Target:
     triple = llvm.get_process_triple()
     cpu = llvm.get_host_cpu_name()
     features = llvm.get_host_cpu_features().flatten()
+    if _wide_vectors(cpu, features):  # See Note [512-bit vectors]
+        features += ",-prefer-256-bit"
     target = llvm.Target.from_triple(triple)
     machine = target.create_target_machine(
         cpu=cpu, features=features, opt=3, reloc="default", codemodel="jitdefault", jit=True
     )
     return _Target(triple, cpu, features, machine)
+
+
+# Note [512-bit vectors]
+# LLVM's tuning for Intel cores with AVX-512 prefers 256-bit vectors (TuningPrefer256Bit):
+# on Skylake-SP and Cascade Lake, code that runs 512-bit instructions lowers the clock of
+# the whole core. From Ice Lake on the penalty is small, and the loops LLVM vectorises for us
+# (element loops of Numba-style code, the distributed reverse sweeps of
+# codegen/distribute.py, gathers and scans at O2) are bound by how many loads and stores
+# they issue, which 512-bit vectors halve: the 5-point stencil's value and gradient took 17%
+# less time (857 -> 708 us) and its forward 18% less (257 -> 210 us; `python -m
+# benchmarks.run --only stencil --samples 21`, with LLGRAD_VECTOR_BITS=256 and without, on an
+# AVX-512 Xeon). So on such cores the preference is dropped, and LLVM picks 512-bit vectors
+# where its cost model finds them faster; our hand-vectorised loops keep their width
+# (vmath.vector_width). LLGRAD_VECTOR_BITS=256 keeps LLVM's choice.
+_CLOCK_THROTTLING = frozenset({"skylake-avx512", "cascadelake", "cooperlake", "knl", "knm"})
+
+
+def _wide_vectors(cpu: str, features: str) -> bool:
+    """Whether LLVM may use 512-bit vectors on this host (Note [512-bit vectors])."""
+    from llgrad.runtime import config
+    return ("+avx512f" in features.split(",") and cpu not in _CLOCK_THROTTLING
+            and not config.narrow_vectors())
 
 
 class Jit:

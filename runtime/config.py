@@ -11,6 +11,8 @@ LLGRAD_LOG=compiles    log every trace and compile, with its reason and phase ti
 LLGRAD_OPT_LEVEL=0..3  the LLVM optimisation level of every module (option `opt_level`;
                        default: chosen per module, codegen/compile.py); 0 is a short
                        pipeline (inlining, SROA, instcombine), not LLVM's O0
+LLGRAD_VECTOR_BITS=256 keep LLVM's preference for 256-bit vectors on cores with AVX-512
+                       (read once, when the JIT starts: codegen/jit.py, Note [512-bit vectors])
 """
 from __future__ import annotations
 
@@ -84,3 +86,11 @@ def opt_level() -> int | None:
     if raw:
         raise ValueError(f"LLGRAD_OPT_LEVEL={raw!r}: use 0, 1, 2 or 3 (or unset it)")
     return None
+
+
+def narrow_vectors() -> bool:
+    """LLGRAD_VECTOR_BITS=256: LLVM keeps 256-bit vectors where it prefers them."""
+    raw = os.environ.get("LLGRAD_VECTOR_BITS", "").strip()
+    if raw not in ("", "256", "512"):
+        raise ValueError(f"LLGRAD_VECTOR_BITS={raw!r}: use 256 or 512 (or unset it)")
+    return raw == "256"
