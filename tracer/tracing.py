@@ -207,10 +207,14 @@ def trace(fn: Callable, args: tuple, kwargs: dict, implicit=()) -> Trace:
 
 
 def _convertible(fn: Callable) -> Callable:
-    """The gast-converted function (lambdas too: Note [Converting lambdas]); callable objects
-    run as they are."""
+    """The gast-converted function (lambdas too: Note [Converting lambdas]; the function of a
+    functools.partial, with its arguments); other callable objects run as they are."""
+    import functools
     import types
     from llgrad.tracer.convert import convert, source_lines
+    if type(fn) is functools.partial:  # `llgrad.grad(partial(loss, X=X))`: its control flow
+        inner = _convertible(fn.func)  # ran as Python (a traced `if`: the dynamic path)
+        return fn if inner is fn.func else functools.partial(inner, *fn.args, **fn.keywords)
     target = fn.__func__ if isinstance(fn, types.MethodType) else fn
     if not isinstance(target, types.FunctionType):
         return fn
