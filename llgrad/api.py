@@ -649,6 +649,16 @@ def differentiate(fn: Callable | None = None, *, wrt=0, cache: bool = False, che
     return _differentiable(fn, wrt, cache, checkpoint, has_aux)
 
 
+def _user_callable(f) -> bool:
+    """An instance of the user's class defining __call__ in Python: differentiated as that
+    method bound to it (its control flow converted; it ran as Python, a traced `if` on the
+    dynamic path)."""
+    from llgrad.tracer.convert.api import _is_user_function
+    call = getattr(type(f), "__call__", None)
+    return (not isinstance(f, (type, types.FunctionType, types.MethodType, Differentiable))
+            and isinstance(call, types.FunctionType) and _is_user_function(call))
+
+
 def _differentiable(f: Callable, wrt, cache: bool = False, checkpoint=None,
                     has_aux: bool = False):
     """A Differentiable of `f` with these options; a bound method (plain or differentiated)
@@ -659,6 +669,8 @@ def _differentiable(f: Callable, wrt, cache: bool = False, checkpoint=None,
         f, bound = f.__func__, f.__self__
     elif isinstance(f, types.MethodType) and isinstance(f.__func__, types.FunctionType):
         f, bound, method = f.__func__, f.__self__, True
+    elif _user_callable(f):  # `llgrad.grad(HuberLoss(X, y))`: its __call__, a method
+        f, bound, method = type(f).__call__, f, True
     if not (isinstance(f, Differentiable) and (f.wrt, f.has_aux) == (wrt, has_aux) and
             not cache and checkpoint is None):
         f = Differentiable(getattr(f, "fn", f), wrt, cache or getattr(f, "use_disk_cache", False),

@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import warnings
 
 import numpy as np
 import pytest
 
 import llgrad
 from llgrad.runtime.errors import UnsupportedError
+from tests.e2e.conftest import finite_differences
 from tests.fd import numerical_grad_tree, numerical_vjp
 
 W = np.array([[0.5, -0.2], [0.1, 0.3], [-0.4, 0.6]])
@@ -202,3 +204,37 @@ def test_a_callable_unhashable_object_is_called_in_the_function(mode):
     assert value == pytest.approx(_uses_a_callable_dataclass(x), rel=1e-12)
     np.testing.assert_allclose(grad, numerical_vjp(_uses_a_callable_dataclass, [x],
                                                    np.ones(()), [0])[0], rtol=1e-6)
+
+
+class _HuberLoss:
+    """A loss object as people write them: data in __init__, the loss in __call__."""
+
+    def __init__(self, X, y, delta=1.0):
+        self.X, self.y, self.delta = X, y, delta
+
+    def __call__(self, w):
+        tot = 0.0
+        for i in range(self.X.shape[0]):
+            r = self.X[i] @ w - self.y[i]
+            if abs(r) < self.delta:
+                tot = tot + 0.5 * r ** 2
+            else:
+                tot = tot + self.delta * (abs(r) - 0.5 * self.delta)
+        return tot
+
+
+def test_a_callable_object_is_differentiated_through_its_converted_call(mode):
+    """`llgrad.grad(obj)` for an instance of the user's class with __call__: the method bound
+    to it (api._user_callable), so its traced `if` in a loop is staged; it ran as Python
+    before (the dynamic path)."""
+    rng = np.random.default_rng(0)
+    loss = _HuberLoss(rng.standard_normal((12, 3)), rng.standard_normal(12))
+    w = np.array([0.3, -0.2, 0.5])
+    f = llgrad.differentiate(loss)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", llgrad.PerformanceWarning)
+        value, grad = f.value_and_grad(w)
+    assert f.inspect(w).path == "staged"
+    assert value == pytest.approx(loss(w), rel=1e-13)
+    np.testing.assert_allclose(llgrad.grad(loss)(w), grad)
+    np.testing.assert_allclose(grad, finite_differences(loss, (w,), (0,))[0], rtol=1e-6)
