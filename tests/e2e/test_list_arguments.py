@@ -103,3 +103,17 @@ def test_lists_of_arrays_are_arrays_or_sequences_as_numpy_takes_them(mode):
     assert type(g) is list
     for gi, wi in zip(g, finite_differences(lambda a, b, c: f([a, b, c]), ms, (0, 1, 2))):
         np.testing.assert_allclose(gi, wi, rtol=1e-6)
+
+
+def test_a_list_made_by_a_call_is_built_as_one_array(mode):
+    """`np.sum(list(map(f, x)))`, `np.stack(tuple(...))`: the list made by list/tuple holds
+    traced values (convert/calls.py `_list_argument`); numpy concretised them before (a
+    ConcretizationError)."""
+    def f(x):
+        sq = lambda t: t ** 2  # noqa: E731
+        return np.sum(list(map(sq, x))) + np.sum(np.stack(tuple(x[i] * x for i in range(2))))
+
+    x = np.array([0.5, -1.5, 2.0])
+    value, grad = llgrad.value_and_grad(f)(x)
+    assert value == pytest.approx(f(x), rel=1e-13)
+    np.testing.assert_allclose(grad, finite_differences(f, (x,), (0,))[0], rtol=1e-6)

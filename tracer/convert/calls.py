@@ -359,14 +359,16 @@ def _constant_index(index) -> bool:
 
 
 def _list_argument(node: gast.Call, lists: set[str]) -> bool:
-    """A list among the arguments, written there (`np.sum([1, a * a])`, or a tuple of names)
-    or a name the function binds to a list (`np.mean(losses)` after `losses.append(l)`): the
-    call may need its list built as one traced array (Note [Lists of traced values] in
-    operators.py)."""
+    """A list among the arguments, written there (`np.sum([1, a * a])`, a tuple of names,
+    `list(...)`) or a name the function binds to a list (`np.mean(losses)` after
+    `losses.append(l)`): the call may need its list built as one traced array (Note [Lists
+    of traced values] in operators.py)."""
     def listish(a):
         return isinstance(a, gast.List) or is_list_comp(a) or isinstance(a, gast.Tuple) and \
             not all(isinstance(e, gast.Constant) for e in a.elts) or \
-            isinstance(a, gast.Name) and a.id in lists
+            isinstance(a, gast.Name) and a.id in lists or \
+            isinstance(a, gast.Call) and isinstance(a.func, gast.Name) and \
+            a.func.id in ("list", "tuple")  # `np.sum(list(map(f, x)))`
     return any(listish(a) for a in node.args + [k.value for k in node.keywords])
 
 
