@@ -113,7 +113,12 @@ def test_a_list_made_by_a_call_is_built_as_one_array(mode):
         sq = lambda t: t ** 2  # noqa: E731
         return np.sum(list(map(sq, x))) + np.sum(np.stack(tuple(x[i] * x for i in range(2))))
 
+    def g(x):
+        s = sorted([x[0], x[2]])  # a name bound to sorted(...) holds a list too
+        return np.max(s) + np.sum(s)
+
     x = np.array([0.5, -1.5, 2.0])
-    value, grad = llgrad.value_and_grad(f)(x)
-    assert value == pytest.approx(f(x), rel=1e-13)
-    np.testing.assert_allclose(grad, finite_differences(f, (x,), (0,))[0], rtol=1e-6)
+    for fn in (f, g):
+        value, grad = llgrad.value_and_grad(fn)(x)
+        assert value == pytest.approx(fn(x), rel=1e-13)
+        np.testing.assert_allclose(grad, finite_differences(fn, (x,), (0,))[0], rtol=1e-6)

@@ -403,13 +403,13 @@ def _mark_parameters(node: gast.Call, params: set[str]) -> None:
 
 def list_names(fn: gast.FunctionDef) -> set[str]:
     """Names `fn` binds to a list (`xs = []`, `xs = [...]`, a list comprehension,
-    `list(...)`) or grows (`xs.append(v)`, `xs.extend(vs)`, `xs += [v]`)."""
+    `list(...)`, `sorted(...)`) or grows (`xs.append(v)`, `xs.extend(vs)`, `xs += [v]`)."""
     out = set()
     for n in gast.walk(fn):
         if isinstance(n, gast.Assign) and (
                 isinstance(n.value, gast.List) or is_list_comp(n.value) or
                 isinstance(n.value, gast.Call) and isinstance(n.value.func, gast.Name) and
-                n.value.func.id == "list"):
+                n.value.func.id in ("list", "sorted")):
             out.update(t.id for t in n.targets if isinstance(t, gast.Name))
         elif isinstance(n, gast.AugAssign) and isinstance(n.target, gast.Name) and \
                 (isinstance(n.value, gast.List) or is_list_comp(n.value)):
