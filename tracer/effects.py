@@ -20,6 +20,7 @@ from llgrad.runtime.padded import Padded
 from llgrad.runtime.prim import is_value
 from llgrad.tracer import operators
 from llgrad.tracer.operators import Undefined
+from llgrad.tracer.overlap import affine
 from llgrad.tracer.snapshot import Snapshot, free_values
 
 # Note [Containers in staged loops]
@@ -94,30 +95,6 @@ for _op in ("add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "matmul", 
     setattr(Poison, f"__{_op}__", Poison.raise_)
     setattr(Poison, f"__r{_op}__", Poison.raise_)
 Poison.__hash__ = None  # type: ignore[assignment]
-
-
-def _offset(v, counter) -> int | None:
-    """c where the traced integer `v` is `counter + c` (or `counter - c`), c a constant."""
-    if v is counter:
-        return 0
-    op = getattr(v, "op", None)
-    if op is None or op.prim.name not in ("add", "sub") or len(op.inputs) != 2:
-        return None
-    a, b = op.inputs
-    if a is counter and constant_int(b) is not None:
-        return constant_int(b) * (1 if op.prim.name == "add" else -1)
-    if op.prim.name == "add" and b is counter:
-        return constant_int(a)
-    return None
-
-
-def constant_int(v) -> int | None:
-    """The value of a traced integer scalar made by a constant op, else None."""
-    op = getattr(v, "op", None)
-    if op is None or op.prim.name != "constant":
-        return None
-    value = np.asarray(op.params["value"])
-    return int(value) if value.shape == () and value.dtype.kind in "iu" else None
 
 
 class PoisonRead(LLGradError):
@@ -295,7 +272,8 @@ class LoopEffects:
         if buf is None or self.counter is None:
             return None
         counter, first, step = self.counter
-        c = _offset(index, counter)
+        base, c = affine(index)
+        c = c if base is counter else None
         if c is None or first is None or step != len(buf.specs):
             return None
         # At iteration k the list holds n0 + k * step items before this trip's, the body's

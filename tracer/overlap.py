@@ -261,7 +261,7 @@ def _both_traced(v, w, ax: int, n: int):
     """The view's traced position `v` = (t, positions) against the write's traced index w on
     axis `ax` (length n)."""
     t, positions = v
-    (bt, ct), (bw, cw) = _affine(t), _affine(w)
+    (bt, ct), (bw, cw) = affine(t), affine(w)
     if _same(bt, bw) and np.array_equal(positions, np.arange(n)):
         return (ct - cw) % n == 0  # both in bounds when the code goes on: the Note
     rows = np.arange(n).reshape((1,) * ax + (n,))
@@ -272,12 +272,12 @@ def _both_traced(v, w, ax: int, n: int):
     return emit
 
 
-def _affine(v) -> tuple:
+def affine(v) -> tuple:
     """(base, c) with v = base + c, following add/sub of integer constants."""
     c = 0
     while isinstance(v, ir.Value) and v.op is not None and v.op.prim.name in ("add", "sub"):
         a, b = v.op.inputs
-        kb, ka = _const_int(b), _const_int(a)
+        kb, ka = const_int(b), const_int(a)
         if kb is not None:
             v, c = a, c + (kb if v.op.prim.name == "add" else -kb)
         elif ka is not None and v.op.prim.name == "add":
@@ -308,7 +308,8 @@ def _same(a, b, depth: int = 4) -> bool:
                                     for x, y in zip(a.op.inputs, b.op.inputs))
 
 
-def _const_int(v):
+def const_int(v) -> int | None:
+    """The value of a traced integer scalar made by a constant op, else None."""
     op = v.op if isinstance(v, ir.Value) else None
     if op is None or op.prim is not constant_p:
         return None

@@ -18,8 +18,8 @@ from llgrad.tracer import aliasing, checks, effects, merge, operators
 from llgrad.tracer.operators import TracedRange, Undefined
 from llgrad.tracer.traced_builtins import Zipped, stacked_items
 from llgrad.tracer.stores import Place, StoreLog
-from llgrad.tracer.effects import (LoopEffects, NewEffects, Poison, PoisonRead, Unstageable,
-                                   constant_int)
+from llgrad.tracer.overlap import const_int
+from llgrad.tracer.effects import LoopEffects, NewEffects, Poison, PoisonRead, Unstageable
 from llgrad.tracer.records import flat_state, split_merge
 from llgrad.transform import ir
 from llgrad.transform.builder import Builder, Value, current
@@ -623,7 +623,7 @@ class IRStager:
                 start, _, step = bounds
                 effects.index = i_param if step == 1 and _is_zero(start) else \
                     ops.floor_divide(ops.sub(i_param, start), np.int64(step))
-                effects.counter = (i_param, constant_int(start), step)
+                effects.counter = (i_param, const_int(start), step)
             effects.begin(before)
             b.inplace.append([])
             try:
